@@ -1,0 +1,95 @@
+"""The interface every engine shares, and its failure guard.
+
+Every engine (the two MTAs and every baseline) is::
+
+    Engine(monoid, wsp=None, **options)
+    insert(v)          # v is already in the monoid's domain
+    evict()            # removes the oldest element; IndexError on an empty window
+    enforce() -> int   # evicts the longest prefix P with wsp(total, aggregate(P)); returns |P|
+    query()            # aggregate of the window; the identity when empty
+    push(v)            # insert(v), enforce(), return query()
+    __len__()
+
+``wsp(total, prefix)`` is a window slide policy (section 4.1.3): ``total`` is
+the window's aggregate when enforcement starts, ``prefix`` the aggregate of
+a candidate oldest prefix.  It must be prefix-monotone.
+
+If user code raises inside an operation, the engine is marked failed and
+every later call raises :class:`~mta.errors.EngineFailedError`; it never
+returns a result computed from a half-updated state.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+from .errors import EmptyWindowError, EngineFailedError
+from .monoid import Monoid
+
+#: The operations guarded against user code raising half-way.
+GUARDED_OPERATIONS = ("insert", "evict", "enforce", "query", "push")
+
+
+def _guard(name: str, method: Callable) -> Callable:
+    @functools.wraps(method)
+    def guarded(self, *args):
+        if self._failure is not None:
+            raise EngineFailedError(
+                f"{type(self).__name__} is unusable: {self._failure!r} was raised during "
+                f"{self._failed_in}(), so its state may be inconsistent; rebuild the window "
+                "or resume it from its last checkpoint"
+            ) from self._failure
+        try:
+            return method(self, *args)
+        except EmptyWindowError:
+            raise  # raised before any change: the state is intact
+        except BaseException as exc:
+            self._failure = exc
+            self._failed_in = name
+            raise
+
+    guarded.unguarded = method
+    return guarded
+
+
+class Engine:
+    """Base class: argument checks, ``push`` and the failure guard.
+
+    Subclasses implement ``insert``, ``evict``, ``enforce``, ``query`` and
+    ``__len__``; the public operations are wrapped once, at class creation.
+    ``push`` calls the unwrapped operations so it pays for one guard only.
+    """
+
+    def __init__(self, monoid: Monoid, wsp: Callable[[Any, Any], bool] | None = None) -> None:
+        if not isinstance(monoid, Monoid):
+            raise TypeError(f"{type(self).__name__} needs a Monoid, got {type(monoid).__name__}")
+        if wsp is not None and not callable(wsp):
+            raise TypeError(f"wsp must be callable wsp(total, prefix) -> bool, got {type(wsp).__name__}")
+        self.monoid = monoid
+        self.wsp = wsp
+        self._failure: BaseException | None = None
+        self._failed_in = ""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name in GUARDED_OPERATIONS:
+            method = cls.__dict__.get(name)
+            if method is not None and not hasattr(method, "unguarded"):
+                setattr(cls, name, _guard(name, method))
+
+    def push(self, v):
+        """``insert(v)``, ``enforce()``, then return ``query()``."""
+        cls = type(self)
+        cls.insert.unguarded(self, v)
+        cls.enforce.unguarded(self)
+        return cls.query.unguarded(self)
+
+    def __len__(self) -> int:  # pragma: no cover - every engine overrides it
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.monoid.name}, len={len(self)})"
+
+
+Engine.push = _guard("push", Engine.push)

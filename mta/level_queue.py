@@ -1,0 +1,124 @@
+"""Level queues: one FIFO per tree level (section 4.1.1, Fig. 1b).
+
+Positions are absolute: the element at position ``i`` of level ``l`` keeps
+that position for its whole life, its sibling is ``i ^ 1`` (pairs are
+``(2j, 2j + 1)``), its parent is position ``i >> 1`` of level ``l + 1`` and
+its children are ``2i`` and ``2i + 1`` of level ``l - 1`` (Theorem 1).  A
+pair ``<empty, *>`` at the head is simply ``lo`` odd; ``<*, empty>`` at the
+tail is ``hi`` odd.  Because positions never shift, a store can key each
+element by ``(window, level, position)`` and never rewrite it.
+
+:class:`LevelQueue` is the interface the engines use; :class:`MemoryLevelQueue`
+keeps the level in process memory.  Store-backed queues (package ``stores``)
+implement the same interface.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class LevelQueue:
+    """A FIFO of elements addressed by absolute position.
+
+    ``lo`` and ``hi`` delimit the live positions ``[lo, hi)``.  Engines read
+    and write near the head and the tail, append at the tail and drop any
+    number of elements from the head with :meth:`advance` in O(1).
+    """
+
+    __slots__ = ("lo", "hi")
+
+    def __init__(self, lo: int = 0) -> None:
+        self.lo = lo
+        self.hi = lo
+
+    def __len__(self) -> int:
+        return self.hi - self.lo
+
+    def __getitem__(self, i: int) -> Any:
+        raise NotImplementedError
+
+    def __setitem__(self, i: int, value: Any) -> None:
+        raise NotImplementedError
+
+    def append(self, value: Any) -> None:
+        raise NotImplementedError
+
+    def advance(self, lo: int) -> None:
+        """Drop every element before position ``lo`` (``self.lo <= lo <= self.hi``)."""
+        raise NotImplementedError
+
+    def discard(self) -> None:
+        """Release everything the level holds (the level is being removed)."""
+        self.advance(self.hi)
+
+    def local_size(self) -> int:
+        """Elements held in process memory."""
+        raise NotImplementedError
+
+
+class MemoryLevelQueue(LevelQueue):
+    """A level held in a Python list.
+
+    :meth:`advance` only moves ``lo``: dropping millions of elements is O(1),
+    as the paper's ``remove_pairs`` (Algorithm 2).  Once the dead prefix
+    outgrows the live part, the live part is copied to a fresh list and the
+    old list goes to a graveyard that later appends (to any level) free a few
+    references at a time, so no single operation pays for deallocating a bulk
+    eviction (the paper's background garbage collector, section 4.1.4).
+    """
+
+    __slots__ = ("_items", "_base")
+
+    #: Dead elements tolerated before compaction is considered.
+    COMPACT_AFTER = 1024
+
+    def __init__(self, lo: int = 0) -> None:
+        super().__init__(lo)
+        self._items: list = []
+        self._base = lo  # absolute position of _items[0]
+
+    def __getitem__(self, i: int) -> Any:
+        return self._items[i - self._base]
+
+    def __setitem__(self, i: int, value: Any) -> None:
+        self._items[i - self._base] = value
+
+    def append(self, value: Any) -> None:
+        self._items.append(value)
+        self.hi += 1
+        if _graveyard:
+            _reclaim()
+
+    def advance(self, lo: int) -> None:
+        self.lo = lo
+        dead = lo - self._base
+        if dead > self.COMPACT_AFTER and dead >= self.hi - lo:
+            _graveyard.append(self._items)
+            self._items = self._items[dead:]
+            self._base = lo
+
+    def discard(self) -> None:
+        _graveyard.append(self._items)
+        self._items = []
+        self._base = self.lo = self.hi
+
+    def local_size(self) -> int:
+        return len(self._items)
+
+
+#: Lists of dropped elements, freed a few references per append.
+_graveyard: list[list] = []
+_RECLAIM_PER_APPEND = 16
+
+
+def _reclaim() -> None:
+    grave = _graveyard[-1]
+    del grave[-_RECLAIM_PER_APPEND:]
+    if not grave:
+        _graveyard.pop()
+
+
+def graveyard_size() -> int:
+    """References waiting to be freed (memory accounting in benchmarks)."""
+    return sum(map(len, _graveyard))

@@ -1,0 +1,203 @@
+"""Monoids and aggregators: the paper's map -> reduce -> map (section 3.3).
+
+A :class:`Monoid` is an associative ``combine`` with a neutral ``identity``.
+An :class:`Aggregator` wraps a monoid between ``lift`` (raw input -> monoid
+domain) and ``lower`` (monoid value -> result).  :func:`product` runs several
+aggregators over one window: the paper's multi-dimensional aggregation
+(Experiment 5), and how a :class:`~mta.policies.SlidePolicy` brings the
+dimension it needs next to the user's aggregation.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+
+def _identity_function(x: Any) -> Any:
+    return x
+
+
+class Monoid:
+    """An associative ``combine(a, b)`` with neutral element ``identity``.
+
+    ``combine`` need not be commutative nor invertible.  The keyword flags are
+    declarations that some baselines rely on:
+
+    * ``inverse(a, b)`` removes ``b`` from the front of ``a``:
+      ``inverse(combine(b, c), b) == c`` (subtract-on-evict, SlickDeque-Inv);
+    * ``commutative``: ``combine(a, b) == combine(b, a)``;
+    * ``selective``: ``combine(a, b)`` is always ``a`` or ``b`` (SlickDeque-NonInv).
+    """
+
+    __slots__ = ("combine", "identity", "name", "inverse", "commutative", "selective")
+
+    def __init__(
+        self,
+        combine: Callable[[Any, Any], Any],
+        identity: Any,
+        *,
+        name: str | None = None,
+        inverse: Callable[[Any, Any], Any] | None = None,
+        commutative: bool = False,
+        selective: bool = False,
+    ) -> None:
+        if not callable(combine):
+            raise TypeError(f"Monoid combine must be callable, got {type(combine).__name__}")
+        if inverse is not None and not callable(inverse):
+            raise TypeError(f"Monoid inverse must be callable, got {type(inverse).__name__}")
+        self.combine = combine
+        self.identity = identity
+        self.name = name or getattr(combine, "__name__", "monoid")
+        self.inverse = inverse
+        self.commutative = commutative
+        self.selective = selective
+
+    def fold(self, values) -> Any:
+        """Aggregate ``values`` left to right (the identity when empty)."""
+        acc = self.identity
+        combine = self.combine
+        for v in values:
+            acc = combine(acc, v)
+        return acc
+
+    def __repr__(self) -> str:
+        return f"Monoid({self.name})"
+
+
+class CountingMonoid(Monoid):
+    """A monoid that counts its ``combine`` (and ``inverse``) calls.
+
+    Tests and benchmarks use it to show complexity by counting, not timing:
+    ``m = CountingMonoid(sum_monoid); engine = AmortizedMTA(m); ...; m.calls``.
+    """
+
+    __slots__ = ("calls", "_inner")
+
+    def __init__(self, monoid: Monoid) -> None:
+        self._inner = monoid
+        self.calls = 0
+        inner_combine = monoid.combine
+
+        def combine(a, b):
+            self.calls += 1
+            return inner_combine(a, b)
+
+        inverse = None
+        if monoid.inverse is not None:
+            inner_inverse = monoid.inverse
+
+            def inverse(a, b):
+                self.calls += 1
+                return inner_inverse(a, b)
+
+        super().__init__(
+            combine,
+            monoid.identity,
+            name=f"counting({monoid.name})",
+            inverse=inverse,
+            commutative=monoid.commutative,
+            selective=monoid.selective,
+        )
+
+    def reset(self) -> int:
+        """Return the count so far and start again from zero."""
+        calls, self.calls = self.calls, 0
+        return calls
+
+
+class Aggregator:
+    """``lift`` -> ``monoid`` -> ``lower`` (section 3.3).
+
+    ``lift`` maps a raw input to the monoid's domain, ``lower`` maps the
+    window's aggregate to the result the user sees.
+    """
+
+    __slots__ = ("monoid", "lift", "lower", "name")
+
+    def __init__(
+        self,
+        monoid: Monoid,
+        lift: Callable[[Any], Any] = _identity_function,
+        lower: Callable[[Any], Any] = _identity_function,
+        *,
+        name: str | None = None,
+    ) -> None:
+        if not isinstance(monoid, Monoid):
+            raise TypeError(f"Aggregator needs a Monoid, got {type(monoid).__name__}")
+        if not callable(lift) or not callable(lower):
+            raise TypeError("Aggregator lift and lower must be callable")
+        self.monoid = monoid
+        self.lift = lift
+        self.lower = lower
+        self.name = name or monoid.name
+
+    def aggregate(self, raws) -> Any:
+        """Brute force: the result over ``raws`` (the oracle tests compare to)."""
+        return self.lower(self.monoid.fold(self.lift(r) for r in raws))
+
+    def __repr__(self) -> str:
+        return f"Aggregator({self.name})"
+
+
+def product_monoid(monoids: Sequence[Monoid]) -> Monoid:
+    """The componentwise product of ``monoids``; values are tuples."""
+    monoids = tuple(monoids)
+    if not monoids:
+        raise ValueError("product of no monoids")
+    combines = tuple(m.combine for m in monoids)
+    name = "(" + " x ".join(m.name for m in monoids) + ")"
+    if len(monoids) == 2:  # the common case (aggregation x policy), unrolled
+        c0, c1 = combines
+
+        def combine(a, b):
+            return (c0(a[0], b[0]), c1(a[1], b[1]))
+    else:
+
+        def combine(a, b):
+            return tuple([c(x, y) for c, x, y in zip(combines, a, b)])
+
+    inverse = None
+    if all(m.inverse is not None for m in monoids):
+        inverses = tuple(m.inverse for m in monoids)
+
+        def inverse(a, b):
+            return tuple([f(x, y) for f, x, y in zip(inverses, a, b)])
+
+    return Monoid(
+        combine,
+        tuple(m.identity for m in monoids),
+        name=name,
+        inverse=inverse,
+        commutative=all(m.commutative for m in monoids),
+        # a product of selective monoids may pick a from one side and b from
+        # the other, so it is not selective in general
+        selective=len(monoids) == 1 and monoids[0].selective,
+    )
+
+
+def product(*aggregators: Aggregator, name: str | None = None) -> Aggregator:
+    """Several aggregators over one window: results come back as a tuple.
+
+    ``product(mean, stddev, maximum)`` lifts each raw input once per
+    component, combines componentwise and lowers to ``(mean, sd, max)``.
+    """
+    if not aggregators:
+        raise ValueError("product() needs at least one aggregator")
+    for a in aggregators:
+        if not isinstance(a, Aggregator):
+            raise TypeError(f"product() takes Aggregators, got {type(a).__name__}")
+    lifts = tuple(a.lift for a in aggregators)
+    lowers = tuple(a.lower for a in aggregators)
+
+    def lift(raw):
+        return tuple([f(raw) for f in lifts])
+
+    def lower(value):
+        return tuple([f(v) for f, v in zip(lowers, value)])
+
+    return Aggregator(
+        product_monoid([a.monoid for a in aggregators]),
+        lift,
+        lower,
+        name=name or "product(" + ", ".join(a.name for a in aggregators) + ")",
+    )
