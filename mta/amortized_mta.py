@@ -1,0 +1,188 @@
+"""Amortized MTA: the forest, the Stack and the Result Pair (paper section 4.2).
+
+The levels are those of :mod:`mta.log_mta`, but a pair gets its parent only
+once it is no longer the tail of its level, so the tail pair of every level
+is the root of its own tree (Invariant 3).  The top level holds one pair:
+the root of the leftmost (oldest) tree.  The Result Pair keeps
+``R0 = aggregate(leftmost tree)`` and ``R1 = aggregate(the other trees)``;
+the Stack holds ``R0`` minus its oldest leaf, minus its two oldest, ...,
+one entry per full head pair of the leftmost tree.
+
+* :meth:`AmortizedMTA.insert` is Algorithm 3: ``R1 += v`` and the leaf
+  climbs only while it completes pairs; amortized O(1).
+* :meth:`_split` is Algorithms 4 and 5 (``compute_left_result`` and
+  ``compute_right_result``), run lazily: at most once per operation, and only
+  when an eviction needs the Stack (section 5.2's coalescing).
+* :meth:`_evict_one` is Algorithms 6 and 7: pop the Stack into ``R0``,
+  unlink emptied pairs upward, push the new full head pairs; amortized O(1).
+* :meth:`AmortizedMTA.enforce` is section 4.2.4: single evictions, and after
+  ``log2 n`` of them Algorithm 2 (:func:`mta.log_mta.bulk_search`) on the forest.
+* :meth:`AmortizedMTA.query` combines the Result Pair, cached until the
+  window changes.
+"""
+
+from __future__ import annotations
+
+from .engine import Engine
+from .errors import EmptyWindowError
+from .level_queue import LevelQueue
+from .log_mta import EMPTY, bulk_search, parse_level_options, recompute_spine, repair_heads
+from .monoid import Monoid
+
+
+class AmortizedMTA(Engine):
+    """Section 4.2: amortized O(1) insert and eviction, O(log n) worst case
+    and O(log n) bulk eviction."""
+
+    def __init__(self, monoid: Monoid, wsp=None, **options) -> None:
+        super().__init__(monoid, wsp)
+        self._new_level = parse_level_options(type(self).__name__, options)
+        self._combine = monoid.combine
+        self._levels: list[LevelQueue] = [self._new_level(0)]
+        self._r0 = EMPTY  # aggregate of the leftmost tree
+        self._r1 = EMPTY  # aggregate of the other trees
+        self._stack: list = []
+        self._split_stale = False  # R0 / R1 / Stack need Algorithms 4-5
+        self._result = EMPTY  # cached query()
+
+    def __len__(self) -> int:
+        q = self._levels[0]
+        return q.hi - q.lo
+
+    def height(self) -> int:
+        """Number of levels in use (1 for an empty window)."""
+        return len(self._levels)
+
+    def insert(self, v) -> None:
+        """Algorithm 3."""
+        combine = self._combine
+        self._r1 = v if self._r1 is EMPTY else combine(self._r1, v)
+        self._result = EMPTY
+        levels = self._levels
+        q = levels[0]
+        pos = q.hi
+        q.append(v)
+        m = 0
+        # A new pair at level m makes the previous pair final: it gets a parent.
+        while not pos & 1 and pos > q.lo:
+            left = pos - 2
+            value = combine(q[left], q[pos - 1]) if left >= q.lo else q[pos - 1]
+            m += 1
+            if m == len(levels):  # the leftmost tree's root pair got a parent
+                levels.append(self._new_level(left >> 1))
+            q = levels[m]
+            pos = q.hi
+            q.append(value)
+        if m == len(levels) - 1 and (pos & 1 or not m and pos == q.lo):
+            # the value completed the top pair, or started an empty window:
+            # the leftmost tree changed (a new top level above it does not)
+            self._split_stale = True
+
+    def evict(self) -> None:
+        q = self._levels[0]
+        if q.lo == q.hi:
+            raise EmptyWindowError("evict() on an empty window")
+        self._evict_one()
+
+    def enforce(self) -> int:
+        """Section 4.2.4: single evictions, then bulk after ``log2 n`` of them."""
+        wsp = self.wsp
+        q = self._levels[0]
+        n = q.hi - q.lo
+        if wsp is None or not n:
+            return 0
+        combine = self._combine
+        total = self.query.unguarded(self)
+        budget = n.bit_length()
+        acc = EMPTY
+        evicted = 0
+        while q.lo < q.hi:
+            v = q[q.lo]
+            cand = v if acc is EMPTY else combine(acc, v)
+            if not wsp(total, cand):
+                break
+            acc = cand
+            self._evict_one()
+            evicted += 1
+            if evicted == budget and q.lo < q.hi:
+                return evicted + self._bulk_evict(total, acc)
+        return evicted
+
+    def query(self):
+        result = self._result
+        if result is EMPTY:
+            r0, r1 = self._r0, self._r1
+            if r0 is EMPTY:
+                result = self.monoid.identity if r1 is EMPTY else r1
+            else:
+                result = r0 if r1 is EMPTY else self._combine(r0, r1)
+            self._result = result
+        return result
+
+    def _evict_one(self) -> None:
+        """Algorithms 6 and 7: remove the oldest leaf in amortized O(1)."""
+        if self._split_stale:
+            self._split()
+        stack, levels = self._stack, self._levels
+        self._r0 = stack.pop() if stack else EMPTY
+        self._result = EMPTY
+        new_heads = []  # e1 of each new full head pair, lowest level first
+        top = len(levels) - 1
+        pos = levels[0].lo
+        for m, q in enumerate(levels):
+            q.advance(pos + 1)
+            if not pos & 1 and pos + 1 < q.hi:
+                break  # <e0, e1> became <empty, e1>: the parent stays (stale)
+            if pos & 1 and pos + 2 < q.hi:
+                new_heads.append(q[pos + 2])  # the pair is gone; the next is full
+            if m == top:  # the leftmost tree is gone: the next one moves up
+                if top:
+                    levels.pop().discard()
+                self._split_stale = True  # R0 is empty, R1 still right
+                return
+            pos >>= 1  # unlink the emptied pair's parent
+        combine = self._combine
+        for e1 in reversed(new_heads):  # Algorithm 7
+            stack.append(combine(e1, stack[-1]) if stack else e1)
+
+    def _split(self) -> None:
+        """Algorithms 4 and 5: R0 and the Stack from the leftmost tree's head
+        pairs, R1 from the other trees' root (tail) pairs.  O(log n)."""
+        combine = self._combine
+        levels = self._levels
+        stack = self._stack
+        stack.clear()
+        self._split_stale = False
+        q0 = levels[0]
+        if q0.lo == q0.hi:
+            self._r0 = self._r1 = EMPTY
+            return
+        for q in reversed(levels):
+            lo = q.lo
+            if not lo & 1 and lo + 1 < q.hi:
+                e1 = q[lo + 1]
+                stack.append(combine(e1, stack[-1]) if stack else e1)
+        leaf = q0[q0.lo]
+        self._r0 = combine(leaf, stack[-1]) if stack else leaf
+        r1 = EMPTY
+        for q in reversed(levels[:-1]):
+            start = (q.hi - 1) & ~1
+            tree = combine(q[start], q[start + 1]) if start + 1 < q.hi else q[start]
+            r1 = tree if r1 is EMPTY else combine(r1, tree)
+        self._r1 = r1
+
+    def _bulk_evict(self, total, acc) -> int:
+        """Algorithm 2 on the forest, after restoring its leftmost branch."""
+        levels = self._levels
+        q0 = levels[0]
+        before = q0.lo
+        recompute_spine(levels, self._combine)
+        bulk_search(levels, self._combine, self.wsp, total, acc)
+        repair_heads(levels)
+        while len(levels) > 1 and levels[-1].lo == levels[-1].hi:
+            levels.pop().discard()
+        self._r0 = self._r1 = self._result = EMPTY
+        self._split_stale = True
+        if q0.lo < q0.hi:  # R0 + R1 must stay a valid query() before _split
+            self._split()
+        return q0.lo - before
