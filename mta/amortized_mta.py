@@ -55,15 +55,22 @@ class AmortizedMTA(Engine):
 
     def insert(self, v) -> None:
         """Algorithm 3."""
-        combine = self._combine
-        self._r1 = v if self._r1 is EMPTY else combine(self._r1, v)
+        r1 = self._r1
+        self._r1 = v if r1 is EMPTY else self._combine(r1, v)
         self._result = EMPTY
-        levels = self._levels
-        q = levels[0]
+        q = self._levels[0]
         pos = q.hi
         q.append(v)
+        if pos & 1 or pos == q.lo:  # completes a pair, or starts an empty window
+            if len(self._levels) == 1:  # ... at the top: the leftmost tree grew
+                self._split_stale = True
+        else:  # a new pair: the previous one is final and gets its parent
+            self._climb(q, pos)
+
+    def _climb(self, q: LevelQueue, pos: int) -> None:
+        """Algorithm 3's loop: propagate final pairs' aggregates upward."""
+        combine, levels = self._combine, self._levels
         m = 0
-        # A new pair at level m makes the previous pair final: it gets a parent.
         while not pos & 1 and pos > q.lo:
             left = pos - 2
             value = combine(q[left], q[pos - 1]) if left >= q.lo else q[pos - 1]
@@ -73,9 +80,7 @@ class AmortizedMTA(Engine):
             q = levels[m]
             pos = q.hi
             q.append(value)
-        if m == len(levels) - 1 and (pos & 1 or not m and pos == q.lo):
-            # the value completed the top pair, or started an empty window:
-            # the leftmost tree changed (a new top level above it does not)
+        if pos & 1 and m == len(levels) - 1:  # completed the top pair
             self._split_stale = True
 
     def evict(self) -> None:
@@ -91,22 +96,24 @@ class AmortizedMTA(Engine):
         n = q.hi - q.lo
         if wsp is None or not n:
             return 0
+        total = self._raw_query()
+        acc = q[q.lo]
+        if not wsp(total, acc):
+            return 0
         combine = self._combine
-        total = self.query.unguarded(self)
         budget = n.bit_length()
-        acc = EMPTY
         evicted = 0
-        while q.lo < q.hi:
-            v = q[q.lo]
-            cand = v if acc is EMPTY else combine(acc, v)
-            if not wsp(total, cand):
-                break
-            acc = cand
+        while True:
             self._evict_one()
             evicted += 1
-            if evicted == budget and q.lo < q.hi:
+            if q.lo == q.hi:
+                return evicted
+            if evicted == budget:
                 return evicted + self._bulk_evict(total, acc)
-        return evicted
+            cand = combine(acc, q[q.lo])
+            if not wsp(total, cand):
+                return evicted
+            acc = cand
 
     def query(self):
         result = self._result
@@ -123,24 +130,33 @@ class AmortizedMTA(Engine):
         """Algorithms 6 and 7: remove the oldest leaf in amortized O(1)."""
         if self._split_stale:
             self._split()
-        stack, levels = self._stack, self._levels
+        stack = self._stack
         self._r0 = stack.pop() if stack else EMPTY
         self._result = EMPTY
+        levels = self._levels
+        q = levels[0]
+        pos = q.lo
+        q.lo = pos + 1
+        if not pos & 1 and pos + 1 < q.hi:
+            return  # <e0, e1> became <empty, e1>: the parent stays (stale)
+        # The pair is gone: unlink its parent, and so on up (Algorithm 6).
         new_heads = []  # e1 of each new full head pair, lowest level first
         top = len(levels) - 1
-        pos = levels[0].lo
-        for m, q in enumerate(levels):
-            q.advance(pos + 1)
-            if not pos & 1 and pos + 1 < q.hi:
-                break  # <e0, e1> became <empty, e1>: the parent stays (stale)
+        m = 0
+        while True:
             if pos & 1 and pos + 2 < q.hi:
-                new_heads.append(q[pos + 2])  # the pair is gone; the next is full
+                new_heads.append(q[pos + 2])
             if m == top:  # the leftmost tree is gone: the next one moves up
                 if top:
                     levels.pop().discard()
                 self._split_stale = True  # R0 is empty, R1 still right
                 return
-            pos >>= 1  # unlink the emptied pair's parent
+            m += 1
+            pos >>= 1
+            q = levels[m]
+            q.lo = pos + 1
+            if not pos & 1 and pos + 1 < q.hi:
+                break
         combine = self._combine
         for e1 in reversed(new_heads):  # Algorithm 7
             stack.append(combine(e1, stack[-1]) if stack else e1)

@@ -57,8 +57,10 @@ class Engine:
     """Base class: argument checks, ``push`` and the failure guard.
 
     Subclasses implement ``insert``, ``evict``, ``enforce``, ``query`` and
-    ``__len__``; the public operations are wrapped once, at class creation.
-    ``push`` calls the unwrapped operations so it pays for one guard only.
+    ``__len__``; the public operations are wrapped once, at class creation,
+    and the unwrapped ones stay reachable as ``_raw_insert`` and so on, for
+    ``push`` and for engines calling their own operations (one guard per
+    public call).
     """
 
     def __init__(self, monoid: Monoid, wsp: Callable[[Any, Any], bool] | None = None) -> None:
@@ -76,14 +78,14 @@ class Engine:
         for name in GUARDED_OPERATIONS:
             method = cls.__dict__.get(name)
             if method is not None and not hasattr(method, "unguarded"):
+                setattr(cls, "_raw_" + name, method)
                 setattr(cls, name, _guard(name, method))
 
     def push(self, v):
         """``insert(v)``, ``enforce()``, then return ``query()``."""
-        cls = type(self)
-        cls.insert.unguarded(self, v)
-        cls.enforce.unguarded(self)
-        return cls.query.unguarded(self)
+        self._raw_insert(v)
+        self._raw_enforce()
+        return self._raw_query()
 
     def __len__(self) -> int:  # pragma: no cover - every engine overrides it
         raise NotImplementedError
@@ -92,4 +94,5 @@ class Engine:
         return f"{type(self).__name__}({self.monoid.name}, len={len(self)})"
 
 
+Engine._raw_push = Engine.push
 Engine.push = _guard("push", Engine.push)

@@ -22,8 +22,9 @@ class LevelQueue:
     """A FIFO of elements addressed by absolute position.
 
     ``lo`` and ``hi`` delimit the live positions ``[lo, hi)``.  Engines read
-    and write near the head and the tail, append at the tail and drop any
-    number of elements from the head with :meth:`advance` in O(1).
+    and write near the head and the tail, append at the tail, and drop any
+    number of elements from the head in O(1) by assigning ``lo`` (never
+    backwards, never past ``hi``); implementations reclaim lazily.
     """
 
     __slots__ = ("lo", "hi")
@@ -44,13 +45,9 @@ class LevelQueue:
     def append(self, value: Any) -> None:
         raise NotImplementedError
 
-    def advance(self, lo: int) -> None:
-        """Drop every element before position ``lo`` (``self.lo <= lo <= self.hi``)."""
-        raise NotImplementedError
-
     def discard(self) -> None:
         """Release everything the level holds (the level is being removed)."""
-        self.advance(self.hi)
+        self.lo = self.hi
 
     def local_size(self) -> int:
         """Elements held in process memory."""
@@ -60,9 +57,9 @@ class LevelQueue:
 class MemoryLevelQueue(LevelQueue):
     """A level held in a Python list.
 
-    :meth:`advance` only moves ``lo``: dropping millions of elements is O(1),
-    as the paper's ``remove_pairs`` (Algorithm 2).  Once the dead prefix
-    outgrows the live part, the live part is copied to a fresh list and the
+    Moving ``lo`` drops millions of elements in O(1), as the paper's
+    ``remove_pairs`` (Algorithm 2).  Once the dead prefix outgrows the live
+    part, the next append copies the live part to a fresh list and the
     old list goes to a graveyard that later appends (to any level) free a few
     references at a time, so no single operation pays for deallocating a bulk
     eviction (the paper's background garbage collector, section 4.1.4).
@@ -85,18 +82,15 @@ class MemoryLevelQueue(LevelQueue):
         self._items[i - self._base] = value
 
     def append(self, value: Any) -> None:
+        dead = self.lo - self._base
+        if dead > self.COMPACT_AFTER and dead >= self.hi - self.lo:
+            _graveyard.append(self._items)
+            self._items = self._items[dead:]
+            self._base = self.lo
         self._items.append(value)
         self.hi += 1
         if _graveyard:
             _reclaim()
-
-    def advance(self, lo: int) -> None:
-        self.lo = lo
-        dead = lo - self._base
-        if dead > self.COMPACT_AFTER and dead >= self.hi - lo:
-            _graveyard.append(self._items)
-            self._items = self._items[dead:]
-            self._base = lo
 
     def discard(self) -> None:
         _graveyard.append(self._items)

@@ -42,7 +42,7 @@ def bulk_search(levels: list[LevelQueue], combine, wsp, total, acc) -> Any:
     Walks from the top level to the leaves.  At each level the head element
     is the aggregate of the oldest remaining subtree; while
     ``wsp(total, acc + head)`` holds, the whole subtree leaves (its level
-    queue's head moves, O(1)) and the search goes on with the next head.
+    queue's ``lo`` moves, O(1)) and the search goes on with the next head.
     Descending, a level starts after the children of what left above.  The
     head of every level must hold the true aggregate of its live leaves.
 
@@ -63,8 +63,7 @@ def bulk_search(levels: list[LevelQueue], combine, wsp, total, acc) -> Any:
                 break
             acc = cand
             lo += 1
-        if lo != q.lo:
-            q.advance(lo)
+        q.lo = lo
         floor = lo << 1
     return acc
 
@@ -79,7 +78,7 @@ def repair_heads(levels: list[LevelQueue]) -> None:
     for q in levels[1:]:
         lo = below.lo >> 1 if below.lo < below.hi else q.hi
         if lo > q.lo:
-            q.advance(lo if lo < q.hi else q.hi)
+            q.lo = lo if lo < q.hi else q.hi
         below = q
 
 
@@ -157,7 +156,7 @@ class LogMTA(Engine):
         q = self._levels[0]
         if q.lo == q.hi:
             raise EmptyWindowError("evict() on an empty window")
-        q.advance(q.lo + 1)
+        q.lo += 1
         self._restore()
 
     def enforce(self) -> int:

@@ -1,0 +1,112 @@
+"""The user-facing sliding window: an aggregator, a slide policy and an engine.
+
+``Window(aggregator, policy)`` runs the aggregator's monoid and the policy's
+own dimension side by side (their :func:`~mta.monoid.product_monoid`), so::
+
+    w = Window(Aggregator(Monoid(max, -math.inf)), SumAtMost(10))
+    w.extend([2, 2, 3, 3])   # [2, 2, 3, 3]: max 3
+    w.push(4)                # [3, 3, 4]: max 4 (section 3.2)
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Iterable
+
+from .checks import WindowChecker, short_repr
+from .errors import MTAError
+from .monoid import Aggregator, product_monoid
+from .policies import SlidePolicy
+
+
+class LiftError(MTAError, ValueError):
+    """A raw input could not be lifted; the window is unchanged."""
+
+
+_UNSET = object()
+
+
+class Window:
+    """``aggregator`` over a window slid by ``policy``, on ``engine``.
+
+    ``engine`` is any engine class (default :class:`~mta.amortized_mta.AmortizedMTA`);
+    it is built as ``engine(monoid, wsp, **options)``.  Raw inputs are lifted
+    before the engine is touched, so one that fails to lift raises
+    :class:`LiftError` and leaves the window unchanged.
+
+    ``check`` turns on the checking mode (:class:`~mta.checks.WindowChecker`):
+    ``True`` checks every push, an integer ``k`` every k-th push (the
+    policy's per-value ``validate`` still runs on every push); ``equal`` is
+    the comparison used by the monoid-law checks.  A detected mistake raises
+    MonoidLawError or PolicyError before the value reaches the engine.
+    """
+
+    def __init__(
+        self,
+        aggregator: Aggregator,
+        policy: SlidePolicy,
+        engine=None,
+        *,
+        check: bool | int = False,
+        equal=None,
+        **options,
+    ) -> None:
+        if not isinstance(aggregator, Aggregator):
+            raise TypeError(f"Window needs an Aggregator, got {type(aggregator).__name__}")
+        if not isinstance(policy, SlidePolicy):
+            raise TypeError(f"Window needs a SlidePolicy, got {type(policy).__name__}")
+        if engine is None:
+            from .amortized_mta import AmortizedMTA
+
+            engine = AmortizedMTA
+        self.aggregator = aggregator
+        self.policy = policy
+        self.monoid = product_monoid([aggregator.monoid, policy.monoid])
+        holds = policy.holds
+        self.engine = engine(self.monoid, lambda total, prefix: holds(total[1], prefix[1]), **options)
+        self._lower = aggregator.lower
+        self._checker = None
+        if check:
+            self._checker = WindowChecker(aggregator.monoid, policy, every=operator.index(check), equal=equal)
+
+    def _lift(self, raw: Any) -> tuple:
+        """``(aggregator.lift(raw), policy.lift(raw))``, checked in checking mode."""
+        a = _UNSET
+        try:
+            a = self.aggregator.lift(raw)
+            value = (a, self.policy.lift(raw))
+        except Exception as exc:
+            who = f"aggregator {self.aggregator.name}" if a is _UNSET else f"slide policy {self.policy.name}"
+            raise LiftError(f"{who} cannot lift raw value {short_repr(raw)}: {type(exc).__name__}: {exc}") from exc
+        if self._checker is not None:
+            self._checker.observe(raw, value)
+        return value
+
+    def push(self, raw: Any) -> Any:
+        """Insert ``raw``, enforce the policy and return the lowered result."""
+        value = self._lift(raw)
+        return self._lower(self.engine.push(value)[0])
+
+    def extend(self, raws: Iterable) -> list:
+        """Push every raw in order and return the list of results.
+
+        All raws are lifted (and checked) first, so a bad one leaves the
+        window unchanged.
+        """
+        values = [self._lift(r) for r in raws]
+        push, lower = self.engine.push, self._lower
+        return [lower(push(v)[0]) for v in values]
+
+    def query(self) -> Any:
+        """The lowered aggregate of the current window."""
+        return self._lower(self.engine.query()[0])
+
+    def evict(self) -> None:
+        """Remove the oldest element (the engine's error on an empty window)."""
+        self.engine.evict()
+
+    def __len__(self) -> int:
+        return len(self.engine)
+
+    def __repr__(self) -> str:
+        return f"Window({self.aggregator.name}, {self.policy.name}, {type(self.engine).__name__}, len={len(self)})"
