@@ -38,7 +38,7 @@ __all__ = [
     "BY_NAME", "get", "variance", "stddev", "argmax", "argmin", "latest", "longest_run",
     "count_min", "CountMinQuery", "SUM", "COUNT", "MIN", "MAX", "MEAN", "GEOMEAN",
     "VARIANCE", "STDDEV", "VAR_POP", "STDDEV_POP", "FIRST", "LAST", "COLLECT", "ARGMAX",
-    "ARGMIN", "LATEST", "LONGEST_RUN", "COUNT_MIN",
+    "ARGMIN", "LATEST", "LONGEST_RUN", "COUNT_MIN", "MOMENTS",
 ]
 
 

@@ -16,42 +16,35 @@ one entry per full head pair of the leftmost tree.
 * :meth:`_evict_one` is Algorithms 6 and 7: pop the Stack into ``R0``,
   unlink emptied pairs upward, push the new full head pairs; amortized O(1).
 * :meth:`AmortizedMTA.enforce` is section 4.2.4: single evictions, and after
-  ``log2 n`` of them Algorithm 2 (:func:`mta.log_mta.bulk_search`) on the forest.
+  ``log2 n`` of them Algorithm 2 (:func:`mta.tree.bulk_search`) on the forest.
 * :meth:`AmortizedMTA.query` combines the Result Pair, cached until the
   window changes.
 """
 
 from __future__ import annotations
 
-from .engine import Engine
 from .errors import EmptyWindowError
 from .level_queue import LevelQueue
-from .log_mta import EMPTY, bulk_search, parse_level_options, recompute_spine, repair_heads
-from .monoid import Monoid
+from .tree import EMPTY, LevelEngine, bulk_search, recompute_spine, repair_heads
 
 
-class AmortizedMTA(Engine):
+class AmortizedMTA(LevelEngine):
     """Section 4.2: amortized O(1) insert and eviction, O(log n) worst case
-    and O(log n) bulk eviction."""
+    and O(log n) bulk eviction.
 
-    def __init__(self, monoid: Monoid, wsp=None, **options) -> None:
-        super().__init__(monoid, wsp)
-        self._new_level = parse_level_options(type(self).__name__, options)
-        self._combine = monoid.combine
-        self._levels: list[LevelQueue] = [self._new_level(0)]
+    Options as :class:`mta.tree.LevelEngine` (``store``, ``window_id``, ...).
+    """
+
+    def __init__(self, monoid, wsp=None, **options) -> None:
+        super().__init__(monoid, wsp, **options)
         self._r0 = EMPTY  # aggregate of the leftmost tree
         self._r1 = EMPTY  # aggregate of the other trees
         self._stack: list = []
-        self._split_stale = False  # R0 / R1 / Stack need Algorithms 4-5
         self._result = EMPTY  # cached query()
+        self._split()  # R0, R1 and the Stack of a resumed window
 
-    def __len__(self) -> int:
-        q = self._levels[0]
-        return q.hi - q.lo
-
-    def height(self) -> int:
-        """Number of levels in use (1 for an empty window)."""
-        return len(self._levels)
+    def local_size(self) -> int:
+        return super().local_size() + len(self._stack) + 2
 
     def insert(self, v) -> None:
         """Algorithm 3."""
@@ -76,7 +69,7 @@ class AmortizedMTA(Engine):
             value = combine(q[left], q[pos - 1]) if left >= q.lo else q[pos - 1]
             m += 1
             if m == len(levels):  # the leftmost tree's root pair got a parent
-                levels.append(self._new_level(left >> 1))
+                levels.append(self._new_level(m, left >> 1))
             q = levels[m]
             pos = q.hi
             q.append(value)

@@ -27,9 +27,10 @@ class LevelQueue:
     backwards, never past ``hi``); implementations reclaim lazily.
     """
 
-    __slots__ = ("lo", "hi")
+    __slots__ = ("level", "lo", "hi")
 
-    def __init__(self, lo: int = 0) -> None:
+    def __init__(self, level: int, lo: int) -> None:
+        self.level = level  # 0 for the leaves
         self.lo = lo
         self.hi = lo
 
@@ -70,8 +71,8 @@ class MemoryLevelQueue(LevelQueue):
     #: Dead elements tolerated before compaction is considered.
     COMPACT_AFTER = 1024
 
-    def __init__(self, lo: int = 0) -> None:
-        super().__init__(lo)
+    def __init__(self, level: int = 0, lo: int = 0) -> None:
+        super().__init__(level, lo)
         self._items: list = []
         self._base = lo  # absolute position of _items[0]
 

@@ -18,112 +18,27 @@ positions, more when a small window straddles a large power of two (at most
 the log of the stream length).  The forest of the Amortized MTA
 (:mod:`mta.amortized_mta`) has no such straddle cost.
 
-The helpers here are shared with the Amortized MTA, which applies
-Algorithm 2 to its forest (section 4.2.4).
+Algorithm 2's search and the spine repair live in :mod:`mta.tree`, shared
+with the Amortized MTA.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
-
-from .engine import Engine
 from .errors import EmptyWindowError
-from .level_queue import LevelQueue, MemoryLevelQueue
-from .monoid import Monoid
+from .tree import EMPTY, LevelEngine, bulk_search, recompute_spine, repair_heads
 
-#: Private "no value" marker.  Never the monoid's identity: a value equal to
-#: the identity is an ordinary element.
-EMPTY: Any = type("EmptySlot", (), {"__repr__": lambda self: "<empty>", "__slots__": ()})()
+class LogMTA(LevelEngine):
+    """Section 4.1: O(log n) insertion, O(log n) bulk eviction.
 
-
-def bulk_search(levels: list[LevelQueue], combine, wsp, total, acc) -> Any:
-    """Algorithm 2, lines 1-20: evict the longest prefix the policy allows.
-
-    Walks from the top level to the leaves.  At each level the head element
-    is the aggregate of the oldest remaining subtree; while
-    ``wsp(total, acc + head)`` holds, the whole subtree leaves (its level
-    queue's ``lo`` moves, O(1)) and the search goes on with the next head.
-    Descending, a level starts after the children of what left above.  The
-    head of every level must hold the true aggregate of its live leaves.
-
-    ``acc`` is the aggregate of what was already evicted in this enforcement
-    (or :data:`EMPTY`); returns the new one.  Levels above the leaves are left
-    with stale heads: call :func:`repair_heads` and :func:`recompute_spine`.
+    Options as :class:`mta.tree.LevelEngine` (``store``, ``window_id``, ...).
     """
-    floor = 0  # first position at this level not under an evicted element above
-    for l in range(len(levels) - 1, -1, -1):
-        q = levels[l]
-        lo, hi = q.lo, q.hi
-        if floor > lo:
-            lo = floor if floor < hi else hi
-        while lo < hi:
-            v = q[lo]
-            cand = v if acc is EMPTY else combine(acc, v)
-            if not wsp(total, cand):
-                break
-            acc = cand
-            lo += 1
-        q.lo = lo
-        floor = lo << 1
-    return acc
 
+    MUTABLE_TAIL = 1  # each level's last element changes until its pair is complete
 
-def repair_heads(levels: list[LevelQueue]) -> None:
-    """Drop parents whose children have all left (after leaves left).
-
-    The head of level ``m`` is the parent of the head of level ``m - 1``;
-    a level above an empty level is empty.
-    """
-    below = levels[0]
-    for q in levels[1:]:
-        lo = below.lo >> 1 if below.lo < below.hi else q.hi
-        if lo > q.lo:
-            q.lo = lo if lo < q.hi else q.hi
-        below = q
-
-
-def recompute_spine(levels: list[LevelQueue], combine) -> None:
-    """Algorithm 2, lines 21-27: recompute the leftmost branch bottom-up.
-
-    Each head is set to the aggregate of its live children, so every head
-    again holds the true aggregate of its subtree.  O(height) monoid calls.
-    """
-    below = levels[0]
-    for q in levels[1:]:
-        if q.lo == q.hi:
-            break
-        first = max(q.lo << 1, below.lo)
-        if first + 1 < below.hi and first & 1 == 0:
-            q[q.lo] = combine(below[first], below[first + 1])
-        else:
-            q[q.lo] = below[first]
-        below = q
-
-
-def parse_level_options(engine: str, options: dict) -> Callable[[int], LevelQueue]:
-    """The level-queue factory for an engine's ``**options``."""
-    level_queue = options.pop("level_queue", MemoryLevelQueue)
-    if options:
-        raise TypeError(f"{engine} got unexpected options: {', '.join(sorted(options))}")
-    return level_queue
-
-
-class LogMTA(Engine):
-    """Section 4.1: O(log n) insertion, O(log n) bulk eviction."""
-
-    def __init__(self, monoid: Monoid, wsp=None, **options) -> None:
-        super().__init__(monoid, wsp)
-        self._new_level = parse_level_options(type(self).__name__, options)
-        self._combine = monoid.combine
-        self._levels: list[LevelQueue] = [self._new_level(0)]
-
-    def __len__(self) -> int:
-        q = self._levels[0]
-        return q.hi - q.lo
-
-    def height(self) -> int:
-        """Number of levels in use (1 for an empty window)."""
-        return len(self._levels)
+    def __init__(self, monoid, wsp=None, **options) -> None:
+        super().__init__(monoid, wsp, **options)
+        if len(self._levels[0]):  # resumed: heads in the store may be stale
+            recompute_spine(self._levels, self._combine)
 
     def insert(self, v) -> None:
         """Algorithm 1: append a leaf and update each level's tail up to the root."""
@@ -140,7 +55,7 @@ class LogMTA(Engine):
             else:
                 value = below[pos]
             if m == len(levels):  # the old root level got a second element
-                q = self._new_level(below.lo >> 1)
+                q = self._new_level(m, below.lo >> 1)
                 levels.append(q)
                 if q.lo < parent:  # the old root's pair differs from the new leaf's
                     q.append(below[below.lo])

@@ -48,7 +48,7 @@ class SingleEvictionEnforce(Engine):
         wsp = self.wsp
         if wsp is None or not len(self):
             return 0
-        total = type(self).query.unguarded(self)
+        total = self._raw_query()
         combine, head, pop = self._combine, self._head, self._pop
         acc = NOTHING
         evicted = 0

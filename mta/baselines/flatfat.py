@@ -87,7 +87,7 @@ class FlatFAT(SingleEvictionEnforce):
             else:
                 suffix = combine(suffix, tree[i + 1])
             i >>= 1
-        return suffix if prefix is NOTHING else combine(prefix, suffix)
+        return suffix if prefix is NOTHING else combine(suffix, prefix)
 
     def __len__(self) -> int:
         return self._size
