@@ -1,22 +1,38 @@
-"""Monoid Tree Aggregator (MTA) sliding windows, after Villalba et al., TPDS 2019."""
+"""Monoid Tree Aggregator (MTA) sliding windows, after Villalba et al., TPDS 2019.
 
+``Window(aggregator, policy)`` is the entry point; ``AmortizedMTA`` and
+``LogMTA`` are the engines behind it, ``mta.baselines`` their peers.
+"""
+
+from . import aggregators, policies
+from .amortized_mta import AmortizedMTA
 from .engine import Engine
 from .errors import EmptyWindowError, EngineFailedError, MonoidLawError, MTAError, PolicyError
 from .level_queue import LevelQueue, MemoryLevelQueue
+from .log_mta import LogMTA
 from .monoid import Aggregator, CountingMonoid, Monoid, product, product_monoid
+from .policies import SlidePolicy
+from .window import LiftError, Window
 
 __all__ = [
     "Aggregator",
+    "AmortizedMTA",
     "CountingMonoid",
     "EmptyWindowError",
     "Engine",
     "EngineFailedError",
     "LevelQueue",
+    "LiftError",
+    "LogMTA",
     "MemoryLevelQueue",
     "Monoid",
     "MonoidLawError",
     "MTAError",
     "PolicyError",
+    "SlidePolicy",
+    "Window",
+    "aggregators",
+    "policies",
     "product",
     "product_monoid",
 ]

@@ -100,7 +100,8 @@ def check_policy(policy_or_wsp, monoid: Monoid | None, values: Sequence) -> None
     """
     wsp = getattr(policy_or_wsp, "holds", policy_or_wsp)
     name = getattr(policy_or_wsp, "name", None) or getattr(wsp, "__name__", repr(wsp))
-    monoid = monoid or getattr(policy_or_wsp, "monoid", None)
+    if monoid is None:
+        monoid = getattr(policy_or_wsp, "monoid", None)
     if not isinstance(monoid, Monoid):
         raise TypeError("check_policy needs a Monoid (or a SlidePolicy bringing its own)")
     prefixes, acc = [], monoid.identity
@@ -148,7 +149,7 @@ class WindowChecker:
         self._rng = random.Random(seed)
 
     def observe(self, raw: Any, value: tuple) -> None:
-        """Raise MonoidLawError or PolicyError (naming ``raw``) on a detected mistake."""
+        """Raise MonoidLawError (naming lifted values) or PolicyError on a detected mistake."""
         policy = self.policy
         if policy.validate is not None:
             message = policy.validate(value[1], self._previous)

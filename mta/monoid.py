@@ -131,6 +131,11 @@ class Aggregator:
         self.lower = lower
         self.name = name or monoid.name
 
+    def on(self, getter: Callable[[Any], Any], *, name: str | None = None) -> "Aggregator":
+        """The same aggregation over ``getter(raw)``, e.g. ``MAX.on(lambda r: r.mem)``."""
+        lift = self.lift
+        return Aggregator(self.monoid, lambda raw: lift(getter(raw)), self.lower, name=name or self.name)
+
     def aggregate(self, raws) -> Any:
         """Brute force: the result over ``raws`` (the oracle tests compare to)."""
         return self.lower(self.monoid.fold(self.lift(r) for r in raws))
