@@ -12,8 +12,21 @@ from __future__ import annotations
 from ..engine import Engine
 from ..errors import EmptyWindowError
 
+
+class _Nothing:
+    """Type of :data:`NOTHING`; copies and unpickles to the same object."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NOTHING"
+
+    def __reduce__(self) -> str:
+        return "NOTHING"
+
+
 #: "No value yet".  Never the identity nor ``None``: both are legal elements.
-NOTHING = object()
+NOTHING = _Nothing()
 
 
 class SingleEvictionEnforce(Engine):

@@ -2,7 +2,9 @@
 
 ``DABA(monoid, wsp, cached=True)`` is Fig. 17 (caching ``Σ_F ⊕ Σ_B`` for
 query and ``Σ_R ⊕ Σ_A`` for fixup: at most 1 combine per query, 3 per
-insert, 2 per evict); ``cached=False`` is Fig. 14 (at most 3 per operation).
+insert, 2 per evict, Theorem 9); ``cached=False`` is Fig. 14 (at most 1 per
+query, 4 per insert, 3 per evict).  Combines with an empty sublist's
+identity are skipped, which never adds a call.
 
 Storage: the paper's chunked-array queue is replaced by two Python lists
 ``vals`` and ``aggs`` addressed by the pointers ``F <= L <= R <= A <= B <= E``

@@ -77,10 +77,11 @@ class SlickDequeNonInv(SlickDeque):
     Deviations: positions are unbounded integers instead of ``currPos``
     modulo ``wSize``, since the window size varies; the raw values are kept
     in a deque as well, because ``enforce`` reads the oldest value; and
-    "selects ``v``" is decided by identity before equality (``r is v``, or
-    ``r == v`` when ``r`` is neither operand), so ties between distinct but
-    equal-looking values follow ``combine`` exactly (e.g. first-max keeps the
-    older tied node, last-max the newer one).
+    the paper's test ``tail ⊕ v == v`` looks at identity first (``r is v``;
+    ``r == v`` only when ``r`` is neither operand), so the deque follows the
+    operand ``combine`` actually returned -- ties between distinct values
+    that compare equal (first-max keeps the older one, last-max the newer)
+    and values such as NaN that are not equal to themselves.
     """
 
     variant = "noninv"
