@@ -1,0 +1,119 @@
+"""Pluggable storage for the engines' level queues.
+
+``open_store(url, **options)`` picks a backend by URL scheme:
+
+=====================================  ==========================================
+``memory://`` / ``memory://NAME``      in-process dicts (NAME shares one space)
+``file:///abs/dir``, ``file:rel/dir``,  SQLite in WAL mode, ``<dir>/mta.sqlite3``
+a plain path
+``redis://``, ``rediss://``,           Redis (redis-py; hiredis when installed)
+``redis+cluster://``, ``rediss+cluster://``
+``couchbase://``, ``couchbases://``    Couchbase (SDK 4, imported lazily)
+=====================================  ==========================================
+
+Every store implements :class:`Store`: pair blobs keyed by ``(window,
+epoch, level, index)`` written, read and deleted by ranges in one round trip
+each, plus one metadata record per window with compare-and-set.  Errors
+are in :mod:`stores.errors`; values are turned into blobs by
+:mod:`stores.codec` (msgpack with extension types, never pickle).
+
+Network backends connect lazily: ``open_store`` does no I/O and a backend
+that is down makes the first operation raise :class:`StoreUnavailable`
+after the bounded retries.
+
+This package depends on :mod:`mta` (errors) and never on pyspark.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Any, Callable
+
+from .base import MAX_WINDOW_BYTES, Store, StoreStats, Token
+from .window import WindowStorage
+from .errors import (CasMismatch, CodecRegistrationError, CorruptValue, FencingError, FormatVersionError,
+                     MissingData, StoreAuthenticationError, StoreClosed, StoreConfigError,
+                     StoreError, StoreUnavailable)
+
+_CODEC_NAMES = ("encode", "decode", "register_codec", "unregister_codec", "registered_codecs")
+
+
+def __getattr__(name: str) -> Any:
+    # The codec needs msgpack; import it on first use so that the memory and
+    # file stores work without msgpack installed.
+    if name in _CODEC_NAMES or name == "codec":
+        codec = importlib.import_module(f"{__name__}.codec")
+        return codec if name == "codec" else getattr(codec, name)
+    raise AttributeError(f"module 'stores' has no attribute {name!r}")
+
+
+_SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
+
+_backends: dict[str, Callable[..., Store]] = {}
+
+
+def register_backend(scheme: str, factory: Callable[..., Store]) -> None:
+    """Make ``open_store`` open URLs of ``scheme`` with ``factory(url,
+    **options)`` (a plug-in point for other backends)."""
+    _backends[scheme.lower()] = factory
+
+
+def _memory(url: str, **options: Any) -> Store:
+    from .memory_store import MemoryStore
+    return MemoryStore(url, **options)
+
+
+def _file(url: str, **options: Any) -> Store:
+    from .sqlite_store import SQLiteStore
+    return SQLiteStore(url, **options)
+
+
+def _redis(url: str, **options: Any) -> Store:
+    from .redis_store import RedisStore
+    return RedisStore(url, **options)
+
+
+def _couchbase(url: str, **options: Any) -> Store:
+    from .couchbase_store import CouchbaseStore
+    return CouchbaseStore(url, **options)
+
+
+for _s, _f in (("memory", _memory), ("file", _file), ("redis", _redis), ("rediss", _redis),
+               ("redis+cluster", _redis), ("rediss+cluster", _redis),
+               ("couchbase", _couchbase), ("couchbases", _couchbase)):
+    register_backend(_s, _f)
+
+
+def open_store(url: str, **options: Any) -> Store:
+    """Open the store at ``url`` (see the table in the module docstring).
+
+    Options common to every backend: ``retries`` (5), ``backoff`` (0.05 s),
+    ``backoff_max`` (2 s).  Backend options are documented in
+    :mod:`stores.sqlite_store`, :mod:`stores.redis_store` and
+    :mod:`stores.couchbase_store`.  An unknown scheme or a bad option raises
+    :class:`StoreConfigError`.
+    """
+    if not isinstance(url, str) or not url:
+        raise StoreConfigError("store URL must be a non-empty str")
+    m = _SCHEME_RE.match(url)
+    scheme = m.group(1).lower() if m else None
+    if scheme is None or (len(scheme) == 1 and "://" not in url):
+        return _file(url, **options)  # a plain path
+    factory = _backends.get(scheme)
+    if factory is None:
+        known = ", ".join(f"{s}:" for s in sorted(_backends))
+        raise StoreConfigError(f"unknown store URL scheme {scheme!r}; supported: {known} "
+                               f"or a plain directory path")
+    return factory(url, **options)
+
+
+__all__ = [
+    "FencingError",
+    "WindowStorage",
+    "open_store", "register_backend", "Store", "StoreStats", "Token", "MAX_WINDOW_BYTES",
+    "encode", "decode", "register_codec", "unregister_codec", "registered_codecs",
+    "StoreError", "StoreConfigError", "StoreClosed", "StoreUnavailable",
+    "StoreAuthenticationError", "CasMismatch", "CorruptValue", "FormatVersionError",
+    "MissingData", "CodecRegistrationError",
+]

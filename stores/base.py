@@ -1,0 +1,519 @@
+"""The store interface, shared validation, statistics and retries.
+
+A store keeps two kinds of records for many *windows* (a window is one
+sliding-window aggregation; its name is a ``str``):
+
+* **pairs** -- opaque ``bytes`` blobs keyed by ``(window, epoch, level,
+  index)``, written, read and deleted by contiguous ranges of indices
+  ``[first, first + n)``.  ``index`` is the absolute position of an element
+  in its level queue (see :mod:`mta.level_queue`): positions never shift, so
+  a pair is written once and never rewritten.  The *epoch* lets a recovered
+  window write a fresh generation while the previous one is still readable,
+  then drop the old one with one :meth:`Store.drop_epoch`.
+* **metadata** -- one small blob per window, updated with compare-and-set
+  (:meth:`Store.read_meta` returns an opaque token, :meth:`Store.cas_meta`
+  succeeds only if the record still has that token).
+
+Each data call is **one round trip** to the backend (pipelined or batched),
+whatever the number of pairs; :attr:`Store.stats` counts them.
+
+Backends subclass :class:`Store` and implement the underscore methods
+(``_write_pairs`` ...); the public methods validate arguments, count
+statistics and retry transient failures with bounded exponential backoff,
+raising :class:`~stores.errors.StoreUnavailable` when retries run out.
+
+Names and numbers accepted everywhere (so a window valid on one backend is
+valid on all): a window is a non-empty ``str`` of at most
+:data:`MAX_WINDOW_BYTES` UTF-8 bytes, without control characters and
+without ``{`` or ``}`` (they would break Redis Cluster hash tags); epochs,
+levels and indices are ``int`` in ``[0, 2**63)`` (not ``bool``).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar
+
+from .errors import (CasMismatch, StoreAuthenticationError, StoreClosed, StoreConfigError,
+                     StoreError, StoreUnavailable)
+
+#: Opaque compare-and-set token of a window's metadata (``None`` when the
+#: record is absent).  Compare tokens only with ``==``; never interpret them.
+Token = Any
+
+#: Longest window name, in UTF-8 bytes (Couchbase keys are limited to 250).
+MAX_WINDOW_BYTES = 160
+
+T = TypeVar("T")
+
+#: Epochs, levels and indices (and range ends) are below this (SQLite INTEGER).
+_INT_LIMIT = 1 << 63
+
+# Error classification returned by Store._classify.
+TRANSIENT = "transient"
+AUTH = "auth"
+
+
+@dataclass
+class StoreStats:
+    """Counters of one store object (not shared between processes).
+
+    * ``round_trips`` -- requests to the backend made by successful calls
+      (a call that moves any number of pairs counts 1; a call with an empty
+      range counts 0; a failed attempt that was retried is counted in
+      ``retries`` instead);
+    * ``pairs_written`` / ``pairs_read`` / ``pairs_deleted`` -- pairs passed
+      to write_pairs / pairs found by read_pairs / pairs *requested* for
+      deletion by delete_pairs (missing ones included);
+    * ``bytes_written`` / ``bytes_read`` -- blob bytes of pairs and metadata;
+    * ``meta_reads`` / ``meta_writes`` -- read_meta / successful cas_meta;
+    * ``cas_failures`` -- cas_meta calls that raised CasMismatch;
+    * ``retries`` -- attempts retried after a transient error.
+    """
+
+    round_trips: int = 0
+    pairs_written: int = 0
+    pairs_read: int = 0
+    bytes_written: int = 0
+    bytes_read: int = 0
+    pairs_deleted: int = 0
+    meta_reads: int = 0
+    meta_writes: int = 0
+    cas_failures: int = 0
+    retries: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False,
+                                  compare=False)
+
+    def add(self, **counts: int) -> None:
+        """Add to several counters at once (thread-safe)."""
+        with self._lock:
+            for name, n in counts.items():
+                setattr(self, name, getattr(self, name) + n)
+
+    def as_dict(self) -> dict[str, int]:
+        with self._lock:
+            return {f.name: getattr(self, f.name) for f in fields(self)
+                    if not f.name.startswith("_")}
+
+    def snapshot(self) -> "StoreStats":
+        return StoreStats(**self.as_dict())
+
+    def reset(self) -> None:
+        with self._lock:
+            for f in fields(self):
+                if not f.name.startswith("_"):
+                    setattr(self, f.name, 0)
+
+    def __sub__(self, other: "StoreStats") -> "StoreStats":
+        a, b = self.as_dict(), other.as_dict()
+        return StoreStats(**{k: a[k] - b[k] for k in a})
+
+    def __getstate__(self) -> dict:
+        return self.as_dict()
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(**state)
+
+
+# ------------------------------------------------------------- validation
+
+def check_window(window: Any) -> str:
+    if not isinstance(window, str):
+        raise TypeError(f"window must be a str, not {type(window).__name__}")
+    if not window:
+        raise ValueError("window name must not be empty")
+    try:
+        encoded = window.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"window name {window!r} is not valid Unicode (lone surrogate)") \
+            from None
+    if len(encoded) > MAX_WINDOW_BYTES:
+        raise ValueError(f"window name is longer than {MAX_WINDOW_BYTES} UTF-8 bytes")
+    if "{" in window or "}" in window:
+        raise ValueError(f"window name {window!r} must not contain '{{' or '}}'")
+    if any(ord(c) < 32 or ord(c) == 127 for c in window):
+        raise ValueError(f"window name {window!r} must not contain control characters")
+    return window
+
+
+def check_uint(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    if value >= _INT_LIMIT:
+        raise ValueError(f"{name} must be < 2**63, got {value}")
+    return value
+
+
+def _as_blobs(blobs: Sequence[Any]) -> list[bytes]:
+    out = []
+    for b in blobs:
+        if type(b) is bytes:
+            out.append(b)
+        elif isinstance(b, (bytes, bytearray, memoryview)):
+            out.append(bytes(b))
+        else:
+            raise TypeError(f"pair blobs must be bytes, not {type(b).__name__}")
+    return out
+
+
+def _as_blob(value: Any) -> bytes:
+    if type(value) is bytes:
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    raise TypeError(f"metadata value must be bytes, not {type(value).__name__}")
+
+
+def check_ranges(ranges: Optional[Mapping[int, tuple[int, int]]]) -> Optional[dict[int, tuple[int, int]]]:
+    if ranges is None:
+        return None
+    out = {}
+    for level, rng in ranges.items():
+        check_uint("level", level)
+        try:
+            first, end = rng
+        except (TypeError, ValueError):
+            raise TypeError(f"ranges[{level}] must be a (first, end) pair, got {rng!r}") from None
+        check_uint("first", first)
+        check_uint("end", end)
+        if end < first:
+            raise ValueError(f"ranges[{level}] = {rng!r}: end < first")
+        out[level] = (first, end)
+    return out
+
+
+# ------------------------------------------------------------------ store
+
+class Store:
+    """Base class of every store.  See the module docstring.
+
+    Options common to every backend (keyword arguments of
+    :func:`stores.open_store`):
+
+    * ``retries`` (default 5) -- attempts retried after a transient error
+      (connection refused or dropped, timeout, database busy ...) before
+      :class:`StoreUnavailable` is raised;
+    * ``backoff`` (default 0.05 s) -- first delay; each retry doubles it,
+      capped at ``backoff_max`` (default 2 s), with up to 50 % random jitter
+      downwards.  With the defaults a dead backend is reported after about
+      0.8 to 1.6 s of sleeping (plus connect timeouts).
+
+    Stores are thread-safe and may be used from several threads at once.
+    """
+
+    #: URL scheme(s) of the backend, for messages.
+    scheme = ""
+
+    def __init__(self, url: str, *, retries: int = 5, backoff: float = 0.05,
+                 backoff_max: float = 2.0) -> None:
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise StoreConfigError(f"retries must be an int >= 0, got {retries!r}")
+        try:
+            backoff = float(backoff)
+            backoff_max = float(backoff_max)
+        except (TypeError, ValueError):
+            raise StoreConfigError("backoff and backoff_max must be numbers") from None
+        if not backoff >= 0 or not backoff_max >= backoff:
+            raise StoreConfigError(
+                f"need 0 <= backoff <= backoff_max, got {backoff!r} and {backoff_max!r}")
+        #: The store's URL with any password replaced by ``***``.
+        self.url = url
+        self.stats = StoreStats()
+        self.retries = retries
+        self.backoff = backoff
+        self.backoff_max = backoff_max
+        self._closed = False
+
+    # ----------------------------------------------------------- pairs
+
+    def write_pairs(self, window: str, epoch: int, level: int, first: int,
+                    blobs: Sequence[bytes]) -> None:
+        """Store ``blobs[k]`` at index ``first + k`` of ``(window, epoch,
+        level)``, overwriting what is there.  One round trip."""
+        check_window(window)
+        check_uint("epoch", epoch)
+        check_uint("level", level)
+        check_uint("first", first)
+        data = _as_blobs(blobs)
+        check_uint("first + len(blobs)", first + len(data))
+        if not data:
+            return
+        self._run("write_pairs", window, self._write_pairs, window, epoch, level, first, data)
+        self.stats.add(round_trips=1, pairs_written=len(data),
+                       bytes_written=sum(map(len, data)))
+
+    def read_pairs(self, window: str, epoch: int, level: int, first: int,
+                   count: int) -> list[Optional[bytes]]:
+        """The blobs at indices ``[first, first + count)``, ``None`` where a
+        pair is missing.  One round trip."""
+        check_window(window)
+        check_uint("epoch", epoch)
+        check_uint("level", level)
+        check_uint("first", first)
+        check_uint("count", count)
+        check_uint("first + count", first + count)
+        if count == 0:
+            return []
+        out = self._run("read_pairs", window, self._read_pairs, window, epoch, level, first,
+                        count)
+        found = [b for b in out if b is not None]
+        self.stats.add(round_trips=1, pairs_read=len(found),
+                       bytes_read=sum(map(len, found)))
+        return out
+
+    def delete_pairs(self, window: str, epoch: int, level: int, first: int,
+                     count: int) -> None:
+        """Delete indices ``[first, first + count)``; missing pairs are
+        fine.  One round trip."""
+        check_window(window)
+        check_uint("epoch", epoch)
+        check_uint("level", level)
+        check_uint("first", first)
+        check_uint("count", count)
+        check_uint("first + count", first + count)
+        if count == 0:
+            return
+        self._run("delete_pairs", window, self._delete_pairs, window, epoch, level, first,
+                  count)
+        self.stats.add(round_trips=1, pairs_deleted=count)
+
+    def drop_epoch(self, window: str, epoch: int,
+                   ranges: Optional[Mapping[int, tuple[int, int]]] = None) -> None:
+        """Delete every pair of ``(window, epoch)``, at any level.
+
+        ``ranges`` (optional) maps level -> ``(first, end)``: the index
+        ranges the caller knows to be in use.  Backends that can find their
+        own pairs (memory, file, redis) ignore it; Couchbase, which cannot
+        list keys, deletes exactly those ranges when given and otherwise the
+        ranges it recorded while writing (see
+        :class:`stores.couchbase_store.CouchbaseStore`).
+
+        Round trips: 1 (memory, file), 2 (redis), about 4 for Couchbase (read
+        the ranges record, remove -- one call per 4096 keys --, read and
+        update the epochs record).  Deleting an epoch that has no pairs is
+        fine.  Do not write to an epoch while dropping it.
+        """
+        check_window(window)
+        check_uint("epoch", epoch)
+        rng = check_ranges(ranges)
+        trips = self._run("drop_epoch", window, self._drop_epoch, window, epoch, rng)
+        self.stats.add(round_trips=trips or 1)
+
+    def list_epochs(self, window: str) -> list[int]:
+        """The epochs of ``window`` that may hold pairs, sorted (an epoch
+        whose pairs were all deleted by delete_pairs may still be listed
+        until drop_epoch).  One round trip."""
+        check_window(window)
+        out = self._run("list_epochs", window, self._list_epochs, window)
+        self.stats.add(round_trips=1)
+        return sorted(out)
+
+    # -------------------------------------------------------- metadata
+
+    def read_meta(self, window: str) -> tuple[Optional[bytes], Token]:
+        """``(blob, token)`` of the window's metadata; ``(None, None)`` when
+        absent.  One round trip."""
+        check_window(window)
+        blob, token = self._run("read_meta", window, self._read_meta, window)
+        self.stats.add(round_trips=1, meta_reads=1, bytes_read=len(blob or b""))
+        return blob, token
+
+    def cas_meta(self, window: str, expected: Token, value: bytes) -> Token:
+        """Replace the window's metadata with ``value`` if its token is
+        still ``expected`` (``None``: create it, it must not exist).
+        Returns the new token; raises :class:`~stores.errors.CasMismatch`
+        otherwise.  One round trip.
+
+        A retry after a connection lost mid-call is made safe: if the first
+        attempt did land (the record now holds exactly ``value`` one version
+        after ``expected``), the retry returns its token instead of raising
+        CasMismatch.
+        """
+        check_window(window)
+        data = _as_blob(value)
+        try:
+            token = self._run("cas_meta", window, self._cas_meta_attempts(), window,
+                              expected, data)
+        except CasMismatch:
+            self.stats.add(round_trips=1, cas_failures=1)
+            raise
+        self.stats.add(round_trips=1, meta_writes=1, bytes_written=len(data))
+        return token
+
+    def _cas_meta_attempts(self) -> Callable[..., Token]:
+        attempt = [0]
+
+        def call(window: str, expected: Token, value: bytes) -> Token:
+            retry = attempt[0] > 0
+            attempt[0] += 1
+            return self._cas_meta(window, expected, value, retry)
+
+        return call
+
+    def open_window(self, window: str, **options: Any):
+        """The storage of one engine's window (the protocol of :mod:`mta.tree`):
+        claims ownership and resumes its checkpoint.  See
+        :class:`stores.window.WindowStorage` for the options."""
+        from .window import WindowStorage
+
+        return WindowStorage(self, check_window(window), **options)
+
+    def delete_window(self, window: str) -> None:
+        """Delete the window's metadata and every pair of every epoch
+        (tests and administration; not atomic with concurrent writers)."""
+        check_window(window)
+        trips = self._run("delete_window", window, self._delete_window, window)
+        self.stats.add(round_trips=trips or 1)
+
+    def ping(self) -> None:
+        """Check the backend answers (connecting if needed); raises
+        :class:`StoreUnavailable` after the retries otherwise."""
+        self._run("ping", None, self._ping)
+        self.stats.add(round_trips=1)
+
+    # -------------------------------------------------------- lifecycle
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Release connections.  Idempotent; later operations raise
+        :class:`~stores.errors.StoreClosed`."""
+        if not self._closed:
+            self._closed = True
+            self._close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = " closed" if self._closed else ""
+        return f"<{type(self).__name__} {self.url}{state}>"
+
+    __str__ = __repr__
+
+    # ----------------------------------------------------- retry engine
+
+    def _run(self, operation: str, window: Optional[str], fn: Callable[..., T],
+             *args: Any) -> T:
+        if self._closed:
+            raise StoreClosed(f"{operation} on a closed store {self.url}")
+        delay = self.backoff
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                return fn(*args)
+            except StoreError:
+                raise
+            except Exception as exc:
+                kind = self._classify(exc)
+                if kind is None:
+                    raise StoreError(self._message(
+                        operation, window, f"unexpected {type(exc).__name__}: "
+                        f"{self._scrub(str(exc))}")) from exc
+                if kind == AUTH:
+                    raise StoreAuthenticationError(
+                        self._message(operation, window, "authentication failed: "
+                                      f"{type(exc).__name__}: {self._scrub(str(exc))}"),
+                        url=self.url, operation=operation, window=window,
+                        attempts=attempts) from exc
+                self._on_transient_error(exc)
+                if attempts > self.retries:
+                    where = f"{operation} on window {window!r}" if window is not None \
+                        else operation
+                    raise StoreUnavailable(
+                        f"store {self.url} is unavailable: {where} failed after "
+                        f"{attempts} attempt(s): {type(exc).__name__}: "
+                        f"{self._scrub(str(exc))}",
+                        url=self.url, operation=operation, window=window,
+                        attempts=attempts) from exc
+                self.stats.add(retries=1)
+                time.sleep(delay * (0.5 + 0.5 * random.random()))
+                delay = min(self.backoff_max, delay * 2)
+
+    def _message(self, operation: str, window: Optional[str], detail: str) -> str:
+        where = f"{operation} on window {window!r}" if window is not None else operation
+        return f"store {self.url}: {where}: {detail}"
+
+    def _scrub(self, text: str) -> str:
+        """Remove secrets from a backend message (backends with a password
+        override :meth:`_secrets`)."""
+        for secret in self._secrets():
+            if secret:
+                text = text.replace(secret, "***")
+        return text
+
+    # ----------------------------------------------- backend interface
+
+    def _secrets(self) -> Sequence[str]:
+        return ()
+
+    def _classify(self, exc: Exception) -> Optional[str]:
+        """``TRANSIENT`` (retry), ``AUTH`` (fail at once with
+        StoreAuthenticationError) or ``None`` (not a backend failure: wrap in
+        StoreError at once)."""
+        return None
+
+    def _on_transient_error(self, exc: Exception) -> None:
+        """Called after each transient failure (e.g. drop a broken connection)."""
+
+    def _write_pairs(self, window: str, epoch: int, level: int, first: int,
+                     blobs: list[bytes]) -> None:
+        raise NotImplementedError
+
+    def _read_pairs(self, window: str, epoch: int, level: int, first: int,
+                    count: int) -> list[Optional[bytes]]:
+        raise NotImplementedError
+
+    def _delete_pairs(self, window: str, epoch: int, level: int, first: int,
+                      count: int) -> None:
+        raise NotImplementedError
+
+    def _drop_epoch(self, window: str, epoch: int,
+                    ranges: Optional[dict[int, tuple[int, int]]]) -> Optional[int]:
+        """Returns the number of round trips made (``None`` means 1)."""
+        raise NotImplementedError
+
+    def _list_epochs(self, window: str) -> list[int]:
+        raise NotImplementedError
+
+    def _read_meta(self, window: str) -> tuple[Optional[bytes], Token]:
+        raise NotImplementedError
+
+    def _cas_meta(self, window: str, expected: Token, value: bytes, retry: bool) -> Token:
+        """Raise CasMismatch on a lost race.  ``retry`` is true when an
+        earlier attempt of this same call failed in a way that may have
+        applied it (see :meth:`cas_meta`)."""
+        raise NotImplementedError
+
+    def _delete_window(self, window: str) -> Optional[int]:
+        """Returns the number of round trips made (``None`` means 1)."""
+        raise NotImplementedError
+
+    def _ping(self) -> None:
+        raise NotImplementedError
+
+    def _close(self) -> None:
+        pass
+
+
+def cas_mismatch(window: str, expected: Token, actual: Token) -> CasMismatch:
+    if expected is None:
+        what = "metadata already exists" if actual is not None else "metadata changed"
+    elif actual is None:
+        what = "metadata was deleted"
+    else:
+        what = "metadata changed"
+    return CasMismatch(f"compare-and-set lost on window {window!r}: {what} "
+                       f"(expected token {expected!r})",
+                       window=window, expected=expected, actual=actual)

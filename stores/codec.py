@@ -1,0 +1,256 @@
+"""Value codec: msgpack with explicit extension types, never pickle.
+
+``encode(value) -> bytes`` and ``decode(blob) -> value`` round-trip exactly:
+
+* ``None``, ``bool``, ``str``, ``bytes`` -- native msgpack types;
+* ``int`` of any size -- native in ``[-2**63, 2**64)``, else extension 2
+  (two's-complement big-endian bytes);
+* ``float`` -- msgpack float 64, bit for bit (``-0.0``, infinities and NaN
+  payloads survive);
+* ``list`` stays a list; ``tuple`` stays a tuple (extension 1);
+  ``set`` and ``frozenset`` (extensions 3 and 4);
+* ``dict`` with keys of any of these (hashable) types, insertion order kept;
+* any nesting of the above;
+* user types registered with :func:`register_codec` (codes 64..127).
+
+Exact types only (msgpack ``strict_types``): a subclass of ``int``,
+``float``, ``str``, ``list``, ``dict``, ... (``numpy.float64``, ``IntEnum``,
+``OrderedDict``) is refused with a ``TypeError`` unless registered, so that
+nothing silently comes back as a different type.  ``bytearray`` and
+``memoryview`` are encoded as ``bytes`` and decode as ``bytes``.
+
+Blob layout (format version 1)::
+
+    byte 0      format version (1)
+    bytes 1..4  CRC32 of the payload, big-endian
+    bytes 5..   msgpack payload
+
+:func:`decode` raises :class:`~stores.errors.FormatVersionError` for an
+unknown version byte and :class:`~stores.errors.CorruptValue` for a bad
+checksum, a truncated blob or malformed msgpack.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+import zlib
+from typing import Any, Callable
+
+import msgpack
+
+from .errors import CodecRegistrationError, CorruptValue, FormatVersionError
+
+FORMAT_VERSION = 1
+_HEADER = struct.Struct(">BI")
+HEADER_SIZE = _HEADER.size  # 5
+
+# Extension type codes.  0..63 are reserved for this module, 64..127 for users.
+EXT_TUPLE = 1
+EXT_BIGINT = 2
+EXT_SET = 3
+EXT_FROZENSET = 4
+USER_CODES = range(64, 128)
+
+_INT_MIN = -(1 << 63)
+_INT_MAX = (1 << 64) - 1
+
+# type -> (code, encode_fn);  code -> (type, decode_fn)
+_user_encoders: dict[type, tuple[int, Callable[[Any], Any]]] = {}
+_user_decoders: dict[int, tuple[type, Callable[[Any], Any]]] = {}
+_registry_lock = threading.Lock()
+
+_NATIVE = frozenset({type(None), bool, int, float, str, bytes, bytearray, memoryview,
+                     list, tuple, dict, set, frozenset})
+
+
+# ---------------------------------------------------------------- packing
+
+class _PackState(threading.local):
+    """Per-thread packers, one per nesting depth of extension payloads (a
+    msgpack Packer is not re-entrant, and extension payloads are packed from
+    inside the ``default`` callback)."""
+
+    def __init__(self) -> None:
+        self.packers: list[msgpack.Packer] = []
+        self.depth = 0
+
+
+_state = _PackState()
+
+
+def _new_packer() -> msgpack.Packer:
+    return msgpack.Packer(default=_default, use_bin_type=True, strict_types=True,
+                          autoreset=True, use_single_float=False)
+
+
+def _pack(obj: Any) -> bytes:
+    st = _state
+    depth = st.depth
+    if depth == len(st.packers):
+        st.packers.append(_new_packer())
+    packer = st.packers[depth]
+    st.depth = depth + 1
+    try:
+        return packer.pack(obj)
+    finally:
+        st.depth = depth
+
+
+def _default(obj: Any) -> msgpack.ExtType:
+    t = type(obj)
+    if t is tuple:
+        return msgpack.ExtType(EXT_TUPLE, _pack(list(obj)))
+    if t is int:  # outside the 64-bit range msgpack handles natively
+        n = obj.bit_length() // 8 + 1
+        return msgpack.ExtType(EXT_BIGINT, obj.to_bytes(n, "big", signed=True))
+    if t is set:
+        return msgpack.ExtType(EXT_SET, _pack(list(obj)))
+    if t is frozenset:
+        return msgpack.ExtType(EXT_FROZENSET, _pack(list(obj)))
+    entry = _user_encoders.get(t)
+    if entry is not None:
+        code, encode_fn = entry
+        return msgpack.ExtType(code, _pack(encode_fn(obj)))
+    raise TypeError(
+        f"cannot encode value of type {t.__module__}.{t.__qualname__}: the codec "
+        f"handles None, bool, int, float, str, bytes, list, tuple, dict, set and "
+        f"frozenset (exact types, not subclasses); register this type with "
+        f"stores.codec.register_codec(type_, code, encode_fn, decode_fn)")
+
+
+def encode(value: Any) -> bytes:
+    """Encode ``value`` to a self-checking blob (see the module docstring)."""
+    payload = _pack(value)
+    return _HEADER.pack(FORMAT_VERSION, zlib.crc32(payload)) + payload
+
+
+# -------------------------------------------------------------- unpacking
+
+class _UserDecodeError(Exception):
+    """Carries an exception raised by a user decode_fn through msgpack."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(exc)
+        self.exc = exc
+
+
+def _unpack(data: bytes) -> Any:
+    return msgpack.unpackb(data, ext_hook=_ext_hook, raw=False, strict_map_key=False,
+                           use_list=True)
+
+
+def _ext_hook(code: int, data: bytes) -> Any:
+    if code == EXT_TUPLE:
+        return tuple(_unpack(data))
+    if code == EXT_BIGINT:
+        if not data:
+            raise CorruptValue("empty big-int extension")
+        return int.from_bytes(data, "big", signed=True)
+    if code == EXT_SET:
+        return set(_unpack(data))
+    if code == EXT_FROZENSET:
+        return frozenset(_unpack(data))
+    entry = _user_decoders.get(code)
+    if entry is None:
+        raise CorruptValue(
+            f"unknown extension type code {code}: if the writer registered a type with "
+            f"register_codec under this code, register it in this process too")
+    inner = _unpack(data)
+    try:
+        return entry[1](inner)
+    except Exception as exc:  # let the user's own error through unchanged
+        raise _UserDecodeError(exc) from exc
+
+
+def decode(blob: bytes | bytearray | memoryview) -> Any:
+    """Decode a blob made by :func:`encode`.
+
+    Raises :class:`FormatVersionError` for an unknown format version and
+    :class:`CorruptValue` for a bad checksum, a truncated blob or malformed
+    content.  An exception raised by a registered ``decode_fn`` propagates
+    unchanged.
+    """
+    if not isinstance(blob, (bytes, bytearray, memoryview)):
+        raise TypeError(f"decode() needs bytes, not {type(blob).__name__}")
+    blob = bytes(blob)
+    if len(blob) < HEADER_SIZE + 1:
+        raise CorruptValue(f"blob of {len(blob)} bytes is too short to hold a value "
+                           f"(header is {HEADER_SIZE} bytes)")
+    version, crc = _HEADER.unpack_from(blob)
+    if version != FORMAT_VERSION:
+        raise FormatVersionError(
+            f"blob has format version {version}; this code reads version "
+            f"{FORMAT_VERSION} only (written by a newer or foreign version?)")
+    payload = blob[HEADER_SIZE:]
+    if zlib.crc32(payload) != crc:
+        raise CorruptValue(f"checksum mismatch in a blob of {len(blob)} bytes "
+                           f"(stored {crc:#010x}, computed {zlib.crc32(payload):#010x})")
+    try:
+        return _unpack(payload)
+    except _UserDecodeError as err:
+        raise err.exc from None
+    except CorruptValue:
+        raise
+    except Exception as exc:  # msgpack errors, unhashable keys, bad UTF-8, ...
+        raise CorruptValue(f"malformed payload in a blob of {len(blob)} bytes: "
+                           f"{type(exc).__name__}: {exc}") from exc
+
+
+# ----------------------------------------------------------- registration
+
+def register_codec(type_: type, code: int, encode_fn: Callable[[Any], Any],
+                   decode_fn: Callable[[Any], Any]) -> None:
+    """Teach the codec a user type.
+
+    ``encode_fn(obj)`` returns any encodable value (it is encoded
+    recursively); ``decode_fn(value)`` rebuilds the object from it.  ``code``
+    must be in 64..127 (0..63 are reserved).  Matching is on the exact type:
+    register subclasses separately.  Every process that decodes must register
+    the same types under the same codes.
+
+    Raises :class:`~stores.errors.CodecRegistrationError` (a ``ValueError``)
+    if the code is out of range or already used, if the type is already
+    registered, or if it is a type the codec handles natively.
+    """
+    if not isinstance(type_, type):
+        raise CodecRegistrationError(f"register_codec needs a type, not {type_!r}")
+    if isinstance(code, bool) or not isinstance(code, int) or code not in USER_CODES:
+        raise CodecRegistrationError(
+            f"extension code {code!r} for {type_.__qualname__} is out of range: user codes "
+            f"are {USER_CODES.start}..{USER_CODES.stop - 1} (0..63 are reserved)")
+    if type_ in _NATIVE:
+        raise CodecRegistrationError(
+            f"{type_.__qualname__} is encoded natively and cannot be registered")
+    if not callable(encode_fn) or not callable(decode_fn):
+        raise CodecRegistrationError("encode_fn and decode_fn must be callable")
+    with _registry_lock:
+        if type_ in _user_encoders:
+            raise CodecRegistrationError(
+                f"{type_.__qualname__} is already registered with code "
+                f"{_user_encoders[type_][0]}; call unregister_codec first")
+        if code in _user_decoders:
+            raise CodecRegistrationError(
+                f"extension code {code} is already used by "
+                f"{_user_decoders[code][0].__qualname__}")
+        _user_encoders[type_] = (code, encode_fn)
+        _user_decoders[code] = (type_, decode_fn)
+
+
+def unregister_codec(type_: type) -> None:
+    """Forget a type registered with :func:`register_codec` (no error if it
+    was not registered)."""
+    with _registry_lock:
+        entry = _user_encoders.pop(type_, None)
+        if entry is not None:
+            _user_decoders.pop(entry[0], None)
+
+
+def registered_codecs() -> dict[type, int]:
+    """The user types currently registered, with their codes."""
+    with _registry_lock:
+        return {t: c for t, (c, _) in _user_encoders.items()}
+
+
+__all__ = ["encode", "decode", "register_codec", "unregister_codec", "registered_codecs",
+           "FORMAT_VERSION", "HEADER_SIZE"]

@@ -1,0 +1,555 @@
+"""``couchbase://`` -- a store in Couchbase (Python SDK 4, the paper's KVS).
+
+URLs::
+
+    couchbase://host[,host2...][:port]/bucket[?scope=S&collection=C&...]
+    couchbases://...                                  TLS
+
+``scope`` and ``collection`` default to ``_default``; other query parameters
+stay in the SDK connection string (e.g. ``?network=external``).
+Credentials: ``username`` / ``password`` options, else the URL's user info,
+else the environment variables ``COUCHBASE_USERNAME`` /
+``COUCHBASE_PASSWORD``.  The password never appears in ``url``, ``repr`` or
+error messages.  Options: ``connect_timeout`` (s, default 10),
+``kv_timeout`` (s, default 2.5), ``cluster_options`` (a dict of extra
+``ClusterOptions`` arguments), ``collection`` (an already opened
+Collection-like object: used as is, no connection made -- for tests and for
+callers that manage their own Cluster), plus the common ``retries``,
+``backoff`` and ``backoff_max``.
+
+The SDK is imported lazily (the package imports without it) and the
+connection is made by the first operation (``open_store`` does no I/O): a
+cluster that is down makes that operation raise
+:class:`~stores.errors.StoreUnavailable` after the retries.  A store
+object used after ``fork`` notices the pid change and connects afresh in
+the child (the parent's SDK connections are left alone).
+
+Documents (binary, ``RawBinaryTranscoder``)::
+
+    mta::<window>::meta                      metadata blob; token = document CAS
+    mta::<window>::e<epoch>::l<level>::<i>   one pair
+    mta::<window>::e<epoch>::ranges          {level: (first, end)} written so far
+    mta::<window>::epochs                    the epochs that hold pairs
+
+Couchbase cannot list keys, so the store records what it writes: the
+*ranges* document of an epoch holds, per level, the smallest index written
+and the end of the highest range, and the *epochs* document lists the
+epochs.  Both ride in the same ``upsert_multi`` as the pairs (one round
+trip); a store object reads them once per window and epoch before its
+first write there (one extra round trip, once).  delete_pairs from the head
+of a level advances the recorded start on the next write.  The records
+assume one writer per window (the fencing layer's job); with several, the
+last writer's view wins.
+
+``drop_epoch(window, epoch, ranges=None)``: with ``ranges`` (level ->
+``(first, end)``, e.g. the level queues' ``lo``/``hi`` from a checkpoint)
+exactly those indices are removed; without, the recorded ranges are, which
+may include indices already deleted (removing a missing document is
+harmless but costs a request).  Either way the ranges document goes and the
+epoch leaves the epochs document.  Pairs written by a crashed batch that
+never recorded them can be missed; pass ``ranges`` covering them.
+
+Batches of more than :data:`CHUNK` keys are split into several SDK calls,
+each counted as a round trip.  Compare-and-set: ``insert`` when the caller
+expects no record (``DocumentExistsException`` -> CasMismatch), else
+``replace`` with ``cas=`` (``CasMismatchException`` or
+``DocumentNotFoundException`` -> CasMismatch).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from datetime import timedelta
+from typing import Any, Mapping, Optional
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
+
+from . import codec
+from .base import AUTH, TRANSIENT, Store, Token, cas_mismatch
+from .errors import CorruptValue, StoreConfigError, StoreError
+
+SCHEMES = ("couchbase", "couchbases")
+
+#: Keys per SDK multi-operation call.
+CHUNK = 4096
+
+_NOT_FOUND = "DocumentNotFoundException"
+_EXISTS = "DocumentExistsException"
+_CAS = "CasMismatchException"
+_AUTH_ERRORS = {"AuthenticationException"}
+_TRANSIENT_ERRORS = {
+    "TimeoutException", "AmbiguousTimeoutException", "UnAmbiguousTimeoutException",
+    "TemporaryFailException", "ServiceUnavailableException", "RequestCanceledException",
+    "MissingConnectionException", "DocumentLockedException", "RateLimitedException",
+    "DurabilitySyncWriteInProgressException", "DurabilitySyncWriteAmbiguousException",
+}
+_STORE_OPTIONS = {"retries", "backoff", "backoff_max"}
+
+
+_NO_LOCK = contextlib.nullcontext()
+
+
+def exc_kind(exc: BaseException) -> set[str]:
+    """Names of the exception's classes (SDK exceptions are matched by name,
+    so no SDK import is needed to classify them)."""
+    return {c.__name__ for c in type(exc).__mro__}
+
+
+def parse_couchbase_url(url: str) -> dict[str, Any]:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in SCHEMES:
+        raise StoreConfigError(f"not a Couchbase URL (schemes: {', '.join(SCHEMES)})")
+    netloc = parts.netloc.rpartition("@")[2]
+    if not netloc:
+        raise StoreConfigError("Couchbase URL has no host")
+    bucket = unquote(parts.path.strip("/"))
+    if not bucket or "/" in bucket:
+        raise StoreConfigError("Couchbase URL must name one bucket: couchbase://host/bucket")
+    scope, collection = "_default", "_default"
+    rest = []
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name == "scope":
+            scope = value
+        elif name == "collection":
+            collection = value
+        elif name.lower() in ("password", "username", "user"):
+            raise StoreConfigError("pass Couchbase credentials as options or environment "
+                                   "variables, not URL parameters")
+        else:
+            rest.append((name, value))
+    connstr = f"{scheme}://{netloc}" + (f"?{urlencode(rest)}" if rest else "")
+    return {
+        "scheme": scheme, "netloc": netloc, "connstr": connstr, "bucket": bucket,
+        "scope": scope, "collection": collection,
+        "username": unquote(parts.username) if parts.username else None,
+        "password": unquote(parts.password) if parts.password else None,
+        "query": rest,
+    }
+
+
+def _redact(cfg: dict[str, Any]) -> str:
+    auth = ""
+    if cfg.get("username") or cfg.get("password"):
+        auth = (cfg.get("username") or "") + (":***" if cfg.get("password") else "") + "@"
+    q = [("scope", cfg["scope"]), ("collection", cfg["collection"])] + cfg["query"]
+    return f"{cfg['scheme']}://{auth}{cfg['netloc']}/{cfg['bucket']}?{urlencode(q)}"
+
+
+#: Clusters inherited across fork, kept referenced so the child never closes them.
+_inherited: list = []
+
+
+class _EpochView:
+    """What this store object knows of the recorded ranges of one epoch.
+
+    ``lock`` serializes this object's writes to the epoch, so that the
+    ranges record each write carries includes every earlier write; ``dirty``
+    means the record on the server lags behind ``ranges`` (a delete moved a
+    start, or a write failed) and the next write must carry it."""
+
+    __slots__ = ("ranges", "dirty", "lock")
+
+    def __init__(self, ranges: dict[int, tuple[int, int]]) -> None:
+        self.ranges = ranges
+        self.dirty = False
+        self.lock = threading.Lock()
+
+
+class CouchbaseStore(Store):
+    scheme = "couchbase"
+
+    def __init__(self, url: str, *, username: Optional[str] = None,
+                 password: Optional[str] = None, collection: Any = None,
+                 connect_timeout: float = 10.0, kv_timeout: float = 2.5,
+                 cluster_options: Optional[Mapping[str, Any]] = None,
+                 **options: Any) -> None:
+        unknown = set(options) - _STORE_OPTIONS
+        if unknown:
+            raise StoreConfigError(f"unknown option(s) for couchbase:// stores: "
+                                   f"{', '.join(sorted(unknown))}")
+        cfg = parse_couchbase_url(url)
+        if username is not None:
+            cfg["username"] = username
+        elif cfg["username"] is None:
+            cfg["username"] = os.environ.get("COUCHBASE_USERNAME") or None
+        if password is not None:
+            cfg["password"] = password
+        elif cfg["password"] is None:
+            cfg["password"] = os.environ.get("COUCHBASE_PASSWORD") or None
+        super().__init__(_redact(cfg), **options)
+        self._cfg = cfg
+        self._password = cfg["password"]
+        self.bucket_name = cfg["bucket"]
+        self.scope_name = cfg["scope"]
+        self.collection_name = cfg["collection"]
+        self.connect_timeout = float(connect_timeout)
+        self.kv_timeout = float(kv_timeout)
+        self._cluster_options = dict(cluster_options or {})
+        self._coll = collection
+        self._cluster: Any = None
+        self._owns_cluster = collection is None
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._conn_lock = threading.Lock()
+        self._views: dict[tuple[str, int], _EpochView] = {}
+        self._epochs: dict[str, set[int]] = {}
+        self._epochs_lock = threading.RLock()
+        self._transcoder = self._make_transcoder()
+
+    @staticmethod
+    def _make_transcoder() -> Any:
+        try:
+            from couchbase.transcoder import RawBinaryTranscoder
+        except ImportError:
+            return None
+        return RawBinaryTranscoder()
+
+    def _kw(self) -> dict[str, Any]:
+        return {} if self._transcoder is None else {"transcoder": self._transcoder}
+
+    # -------------------------------------------------------- connection
+
+    def _collection(self) -> Any:
+        coll = self._coll
+        if coll is not None and self._pid == os.getpid():
+            return coll
+        with self._conn_lock:
+            if self._pid != os.getpid():
+                # Forked: the SDK's connections belong to the parent.  Drop our
+                # references without closing them and connect afresh.
+                self._pid = os.getpid()
+                if self._owns_cluster:
+                    _inherited.append(self._cluster)
+                    self._cluster = self._coll = None
+            if self._coll is None:
+                try:
+                    from couchbase.auth import PasswordAuthenticator
+                    from couchbase.cluster import Cluster
+                    from couchbase.options import ClusterOptions, ClusterTimeoutOptions
+                except ImportError as exc:
+                    raise StoreConfigError(
+                        "couchbase:// stores need the Couchbase SDK: "
+                        "pip install 'mta-windows[couchbase]'") from exc
+                if not self._cfg["username"] or not self._password:
+                    raise StoreConfigError(
+                        f"store {self.url}: no Couchbase credentials: pass username= and "
+                        f"password= or set COUCHBASE_USERNAME and COUCHBASE_PASSWORD")
+                opts = ClusterOptions(
+                    PasswordAuthenticator(self._cfg["username"], self._password),
+                    timeout_options=ClusterTimeoutOptions(
+                        bootstrap_timeout=timedelta(seconds=self.connect_timeout),
+                        connect_timeout=timedelta(seconds=self.connect_timeout),
+                        kv_timeout=timedelta(seconds=self.kv_timeout)),
+                    transcoder=self._transcoder, **self._cluster_options)
+                cluster = Cluster(self._cfg["connstr"], opts)
+                try:
+                    cluster.wait_until_ready(timedelta(seconds=self.connect_timeout))
+                    bucket = cluster.bucket(self.bucket_name)
+                    coll = bucket.scope(self.scope_name).collection(self.collection_name)
+                except BaseException:
+                    try:
+                        cluster.close()
+                    except Exception:
+                        pass
+                    raise
+                self._cluster, self._coll = cluster, coll
+            return self._coll
+
+    def _secrets(self) -> tuple[str, ...]:
+        return (self._password,) if self._password else ()
+
+    def _classify(self, exc: Exception) -> Optional[str]:
+        names = exc_kind(exc)
+        if names & _AUTH_ERRORS:
+            return AUTH
+        if names & _TRANSIENT_ERRORS or isinstance(exc, (OSError, TimeoutError)):
+            return TRANSIENT
+        return None
+
+    # -------------------------------------------------------------- keys
+
+    @staticmethod
+    def pair_key(window: str, epoch: int, level: int, index: int) -> str:
+        return f"mta::{window}::e{epoch}::l{level}::{index}"
+
+    @staticmethod
+    def meta_key(window: str) -> str:
+        return f"mta::{window}::meta"
+
+    @staticmethod
+    def ranges_key(window: str, epoch: int) -> str:
+        return f"mta::{window}::e{epoch}::ranges"
+
+    @staticmethod
+    def epochs_key(window: str) -> str:
+        return f"mta::{window}::epochs"
+
+    # ------------------------------------------------------ sdk helpers
+
+    def _raise_errors(self, exceptions: Mapping[str, BaseException],
+                      ignore_not_found: bool = False) -> None:
+        for key, exc in exceptions.items():
+            if ignore_not_found and _NOT_FOUND in exc_kind(exc):
+                continue
+            raise exc
+
+    def _get_multi(self, keys: list[str]) -> tuple[dict[str, bytes], int]:
+        """Found documents by key; missing ones are absent.  Returns the
+        number of SDK calls too."""
+        coll = self._collection()
+        found: dict[str, bytes] = {}
+        calls = 0
+        for start in range(0, len(keys), CHUNK):
+            res = coll.get_multi(keys[start:start + CHUNK], return_exceptions=True,
+                                 **self._kw())
+            calls += 1
+            self._raise_errors(res.exceptions, ignore_not_found=True)
+            for key, r in res.results.items():
+                found[key] = _as_bytes(r.value, key)
+        return found, calls
+
+    def _upsert_multi(self, docs: dict[str, bytes]) -> int:
+        coll = self._collection()
+        items = list(docs.items())
+        calls = 0
+        for start in range(0, len(items), CHUNK):
+            res = coll.upsert_multi(dict(items[start:start + CHUNK]), return_exceptions=True,
+                                    **self._kw())
+            calls += 1
+            self._raise_errors(res.exceptions)
+            if not res.all_ok and not res.exceptions:  # pragma: no cover - defensive
+                raise StoreError(f"store {self.url}: upsert_multi reported failure "
+                                 f"without exceptions")
+        return calls
+
+    def _remove_multi(self, keys: list[str]) -> int:
+        coll = self._collection()
+        calls = 0
+        for start in range(0, len(keys), CHUNK):
+            res = coll.remove_multi(keys[start:start + CHUNK], return_exceptions=True)
+            calls += 1
+            self._raise_errors(res.exceptions, ignore_not_found=True)
+        return calls
+
+    def _get(self, key: str) -> tuple[Optional[bytes], Token]:
+        try:
+            r = self._collection().get(key, **self._kw())
+        except Exception as exc:
+            if _NOT_FOUND in exc_kind(exc):
+                return None, None
+            raise
+        return _as_bytes(r.value, key), r.cas
+
+    # ------------------------------------------------------ range records
+
+    def _decode_ranges(self, blob: Optional[bytes], key: str) -> dict[int, tuple[int, int]]:
+        if blob is None:
+            return {}
+        value = codec.decode(blob)
+        if not isinstance(value, dict):
+            raise CorruptValue(f"store {self.url}: document {key!r} is not a ranges record")
+        return {int(k): (int(v[0]), int(v[1])) for k, v in value.items()}
+
+    def _decode_epochs(self, blob: Optional[bytes], key: str) -> set[int]:
+        if blob is None:
+            return set()
+        value = codec.decode(blob)
+        if not isinstance(value, list):
+            raise CorruptValue(f"store {self.url}: document {key!r} is not an epochs record")
+        return {int(e) for e in value}
+
+    def _load_view(self, window: str, epoch: int) -> tuple[_EpochView, set[int], int]:
+        """This object's view of (window, epoch) and of the window's epochs,
+        reading the records the first time.  Returns the SDK calls made."""
+        with self._lock:
+            view = self._views.get((window, epoch))
+            epochs = self._epochs.get(window)
+        if view is not None and epochs is not None:
+            return view, epochs, 0
+        rk, ek = self.ranges_key(window, epoch), self.epochs_key(window)
+        found, calls = self._get_multi([rk, ek])
+        with self._lock:
+            if (window, epoch) not in self._views:
+                self._views[(window, epoch)] = _EpochView(self._decode_ranges(found.get(rk), rk))
+            if window not in self._epochs:
+                self._epochs[window] = self._decode_epochs(found.get(ek), ek)
+            return self._views[(window, epoch)], self._epochs[window], calls
+
+    # ----------------------------------------------------------- backend
+
+    def _write_pairs(self, window: str, epoch: int, level: int, first: int,
+                     blobs: list[bytes]) -> None:
+        view, epochs, calls = self._load_view(window, epoch)
+        end = first + len(blobs)
+        docs = {self.pair_key(window, epoch, level, i): b for i, b in enumerate(blobs, first)}
+        rk, ek = self.ranges_key(window, epoch), self.epochs_key(window)
+        # A new epoch also rewrites the epochs record: serialize those writes.
+        epochs_lock = self._epochs_lock if epoch not in epochs else _NO_LOCK
+        with epochs_lock, view.lock:
+            with self._lock:
+                old = view.ranges.get(level)
+                new = (first, end) if old is None else (min(old[0], first), max(old[1], end))
+                ranges = dict(view.ranges)
+                ranges[level] = new
+                changed = view.dirty or new != old
+                view.dirty = False
+                new_epoch = epoch not in epochs
+            if changed:
+                docs[rk] = codec.encode(ranges)
+            if new_epoch:
+                docs[ek] = codec.encode(sorted(epochs | {epoch}))
+            try:
+                calls += self._upsert_multi(docs)
+            except BaseException:
+                with self._lock:
+                    view.dirty = view.dirty or changed
+                raise
+            with self._lock:
+                cur = view.ranges.get(level)
+                view.ranges[level] = (first, end) if cur is None else (min(cur[0], first),
+                                                                       max(cur[1], end))
+                if view.ranges != ranges:  # a concurrent delete moved a start
+                    view.dirty = True
+                epochs.add(epoch)
+        self._extra_trips(calls)
+
+    def _read_pairs(self, window: str, epoch: int, level: int, first: int,
+                    count: int) -> list[Optional[bytes]]:
+        keys = [self.pair_key(window, epoch, level, i) for i in range(first, first + count)]
+        found, calls = self._get_multi(keys)
+        self._extra_trips(calls)
+        return [found.get(k) for k in keys]
+
+    def _delete_pairs(self, window: str, epoch: int, level: int, first: int,
+                      count: int) -> None:
+        end = first + count
+        calls = self._remove_multi([self.pair_key(window, epoch, level, i)
+                                    for i in range(first, end)])
+        with self._lock:
+            view = self._views.get((window, epoch))
+            if view is not None:
+                rng = view.ranges.get(level)
+                if rng is not None and first <= rng[0] < end:
+                    view.ranges[level] = (min(end, rng[1]), rng[1])
+                    view.dirty = True
+        self._extra_trips(calls)
+
+    def _drop_epoch(self, window: str, epoch: int,
+                    ranges: Optional[dict[int, tuple[int, int]]]) -> int:
+        rk, ek = self.ranges_key(window, epoch), self.epochs_key(window)
+        found, calls = self._get_multi([rk] if ranges is None else [])
+        if ranges is None:
+            ranges = self._decode_ranges(found.get(rk), rk)
+            with self._lock:
+                view = self._views.get((window, epoch))
+                if view is not None:  # this object's writes may be newer
+                    for level, (a, b) in view.ranges.items():
+                        old = ranges.get(level)
+                        ranges[level] = (a, b) if old is None else (a, max(b, old[1]))
+        keys = [self.pair_key(window, epoch, level, i)
+                for level, (a, b) in sorted(ranges.items()) for i in range(a, b)]
+        keys.append(rk)
+        calls += self._remove_multi(keys)
+        with self._epochs_lock:
+            found, c = self._get_multi([ek])
+            calls += c
+            epochs = self._decode_epochs(found.get(ek), ek)
+            if epoch in epochs:
+                epochs.discard(epoch)
+                calls += self._upsert_multi({ek: codec.encode(sorted(epochs))})
+            with self._lock:
+                self._views.pop((window, epoch), None)
+                known = self._epochs.get(window)
+                if known is not None:  # update in place: writers hold this set
+                    known.clear()
+                    known.update(epochs)
+        return calls
+
+    def _list_epochs(self, window: str) -> list[int]:
+        ek = self.epochs_key(window)
+        found, calls = self._get_multi([ek])
+        self._extra_trips(calls)
+        return sorted(self._decode_epochs(found.get(ek), ek))
+
+    def _read_meta(self, window: str) -> tuple[Optional[bytes], Token]:
+        return self._get(self.meta_key(window))
+
+    def _cas_meta(self, window: str, expected: Token, value: bytes, retry: bool) -> Token:
+        coll = self._collection()
+        key = self.meta_key(window)
+        try:
+            if expected is None:
+                res = coll.insert(key, value, **self._kw())
+            else:
+                res = coll.replace(key, value, cas=expected, **self._kw())
+            return res.cas
+        except Exception as exc:
+            names = exc_kind(exc)
+            if not names & {_EXISTS, _CAS, _NOT_FOUND}:
+                raise
+            current_blob, current = self._get(key)
+            if retry and current_blob == value:
+                # An earlier attempt of this call landed before its reply was lost.
+                return current
+            raise cas_mismatch(window, expected, current) from None
+
+    def _delete_window(self, window: str) -> int:
+        ek = self.epochs_key(window)
+        found, calls = self._get_multi([ek])
+        epochs = self._decode_epochs(found.get(ek), ek)
+        with self._lock:
+            epochs |= {e for (w, e) in self._views if w == window}
+        rkeys = [self.ranges_key(window, e) for e in sorted(epochs)]
+        recorded, c = self._get_multi(rkeys) if rkeys else ({}, 0)
+        calls += c
+        keys: list[str] = []
+        for e, rk in zip(sorted(epochs), rkeys):
+            ranges = self._decode_ranges(recorded.get(rk), rk)
+            with self._lock:
+                view = self._views.get((window, e))
+                if view is not None:
+                    for level, (a, b) in view.ranges.items():
+                        old = ranges.get(level)
+                        ranges[level] = (a, b) if old is None else (min(a, old[0]),
+                                                                    max(b, old[1]))
+            keys.extend(self.pair_key(window, e, level, i)
+                        for level, (a, b) in sorted(ranges.items()) for i in range(a, b))
+            keys.append(rk)
+        keys += [ek, self.meta_key(window)]
+        calls += self._remove_multi(keys)
+        with self._lock:
+            for k in [k for k in self._views if k[0] == window]:
+                del self._views[k]
+            self._epochs.pop(window, None)
+        return calls
+
+    def _ping(self) -> None:
+        self._collection()
+
+    def _extra_trips(self, calls: int) -> None:
+        if calls > 1:
+            self.stats.add(round_trips=calls - 1)
+
+    def _close(self) -> None:
+        cluster, self._cluster = self._cluster, None
+        if self._owns_cluster:
+            self._coll = None
+        if cluster is not None:
+            try:
+                cluster.close()
+            except Exception:  # pragma: no cover - best effort
+                pass
+
+
+def _as_bytes(value: Any, key: str) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    raise CorruptValue(f"document {key!r} is not binary (got {type(value).__name__}); "
+                       f"was it written by another application?")
+
+
+__all__ = ["CouchbaseStore", "parse_couchbase_url", "exc_kind", "CHUNK"]

@@ -1,0 +1,396 @@
+"""``redis://`` -- a store in Redis (standalone, TLS or Cluster), via redis-py.
+
+URLs::
+
+    redis://[[user]:password@]host[:port][/db]     plain TCP (port 6379, db 0)
+    rediss://...                                    TLS
+    redis+cluster://host[:port]                     Redis Cluster (one seed node)
+    rediss+cluster://host[:port]                    Redis Cluster over TLS
+
+The option ``cluster=True`` also selects Redis Cluster.  Credentials:
+``password`` / ``username`` options, else the URL, else the environment
+variables ``MTA_REDIS_PASSWORD`` / ``MTA_REDIS_USERNAME``.  The password is
+never logged nor part of ``url``, ``repr`` or error messages.  Other options
+go to the redis-py client unchanged (``ssl_ca_certs``, ``ssl_certfile``,
+``ssl_keyfile``, ``ssl_cert_reqs``, ``socket_timeout`` (default 5 s),
+``socket_connect_timeout`` (default 2 s), ``max_connections``, ...).  redis-py
+uses hiredis automatically when it is installed.  ``key_prefix`` (default
+``"mta"``) namespaces the keys.
+
+Key layout (every key of a window shares the hash tag ``{<window>}`` and so
+one Cluster slot, which keeps pipelines on one node and lets the CAS script
+run in Cluster)::
+
+    mta:{<window>}:meta                 hash  v = version, b = blob
+    mta:{<window>}:epochs               set   epochs that hold pairs
+    mta:{<window>}:e<epoch>:levels      set   levels of that epoch
+    mta:{<window>}:e<epoch>:l<level>    hash  field = decimal index, value = blob
+
+A batch of pairs is one pipeline: SADD to the two sets (first, so a pair is
+never unlisted), then HSET -- one round trip.  read_pairs is one HMGET,
+delete_pairs one HDEL (an emptied hash disappears).  drop_epoch is two
+round trips (SMEMBERS of the levels, then one UNLINK of every level hash);
+do not write to an epoch while dropping it.  The metadata compare-and-set is
+one Lua script (EVALSHA, reloaded by redis-py after a server restart):
+compare the version, write the blob, increment the version, atomically.
+Tokens are the integer versions (1 on creation).
+
+Connections are made lazily: :func:`stores.open_store` does no network I/O,
+and a server that is down makes the *first operation* raise
+:class:`~stores.errors.StoreUnavailable` after the retries (never a raw
+``ConnectionRefusedError``).  redis-py's own retries are disabled so that
+the store's bounded backoff is the only one.  After ``fork`` redis-py opens
+fresh connections in the child.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from typing import Any, Optional
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from .base import AUTH, TRANSIENT, Store, Token, cas_mismatch
+from .errors import StoreConfigError
+
+SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")
+
+#: Fields per HSET / HMGET / HDEL command inside one pipeline.
+CHUNK = 4096
+
+_CAS_LUA = """
+local cur = redis.call('HGET', KEYS[1], 'v')
+local exp = ARGV[1]
+if exp == '' then
+  if not cur then
+    redis.call('HSET', KEYS[1], 'v', 1, 'b', ARGV[2])
+    return {1, 1}
+  end
+elseif cur == exp then
+  local v = redis.call('HINCRBY', KEYS[1], 'v', 1)
+  redis.call('HSET', KEYS[1], 'b', ARGV[2])
+  return {1, v}
+end
+if ARGV[3] == '1' and cur then
+  local want = 1
+  if exp ~= '' then want = tonumber(exp) + 1 end
+  if tonumber(cur) == want and redis.call('HGET', KEYS[1], 'b') == ARGV[2] then
+    return {1, want}
+  end
+end
+return {0, cur or ''}
+"""
+
+_QUERY_FLOATS = {"socket_timeout", "socket_connect_timeout", "health_check_interval"}
+_QUERY_BOOLS = {"cluster", "ssl_check_hostname"}
+_QUERY_STRS = {"ssl_cert_reqs", "ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "key_prefix",
+               "client_name"}
+_QUERY_INTS = {"db", "max_connections"}
+_STORE_OPTIONS = {"retries", "backoff", "backoff_max"}
+
+
+def _parse_bool(name: str, value: str) -> bool:
+    v = value.lower()
+    if v in ("1", "true", "yes", "on"):
+        return True
+    if v in ("0", "false", "no", "off"):
+        return False
+    raise StoreConfigError(f"URL parameter {name}={value!r} is not a boolean")
+
+
+def parse_redis_url(url: str) -> dict[str, Any]:
+    """Split a redis URL into client settings (``password`` included:
+    keep the result private)."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in SCHEMES:
+        raise StoreConfigError(f"not a Redis URL (schemes: {', '.join(SCHEMES)})")
+    try:
+        port = parts.port or 6379
+    except ValueError:
+        raise StoreConfigError("Redis URL has an invalid port") from None
+    cfg: dict[str, Any] = {
+        "tls": scheme.startswith("rediss"),
+        "cluster": scheme.endswith("+cluster"),
+        "host": parts.hostname or "localhost",
+        "port": port,
+        "username": unquote(parts.username) if parts.username else None,
+        "password": unquote(parts.password) if parts.password else None,
+        "db": 0,
+    }
+    path = parts.path.strip("/")
+    if path:
+        try:
+            cfg["db"] = int(path)
+        except ValueError:
+            raise StoreConfigError(f"Redis URL path must be a database number, got "
+                                   f"{path!r}") from None
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name in _QUERY_FLOATS:
+            try:
+                cfg[name] = float(value)
+            except ValueError:
+                raise StoreConfigError(f"URL parameter {name}={value!r} is not a number") \
+                    from None
+        elif name in _QUERY_INTS:
+            try:
+                cfg[name] = int(value)
+            except ValueError:
+                raise StoreConfigError(f"URL parameter {name}={value!r} is not an int") \
+                    from None
+        elif name in _QUERY_BOOLS:
+            cfg[name] = _parse_bool(name, value)
+        elif name in _QUERY_STRS:
+            cfg[name] = value
+        else:
+            raise StoreConfigError(
+                f"unknown Redis URL parameter {name!r} (pass credentials as options or "
+                f"in the URL's user info, other client settings as options)")
+    return cfg
+
+
+def _redact(cfg: dict[str, Any]) -> str:
+    scheme = ("rediss" if cfg["tls"] else "redis") + ("+cluster" if cfg["cluster"] else "")
+    auth = ""
+    if cfg.get("username") or cfg.get("password"):
+        auth = (cfg.get("username") or "") + (":***" if cfg.get("password") else "") + "@"
+    host = cfg["host"]
+    if ":" in host:
+        host = f"[{host}]"
+    db = "" if cfg["cluster"] else f"/{cfg['db']}"
+    return f"{scheme}://{auth}{host}:{cfg['port']}{db}"
+
+
+class RedisStore(Store):
+    scheme = "redis"
+
+    def __init__(self, url: str, **options: Any) -> None:
+        try:
+            from redis.backoff import NoBackoff
+            from redis.retry import Retry
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise StoreConfigError(
+                "redis:// stores need redis-py: pip install 'mta-windows[redis]'") from exc
+        cfg = parse_redis_url(url)
+        store_opts = {k: options.pop(k) for k in list(options) if k in _STORE_OPTIONS}
+        # Credentials: options > URL > environment.
+        for name, env in (("password", "MTA_REDIS_PASSWORD"), ("username", "MTA_REDIS_USERNAME")):
+            if options.get(name) is not None:
+                cfg[name] = options.pop(name)
+            else:
+                options.pop(name, None)
+                if cfg.get(name) is None and os.environ.get(env):
+                    cfg[name] = os.environ[env]
+        for name in ("cluster", "db", "key_prefix", "ssl"):
+            if name in options:
+                cfg["tls" if name == "ssl" else name] = options.pop(name)
+        cfg["cluster"] = bool(cfg["cluster"])
+        if options.get("decode_responses"):
+            raise StoreConfigError("decode_responses=True is not supported: blobs are bytes")
+        options.pop("decode_responses", None)
+        super().__init__(_redact(cfg), **store_opts)
+
+        self._password: Optional[str] = cfg["password"]
+        self.cluster: bool = cfg["cluster"]
+        prefix = cfg.get("key_prefix", "mta")
+        if not isinstance(prefix, str) or "{" in prefix or "}" in prefix:
+            raise StoreConfigError(f"key_prefix must be a str without braces, got {prefix!r}")
+        self.key_prefix = prefix
+        kwargs: dict[str, Any] = {
+            "host": cfg["host"], "port": cfg["port"],
+            "username": cfg["username"], "password": cfg["password"],
+            "socket_timeout": cfg.get("socket_timeout", 5.0),
+            "socket_connect_timeout": cfg.get("socket_connect_timeout", 2.0),
+            "retry": Retry(NoBackoff(), 0),
+        }
+        for name in ("health_check_interval", "max_connections", "client_name",
+                     "ssl_cert_reqs", "ssl_ca_certs", "ssl_certfile", "ssl_keyfile",
+                     "ssl_check_hostname"):
+            if name in cfg:
+                kwargs[name] = cfg[name]
+        if cfg["tls"]:
+            kwargs["ssl"] = True
+        kwargs.update(options)  # pass-through client options win
+        if self.cluster:
+            if cfg["db"] not in (0, None):
+                raise StoreConfigError("Redis Cluster has database 0 only")
+            kwargs.pop("db", None)
+            kwargs.setdefault("require_full_coverage", False)
+        else:
+            kwargs["db"] = cfg["db"]
+        self._kwargs = kwargs
+        self._client_obj: Any = None
+        self._client_lock = threading.Lock()
+        self._cas_script: Any = None
+        if not self.cluster:
+            self._client()  # validates options; redis-py connects lazily
+
+    # ------------------------------------------------------------ client
+
+    def _client(self) -> Any:
+        client = self._client_obj
+        if client is not None:
+            return client
+        with self._client_lock:
+            if self._client_obj is None:
+                import redis
+                try:
+                    if self.cluster:
+                        from redis.cluster import RedisCluster
+                        client = RedisCluster(**self._kwargs)
+                    else:
+                        client = redis.Redis(**self._kwargs)
+                except TypeError as exc:
+                    raise StoreConfigError(
+                        f"store {self.url}: bad Redis client option: "
+                        f"{self._scrub(str(exc))}") from None
+                self._cas_script = client.register_script(_CAS_LUA)
+                self._client_obj = client
+            return self._client_obj
+
+    def _secrets(self) -> tuple[str, ...]:
+        return (self._password,) if self._password else ()
+
+    def _classify(self, exc: Exception) -> Optional[str]:
+        from redis import exceptions as rx
+        if isinstance(exc, (rx.AuthenticationError, rx.AuthorizationError,
+                            rx.NoPermissionError)):
+            return AUTH
+        if isinstance(exc, rx.ResponseError) and str(exc).startswith(("NOAUTH", "WRONGPASS")):
+            return AUTH
+        if isinstance(exc, (rx.ConnectionError, rx.TimeoutError, rx.BusyLoadingError,
+                            rx.ClusterDownError, rx.TryAgainError, rx.ReadOnlyError,
+                            rx.SlotNotCoveredError, ConnectionError, TimeoutError,
+                            socket.timeout, OSError)):
+            return TRANSIENT
+        if isinstance(exc, rx.RedisClusterException) and any(
+                s in str(exc) for s in ("cannot be connected", "could not agree",
+                                        "has no redis_connection", "No targets were found")):
+            return TRANSIENT
+        if isinstance(exc, rx.ResponseError) and str(exc).startswith(("LOADING", "MASTERDOWN",
+                                                                       "CLUSTERDOWN", "TRYAGAIN")):
+            return TRANSIENT
+        return None
+
+    # -------------------------------------------------------------- keys
+
+    def _base(self, window: str) -> str:
+        return f"{self.key_prefix}:{{{window}}}"
+
+    def _pairs_key(self, window: str, epoch: int, level: int) -> str:
+        return f"{self._base(window)}:e{epoch}:l{level}"
+
+    def _levels_key(self, window: str, epoch: int) -> str:
+        return f"{self._base(window)}:e{epoch}:levels"
+
+    def _epochs_key(self, window: str) -> str:
+        return f"{self._base(window)}:epochs"
+
+    def _meta_key(self, window: str) -> str:
+        return f"{self._base(window)}:meta"
+
+    # ----------------------------------------------------------- backend
+
+    def _write_pairs(self, window: str, epoch: int, level: int, first: int,
+                     blobs: list[bytes]) -> None:
+        pipe = self._client().pipeline(transaction=False)
+        pipe.sadd(self._epochs_key(window), epoch)
+        pipe.sadd(self._levels_key(window, epoch), level)
+        key = self._pairs_key(window, epoch, level)
+        for start in range(0, len(blobs), CHUNK):
+            chunk = blobs[start:start + CHUNK]
+            base = first + start
+            pipe.hset(key, mapping={base + k: b for k, b in enumerate(chunk)})
+        pipe.execute()
+
+    def _read_pairs(self, window: str, epoch: int, level: int, first: int,
+                    count: int) -> list[Optional[bytes]]:
+        key = self._pairs_key(window, epoch, level)
+        end = first + count
+        if count <= CHUNK:
+            return self._client().hmget(key, list(range(first, end)))
+        pipe = self._client().pipeline(transaction=False)
+        for start in range(first, end, CHUNK):
+            pipe.hmget(key, list(range(start, min(end, start + CHUNK))))
+        out: list[Optional[bytes]] = []
+        for part in pipe.execute():
+            out.extend(part)
+        return out
+
+    def _delete_pairs(self, window: str, epoch: int, level: int, first: int,
+                      count: int) -> None:
+        key = self._pairs_key(window, epoch, level)
+        end = first + count
+        if count <= CHUNK:
+            self._client().hdel(key, *range(first, end))
+            return
+        pipe = self._client().pipeline(transaction=False)
+        for start in range(first, end, CHUNK):
+            pipe.hdel(key, *range(start, min(end, start + CHUNK)))
+        pipe.execute()
+
+    def _drop_epoch(self, window: str, epoch: int, ranges: Any) -> int:
+        client = self._client()
+        levels_key = self._levels_key(window, epoch)
+        levels = client.smembers(levels_key)
+        keys = [self._pairs_key(window, epoch, int(lv)) for lv in levels]
+        pipe = client.pipeline(transaction=False)
+        pipe.srem(self._epochs_key(window), epoch)
+        for key in keys + [levels_key]:  # one key per UNLINK: Cluster pipelines need it
+            pipe.unlink(key)
+        pipe.execute()
+        return 2
+
+    def _list_epochs(self, window: str) -> list[int]:
+        return [int(e) for e in self._client().smembers(self._epochs_key(window))]
+
+    def _read_meta(self, window: str) -> tuple[Optional[bytes], Token]:
+        version, blob = self._client().hmget(self._meta_key(window), ["v", "b"])
+        if version is None:
+            return None, None
+        return blob if blob is not None else b"", int(version)
+
+    def _cas_meta(self, window: str, expected: Token, value: bytes, retry: bool) -> Token:
+        self._client()
+        if expected is not None and (isinstance(expected, bool)
+                                     or not isinstance(expected, int)):
+            raise cas_mismatch(window, expected, self._read_meta(window)[1])
+        ok, version = self._cas_script(
+            keys=[self._meta_key(window)],
+            args=["" if expected is None else str(expected), value, "1" if retry else "0"])
+        if ok == 1:
+            return int(version)
+        raise cas_mismatch(window, expected, int(version) if version not in (b"", "") else None)
+
+    def _delete_window(self, window: str) -> int:
+        client = self._client()
+        epochs_key = self._epochs_key(window)
+        epochs = [int(e) for e in client.smembers(epochs_key)]
+        keys = [epochs_key, self._meta_key(window)]
+        trips = 1
+        if epochs:
+            pipe = client.pipeline(transaction=False)
+            for e in epochs:
+                pipe.smembers(self._levels_key(window, e))
+            for e, levels in zip(epochs, pipe.execute()):
+                keys.append(self._levels_key(window, e))
+                keys.extend(self._pairs_key(window, e, int(lv)) for lv in levels)
+            trips += 1
+        pipe = client.pipeline(transaction=False)
+        for key in keys:
+            pipe.unlink(key)
+        pipe.execute()
+        return trips + 1
+
+    def _ping(self) -> None:
+        self._client().ping()
+
+    def _close(self) -> None:
+        client = self._client_obj
+        self._client_obj = None
+        if client is not None:
+            try:
+                client.close()
+            except Exception:  # pragma: no cover - best effort
+                pass

@@ -1,0 +1,321 @@
+"""``file:`` -- an embedded store in SQLite (stdlib ``sqlite3``), WAL mode.
+
+URLs: ``file:///abs/path/dir``, ``file:relative/dir``, or a plain path.  The
+path is a directory (created if missing); the database is
+``<dir>/mta.sqlite3``::
+
+    pairs(window TEXT, epoch INT, level INT, idx INT, blob BLOB,
+          PRIMARY KEY (window, epoch, level, idx)) WITHOUT ROWID
+    meta(window TEXT PRIMARY KEY, version INT, blob BLOB)
+    info(key TEXT PRIMARY KEY, value)         -- schema_version = 1
+
+The metadata token is ``version`` (1 on creation, +1 per successful
+compare-and-set, done as ``UPDATE ... WHERE version = ?`` inside
+``BEGIN IMMEDIATE``).  A batch of pairs is one ``executemany`` in one
+transaction: one round trip.
+
+Concurrency: several threads and several processes of one host may share a
+directory.  Each thread has its own connection; writers serialize on
+SQLite's lock and wait for it up to ``busy_timeout`` seconds (default 10),
+after which the call is retried like any transient error.  After ``fork``
+(Spark executors fork their Python workers) the child notices the pid
+change and opens its own connections; inherited ones are never used or
+closed in the child.  Network file systems are not supported (WAL needs
+shared memory between the processes).
+
+Durability (option ``synchronous``):
+
+* ``"meta"`` (default) -- pair writes commit with ``synchronous=NORMAL``
+  (no fsync: a power loss may lose the last pair writes, never corrupt the
+  database), metadata compare-and-sets commit with ``synchronous=FULL``:
+  the WAL is fsynced, which makes *every earlier write* durable too.  So
+  once a checkpoint's ``cas_meta`` returns, the pairs written before it
+  survive a power loss.
+* ``"full"`` -- every commit is fsynced: one fsync per write_pairs call.
+* ``"normal"`` -- no commit is fsynced (a crash of the process loses
+  nothing; a power loss may lose the latest commits).
+* ``"off"`` -- no fsync at all, even at checkpoints of the WAL (tests).
+
+Measured on the development VM (virtio disk, 100-byte blobs): a commit's
+fsync costs about 4 ms.  ``"meta"``: write_pairs of 512 pairs 3.1 ms, of 1
+pair 0.14 ms, cas_meta 4.2 ms; ``"full"``: 5.9 ms, 3.9 ms and 3.9 ms;
+``"normal"``: 3.8 ms, 0.11 ms and 0.04 ms.  read_pairs of 512: 0.6 ms.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import weakref
+from typing import Any, Optional
+from urllib.parse import unquote, urlsplit
+
+from .base import Store, Token, TRANSIENT, cas_mismatch
+from .errors import FormatVersionError, StoreConfigError, StoreError
+
+SCHEMA_VERSION = 1
+DB_NAME = "mta.sqlite3"
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS pairs (window TEXT NOT NULL, epoch INTEGER NOT NULL,"
+    " level INTEGER NOT NULL, idx INTEGER NOT NULL, blob BLOB NOT NULL,"
+    " PRIMARY KEY (window, epoch, level, idx)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS meta (window TEXT PRIMARY KEY NOT NULL,"
+    " version INTEGER NOT NULL, blob BLOB NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS info (key TEXT PRIMARY KEY NOT NULL, value)",
+)
+
+_SYNC_MODES = {"meta": ("NORMAL", "FULL"), "full": ("FULL", "FULL"),
+               "normal": ("NORMAL", "NORMAL"), "off": ("OFF", "OFF")}
+
+#: Connections inherited across fork: kept referenced forever in the child so
+#: that garbage collection never closes them (closing a parent's SQLite
+#: connection in a child can damage the parent's locks and WAL).
+_inherited: list = []
+
+
+class _Connection(sqlite3.Connection):
+    """A connection that can be weakly referenced (the store tracks its
+    connections in a WeakSet, so a thread's connection is freed when the
+    thread ends)."""
+
+
+def parse_file_url(url: str) -> str:
+    """The absolute directory of a ``file:`` URL or plain path."""
+    if url.startswith("file:"):
+        parts = urlsplit(url)
+        if parts.query or parts.fragment:
+            raise StoreConfigError(f"file: URLs take no query or fragment: {url!r}")
+        if parts.netloc not in ("", "localhost"):
+            raise StoreConfigError(
+                f"file: URL {url!r} names host {parts.netloc!r}; only local paths are "
+                f"supported (file:///abs/dir or file:relative/dir)")
+        path = unquote(parts.path)
+    else:
+        path = url
+    if not path:
+        raise StoreConfigError(f"file: URL {url!r} has no path")
+    return os.path.abspath(os.path.expanduser(path))
+
+
+class SQLiteStore(Store):
+    scheme = "file"
+
+    def __init__(self, url: str, *, busy_timeout: float = 10.0, synchronous: str = "meta",
+                 **options: Any) -> None:
+        unknown = set(options) - {"retries", "backoff", "backoff_max"}
+        if unknown:
+            raise StoreConfigError(f"unknown option(s) for file: stores: "
+                                   f"{', '.join(sorted(unknown))}")
+        directory = parse_file_url(url)
+        super().__init__("file://" + directory, **options)
+        if synchronous not in _SYNC_MODES:
+            raise StoreConfigError(f"synchronous must be one of {sorted(_SYNC_MODES)}, "
+                                   f"got {synchronous!r}")
+        try:
+            self.busy_timeout = float(busy_timeout)
+        except (TypeError, ValueError):
+            raise StoreConfigError(f"busy_timeout must be a number, got {busy_timeout!r}") \
+                from None
+        self.directory = directory
+        self.path = os.path.join(directory, DB_NAME)
+        self._sync_data, self._sync_meta = _SYNC_MODES[synchronous]
+        self._local = threading.local()
+        self._conns: "weakref.WeakSet" = weakref.WeakSet()
+        self._conns_lock = threading.Lock()
+        self._pid = os.getpid()
+
+    # -------------------------------------------------------- connections
+
+    def _conn(self) -> sqlite3.Connection:
+        local = self._local
+        pid = os.getpid()
+        conn = getattr(local, "conn", None)
+        if conn is not None and local.pid == pid:
+            return conn
+        if pid != self._pid:
+            self._after_fork(pid)
+        conn = self._connect()
+        local.conn, local.pid = conn, pid
+        return conn
+
+    def _after_fork(self, pid: int) -> None:
+        with self._conns_lock:
+            if pid == self._pid:
+                return
+            _inherited.extend(self._conns)
+            self._conns = weakref.WeakSet()
+            self._pid = pid
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"store {self.url}: cannot create directory: {exc}") from exc
+        conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
+                               check_same_thread=False, factory=_Connection)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StoreError(f"store {self.url}: cannot switch {self.path} to WAL mode "
+                                 f"(journal_mode is {mode})")
+            conn.execute(f"PRAGMA synchronous = {self._sync_data}")
+            self._init_schema(conn)
+        except BaseException:
+            conn.close()
+            raise
+        with self._conns_lock:
+            self._conns.add(conn)
+        return conn
+
+    def _init_schema(self, conn: sqlite3.Connection) -> None:
+        row = None
+        try:
+            row = conn.execute("SELECT value FROM info WHERE key = 'schema_version'").fetchone()
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise
+        if row is None:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for stmt in _SCHEMA:
+                    conn.execute(stmt)
+                conn.execute("INSERT OR IGNORE INTO info VALUES ('schema_version', ?)",
+                             (SCHEMA_VERSION,))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            row = conn.execute("SELECT value FROM info WHERE key = 'schema_version'").fetchone()
+        if row[0] != SCHEMA_VERSION:
+            raise FormatVersionError(
+                f"store {self.url}: database schema version {row[0]!r}; this code "
+                f"reads version {SCHEMA_VERSION}")
+
+    def _tx(self, conn: sqlite3.Connection, fn: Any) -> Any:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            out = fn()
+            conn.execute("COMMIT")
+            return out
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    # ---------------------------------------------------------- backend
+
+    def _classify(self, exc: Exception) -> Optional[str]:
+        if isinstance(exc, sqlite3.OperationalError):
+            msg = str(exc).lower()
+            if "locked" in msg or "busy" in msg or "disk i/o" in msg \
+                    or "unable to open" in msg:
+                return TRANSIENT
+        return None
+
+    def _on_transient_error(self, exc: Exception) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None and self._local.pid == os.getpid():
+            try:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                self._local.conn = None
+
+    def _write_pairs(self, window: str, epoch: int, level: int, first: int,
+                     blobs: list[bytes]) -> None:
+        conn = self._conn()
+        rows = [(window, epoch, level, i, b) for i, b in enumerate(blobs, first)]
+        self._tx(conn, lambda: conn.executemany(
+            "INSERT OR REPLACE INTO pairs (window, epoch, level, idx, blob) "
+            "VALUES (?, ?, ?, ?, ?)", rows))
+
+    def _read_pairs(self, window: str, epoch: int, level: int, first: int,
+                    count: int) -> list[Optional[bytes]]:
+        rows = self._conn().execute(
+            "SELECT idx, blob FROM pairs WHERE window = ? AND epoch = ? AND level = ?"
+            " AND idx >= ? AND idx < ?", (window, epoch, level, first, first + count))
+        out: list[Optional[bytes]] = [None] * count
+        for idx, blob in rows:
+            out[idx - first] = blob
+        return out
+
+    def _delete_pairs(self, window: str, epoch: int, level: int, first: int,
+                      count: int) -> None:
+        self._conn().execute(
+            "DELETE FROM pairs WHERE window = ? AND epoch = ? AND level = ?"
+            " AND idx >= ? AND idx < ?", (window, epoch, level, first, first + count))
+
+    def _drop_epoch(self, window: str, epoch: int, ranges: Any) -> None:
+        self._conn().execute("DELETE FROM pairs WHERE window = ? AND epoch = ?",
+                             (window, epoch))
+
+    def _list_epochs(self, window: str) -> list[int]:
+        return [r[0] for r in self._conn().execute(
+            "SELECT DISTINCT epoch FROM pairs WHERE window = ?", (window,))]
+
+    def _read_meta(self, window: str) -> tuple[Optional[bytes], Token]:
+        row = self._conn().execute("SELECT blob, version FROM meta WHERE window = ?",
+                                   (window,)).fetchone()
+        return (None, None) if row is None else (row[0], row[1])
+
+    def _cas_meta(self, window: str, expected: Token, value: bytes, retry: bool) -> Token:
+        conn = self._conn()
+        if expected is not None and (isinstance(expected, bool)
+                                     or not isinstance(expected, int)):
+            raise cas_mismatch(window, expected, self._read_meta(window)[1])
+
+        def cas() -> Token:
+            if expected is None:
+                cur = conn.execute("INSERT INTO meta (window, version, blob) VALUES (?, 1, ?)"
+                                   " ON CONFLICT (window) DO NOTHING", (window, value))
+                if cur.rowcount == 1:
+                    return 1
+            else:
+                cur = conn.execute("UPDATE meta SET version = version + 1, blob = ?"
+                                   " WHERE window = ? AND version = ?",
+                                   (value, window, expected))
+                if cur.rowcount == 1:
+                    return expected + 1
+            row = conn.execute("SELECT version FROM meta WHERE window = ?",
+                               (window,)).fetchone()
+            return cas_mismatch(window, expected, None if row is None else row[0])
+
+        sync_changed = self._sync_meta != self._sync_data
+        if sync_changed:
+            conn.execute(f"PRAGMA synchronous = {self._sync_meta}")
+        try:
+            out = self._tx(conn, cas)
+        finally:
+            if sync_changed:
+                conn.execute(f"PRAGMA synchronous = {self._sync_data}")
+        if isinstance(out, Exception):
+            raise out
+        return out
+
+    def _delete_window(self, window: str) -> None:
+        conn = self._conn()
+
+        def delete() -> None:
+            conn.execute("DELETE FROM pairs WHERE window = ?", (window,))
+            conn.execute("DELETE FROM meta WHERE window = ?", (window,))
+
+        self._tx(conn, delete)
+
+    def _ping(self) -> None:
+        self._conn().execute("SELECT 1").fetchone()
+
+    def _close(self) -> None:
+        pid = os.getpid()
+        with self._conns_lock:
+            conns = list(self._conns) if pid == self._pid else []
+            self._conns = weakref.WeakSet()
+        for conn in conns:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
+        self._local = threading.local()

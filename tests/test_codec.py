@@ -1,0 +1,377 @@
+"""The value codec: exact round trips, corruption detection, user types, no pickle."""
+
+from __future__ import annotations
+
+import enum
+import math
+import pathlib
+import re
+import struct
+import subprocess
+import sys
+import threading
+import zlib
+from fractions import Fraction
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from stores import codec
+from stores.codec import decode, encode, register_codec, unregister_codec
+from stores.errors import (CodecRegistrationError, CorruptValue, FormatVersionError,
+                           StoreError)
+
+STORES_DIR = pathlib.Path(__file__).resolve().parent.parent / "stores"
+
+
+# ------------------------------------------------------------ equality
+
+def float_bits(x: float) -> bytes:
+    return struct.pack("<d", x)
+
+
+def same(a, b) -> bool:
+    """Exact equality: same types all the way down, floats bit for bit,
+    dict order kept."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is float:
+        return float_bits(a) == float_bits(b)
+    if type(a) in (list, tuple):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if type(a) is dict:
+        return len(a) == len(b) and all(same(ka, kb) and same(va, vb)
+                                        for (ka, va), (kb, vb) in zip(a.items(), b.items()))
+    if type(a) in (set, frozenset):
+        if len(a) != len(b):
+            return False
+        rest = list(b)
+        for x in a:
+            for i, y in enumerate(rest):
+                if same(x, y):
+                    del rest[i]
+                    break
+            else:
+                return False
+        return True
+    return a == b
+
+
+# ---------------------------------------------------------- strategies
+
+any_float_bits = st.integers(0, 2**64 - 1).map(
+    lambda n: struct.unpack("<d", struct.pack("<Q", n))[0])  # every NaN payload too
+floats = st.floats(allow_nan=True, allow_infinity=True) | any_float_bits | st.sampled_from(
+    [0.0, -0.0, math.inf, -math.inf, math.nan, 5e-324, 1.7976931348623157e308])
+ints = st.integers() | st.integers(min_value=-2**300, max_value=2**300) | st.sampled_from(
+    [-2**63 - 1, -2**63, 2**63 - 1, 2**63, 2**64 - 1, 2**64, -2**64])
+scalars = (st.none() | st.booleans() | ints | floats | st.text(max_size=20)
+           | st.binary(max_size=20))
+# Hashable values without floats (set elements: NaN makes set comparison meaningless).
+plain_hashables = st.recursive(
+    st.none() | st.booleans() | ints | st.text(max_size=8) | st.binary(max_size=8),
+    lambda c: st.lists(c, max_size=3).map(tuple) | st.frozensets(c, max_size=3),
+    max_leaves=6)
+keys = plain_hashables | floats | st.lists(floats, max_size=2).map(tuple)
+values = st.recursive(
+    scalars,
+    lambda c: (st.lists(c, max_size=5)
+               | st.lists(c, max_size=5).map(tuple)
+               | st.dictionaries(keys, c, max_size=5)
+               | st.sets(plain_hashables, max_size=4)
+               | st.frozensets(plain_hashables, max_size=4)),
+    max_leaves=25)
+
+SETTINGS = settings(max_examples=200, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+# -------------------------------------------------------------- round trip
+
+@SETTINGS
+@given(values)
+def test_round_trip_is_exact(value):
+    blob = encode(value)
+    assert isinstance(blob, bytes)
+    assert same(decode(blob), value)
+
+
+@SETTINGS
+@given(floats)
+def test_floats_are_bit_exact(x):
+    y = decode(encode(x))
+    assert type(y) is float and float_bits(y) == float_bits(x)
+
+
+@pytest.mark.parametrize("x", [0.0, -0.0, math.inf, -math.inf, math.nan,
+                               struct.unpack("<d", bytes.fromhex("0100000000f8ff7f"))[0],
+                               struct.unpack("<d", bytes.fromhex("efbeadde00fff0ff"))[0]])
+def test_special_floats(x):
+    assert float_bits(decode(encode(x))) == float_bits(x)
+
+
+@SETTINGS
+@given(st.integers(min_value=-2**2000, max_value=2**2000))
+def test_big_ints(n):
+    out = decode(encode(n))
+    assert type(out) is int and out == n
+
+
+def test_tuples_and_lists_stay_apart():
+    value = [(1, [2, (3,)]), [(), []], ((),), {"t": (1, 2), (1, 2): [1, 2]}]
+    out = decode(encode(value))
+    assert same(out, value)
+    assert type(out[0]) is tuple and type(out[0][1]) is list and type(out[0][1][1]) is tuple
+    assert type(out[3][(1, 2)]) is list and type(out[3]["t"]) is tuple
+
+
+def test_dict_keys_of_any_type_and_order():
+    value = {None: 1, True: 2, 3: 3, 2**70: 4, 1.5: 5, "s": 6, b"b": 7, (1, "x"): 8,
+             frozenset({1}): 9}
+    out = decode(encode(value))
+    assert same(out, value)
+    assert list(out) == list(value)
+
+
+def test_bool_is_not_int():
+    out = decode(encode([True, 1, False, 0]))
+    assert [type(v) for v in out] == [bool, int, bool, int]
+
+
+def test_bytes_like_encode_as_bytes():
+    assert decode(encode(bytearray(b"ab"))) == b"ab"
+    assert type(decode(encode(memoryview(b"ab")))) is bytes
+
+
+def test_deep_nesting():
+    value: object = 1
+    for i in range(200):
+        value = (value,) if i % 2 else [value]
+    assert same(decode(encode(value)), value)
+
+
+def test_concurrent_encoding_from_threads():
+    values = [(i, [i, (i, str(i))], {(i,): 2**80 + i}) for i in range(300)]
+    errors = []
+
+    def work():
+        try:
+            for _ in range(5):
+                for v in values:
+                    assert same(decode(encode(v)), v)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+# ------------------------------------------------------------- corruption
+
+def make_blob(payload: bytes, version: int = codec.FORMAT_VERSION) -> bytes:
+    return struct.pack(">BI", version, zlib.crc32(payload)) + payload
+
+
+def test_blob_layout():
+    blob = encode([1, 2])
+    assert blob[0] == codec.FORMAT_VERSION
+    assert struct.unpack(">I", blob[1:5])[0] == zlib.crc32(blob[5:])
+
+
+@SETTINGS
+@given(values, st.data())
+def test_any_flipped_bit_is_detected(value, data):
+    blob = bytearray(encode(value))
+    pos = data.draw(st.integers(0, len(blob) - 1))
+    bit = data.draw(st.integers(0, 7))
+    blob[pos] ^= 1 << bit
+    with pytest.raises((CorruptValue, FormatVersionError)):
+        decode(bytes(blob))
+
+
+def test_every_truncation_is_detected():
+    blob = encode({"a": [1, 2.5, (3, b"xyz")], "b": 2**100})
+    for n in range(len(blob)):
+        with pytest.raises(CorruptValue):
+            decode(blob[:n])
+
+
+def test_wrong_version():
+    blob = encode("x")
+    for version in (0, 2, 255):
+        with pytest.raises(FormatVersionError, match=f"version {version}"):
+            decode(bytes([version]) + blob[1:])
+
+
+def test_bad_checksum_message():
+    blob = bytearray(encode("hello"))
+    blob[-1] ^= 0xFF
+    with pytest.raises(CorruptValue, match="checksum"):
+        decode(bytes(blob))
+
+
+@pytest.mark.parametrize("payload", [
+    b"\xc1",                      # never-used msgpack byte
+    b"\x92\x01",                  # array of 2 with one element
+    b"\x01\x02",                  # extra data after a value
+    b"\xa2\xff\xfe",              # invalid UTF-8 string
+    b"\xd4\x05\x00",              # unknown internal extension code 5
+    b"\xd4\x50\x00",              # unknown user extension code 80
+    b"\xc7\x00\x02",              # empty big-int extension
+    b"\x81\x90\x01",              # a list as a map key
+])
+def test_malformed_payload_with_valid_checksum(payload):
+    with pytest.raises(CorruptValue):
+        decode(make_blob(payload))
+
+
+def test_errors_are_store_errors_and_value_errors():
+    assert issubclass(CorruptValue, StoreError) and issubclass(CorruptValue, ValueError)
+    assert issubclass(FormatVersionError, StoreError)
+
+
+def test_decode_needs_bytes():
+    with pytest.raises(TypeError):
+        decode("not bytes")  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------- unknown types
+
+class Color(enum.IntEnum):
+    RED = 1
+
+
+class MyFloat(float):
+    pass
+
+
+@pytest.mark.parametrize("value", [object(), Fraction(1, 3), Color.RED, MyFloat(1.0),
+                                   [1, {"k": Fraction(1, 2)}], 1j])
+def test_unknown_types_raise_clear_type_error(value):
+    with pytest.raises(TypeError, match="register_codec") as info:
+        encode(value)
+    inner = value[1]["k"] if isinstance(value, list) else value
+    assert type(inner).__qualname__ in str(info.value)
+
+
+# ------------------------------------------------------------- user types
+
+class Point:
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+    def __eq__(self, other):
+        return type(other) is Point and (self.x, self.y) == (other.x, other.y)
+
+    def __hash__(self):
+        return hash((self.x, self.y))
+
+
+@pytest.fixture
+def point_codec():
+    register_codec(Point, 70, lambda p: (p.x, p.y), lambda v: Point(*v))
+    yield
+    unregister_codec(Point)
+
+
+def test_user_type_round_trip(point_codec):
+    value = {Point(1, 2): [Point(3.5, (4,)), (Point(0, 0),)]}
+    out = decode(encode(value))
+    assert out == value
+    assert type(out[Point(1, 2)][1]) is tuple and type(out[Point(1, 2)][0].y) is tuple
+
+
+def test_registration_errors(point_codec):
+    with pytest.raises(CodecRegistrationError, match="already registered"):
+        register_codec(Point, 71, lambda p: 0, lambda v: 0)
+
+    class Other:
+        pass
+
+    with pytest.raises(CodecRegistrationError, match="already used by Point"):
+        register_codec(Other, 70, lambda p: 0, lambda v: 0)
+    for code in (0, 1, 63, 128, -1, True, "70"):
+        with pytest.raises(CodecRegistrationError, match="out of range"):
+            register_codec(Other, code, lambda p: 0, lambda v: 0)
+    for native in (int, float, tuple, dict, list, str, bytes, set, frozenset, bool):
+        with pytest.raises(CodecRegistrationError, match="natively"):
+            register_codec(native, 100, lambda p: 0, lambda v: 0)
+    with pytest.raises(CodecRegistrationError):
+        register_codec(Other, 72, "nope", lambda v: 0)  # type: ignore[arg-type]
+    assert codec.registered_codecs() == {Point: 70}
+    assert issubclass(CodecRegistrationError, ValueError)
+
+
+def test_unregistered_code_on_decode(point_codec):
+    blob = encode(Point(1, 2))
+    unregister_codec(Point)
+    with pytest.raises(CorruptValue, match="code 70"):
+        decode(blob)
+    register_codec(Point, 70, lambda p: (p.x, p.y), lambda v: Point(*v))
+    assert decode(blob) == Point(1, 2)
+
+
+def test_user_decoder_errors_propagate():
+    class Boom(Exception):
+        pass
+
+    class Thing:
+        pass
+
+    def bad_decode(v):
+        raise Boom("decoder bug")
+
+    register_codec(Thing, 99, lambda t: 1, bad_decode)
+    try:
+        with pytest.raises(Boom):
+            decode(encode([Thing()]))
+    finally:
+        unregister_codec(Thing)
+
+
+def test_subclass_of_registered_type_is_not_matched(point_codec):
+    class SubPoint(Point):
+        pass
+
+    with pytest.raises(TypeError, match="SubPoint"):
+        encode(SubPoint(1, 2))
+
+
+# ------------------------------------------------------------------ pickle
+
+PICKLE_RE = re.compile(
+    r"^\s*(import|from)\s+(c?pickle|_pickle|dill|cloudpickle|marshal|shelve|jsonpickle)\b"
+    r"|__import__\(\s*['\"](c?pickle|_pickle|dill|cloudpickle|marshal|shelve)"
+    r"|import_module\(\s*['\"](c?pickle|_pickle|dill|cloudpickle|marshal|shelve)"
+    r"|\b(c?pickle|dill|cloudpickle|marshal)\.(loads?|dumps?)\b"
+    r"|PickleTranscoder|LegacyTranscoder|FMT_PICKLE",
+    re.MULTILINE)
+
+
+def test_no_pickle_anywhere_in_stores():
+    files = sorted(STORES_DIR.rglob("*.py"))
+    assert len(files) >= 6
+    offenders = [f"{f.name}: {m.group(0).strip()}" for f in files
+                 for m in PICKLE_RE.finditer(f.read_text())]
+    assert not offenders, offenders
+
+
+def test_codec_and_local_stores_do_not_load_pickle():
+    code = ("import sys, tempfile\n"
+            "import stores\n"
+            "from stores import encode, decode, open_store\n"
+            "assert decode(encode({(1,): [2.5, 2**99]})) == {(1,): [2.5, 2**99]}\n"
+            "for url in ('memory://', tempfile.mkdtemp()):\n"
+            "    with open_store(url) as s:\n"
+            "        s.write_pairs('w', 0, 0, 0, [encode(1)])\n"
+            "        s.cas_meta('w', None, encode('m'))\n"
+            "print(sorted(m for m in sys.modules if 'pickle' in m))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=STORES_DIR.parent, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout

@@ -1,0 +1,534 @@
+"""The Couchbase store.
+
+Unit tests run the store's own logic (URL and credential parsing, key
+naming, range records, batching, result handling, exception mapping)
+against :class:`FakeCollection`, an in-memory stand-in for an SDK 4
+``Collection`` that returns the SDK's real result classes
+(``MultiGetResult``, ``MultiMutationResult``, ``GetResult``,
+``MutationResult``) and raises its real exceptions, with the transcoder the
+store passes (the SDK's default JSON transcoder refuses bytes, as the real
+one does).
+
+Integration tests need a real server: they run only when ``COUCHBASE_URL``
+(and ``COUCHBASE_USERNAME`` / ``COUCHBASE_PASSWORD``) are set.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+import uuid
+from collections import deque
+
+import pytest
+
+from stores import (CasMismatch, CorruptValue, StoreAuthenticationError, StoreConfigError,
+                    StoreError, StoreUnavailable, open_store)
+from stores import couchbase_store as cbs
+from stores.couchbase_store import CouchbaseStore, exc_kind, parse_couchbase_url
+
+cb_exc = pytest.importorskip(
+    "couchbase.exceptions",
+    reason="Couchbase SDK not installed: pip install -e '.[couchbase]'")
+from couchbase.result import (GetResult, MultiGetResult, MultiMutationResult,  # noqa: E402
+                              MutationResult)
+from couchbase.transcoder import JSONTranscoder, RawBinaryTranscoder  # noqa: E402
+
+NO_SERVER = "no Couchbase server: set COUCHBASE_URL (no Docker engine for testcontainers here)"
+SECRET = "cb-s3cret-PW"
+
+
+# ------------------------------------------------------------------- fake
+
+class _Orig:
+    """Stands in for the SDK core's ``pycbc_result``: results read ``raw_result``."""
+
+    def __init__(self, raw: dict) -> None:
+        self.raw_result = raw
+
+
+class FakeCollection:
+    """In-memory Collection with the SDK 4 call signatures and result shapes.
+
+    ``fail(op, exc, applied=False)`` queues a failure for the next call of
+    ``op``; with ``applied=True`` the call takes effect before raising (an
+    ambiguous failure, e.g. a timeout after the server applied the write).
+    """
+
+    def __init__(self) -> None:
+        self.docs: dict[str, tuple[bytes, int, int]] = {}  # key -> (value, flags, cas)
+        self.calls: list[tuple[str, int]] = []
+        self.kwargs: list[dict] = []
+        self._failures: deque = deque()
+        self._cas = itertools.count(1_000_001, 7)
+        self._lock = threading.Lock()
+
+    def fail(self, op: str, exc: BaseException, applied: bool = False, times: int = 1) -> None:
+        for _ in range(times):
+            self._failures.append((op, exc, applied))
+
+    def _enter(self, op: str, n: int, kwargs: dict):
+        self.calls.append((op, n))
+        self.kwargs.append(kwargs)
+        if self._failures and self._failures[0][0] == op:
+            _, exc, applied = self._failures.popleft()
+            if not applied:
+                raise exc
+            return exc
+        return None
+
+    @staticmethod
+    def _tc(kwargs):
+        return kwargs.get("transcoder") or JSONTranscoder()
+
+    def _encode(self, value, kwargs):
+        return self._tc(kwargs).encode_value(value)
+
+    def _get_orig(self, key):
+        value, flags, cas = self.docs[key]
+        return _Orig({"value": value, "flags": flags, "cas": cas, "key": key})
+
+    def get_multi(self, keys, *opts, **kwargs):
+        pending = self._enter("get_multi", len(keys), kwargs)
+        assert kwargs.get("return_exceptions", True) is True
+        raw: dict = {}
+        with self._lock:
+            for k in keys:
+                raw[k] = self._get_orig(k) if k in self.docs else \
+                    cb_exc.DocumentNotFoundException(message=f"not found: {k}")
+        raw["all_okay"] = all(k in self.docs for k in keys)
+        tc = self._tc(kwargs)
+        res = MultiGetResult(_Orig(raw), return_exceptions=True,
+                             transcoders={k: tc for k in keys})
+        if pending is not None:
+            raise pending
+        return res
+
+    def upsert_multi(self, keys_and_docs, *opts, **kwargs):
+        assert isinstance(keys_and_docs, dict)
+        encoded = {k: self._encode(v, kwargs) for k, v in keys_and_docs.items()}
+        pending = self._enter("upsert_multi", len(keys_and_docs), kwargs)
+        raw: dict = {"all_okay": True}
+        with self._lock:
+            for k, (value, flags) in encoded.items():
+                cas = next(self._cas)
+                self.docs[k] = (value, flags, cas)
+                raw[k] = _Orig({"cas": cas})
+        res = MultiMutationResult(_Orig(raw), return_exceptions=True)
+        if pending is not None:
+            raise pending
+        return res
+
+    def remove_multi(self, keys, *opts, **kwargs):
+        pending = self._enter("remove_multi", len(keys), kwargs)
+        raw: dict = {}
+        ok = True
+        with self._lock:
+            for k in keys:
+                if k in self.docs:
+                    del self.docs[k]
+                    raw[k] = _Orig({"cas": next(self._cas)})
+                else:
+                    ok = False
+                    raw[k] = cb_exc.DocumentNotFoundException(message=f"not found: {k}")
+        raw["all_okay"] = ok
+        res = MultiMutationResult(_Orig(raw), return_exceptions=True)
+        if pending is not None:
+            raise pending
+        return res
+
+    def get(self, key, *opts, **kwargs):
+        pending = self._enter("get", 1, kwargs)
+        if pending is not None:
+            raise pending
+        with self._lock:
+            if key not in self.docs:
+                raise cb_exc.DocumentNotFoundException(message=f"not found: {key}")
+            return GetResult(self._get_orig(key), transcoder=self._tc(kwargs))
+
+    def insert(self, key, value, *opts, **kwargs):
+        value, flags = self._encode(value, kwargs)
+        pending = self._enter("insert", 1, kwargs)
+        with self._lock:
+            if key in self.docs:
+                raise cb_exc.DocumentExistsException(message=f"exists: {key}")
+            cas = next(self._cas)
+            self.docs[key] = (value, flags, cas)
+        if pending is not None:
+            raise pending
+        return MutationResult(_Orig({"cas": cas}), key=key)
+
+    def replace(self, key, value, *opts, cas=None, **kwargs):
+        value, flags = self._encode(value, kwargs)
+        pending = self._enter("replace", 1, kwargs)
+        with self._lock:
+            if key not in self.docs:
+                raise cb_exc.DocumentNotFoundException(message=f"not found: {key}")
+            if cas not in (None, 0) and self.docs[key][2] != cas:
+                raise cb_exc.CasMismatchException(message=f"cas mismatch: {key}")
+            new = next(self._cas)
+            self.docs[key] = (value, flags, new)
+        if pending is not None:
+            raise pending
+        return MutationResult(_Orig({"cas": new}), key=key)
+
+
+@pytest.fixture
+def fake():
+    return FakeCollection()
+
+
+@pytest.fixture
+def store(fake):
+    s = open_store("couchbase://db.example/bucket?scope=s&collection=c", collection=fake,
+                   username="u", password=SECRET, retries=2, backoff=0.001)
+    yield s
+    s.close()
+
+
+def pair_docs(fake):
+    return sorted(k for k in fake.docs if "::l" in k)
+
+
+# ------------------------------------------------------------ URL / config
+
+def test_url_parsing():
+    cfg = parse_couchbase_url("couchbases://h1,h2:11210/bk?scope=sc&collection=co"
+                              "&network=external")
+    assert cfg["connstr"] == "couchbases://h1,h2:11210?network=external"
+    assert (cfg["bucket"], cfg["scope"], cfg["collection"]) == ("bk", "sc", "co")
+    cfg = parse_couchbase_url("couchbase://h/b")
+    assert (cfg["scope"], cfg["collection"], cfg["connstr"]) == ("_default", "_default",
+                                                                 "couchbase://h")
+    for bad in ("couchbase://h", "couchbase://h/a/b", "couchbase:///b", "http://h/b"):
+        with pytest.raises(StoreConfigError):
+            parse_couchbase_url(bad)
+    with pytest.raises(StoreConfigError, match="credentials"):
+        parse_couchbase_url("couchbase://h/b?password=x")
+
+
+def test_credentials_precedence_and_redaction(monkeypatch):
+    monkeypatch.setenv("COUCHBASE_USERNAME", "envuser")
+    monkeypatch.setenv("COUCHBASE_PASSWORD", "envpw-" + SECRET)
+    s = open_store("couchbase://h/b")
+    assert s._cfg["username"] == "envuser" and s._password == "envpw-" + SECRET
+    s2 = open_store(f"couchbase://urluser:url{SECRET}@h/b")
+    assert s2._cfg["username"] == "urluser" and s2._password == "url" + SECRET
+    s3 = open_store(f"couchbase://urluser:url{SECRET}@h/b", username="opt", password=SECRET)
+    assert s3._cfg["username"] == "opt" and s3._password == SECRET
+    for x in (s, s2, s3):
+        for text in (x.url, repr(x), str(x)):
+            assert SECRET not in text
+    assert s2.url == "couchbase://urluser:***@h/b?scope=_default&collection=_default"
+    assert s.url == "couchbase://envuser:***@h/b?scope=_default&collection=_default"
+    with pytest.raises(StoreConfigError, match="unknown option"):
+        open_store("couchbase://h/b", bogus=1)
+
+
+def test_no_credentials_is_a_clear_error(monkeypatch):
+    monkeypatch.delenv("COUCHBASE_USERNAME", raising=False)
+    monkeypatch.delenv("COUCHBASE_PASSWORD", raising=False)
+    s = open_store("couchbase://127.0.0.1/b")  # lazy: no connection yet
+    with pytest.raises(StoreConfigError, match="COUCHBASE_USERNAME"):
+        s.read_meta("w")
+
+
+def test_key_naming():
+    assert CouchbaseStore.pair_key("w", 3, 2, 17) == "mta::w::e3::l2::17"
+    assert CouchbaseStore.meta_key("w") == "mta::w::meta"
+    assert CouchbaseStore.ranges_key("w", 3) == "mta::w::e3::ranges"
+    assert CouchbaseStore.epochs_key("w") == "mta::w::epochs"
+    longest = "x" * 160
+    assert len(CouchbaseStore.pair_key(longest, 2**63, 2**16, 2**63).encode()) <= 250
+
+
+def test_exception_classification(store):
+    assert store._classify(cb_exc.UnAmbiguousTimeoutException()) == "transient"
+    assert store._classify(cb_exc.AmbiguousTimeoutException()) == "transient"
+    assert store._classify(cb_exc.TemporaryFailException()) == "transient"
+    assert store._classify(cb_exc.ServiceUnavailableException()) == "transient"
+    assert store._classify(cb_exc.AuthenticationException()) == "auth"
+    assert store._classify(cb_exc.InvalidArgumentException()) is None
+    assert "DocumentNotFoundException" in exc_kind(cb_exc.DocumentNotFoundException())
+
+
+# ------------------------------------------------------------- pair data
+
+def test_write_read_delete(store, fake):
+    store.write_pairs("w", 0, 1, 10, [b"a", b"b", b"c"])
+    assert store.read_pairs("w", 0, 1, 9, 5) == [None, b"a", b"b", b"c", None]
+    assert fake.docs["mta::w::e0::l1::10"][0] == b"a"
+    assert fake.docs["mta::w::e0::l1::10"][1] == RawBinaryTranscoder().encode_value(b"a")[1]
+    assert all(isinstance(kw.get("transcoder"), RawBinaryTranscoder)
+               for (op, _), kw in zip(fake.calls, fake.kwargs) if op != "remove_multi")
+    store.delete_pairs("w", 0, 1, 0, 11)  # missing keys are fine
+    assert store.read_pairs("w", 0, 1, 10, 3) == [None, b"b", b"c"]
+    assert pair_docs(fake) == ["mta::w::e0::l1::11", "mta::w::e0::l1::12"]
+
+
+def test_round_trips(store, fake):
+    store.write_pairs("w", 0, 0, 0, [b"x"] * 512)
+    # first write to an epoch by this store object reads the range records once
+    assert [op for op, _ in fake.calls] == ["get_multi", "upsert_multi"]
+    assert store.stats.round_trips == 2
+    fake.calls.clear()
+    store.write_pairs("w", 0, 0, 512, [b"y"] * 512)
+    store.read_pairs("w", 0, 0, 0, 1024)
+    store.delete_pairs("w", 0, 0, 0, 100)
+    assert [op for op, _ in fake.calls] == ["upsert_multi", "get_multi", "remove_multi"]
+    assert store.stats.round_trips == 5
+    # records ride in the same batch: 512 pairs + the ranges record
+    assert fake.calls[0][1] == 513
+
+
+def test_large_batches_are_chunked(store, fake, monkeypatch):
+    monkeypatch.setattr(cbs, "CHUNK", 100)
+    store.write_pairs("w", 0, 0, 0, [b"z"] * 250)  # 1 get + 3 upserts
+    assert [op for op, _ in fake.calls] == ["get_multi"] + ["upsert_multi"] * 3
+    assert store.stats.round_trips == 4
+    assert store.read_pairs("w", 0, 0, 0, 260) == [b"z"] * 250 + [None] * 10
+    assert store.stats.round_trips == 7
+
+
+def test_non_binary_document_is_corrupt(store, fake):
+    fake.docs["mta::w::e0::l0::0"] = (b'{"json": 1}', JSONTranscoder().encode_value({})[1], 5)
+    with pytest.raises(StoreError):
+        store.read_pairs("w", 0, 0, 0, 1)
+
+
+def test_range_records_and_drop_epoch(store, fake):
+    for level in range(3):
+        store.write_pairs("w", 4, level, 100, [b"p"] * 10)
+    store.write_pairs("w", 4, 0, 110, [b"q"] * 5)
+    store.write_pairs("w", 5, 0, 0, [b"r"])
+    assert store.list_epochs("w") == [4, 5]
+    # a fresh store object (e.g. after a restart) finds everything from the records
+    other = open_store("couchbase://db.example/bucket?scope=s&collection=c",
+                       collection=fake, username="u", password=SECRET)
+    other.drop_epoch("w", 4)
+    assert pair_docs(fake) == ["mta::w::e5::l0::0"]
+    assert "mta::w::e4::ranges" not in fake.docs
+    assert other.list_epochs("w") == [5]
+    assert store.list_epochs("w") == [5]
+    other.drop_epoch("w", 4)  # nothing left: fine
+
+
+def test_drop_epoch_with_explicit_ranges(store, fake):
+    store.write_pairs("w", 1, 0, 0, [b"a"] * 10)
+    store.write_pairs("w", 1, 1, 0, [b"b"] * 5)
+    fake.calls.clear()
+    store.drop_epoch("w", 1, ranges={0: (4, 10), 1: (0, 5)})
+    # exactly the given indices: 0..3 of level 0 are not touched
+    assert pair_docs(fake) == [f"mta::w::e1::l0::{i}" for i in range(4)]
+    removed = sum(n for op, n in fake.calls if op == "remove_multi")
+    assert removed == 6 + 5 + 1  # pairs + the ranges record
+    assert store.list_epochs("w") == []
+
+
+def test_delete_from_head_advances_recorded_start(store, fake):
+    store.write_pairs("w", 0, 0, 0, [b"a"] * 100)
+    store.delete_pairs("w", 0, 0, 0, 90)
+    store.write_pairs("w", 0, 0, 100, [b"b"] * 10)  # carries the new start
+    from stores.codec import decode
+    assert decode(fake.docs["mta::w::e0::ranges"][0]) == {0: (90, 110)}
+    fake.calls.clear()
+    fresh = open_store("couchbase://db.example/bucket", collection=fake, username="u",
+                       password="p")
+    fresh.drop_epoch("w", 0)
+    assert sum(n for op, n in fake.calls if op == "remove_multi") == 20 + 1
+    assert pair_docs(fake) == []
+
+
+def test_threads_sharing_a_store_keep_the_records_complete(store, fake):
+    def work(level):
+        for k in range(20):
+            store.write_pairs("w", level % 3, level, k * 5, [b"x"] * 5)
+            if k % 5 == 4:
+                store.delete_pairs("w", level % 3, level, 0, k * 5)
+
+    threads = [threading.Thread(target=work, args=(lv,)) for lv in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    fresh = open_store("couchbase://h/b", collection=fake, username="u", password="p")
+    assert fresh.list_epochs("w") == [0, 1, 2]
+    for e in range(3):
+        fresh.drop_epoch("w", e)
+    assert pair_docs(fake) == [] and fresh.list_epochs("w") == []
+
+
+def test_delete_window(store, fake):
+    store.write_pairs("w", 0, 0, 0, [b"a"] * 3)
+    store.write_pairs("w", 7, 2, 50, [b"b"] * 3)
+    store.cas_meta("w", None, b"m")
+    store.write_pairs("keep", 0, 0, 0, [b"k"])
+    store.delete_window("w")
+    assert sorted(fake.docs) == ["mta::keep::e0::l0::0", "mta::keep::e0::ranges",
+                                 "mta::keep::epochs"]
+    assert store.read_meta("w") == (None, None)
+    store.write_pairs("w", 0, 0, 0, [b"again"])  # records are rebuilt
+    assert store.list_epochs("w") == [0]
+
+
+# ------------------------------------------------------------------ meta
+
+def test_meta_cas(store, fake):
+    assert store.read_meta("w") == (None, None)
+    t1 = store.cas_meta("w", None, b"one")
+    assert fake.docs["mta::w::meta"][2] == t1
+    assert store.read_meta("w") == (b"one", t1)
+    with pytest.raises(CasMismatch) as info:
+        store.cas_meta("w", None, b"dup")  # DocumentExistsException
+    assert info.value.actual == t1
+    t2 = store.cas_meta("w", t1, b"two")
+    with pytest.raises(CasMismatch):
+        store.cas_meta("w", t1, b"stale")  # CasMismatchException
+    assert store.read_meta("w") == (b"two", t2)
+    del fake.docs["mta::w::meta"]
+    with pytest.raises(CasMismatch) as info:
+        store.cas_meta("w", t2, b"gone")  # DocumentNotFoundException
+    assert info.value.actual is None
+
+
+def test_two_stores_racing_cas(fake):
+    a = open_store("couchbase://h/b", collection=fake, username="u", password="p")
+    b = open_store("couchbase://h/b", collection=fake, username="u", password="p")
+    a.cas_meta("w", None, b"0")
+    _, ta = a.read_meta("w")
+    _, tb = b.read_meta("w")
+    a.cas_meta("w", ta, b"a")
+    with pytest.raises(CasMismatch):
+        b.cas_meta("w", tb, b"b")
+    assert b.read_meta("w")[0] == b"a"
+
+
+def test_ambiguous_cas_is_resolved_on_retry(store, fake):
+    t1 = store.cas_meta("w", None, b"one")
+    # the replace lands, then the reply is lost: the retry sees its own value
+    fake.fail("replace", cb_exc.AmbiguousTimeoutException(message="timeout"), applied=True)
+    t2 = store.cas_meta("w", t1, b"two")
+    assert store.read_meta("w") == (b"two", t2)
+    assert store.stats.retries == 1
+    # same for a creation
+    fake.fail("insert", cb_exc.AmbiguousTimeoutException(message="timeout"), applied=True)
+    store.cas_meta("new", None, b"v")
+    assert store.read_meta("new")[0] == b"v"
+
+
+# ----------------------------------------------------------------- errors
+
+def test_transient_errors_are_retried(store, fake):
+    fake.fail("upsert_multi", cb_exc.TemporaryFailException(message="tmpfail"), times=2)
+    store.write_pairs("w", 0, 0, 0, [b"a"])
+    assert store.stats.retries == 2
+    assert store.read_pairs("w", 0, 0, 0, 1) == [b"a"]
+
+
+def test_persistent_failure_is_store_unavailable(store, fake):
+    fake.fail("get_multi", cb_exc.UnAmbiguousTimeoutException(message=f"timeout {SECRET}"),
+              times=3)
+    start = time.monotonic()
+    with pytest.raises(StoreUnavailable) as info:
+        store.read_pairs("w", 0, 0, 0, 4)
+    assert time.monotonic() - start < 2
+    msg = str(info.value)
+    assert "couchbase://u:***@db.example/bucket" in msg and "read_pairs" in msg
+    assert "'w'" in msg and "after 3 attempt(s)" in msg
+    assert SECRET not in msg and SECRET not in repr(store)
+    assert isinstance(info.value.__cause__, cb_exc.UnAmbiguousTimeoutException)
+
+
+def test_authentication_error_is_not_retried(store, fake):
+    fake.fail("get", cb_exc.AuthenticationException(message="bad creds"))
+    with pytest.raises(StoreAuthenticationError) as info:
+        store.read_meta("w")
+    assert info.value.attempts == 1 and store.stats.retries == 0
+
+
+def test_unexpected_sdk_error_is_store_error(store, fake):
+    fake.fail("get_multi", cb_exc.InvalidArgumentException(message="nope"))
+    with pytest.raises(StoreError, match="InvalidArgumentException") as info:
+        store.read_pairs("w", 0, 0, 0, 1)
+    assert not isinstance(info.value, StoreUnavailable)
+
+
+def test_per_key_errors_in_multi_results_are_raised(store, fake):
+    store.write_pairs("w", 0, 0, 0, [b"a", b"b"])
+    original = fake.get_multi
+
+    def flaky(keys, *opts, **kwargs):
+        res = original(keys, *opts, **kwargs)
+        res._results[keys[0]] = cb_exc.TemporaryFailException(message="one key failed")
+        return res
+
+    fake.get_multi = flaky
+    with pytest.raises(StoreUnavailable):
+        store.read_pairs("w", 0, 0, 0, 2)
+
+
+def test_corrupt_range_record(store, fake):
+    store.write_pairs("w", 0, 0, 0, [b"a"])
+    value, flags, cas = fake.docs["mta::w::e0::ranges"]
+    fake.docs["mta::w::e0::ranges"] = (value[:-1] + bytes([value[-1] ^ 1]), flags, cas)
+    fresh = open_store("couchbase://h/b", collection=fake, username="u", password="p")
+    with pytest.raises(CorruptValue):
+        fresh.drop_epoch("w", 0)
+
+
+@pytest.mark.timeout(60)
+def test_real_sdk_against_closed_port_is_unavailable():
+    """The real SDK, no server: the first operation fails clearly and in bounded time."""
+    from tests.conftest import free_port
+    s = open_store(f"couchbase://127.0.0.1:{free_port()}/b", username="u", password=SECRET,
+                   connect_timeout=1, retries=0)
+    start = time.monotonic()
+    with pytest.raises(StoreUnavailable) as info:
+        s.read_meta("w")
+    assert time.monotonic() - start < 10
+    assert SECRET not in str(info.value)
+    assert "read_meta" in str(info.value) and "127.0.0.1" in str(info.value)
+    s.close()
+
+
+# ------------------------------------------------------------ integration
+
+@pytest.fixture
+def real_store():
+    url = os.environ.get("COUCHBASE_URL")
+    if not url:
+        pytest.skip(NO_SERVER)
+    s = open_store(url, retries=3)
+    window = f"it-{uuid.uuid4().hex[:12]}"
+    yield s, window
+    try:
+        s.delete_window(window)
+    finally:
+        s.close()
+
+
+def test_integration_pairs(real_store):
+    s, w = real_store
+    s.write_pairs(w, 0, 0, 0, [b"a", b"b", b"c"])
+    assert s.read_pairs(w, 0, 0, 0, 4) == [b"a", b"b", b"c", None]
+    s.delete_pairs(w, 0, 0, 0, 2)
+    assert s.read_pairs(w, 0, 0, 0, 3) == [None, None, b"c"]
+    s.write_pairs(w, 1, 2, 10, [b"x"] * 600)
+    assert s.list_epochs(w) == [0, 1]
+    s.drop_epoch(w, 1)
+    assert s.read_pairs(w, 1, 2, 10, 600) == [None] * 600
+    assert s.list_epochs(w) == [0]
+
+
+def test_integration_meta_cas(real_store):
+    s, w = real_store
+    assert s.read_meta(w) == (None, None)
+    t = s.cas_meta(w, None, b"m1")
+    with pytest.raises(CasMismatch):
+        s.cas_meta(w, None, b"dup")
+    t2 = s.cas_meta(w, t, b"m2")
+    with pytest.raises(CasMismatch):
+        s.cas_meta(w, t, b"stale")
+    assert s.read_meta(w) == (b"m2", t2)

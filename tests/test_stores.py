@@ -1,0 +1,771 @@
+"""Every store backend against the same contract, plus backend specifics.
+
+Backends: memory, file (SQLite in tmp_path) and redis (a real redis-server
+started by tests/conftest.py).  Couchbase has its own file
+(tests/test_couchbase_store.py).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sqlite3
+import threading
+import time
+import uuid
+
+import pytest
+
+import stores
+from stores import (CasMismatch, StoreAuthenticationError, StoreClosed, StoreConfigError,
+                    StoreError, StoreStats, StoreUnavailable, open_store)
+from stores.memory_store import MemoryStore, reset_memory
+from stores.redis_store import RedisStore, parse_redis_url
+from stores.sqlite_store import SQLiteStore
+
+BACKENDS = ["memory", "file", "redis"]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    return request.param
+
+
+@pytest.fixture
+def make_store(backend, request, tmp_path):
+    """Open stores of the backend under test that share one space."""
+    if backend == "memory":
+        name = f"test-{uuid.uuid4().hex}"
+        url = f"memory://{name}"
+    elif backend == "file":
+        url = f"file://{tmp_path / 'store'}"
+    else:
+        url = request.getfixturevalue("redis_url")
+    opened = []
+
+    def make(**options):
+        s = open_store(url, **options)
+        opened.append(s)
+        return s
+
+    yield make
+    for s in opened:
+        s.close()
+    if backend == "memory":
+        reset_memory(name)
+
+
+@pytest.fixture
+def store(make_store):
+    return make_store()
+
+
+def blobs(n, tag=b"v", start=0):
+    return [tag + str(i).encode() for i in range(start, start + n)]
+
+
+# ------------------------------------------------------------------ pairs
+
+def test_write_read_ranges(store):
+    store.write_pairs("w", 0, 0, 10, blobs(5, start=10))
+    assert store.read_pairs("w", 0, 0, 10, 5) == blobs(5, start=10)
+    assert store.read_pairs("w", 0, 0, 8, 4) == [None, None, b"v10", b"v11"]
+    assert store.read_pairs("w", 0, 0, 13, 4) == [b"v13", b"v14", None, None]
+    assert store.read_pairs("w", 0, 0, 100, 3) == [None] * 3
+    assert store.read_pairs("w", 0, 0, 10, 0) == []
+    # overwrite part of the range
+    store.write_pairs("w", 0, 0, 12, [b"X", b"Y"])
+    assert store.read_pairs("w", 0, 0, 10, 5) == [b"v10", b"v11", b"X", b"Y", b"v14"]
+
+
+def test_keys_are_isolated(store):
+    store.write_pairs("w", 0, 0, 0, [b"a"])
+    store.write_pairs("w", 0, 1, 0, [b"b"])
+    store.write_pairs("w", 1, 0, 0, [b"c"])
+    store.write_pairs("w2", 0, 0, 0, [b"d"])
+    store.write_pairs("w:0", 0, 0, 0, [b"e"])
+    assert store.read_pairs("w", 0, 0, 0, 1) == [b"a"]
+    assert store.read_pairs("w", 0, 1, 0, 1) == [b"b"]
+    assert store.read_pairs("w", 1, 0, 0, 1) == [b"c"]
+    assert store.read_pairs("w2", 0, 0, 0, 1) == [b"d"]
+    assert store.read_pairs("w:0", 0, 0, 0, 1) == [b"e"]
+    assert store.read_pairs("nothing", 0, 0, 0, 2) == [None, None]
+
+
+def test_binary_blobs_and_unicode_windows(store):
+    data = [bytes(range(256)), b"", b"\x00" * 1000, os.urandom(100_000)]
+    window = "fenêtre:ünïcode/ключ 1"
+    store.write_pairs(window, 3, 2, 7, data)
+    assert store.read_pairs(window, 3, 2, 7, 4) == data
+
+
+def test_bytes_like_blobs_accepted(store):
+    store.write_pairs("w", 0, 0, 0, [bytearray(b"ab"), memoryview(b"cd")])
+    assert store.read_pairs("w", 0, 0, 0, 2) == [b"ab", b"cd"]
+
+
+def test_delete_pairs(store):
+    store.write_pairs("w", 0, 0, 0, blobs(10))
+    store.delete_pairs("w", 0, 0, 2, 3)
+    assert store.read_pairs("w", 0, 0, 0, 10) == blobs(2) + [None] * 3 + blobs(5, start=5)
+    store.delete_pairs("w", 0, 0, 0, 100)  # missing keys are fine
+    assert store.read_pairs("w", 0, 0, 0, 10) == [None] * 10
+    store.delete_pairs("never", 9, 9, 0, 5)
+    store.delete_pairs("w", 0, 0, 0, 0)
+
+
+def test_large_batches(store):
+    n = 10_000
+    data = blobs(n)
+    before = store.stats.snapshot()
+    store.write_pairs("w", 0, 0, 5, data)
+    got = store.read_pairs("w", 0, 0, 0, n + 10)
+    store.delete_pairs("w", 0, 0, 0, n // 2)
+    after = store.stats - before
+    assert got == [None] * 5 + data + [None] * 5
+    assert after.round_trips == 3
+    assert store.read_pairs("w", 0, 0, n // 2, 2) == data[n // 2 - 5:n // 2 - 3]
+
+
+def test_drop_epoch(store):
+    for level in range(4):
+        store.write_pairs("w", 1, level, 0, blobs(8))
+        store.write_pairs("w", 2, level, 0, blobs(8, tag=b"two"))
+    store.write_pairs("other", 1, 0, 0, [b"o"])
+    assert store.list_epochs("w") == [1, 2]
+    store.drop_epoch("w", 1)
+    for level in range(4):
+        assert store.read_pairs("w", 1, level, 0, 8) == [None] * 8
+        assert store.read_pairs("w", 2, level, 0, 8) == blobs(8, tag=b"two")
+    assert store.read_pairs("other", 1, 0, 0, 1) == [b"o"]
+    assert store.list_epochs("w") == [2]
+    store.drop_epoch("w", 1)  # again: nothing to do
+    store.drop_epoch("w", 7)
+    store.drop_epoch("w", 2, ranges={0: (0, 8), 1: (0, 8)})  # a hint; all levels go
+    for level in range(4):
+        assert store.read_pairs("w", 2, level, 0, 8) == [None] * 8
+    assert store.list_epochs("w") == []
+    # an epoch can be written again after a drop
+    store.write_pairs("w", 1, 0, 0, [b"again"])
+    assert store.read_pairs("w", 1, 0, 0, 1) == [b"again"]
+
+
+def test_drop_epoch_round_trips_are_bounded(store):
+    for level in range(20):
+        store.write_pairs("w", 0, level, 0, blobs(4))
+    before = store.stats.snapshot()
+    store.drop_epoch("w", 0)
+    assert 1 <= (store.stats - before).round_trips <= 2
+
+
+def test_delete_window(store):
+    store.write_pairs("w", 0, 0, 0, blobs(3))
+    store.write_pairs("w", 5, 3, 100, blobs(3))
+    store.cas_meta("w", None, b"meta")
+    store.write_pairs("keep", 0, 0, 0, [b"k"])
+    store.cas_meta("keep", None, b"km")
+    store.delete_window("w")
+    assert store.read_pairs("w", 0, 0, 0, 3) == [None] * 3
+    assert store.read_pairs("w", 5, 3, 100, 3) == [None] * 3
+    assert store.read_meta("w") == (None, None)
+    assert store.list_epochs("w") == []
+    assert store.read_pairs("keep", 0, 0, 0, 1) == [b"k"]
+    assert store.read_meta("keep")[0] == b"km"
+    store.delete_window("w")  # idempotent
+
+
+# ---------------------------------------------------------------- metadata
+
+def test_meta_compare_and_set(store):
+    assert store.read_meta("w") == (None, None)
+    t1 = store.cas_meta("w", None, b"one")
+    assert t1 is not None
+    assert store.read_meta("w") == (b"one", t1)
+    with pytest.raises(CasMismatch) as info:
+        store.cas_meta("w", None, b"again")
+    assert info.value.window == "w" and info.value.actual == t1
+    t2 = store.cas_meta("w", t1, b"two")
+    assert t2 != t1
+    assert store.read_meta("w") == (b"two", t2)
+    with pytest.raises(CasMismatch):
+        store.cas_meta("w", t1, b"stale")  # stale token
+    with pytest.raises(CasMismatch):
+        store.cas_meta("w", "not a token", b"x")
+    assert store.read_meta("w") == (b"two", t2)
+    t3 = store.cas_meta("w", t2, b"")
+    assert store.read_meta("w") == (b"", t3)
+
+
+def test_cas_after_delete_window(store):
+    t = store.cas_meta("w", None, b"a")
+    store.delete_window("w")
+    with pytest.raises(CasMismatch) as info:
+        store.cas_meta("w", t, b"b")
+    assert info.value.actual is None
+    store.cas_meta("w", None, b"c")
+
+
+def test_two_stores_racing_cas(make_store):
+    a, b = make_store(), make_store()
+    a.cas_meta("w", None, b"start")
+    blob_a, token_a = a.read_meta("w")
+    blob_b, token_b = b.read_meta("w")
+    assert token_a == token_b and blob_a == blob_b == b"start"
+    new = a.cas_meta("w", token_a, b"A wins")
+    with pytest.raises(CasMismatch):
+        b.cas_meta("w", token_b, b"B loses")
+    assert b.read_meta("w") == (b"A wins", new)
+    # both racing to create
+    a.cas_meta("fresh", None, b"A")
+    with pytest.raises(CasMismatch):
+        b.cas_meta("fresh", None, b"B")
+
+
+def test_concurrent_cas_increments_are_linearizable(make_store):
+    threads, per_thread = 4, 25
+    store_objs = [make_store() for _ in range(threads)]
+    store_objs[0].cas_meta("counter", None, b"0")
+    losses = []
+
+    def worker(s):
+        lost = 0
+        for _ in range(per_thread):
+            while True:
+                blob, token = s.read_meta("counter")
+                try:
+                    s.cas_meta("counter", token, str(int(blob) + 1).encode())
+                    break
+                except CasMismatch:
+                    lost += 1
+        losses.append(lost)
+
+    ts = [threading.Thread(target=worker, args=(s,)) for s in store_objs]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert int(store_objs[0].read_meta("counter")[0]) == threads * per_thread
+    assert sum(s.stats.cas_failures for s in store_objs) == sum(losses)
+
+
+def test_one_store_shared_by_threads(store):
+    def worker(level):
+        for k in range(20):
+            store.write_pairs("w", 0, level, k * 10, blobs(10, start=k * 10))
+
+    ts = [threading.Thread(target=worker, args=(lv,)) for lv in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    for level in range(4):
+        assert store.read_pairs("w", 0, level, 0, 200) == blobs(200)
+    assert store.stats.round_trips == 80 + 4
+
+
+# ------------------------------------------------------------- statistics
+
+def test_round_trip_counters(store):
+    s = store.stats
+    assert isinstance(s, StoreStats) and s.round_trips == 0
+    store.write_pairs("w", 0, 0, 0, [b"ab", b"cde", b"f"])
+    assert (s.round_trips, s.pairs_written, s.bytes_written) == (1, 3, 6)
+    assert store.read_pairs("w", 0, 0, 0, 5) == [b"ab", b"cde", b"f", None, None]
+    assert (s.round_trips, s.pairs_read, s.bytes_read) == (2, 3, 6)
+    store.delete_pairs("w", 0, 0, 0, 2)
+    assert (s.round_trips, s.pairs_deleted) == (3, 2)
+    store.read_meta("w")
+    assert (s.round_trips, s.meta_reads) == (4, 1)
+    token = store.cas_meta("w", None, b"meta")
+    assert (s.round_trips, s.meta_writes, s.bytes_written) == (5, 1, 10)
+    with pytest.raises(CasMismatch):
+        store.cas_meta("w", None, b"x")
+    assert (s.round_trips, s.cas_failures) == (6, 1)
+    store.cas_meta("w", token, b"m2")
+    assert s.round_trips == 7
+    # empty ranges make no round trip
+    store.write_pairs("w", 0, 0, 0, [])
+    store.read_pairs("w", 0, 0, 0, 0)
+    store.delete_pairs("w", 0, 0, 0, 0)
+    assert s.round_trips == 7
+    assert s.retries == 0
+    d = s.as_dict()
+    assert d["round_trips"] == 7 and "_lock" not in d
+    s.reset()
+    assert s.round_trips == 0 and s.pairs_written == 0
+
+
+def test_one_write_is_one_round_trip_whatever_its_size(store):
+    for n in (1, 512, 3000):
+        before = store.stats.round_trips
+        store.write_pairs("w", 0, 1, 0, blobs(n))
+        assert store.stats.round_trips == before + 1
+        store.read_pairs("w", 0, 1, 0, n)
+        assert store.stats.round_trips == before + 2
+
+
+# -------------------------------------------------------------- validation
+
+@pytest.mark.parametrize("window", ["", "a{b", "a}b", "tab\there", "nl\n", "x" * 161, 5,
+                                    None, b"bytes", "lone\ud800", "é" * 81])
+def test_bad_window_names(store, window):
+    with pytest.raises((TypeError, ValueError)):
+        store.write_pairs(window, 0, 0, 0, [b"x"])
+    with pytest.raises((TypeError, ValueError)):
+        store.read_meta(window)
+
+
+@pytest.mark.parametrize("args", [(-1, 0, 0), (0, -1, 0), (0, 0, -1), (True, 0, 0),
+                                  (0.5, 0, 0), ("1", 0, 0), (2**63, 0, 0), (0, 0, 2**63)])
+def test_bad_numbers(store, args):
+    epoch, level, first = args
+    with pytest.raises((TypeError, ValueError)):
+        store.write_pairs("w", epoch, level, first, [b"x"])
+    with pytest.raises((TypeError, ValueError)):
+        store.read_pairs("w", epoch, level, first, 1)
+
+
+def test_bad_blobs(store):
+    with pytest.raises(TypeError, match="bytes"):
+        store.write_pairs("w", 0, 0, 0, ["str"])
+    with pytest.raises(TypeError, match="bytes"):
+        store.cas_meta("w", None, "str")
+    with pytest.raises((TypeError, ValueError)):
+        store.read_pairs("w", 0, 0, 0, -1)
+    with pytest.raises((TypeError, ValueError)):
+        store.drop_epoch("w", 0, ranges={0: (5, 1)})
+
+
+def test_close_and_context_manager(make_store):
+    s = make_store()
+    with s as same:
+        assert same is s
+        s.write_pairs("w", 0, 0, 0, [b"x"])
+    assert s.closed
+    with pytest.raises(StoreClosed):
+        s.read_pairs("w", 0, 0, 0, 1)
+    with pytest.raises(StoreError):
+        s.read_meta("w")
+    s.close()  # idempotent
+    assert "closed" in repr(s)
+    t = make_store()
+    assert t.read_pairs("w", 0, 0, 0, 1) == [b"x"]  # data outlives the object
+
+
+def test_ping(store):
+    store.ping()
+
+
+# --------------------------------------------------------------- open_store
+
+def test_open_store_urls(tmp_path, monkeypatch):
+    s = open_store(f"file://{tmp_path}/abs")
+    assert isinstance(s, SQLiteStore) and s.directory == str(tmp_path / "abs")
+    assert s.url == f"file://{tmp_path}/abs"
+    s.close()
+    monkeypatch.chdir(tmp_path)
+    s = open_store("file:rel/dir")
+    assert s.directory == str(tmp_path / "rel" / "dir")
+    s.write_pairs("w", 0, 0, 0, [b"x"])
+    assert (tmp_path / "rel" / "dir" / "mta.sqlite3").exists()
+    s.close()
+    s = open_store("plain/path")
+    assert isinstance(s, SQLiteStore) and s.directory == str(tmp_path / "plain" / "path")
+    s.close()
+    s = open_store(str(tmp_path / "abs2"))
+    assert isinstance(s, SQLiteStore)
+    s.close()
+    assert isinstance(open_store("memory://"), MemoryStore)
+    assert isinstance(open_store("redis://localhost:1/0"), RedisStore)
+    with pytest.raises(StoreConfigError, match="unknown store URL scheme 'ftp'"):
+        open_store("ftp://host/x")
+    with pytest.raises(StoreConfigError):
+        open_store("")
+    with pytest.raises(StoreConfigError, match="unknown option"):
+        open_store("memory://", bogus=1)
+    with pytest.raises(StoreConfigError, match="unknown option"):
+        open_store(f"file://{tmp_path}/x", bogus=1)
+    with pytest.raises(StoreConfigError, match="only local"):
+        open_store("file://otherhost/x")
+    with pytest.raises(StoreConfigError, match="retries"):
+        open_store("memory://", retries=-1)
+    with pytest.raises(StoreConfigError, match="synchronous"):
+        open_store(f"file://{tmp_path}/x", synchronous="sometimes")
+
+
+def test_memory_names_share_and_anonymous_do_not():
+    name = f"shared-{uuid.uuid4().hex}"
+    a, b = open_store(f"memory://{name}"), open_store(f"memory://{name}")
+    a.write_pairs("w", 0, 0, 0, [b"x"])
+    assert b.read_pairs("w", 0, 0, 0, 1) == [b"x"]
+    c, d = open_store("memory://"), open_store("memory://")
+    c.write_pairs("w", 0, 0, 0, [b"x"])
+    assert d.read_pairs("w", 0, 0, 0, 1) == [None]
+    reset_memory(name)
+    assert open_store(f"memory://{name}").read_pairs("w", 0, 0, 0, 1) == [None]
+
+
+def test_package_exports():
+    for name in ("open_store", "Store", "StoreStats", "StoreError", "StoreUnavailable",
+                 "CasMismatch", "CorruptValue", "MissingData", "FormatVersionError",
+                 "encode", "decode", "register_codec"):
+        assert hasattr(stores, name), name
+    assert issubclass(stores.StoreError, stores.errors.MTAError)
+    assert stores.codec.encode is stores.encode
+    with pytest.raises(AttributeError):
+        stores.no_such_name
+
+
+def test_stores_do_not_import_pyspark():
+    import pathlib
+    import re
+    src = pathlib.Path(stores.__file__).parent
+    for f in src.rglob("*.py"):
+        assert not re.search(r"^\s*(import|from)\s+(pyspark|spark_ops)\b", f.read_text(),
+                             re.MULTILINE), f
+
+
+# ------------------------------------------------------------ file (SQLite)
+
+def _file_worker(url, worker, n, rounds, queue):
+    try:
+        s = open_store(url)
+        for k in range(rounds):
+            s.write_pairs("shared", 0, 0, (worker * rounds + k) * n,
+                          [f"{worker}:{k}:{i}".encode() for i in range(n)])
+            while True:
+                blob, token = s.read_meta("shared")
+                try:
+                    s.cas_meta("shared", token, str(int(blob) + 1).encode())
+                    break
+                except CasMismatch:
+                    pass
+        s.close()
+        queue.put(("ok", worker))
+    except BaseException as exc:  # pragma: no cover - reported by the parent
+        queue.put(("error", repr(exc)))
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_file_store_shared_by_processes(tmp_path, method):
+    url = f"file://{tmp_path}/mp"
+    parent = open_store(url)
+    parent.cas_meta("shared", None, b"0")
+    parent.write_pairs("shared", 9, 0, 0, [b"parent"])  # the parent has a live connection
+    ctx = multiprocessing.get_context(method)
+    queue = ctx.Queue()
+    workers, n, rounds = 3, 50, 10
+    procs = [ctx.Process(target=_file_worker, args=(url, w, n, rounds, queue))
+             for w in range(workers)]
+    for p in procs:
+        p.start()
+    results = [queue.get(timeout=50) for _ in procs]
+    for p in procs:
+        p.join(timeout=10)
+    assert all(r[0] == "ok" for r in results), results
+    assert int(parent.read_meta("shared")[0]) == workers * rounds
+    got = parent.read_pairs("shared", 0, 0, 0, workers * rounds * n)
+    expected = [f"{w}:{k}:{i}".encode() for w in range(workers) for k in range(rounds)
+                for i in range(n)]
+    assert got == expected
+    parent.close()
+
+
+def _inherited_worker(store, queue):
+    try:
+        store.write_pairs("fork", 0, 1, 0, [b"child"])
+        blob, token = store.read_meta("fork")
+        store.cas_meta("fork", token, b"child-meta")
+        queue.put("ok")
+    except BaseException as exc:  # pragma: no cover
+        queue.put(repr(exc))
+
+
+@pytest.mark.timeout(60)
+def test_file_store_object_survives_fork(tmp_path):
+    s = open_store(f"file://{tmp_path}/fork")
+    s.write_pairs("fork", 0, 0, 0, [b"parent"])
+    s.cas_meta("fork", None, b"parent-meta")
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    p = ctx.Process(target=_inherited_worker, args=(s, queue))
+    p.start()
+    assert queue.get(timeout=30) == "ok"
+    p.join(timeout=10)
+    assert p.exitcode == 0
+    # the parent's connection still works after the child used (and exited) its own
+    assert s.read_pairs("fork", 0, 1, 0, 1) == [b"child"]
+    assert s.read_meta("fork")[0] == b"child-meta"
+    s.write_pairs("fork", 0, 0, 1, [b"after"])
+    assert s.read_pairs("fork", 0, 0, 0, 2) == [b"parent", b"after"]
+    s.close()
+
+
+def test_file_store_wal_and_schema(tmp_path):
+    s = open_store(str(tmp_path / "db"))
+    s.write_pairs("w", 0, 0, 0, [b"x"])
+    conn = sqlite3.connect(tmp_path / "db" / "mta.sqlite3")
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    tables = {r[0]: r[1] for r in conn.execute("SELECT name, sql FROM sqlite_master "
+                                               "WHERE type = 'table'")}
+    assert "WITHOUT ROWID" in tables["pairs"] and "meta" in tables
+    conn.execute("UPDATE info SET value = 99 WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    s.close()
+    with pytest.raises(stores.FormatVersionError, match="99"):
+        open_store(str(tmp_path / "db")).read_meta("w")
+
+
+@pytest.mark.parametrize("mode", ["meta", "full", "normal", "off"])
+def test_file_store_synchronous_modes(tmp_path, mode):
+    s = open_store(str(tmp_path / mode), synchronous=mode)
+    s.write_pairs("w", 0, 0, 0, [b"x"])
+    t = s.cas_meta("w", None, b"m")
+    s.cas_meta("w", t, b"n")
+    assert s.read_meta("w")[0] == b"n"
+    s.close()
+
+
+def test_file_store_busy_database_is_retried_then_unavailable(tmp_path):
+    s = open_store(str(tmp_path / "busy"), busy_timeout=0.05, retries=2, backoff=0.01)
+    s.write_pairs("w", 0, 0, 0, [b"x"])
+    blocker = sqlite3.connect(tmp_path / "busy" / "mta.sqlite3", isolation_level=None)
+    blocker.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(StoreUnavailable) as info:
+            s.write_pairs("w", 0, 0, 1, [b"y"])
+        msg = str(info.value)
+        assert "write_pairs" in msg and "'w'" in msg and str(tmp_path) in msg
+        assert info.value.attempts == 3 and s.stats.retries == 2
+        assert isinstance(info.value.__cause__, sqlite3.OperationalError)
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    s.write_pairs("w", 0, 0, 1, [b"y"])  # works again once the lock is gone
+    assert s.read_pairs("w", 0, 0, 0, 2) == [b"x", b"y"]
+    s.close()
+
+
+def test_file_store_connection_per_thread(tmp_path):
+    s = open_store(str(tmp_path / "threads"))
+    conns = set()
+
+    def work():
+        s.write_pairs("w", 0, 0, 0, [b"x"])
+        conns.add(id(s._conn()))
+
+    ts = [threading.Thread(target=work) for _ in range(3)]
+    for t in ts:
+        t.start()
+        t.join()
+    work()
+    assert len(conns) >= 2
+    s.close()
+
+
+# -------------------------------------------------------------------- redis
+
+def test_redis_key_layout(redis_url, redis_server):
+    s = open_store(redis_url)
+    s.write_pairs("win", 3, 2, 10, [b"a", b"b"])
+    s.cas_meta("win", None, b"m")
+    raw = redis_server.client()
+    try:
+        keys = {k.decode() for k in raw.keys("*")}
+        assert keys == {"mta:{win}:e3:l2", "mta:{win}:e3:levels", "mta:{win}:epochs",
+                        "mta:{win}:meta"}
+        assert raw.hgetall("mta:{win}:e3:l2") == {b"10": b"a", b"11": b"b"}
+        assert raw.hgetall("mta:{win}:meta") == {b"v": b"1", b"b": b"m"}
+        s.delete_pairs("win", 3, 2, 0, 100)
+        assert not raw.exists("mta:{win}:e3:l2")
+        s.drop_epoch("win", 3)
+        assert {k.decode() for k in raw.keys("*")} == {"mta:{win}:meta"}
+    finally:
+        raw.close()
+        s.close()
+
+
+def test_redis_key_prefix(redis_url, redis_server):
+    s = open_store(redis_url, key_prefix="app1")
+    s.write_pairs("w", 0, 0, 0, [b"a"])
+    raw = redis_server.client()
+    try:
+        assert raw.exists("app1:{w}:e0:l0")
+    finally:
+        raw.close()
+        s.close()
+
+
+def test_redis_cas_retry_is_idempotent(redis_url):
+    """A CAS whose reply was lost is retried: the retry sees its own write."""
+    s = open_store(redis_url)
+    t1 = s._cas_meta("w", None, b"v1", retry=False)
+    assert s._cas_meta("w", None, b"v1", retry=True) == t1  # replay of the creation
+    with pytest.raises(CasMismatch):
+        s._cas_meta("w", None, b"other", retry=True)
+    t2 = s._cas_meta("w", t1, b"v2", retry=False)
+    assert s._cas_meta("w", t1, b"v2", retry=True) == t2
+    with pytest.raises(CasMismatch):
+        s._cas_meta("w", t1, b"v2", retry=False)  # not a retry: a real conflict
+    s.close()
+
+
+@pytest.mark.timeout(60)
+def test_redis_restart_mid_run(redis_server_factory):
+    server = redis_server_factory()
+    s = open_store(server.url, retries=3, backoff=0.01, backoff_max=0.05)
+    s.write_pairs("w", 0, 0, 0, [b"x"])
+    token = s.cas_meta("w", None, b"m")
+    server.stop()
+    start = time.monotonic()
+    with pytest.raises(StoreUnavailable) as info:
+        s.read_pairs("w", 0, 0, 0, 1)
+    assert time.monotonic() - start < 10
+    msg = str(info.value)
+    assert server.url in msg and "read_pairs" in msg and "'w'" in msg
+    assert info.value.attempts == 4 and info.value.url == s.url
+    assert info.value.operation == "read_pairs" and info.value.window == "w"
+    with pytest.raises(StoreUnavailable, match="cas_meta"):
+        s.cas_meta("w", token, b"n")
+    server.start()
+    # works again (the server kept no data: --save '')
+    assert s.read_pairs("w", 0, 0, 0, 1) == [None]
+    s.write_pairs("w", 0, 0, 0, [b"y"])
+    assert s.read_pairs("w", 0, 0, 0, 1) == [b"y"]
+    t = s.cas_meta("w", None, b"fresh")  # the CAS script is reloaded
+    assert s.read_meta("w") == (b"fresh", t)
+    s.close()
+
+
+@pytest.mark.timeout(60)
+def test_redis_restart_while_retrying(redis_server_factory):
+    """A server back within the retry budget: the call succeeds."""
+    server = redis_server_factory()
+    s = open_store(server.url, retries=8, backoff=0.1, backoff_max=0.5)
+    s.write_pairs("w", 0, 0, 0, [b"x"])
+    server.stop()
+    timer = threading.Timer(0.3, server.start)
+    timer.start()
+    try:
+        s.write_pairs("w", 0, 0, 0, [b"y"])
+    finally:
+        timer.join()
+    assert s.stats.retries >= 1
+    assert s.read_pairs("w", 0, 0, 0, 1) == [b"y"]
+    s.close()
+
+
+def test_redis_down_at_start():
+    from tests.conftest import free_port
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    s = open_store(url, retries=2, backoff=0.01)  # lazy: no I/O yet
+    start = time.monotonic()
+    with pytest.raises(StoreUnavailable) as info:
+        s.write_pairs("w", 0, 0, 0, [b"x"])
+    assert time.monotonic() - start < 5
+    msg = str(info.value)
+    assert msg.startswith(f"store {url} is unavailable: write_pairs on window 'w' failed "
+                          f"after 3 attempt(s)")
+    assert not isinstance(info.value, ConnectionRefusedError)
+    assert isinstance(info.value, StoreError)
+    with pytest.raises(StoreUnavailable, match="ping"):
+        s.ping()
+    s.close()
+
+
+SECRET = "s3cr3t-Pa55"
+
+
+@pytest.mark.timeout(60)
+def test_redis_password_never_shown(redis_server_factory, monkeypatch):
+    server = redis_server_factory(password=SECRET)
+    monkeypatch.delenv("MTA_REDIS_PASSWORD", raising=False)
+    url = f"redis://:{SECRET}@127.0.0.1:{server.port}/0"
+    s = open_store(url)
+    s.write_pairs("w", 0, 0, 0, [b"x"])
+    assert s.read_pairs("w", 0, 0, 0, 1) == [b"x"]
+    for text in (s.url, repr(s), str(s)):
+        assert SECRET not in text
+        assert ":***@" in text
+    # the same store, server gone: the error names the store without the secret
+    s2 = open_store(url.replace(str(server.port), str(server.port)), retries=1, backoff=0.01)
+    server.stop()
+    with pytest.raises(StoreUnavailable) as info:
+        s2.read_meta("w")
+    assert SECRET not in str(info.value) and SECRET not in repr(info.value)
+    assert SECRET not in str(info.value.__cause__)
+    server.start()
+    # wrong password: fails at once, without retrying, secrets not shown
+    wrong = "WrOnG-pw-123"
+    bad = open_store(f"redis://:{wrong}@127.0.0.1:{server.port}/0", retries=5)
+    with pytest.raises(StoreAuthenticationError) as info:
+        bad.read_meta("w")
+    assert info.value.attempts == 1 and bad.stats.retries == 0
+    assert wrong not in str(info.value) and wrong not in repr(bad)
+    # no password at all
+    anon = open_store(f"redis://127.0.0.1:{server.port}/0", retries=0)
+    with pytest.raises(StoreAuthenticationError):
+        anon.read_meta("w")
+    # environment variable, overridden by the URL, overridden by the option
+    monkeypatch.setenv("MTA_REDIS_PASSWORD", SECRET)
+    env = open_store(f"redis://127.0.0.1:{server.port}/0")
+    env.ping()
+    assert SECRET not in repr(env)
+    with pytest.raises(StoreAuthenticationError):
+        open_store(f"redis://:{wrong}@127.0.0.1:{server.port}/0").ping()
+    opt = open_store(f"redis://:{wrong}@127.0.0.1:{server.port}/0", password=SECRET)
+    opt.ping()
+    assert SECRET not in repr(opt) and wrong not in repr(opt)
+    for x in (s, s2, bad, anon, env, opt):
+        x.close()
+
+
+def test_redis_url_parsing(monkeypatch):
+    monkeypatch.delenv("MTA_REDIS_PASSWORD", raising=False)
+    cfg = parse_redis_url("rediss://user:p%40ss@example.com:6380/3?socket_timeout=1.5")
+    assert (cfg["tls"], cfg["cluster"], cfg["host"], cfg["port"], cfg["db"]) == \
+        (True, False, "example.com", 6380, 3)
+    assert cfg["username"] == "user" and cfg["password"] == "p@ss"
+    assert cfg["socket_timeout"] == 1.5
+    cfg = parse_redis_url("redis+cluster://h")
+    assert cfg["cluster"] and cfg["port"] == 6379 and cfg["password"] is None
+    with pytest.raises(StoreConfigError, match="unknown Redis URL parameter"):
+        parse_redis_url("redis://h/0?password=x")
+    with pytest.raises(StoreConfigError):
+        parse_redis_url("redis://h/notanumber")
+    s = open_store("rediss://user:p%40ss@example.com:6380/3", ssl_cert_reqs="none")
+    assert s.url == "rediss://user:***@example.com:6380/3"
+    assert s._kwargs["ssl"] is True and s._kwargs["ssl_cert_reqs"] == "none"
+    s.close()
+    s = open_store("redis://h:1", cluster=True)
+    assert s.cluster and s.url == "redis+cluster://h:1"
+    s.close()
+    with pytest.raises(StoreConfigError, match="decode_responses"):
+        open_store("redis://h", decode_responses=True)
+    with pytest.raises(StoreConfigError, match="bad Redis client option"):
+        open_store("redis://h", no_such_redis_option=1)
+
+
+@pytest.mark.timeout(60)
+def test_redis_cluster_single_node(redis_server_factory):
+    server = redis_server_factory(cluster=True)
+    s = open_store(server.url, retries=2, backoff=0.05)
+    assert isinstance(s, RedisStore) and s.cluster
+    for level in range(3):
+        s.write_pairs("cw", 0, level, 0, blobs(600))
+    assert s.read_pairs("cw", 0, 2, 598, 4) == [b"v598", b"v599", None, None]
+    s.delete_pairs("cw", 0, 0, 0, 10)
+    assert s.read_pairs("cw", 0, 0, 9, 2) == [None, b"v10"]
+    t = s.cas_meta("cw", None, b"m")
+    with pytest.raises(CasMismatch):
+        s.cas_meta("cw", None, b"m2")
+    s.cas_meta("cw", t, b"m3")
+    assert s.read_meta("cw")[0] == b"m3"
+    assert s.list_epochs("cw") == [0]
+    s.drop_epoch("cw", 0)
+    assert s.read_pairs("cw", 0, 1, 0, 1) == [None]
+    s.delete_window("cw")
+    assert s.read_meta("cw") == (None, None)
+    s.close()
