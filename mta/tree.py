@@ -15,7 +15,8 @@ buffer_size=..., cache_size=...)`` and uses the returned window storage:
 
 * ``.levels``: the checkpointed level queues when resuming, else ``None``;
 * ``.new_level(level, lo)``: a fresh level queue;
-* ``.checkpoint(levels)``: make the levels durable, fenced by owner epoch;
+* ``.checkpoint(levels) -> int``: make the levels durable, fenced by owner
+  epoch; returns the checkpoint's version;
 * ``.stats``: round trips, pairs written and read, cache hits and misses.
 
 The package ``stores`` implements it for memory, SQLite files, Redis and
@@ -105,8 +106,9 @@ class LevelEngine(Engine):
 
     Options: ``store`` and ``window_id`` keep the level queues in a shared
     store (``buffer_size`` and ``cache_size`` pairs per level, default 512,
-    as in the paper's section 5.1); ``level_queue(level, lo)`` builds
-    in-memory levels otherwise.
+    as in the paper's section 5.1; further ``storage_options`` such as
+    ``resume=`` and ``retain=`` go to ``store.open_window``);
+    ``level_queue(level, lo)`` builds in-memory levels otherwise.
     """
 
     #: Trailing elements per level that the engine may still rewrite; a
@@ -123,6 +125,7 @@ class LevelEngine(Engine):
         buffer_size: int = 512,
         cache_size: int = 512,
         level_queue=MemoryLevelQueue,
+        **storage_options,
     ) -> None:
         super().__init__(monoid, wsp)
         self._combine = monoid.combine
@@ -131,8 +134,9 @@ class LevelEngine(Engine):
             if type(value) is not int or value < 1:
                 raise ValueError(f"{name}: {option} must be a positive int, got {value!r}")
         if store is None:
-            if window_id is not None:
-                raise TypeError(f"{name}: window_id={window_id!r} needs a store= to live in")
+            if window_id is not None or storage_options:
+                given = ", ".join(["window_id"] * (window_id is not None) + sorted(storage_options))
+                raise TypeError(f"{name}: {given} need a store= to apply to")
             self._storage = None
             self._new_level = level_queue
             self._levels: list[LevelQueue] = [level_queue(0, 0)]
@@ -145,6 +149,7 @@ class LevelEngine(Engine):
             mutable_tail=self.MUTABLE_TAIL,
             buffer_size=buffer_size,
             cache_size=cache_size,
+            **storage_options,
         )
         self._new_level = self._storage.new_level
         self._levels = self._storage.levels or [self._new_level(0, 0)]
@@ -157,13 +162,15 @@ class LevelEngine(Engine):
         """Number of levels in use (1 for an empty window)."""
         return len(self._levels)
 
-    def checkpoint(self) -> None:
-        """Make the window durable in its store: an engine built later with
-        the same store and ``window_id`` resumes exactly this state.  Raises
-        ``stores.FencingError`` if a newer owner took the window over."""
+    def checkpoint(self) -> int:
+        """Make the window durable in its store and return the checkpoint's
+        version: an engine built later with the same store and ``window_id``
+        resumes exactly this state (``resume=version`` picks an older retained
+        one).  Raises ``stores.FencingError`` if a newer owner took the
+        window over."""
         if self._storage is None:
             raise TypeError(f"{type(self).__name__}.checkpoint() needs an engine built with store=")
-        self._storage.checkpoint(self._levels)
+        return self._storage.checkpoint(self._levels)
 
     @property
     def store_stats(self):

@@ -1,0 +1,531 @@
+"""A window's level queues in a store: tails, buffer and cache (paper section
+4.1.5, Fig. 3 and 4c; section 5.1), checkpoints, fencing and clean-up.
+
+Per level, :class:`StoreLevelQueue` keeps in process memory
+
+* the *recent* elements: those not yet confirmed in the store, i.e. the
+  tail (elements the engine may still rewrite) and the write buffer of final
+  pairs, written in one round trip once ``buffer_size`` pairs are final, in
+  the background when possible;
+* the head *cache*: pairs read from the store, refilled ahead of the head in
+  the background when fewer than ``cache_size / 2`` remain, synchronously on
+  a miss.
+
+Everything else lives in the store, one key per pair.  Process memory is
+bounded by levels x (buffer + cache), whatever the window's length.
+
+Durability and fencing.  Each pair key is written once and never rewritten:
+pairs are only written when final, and each owner writes under its own
+*epoch*.  Opening a window claims it: the epoch in its metadata record is
+raised by compare-and-set, and a former owner becomes stale.  A checkpoint
+flushes the buffers, then commits the levels' bounds, their unflushed tails
+and which epoch wrote which pairs, by compare-and-set on the metadata; a
+stale owner's commit fails with :class:`FencingError`, and the pairs it
+keeps writing sit under its old epoch, which no newer checkpoint reads.
+
+The last ``retain`` checkpoints stay resumable (a Spark micro-batch replayed
+after a failure resumes the checkpoint of the last *committed* batch, which
+may not be the newest).  After a commit, pairs below every retained
+checkpoint's head are deleted, and epochs that nothing references are
+dropped whole, with whatever a dead owner wrote after its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from mta.level_queue import LevelQueue
+
+from .codec import decode, encode
+from .errors import CasMismatch, CorruptValue, FencingError, FormatVersionError, MissingData, StoreError
+
+#: Version of the metadata record layout.
+META_FORMAT = 1
+#: Pairs read synchronously on a cache miss before the background refill.
+MISS_BATCH = 8
+
+
+@dataclass
+class WindowStats:
+    """Counters of one window's store traffic."""
+
+    round_trips: int = 0
+    pairs_written: int = 0
+    pairs_read: int = 0
+    pairs_deleted: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    checkpoints: int = 0
+    background: dict = field(default_factory=dict, repr=False)
+
+
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+def _background() -> ThreadPoolExecutor:
+    """One small pool per process for flushes, prefetches and deletes."""
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="mta-store")
+        return _executor
+
+
+class StoreLevelQueue(LevelQueue):
+    """One level: recent elements and head cache in memory, the rest in the store.
+
+    Positions ``[2 * stored, hi)`` are *recent* (not confirmed in the store);
+    ``[cache_lo, cache_lo + len(cache))`` is the cache, starting at or
+    before ``lo``.  Pair ``j`` (elements ``2j, 2j + 1``) is final once
+    ``2j + 1 < hi - mutable_tail``.
+    """
+
+    __slots__ = (
+        "_w",
+        "stored",
+        "_recent",
+        "_cache",
+        "_cache_lo",
+        "_flush",
+        "_prefetch",
+        "segments",
+        "written",
+    )
+
+    def __init__(self, storage: "WindowStorage", level: int, lo: int) -> None:
+        super().__init__(level, lo)
+        self._w = storage
+        self.stored = lo >> 1  # pairs below this index are in the store (or dead)
+        self._recent: list = [None] * (lo & 1)  # elements from position 2 * stored
+        self._cache: list = []
+        self._cache_lo = 0
+        self._flush: tuple[Future, int] | None = None  # (future, pairs in flight)
+        self._prefetch: tuple[Future, int] | None = None  # (future, first position)
+        self.segments: list[list[int]] = []  # [epoch, first pair] written by each owner
+        self.written = self.stored  # pairs ever written up to here (for clean-up)
+
+    # -- reads and writes -------------------------------------------------
+    def __getitem__(self, i: int):
+        base = self.stored << 1
+        if i >= base:
+            return self._recent[i - base]
+        cache = self._cache
+        c = i - self._cache_lo
+        if 0 <= c < len(cache):
+            self._w.stats.cache_hits += 1
+            value = cache[c]
+            if len(cache) - c <= self._w.cache_size:  # half the cache is behind
+                self._take_prefetch(wait=False)
+                self._trim()
+                self._prefetch_ahead()
+            return value
+        return self._miss(i)
+
+    def __setitem__(self, i: int, value) -> None:
+        base = self.stored << 1
+        if i >= base:
+            self._recent[i - base] = value
+            return
+        c = i - self._cache_lo
+        if not 0 <= c < len(self._cache):
+            self._miss(i)
+            c = i - self._cache_lo
+        self._cache[c] = value  # head recomputations stay local (see module doc)
+
+    def append(self, value) -> None:
+        self._recent.append(value)
+        self.hi += 1
+        final = (self.hi - self._w.mutable_tail) >> 1  # pairs below are final
+        pending = final - self.stored - (self._flush[1] if self._flush else 0)
+        if pending >= self._w.buffer_size:
+            self._start_flush(final)
+
+    def discard(self) -> None:
+        self._settle()
+        self._w.discarded(self)
+        self.lo = self.hi
+        self._recent = []
+        self._cache = []
+
+    def local_size(self) -> int:
+        return len(self._recent) + len(self._cache)
+
+    # -- write buffer -----------------------------------------------------
+    def _start_flush(self, final: int) -> None:
+        """Write the final pairs not yet in the store, in the background."""
+        if self._flush is not None:
+            self._finish_flush()
+        dead = min(self.lo >> 1, final) - self.stored
+        if dead > 0:  # evicted before they were written: nothing to store
+            del self._recent[: 2 * dead]
+            self.stored += dead
+        first = self.stored
+        count = final - first
+        if count <= 0:
+            return
+        recent = self._recent
+        blobs = [encode((recent[2 * k], recent[2 * k + 1])) for k in range(count)]
+        w = self._w
+        if w.background:
+            future = _background().submit(w.write, self.level, first, blobs)
+        else:
+            future = Future()
+            future.set_result(w.write(self.level, first, blobs))
+        self._flush = (future, count)
+        self._note_written(first, count)
+        if not w.background:
+            self._finish_flush()
+
+    def _finish_flush(self) -> None:
+        """The flushed pairs are confirmed: those at or after the head move to
+        the cache (keeping head values the engine rewrote meanwhile)."""
+        future, count = self._flush
+        try:
+            future.result()
+        finally:
+            self._flush = None
+        start = self.stored << 1
+        flushed = self._recent[: 2 * count]
+        del self._recent[: 2 * count]
+        self.stored += count
+        self._trim()
+        if not self._cache:
+            self._cache_lo = max(self._cache_lo, start)
+        skip = self._cache_lo + len(self._cache) - start
+        if 0 <= skip < len(flushed):  # contiguous with the cache
+            room = 2 * self._w.cache_size - len(self._cache)
+            self._cache += flushed[skip : skip + max(room, 0)]
+
+    def flush_all(self) -> None:
+        """Write every final pair now (for a checkpoint)."""
+        self._start_flush((self.hi - self._w.mutable_tail) >> 1)
+        if self._flush is not None:
+            self._finish_flush()
+
+    def _note_written(self, first: int, count: int) -> None:
+        epoch = self._w.epoch
+        if not self.segments or self.segments[-1][0] != epoch:
+            self.segments.append([epoch, first])
+        self.written = first + count
+        self._w.note_written(self.level, self.written)
+
+    # -- head cache -------------------------------------------------------
+    def _miss(self, i: int):
+        """Position ``i`` is in the store: extend or restart the cache."""
+        self._take_prefetch(wait=True)
+        self._trim()
+        c = i - self._cache_lo
+        if 0 <= c < len(self._cache):
+            self._w.stats.cache_hits += 1
+        else:
+            w = self._w
+            w.stats.cache_misses += 1
+            end = self._cache_lo + len(self._cache)
+            if i < self._cache_lo or i - end > 2 * w.cache_size:
+                self._cache, self._cache_lo = [], i & ~1  # restart at i's pair
+                end = self._cache_lo
+            count = min(max(MISS_BATCH, ((i - end) >> 1) + 1), self.stored - (end >> 1))
+            self._cache += self._fetch(end >> 1, count)
+        self._prefetch_ahead()
+        return self._cache[i - self._cache_lo]
+
+    def _fetch(self, first: int, count: int) -> list:
+        """Pairs ``[first, first + count)`` as a flat list of elements."""
+        w = self._w
+        out = []
+        for j, blob in enumerate(w.read(self, first, count)):
+            if blob is None:
+                raise MissingData(
+                    f"window {w.window!r} in {w.store.url}: pair {first + j} of level "
+                    f"{self.level} is missing from the store (was it restarted without "
+                    "persistence?); resume from a store that kept the data"
+                )
+            try:
+                pair = decode(blob)
+            except (CorruptValue, FormatVersionError) as exc:
+                raise type(exc)(
+                    f"window {w.window!r} in {w.store.url}: pair {first + j} of level "
+                    f"{self.level}: {exc}"
+                ) from exc
+            out.extend(pair)
+        return out
+
+    def _trim(self) -> None:
+        """Drop cached pairs behind the head's pair: the cache then starts at or
+        after it, so it never extends into pairs evicted before being written."""
+        head = (self.lo >> 1) << 1
+        dead = head - self._cache_lo
+        if dead > 0:
+            if dead >= len(self._cache):
+                self._cache, self._cache_lo = [], head
+            else:
+                del self._cache[:dead]
+                self._cache_lo = head
+
+    def _prefetch_ahead(self) -> None:
+        """Refill ahead of the head in the background when running low."""
+        w = self._w
+        end = self._cache_lo + len(self._cache)
+        if self._prefetch is None and end - self.lo < w.cache_size and end < self.stored << 1:
+            count = min(w.cache_size, self.stored - (end >> 1))
+            if w.background:
+                self._prefetch = (_background().submit(self._fetch, end >> 1, count), end)
+            # without background I/O the next miss refills synchronously
+
+    def _take_prefetch(self, wait: bool) -> None:
+        if self._prefetch is None:
+            return
+        future, start = self._prefetch
+        if not wait and not future.done():
+            return
+        self._prefetch = None
+        values = future.result()
+        if start == self._cache_lo + len(self._cache) and self._cache:
+            self._cache += values  # still contiguous with the cache
+
+    def _settle(self) -> None:
+        """Wait for background work on this level."""
+        if self._flush is not None:
+            self._finish_flush()
+        if self._prefetch is not None:
+            self._prefetch[0].exception()
+            self._prefetch = None
+
+    # -- checkpoint records -----------------------------------------------
+    def record(self) -> dict:
+        base = self.stored << 1
+        return {
+            "lo": self.lo,
+            "hi": self.hi,
+            "stored": self.stored,
+            "tail": list(self._recent[max(0, self.lo - base) :]),
+            "segments": [list(s) for s in self.segments],
+        }
+
+    @classmethod
+    def restore(cls, storage: "WindowStorage", level: int, rec: dict) -> "StoreLevelQueue":
+        q = cls(storage, level, rec["lo"])
+        q.hi = rec["hi"]
+        q.stored = rec["stored"]
+        q.written = q.stored
+        q.segments = [list(s) for s in rec["segments"]]
+        base = q.stored << 1
+        q._recent = [None] * max(0, q.lo - base) + list(rec["tail"])
+        if len(q._recent) != q.hi - base:
+            raise CorruptValue(
+                f"window {storage.window!r}: level {level} checkpoint record is inconsistent"
+            )
+        return q
+
+    def epoch_of(self, pair: int) -> int:
+        """The epoch whose namespace holds ``pair``."""
+        epoch = None
+        for e, first in self.segments:
+            if first > pair:
+                break
+            epoch = e
+        if epoch is None:
+            raise MissingData(f"window {self._w.window!r}: no owner wrote pair {pair} of level {self.level}")
+        return epoch
+
+
+class WindowStorage:
+    """One window in one store: ownership (epochs), level queues, checkpoints.
+
+    Built by ``Store.open_window``; the engines in :mod:`mta` use it through
+    the protocol described in :mod:`mta.tree`.  ``resume`` is ``True`` for the
+    newest checkpoint, a version number for that checkpoint, or ``False`` to
+    start empty (the window's old data is cleaned up by later checkpoints).
+    """
+
+    def __init__(
+        self,
+        store,
+        window: str,
+        *,
+        engine: str,
+        mutable_tail: int,
+        buffer_size: int = 512,
+        cache_size: int = 512,
+        resume: bool | int = True,
+        retain: int = 2,
+        background: bool = True,
+    ) -> None:
+        if type(retain) is not int or retain < 1:
+            raise ValueError(f"retain must be a positive int, got {retain!r}")
+        self.store = store
+        self.window = window
+        self.engine = engine
+        self.mutable_tail = mutable_tail
+        self.buffer_size = buffer_size
+        self.cache_size = cache_size
+        self.retain = retain
+        self.background = background
+        self.stats = WindowStats()
+        self.levels: list[StoreLevelQueue] | None = None
+        self.version: int | None = None  # the checkpoint resumed, then the last committed
+        self._written: dict[int, int] = {}  # level -> pairs written up to here by this owner
+        self._claim(resume)
+
+    # -- ownership ----------------------------------------------------------
+    def _claim(self, resume: bool | int) -> None:
+        """Become the window's owner: raise its epoch by compare-and-set."""
+        for _ in range(100):
+            blob, token = self._call(self.store.read_meta, self.window)
+            meta = self._decode_meta(blob) if blob is not None else None
+            if meta is None:
+                meta = {"format": META_FORMAT, "engine": self.engine, "epoch": 0, "epochs": [],
+                        "version": 0, "checkpoints": [], "gc": []}
+            elif meta["engine"] != self.engine and resume is not False:
+                raise StoreError(
+                    f"window {self.window!r} in {self.store.url} was checkpointed by "
+                    f"{meta['engine']}, not {self.engine}: their level layouts differ"
+                )
+            meta["engine"] = self.engine
+            meta["epoch"] += 1
+            meta["epochs"] = sorted(set(meta["epochs"]) | {meta["epoch"]})
+            try:
+                self._token = self._call(self.store.cas_meta, self.window, token, self._encode_meta(meta))
+            except CasMismatch:
+                continue  # another process claimed it meanwhile: claim above it
+            break
+        else:
+            raise StoreError(f"window {self.window!r} in {self.store.url}: could not claim ownership")
+        self.epoch = meta["epoch"]
+        self._meta = meta
+        if resume is False or not meta["checkpoints"]:
+            if type(resume) is int and resume is not True and resume is not False:
+                raise StoreError(f"window {self.window!r} in {self.store.url} has no checkpoint {resume}")
+            return
+        versions = {v: recs for v, recs in meta["checkpoints"]}
+        version = meta["version"] if resume is True else resume
+        if version not in versions:
+            raise StoreError(
+                f"window {self.window!r} in {self.store.url}: checkpoint {version} is not "
+                f"retained (have {sorted(versions)}); raise retain= to keep more"
+            )
+        self.version = version
+        records = versions[version]
+        if records:
+            self.levels = [StoreLevelQueue.restore(self, m, rec) for m, rec in enumerate(records)]
+
+    def new_level(self, level: int, lo: int) -> StoreLevelQueue:
+        return StoreLevelQueue(self, level, lo)
+
+    # -- checkpoint ---------------------------------------------------------
+    def checkpoint(self, levels: list[StoreLevelQueue]) -> int:
+        """Flush, commit the levels by compare-and-set, clean up; returns the
+        checkpoint's version (pass it as ``resume=`` to go back to it)."""
+        for q in levels:
+            q.flush_all()
+        old = self._meta
+        version = old["version"] + 1
+        records = [q.record() for q in levels]
+        checkpoints = (old["checkpoints"] + [[version, records]])[-self.retain :]
+        meta = dict(old, version=version, checkpoints=checkpoints)
+        try:
+            token = self._call(self.store.cas_meta, self.window, self._token, self._encode_meta(meta))
+        except CasMismatch:
+            blob, _ = self._call(self.store.read_meta, self.window)
+            now = self._decode_meta(blob) if blob is not None else {"epoch": "none (deleted)"}
+            raise FencingError(
+                f"window {self.window!r} in {self.store.url}: checkpoint refused, the window "
+                f"is now owned by epoch {now['epoch']} and this engine holds epoch {self.epoch}; "
+                "a newer owner took it over (this engine is stale and must stop)"
+            ) from None
+        self._token = token
+        self._meta = meta
+        self.version = version
+        self.stats.checkpoints += 1
+        self._collect_garbage(levels)
+        return version
+
+    def _collect_garbage(self, levels: list[StoreLevelQueue]) -> None:
+        """Delete pairs below the head of the live levels and of every
+        retained checkpoint, and drop epochs nothing references.
+
+        The clean-up is committed with the next checkpoint; repeating it
+        after a crash is harmless (deleting a missing key is a no-op)."""
+        meta = self._meta
+        heads: dict[int, int] = {}  # level -> lowest pair anyone may still read
+        live_epochs = {self.epoch}
+        for q in levels:
+            heads[q.level] = q.lo >> 1
+            live_epochs.update(e for e, _ in q.segments)
+        ends = dict(self._written)  # level -> pairs possibly written
+        for _, records in meta["checkpoints"]:
+            for m, rec in enumerate(records):
+                heads[m] = min(heads.get(m, rec["lo"] >> 1), rec["lo"] >> 1)
+                ends[m] = max(ends.get(m, 0), rec["stored"])
+                live_epochs.update(e for e, _ in rec["segments"])
+        gc = list(meta["gc"])
+        for m in range(max([len(gc)] + [m + 1 for m in ends])):
+            if m == len(gc):
+                gc.append(0)
+            end = min(heads.get(m, ends.get(m, 0)), ends.get(m, 0))
+            if gc[m] < end:
+                for epoch in meta["epochs"]:
+                    if epoch in live_epochs:
+                        self._call(self.store.delete_pairs, self.window, epoch, m, gc[m], end - gc[m])
+                self.stats.pairs_deleted += end - gc[m]
+                gc[m] = end
+        for epoch in meta["epochs"]:
+            if epoch not in live_epochs:
+                self._call(self.store.drop_epoch, self.window, epoch)
+        meta["gc"] = gc
+        meta["epochs"] = sorted(live_epochs)
+        for q in levels:  # forget segments wholly below the head
+            while len(q.segments) > 1 and q.segments[1][1] <= gc[q.level]:
+                del q.segments[0]
+
+    def discarded(self, q: StoreLevelQueue) -> None:
+        """A level was removed: remember how far it wrote, for the clean-up."""
+        self.note_written(q.level, q.written)
+
+    def note_written(self, level: int, end: int) -> None:
+        if end > self._written.get(level, 0):
+            self._written[level] = end
+
+    # -- store calls --------------------------------------------------------
+    def write(self, level: int, first: int, blobs: list) -> None:
+        self._call(self.store.write_pairs, self.window, self.epoch, level, first, blobs)
+        self.stats.pairs_written += len(blobs)
+
+    def read(self, q: StoreLevelQueue, first: int, count: int) -> list:
+        out: list = []
+        while count > 0:  # one round trip per epoch segment crossed
+            epoch = q.epoch_of(first)
+            nxt = [s[1] for s in q.segments if s[1] > first]
+            n = min(count, nxt[0] - first) if nxt else count
+            out += self._call(self.store.read_pairs, self.window, epoch, q.level, first, n)
+            self.stats.pairs_read += n
+            first += n
+            count -= n
+        return out
+
+    def _call(self, fn, *args):
+        with _stats_lock:
+            self.stats.round_trips += 1
+        return fn(*args)
+
+    def _encode_meta(self, meta: dict) -> bytes:
+        return encode(meta)
+
+    def _decode_meta(self, blob: bytes) -> dict:
+        try:
+            meta = decode(blob)
+        except (CorruptValue, FormatVersionError) as exc:
+            raise type(exc)(f"window {self.window!r} in {self.store.url}: metadata: {exc}") from exc
+        if not isinstance(meta, dict) or meta.get("format") != META_FORMAT:
+            raise FormatVersionError(
+                f"window {self.window!r} in {self.store.url}: metadata format "
+                f"{meta.get('format') if isinstance(meta, dict) else '?'} is not {META_FORMAT}; "
+                "it was written by an incompatible version"
+            )
+        return meta
+
+
+_stats_lock = threading.Lock()
