@@ -23,9 +23,10 @@ and which epoch wrote which pairs, by compare-and-set on the metadata; a
 stale owner's commit fails with :class:`FencingError`, and the pairs it
 keeps writing sit under its old epoch, which no newer checkpoint reads.
 
-The last ``retain`` checkpoints stay resumable (a Spark micro-batch replayed
-after a failure resumes the checkpoint of the last *committed* batch, which
-may not be the newest).  After a commit, pairs below every retained
+The last ``retain`` checkpoints stay resumable, with the checkpoint each of
+them started from (a Spark micro-batch replayed after a failure resumes the
+checkpoint of the last *committed* batch, which may not be the newest, and
+may be replayed more than once).  After a commit, pairs below every retained
 checkpoint's head are deleted, and epochs that nothing references are
 dropped whole, with whatever a dead owner wrote after its last checkpoint.
 """
@@ -400,7 +401,7 @@ class WindowStorage:
             if type(resume) is int and resume is not True and resume is not False:
                 raise StoreError(f"window {self.window!r} in {self.store.url} has no checkpoint {resume}")
             return
-        versions = {v: recs for v, recs in meta["checkpoints"]}
+        versions = {v: recs for v, _, recs in meta["checkpoints"]}
         version = meta["version"] if resume is True else resume
         if version not in versions:
             raise StoreError(
@@ -424,7 +425,10 @@ class WindowStorage:
         old = self._meta
         version = old["version"] + 1
         records = [q.record() for q in levels]
-        checkpoints = (old["checkpoints"] + [[version, records]])[-self.retain :]
+        everything = old["checkpoints"] + [[version, self.version, records]]
+        newest = everything[-self.retain :]
+        keep = {v for v, _, _ in newest} | {parent for _, parent, _ in newest}
+        checkpoints = [c for c in everything if c[0] in keep]
         meta = dict(old, version=version, checkpoints=checkpoints)
         try:
             token = self._call(self.store.cas_meta, self.window, self._token, self._encode_meta(meta))
@@ -456,7 +460,7 @@ class WindowStorage:
             heads[q.level] = q.lo >> 1
             live_epochs.update(e for e, _ in q.segments)
         ends = dict(self._written)  # level -> pairs possibly written
-        for _, records in meta["checkpoints"]:
+        for _, _, records in meta["checkpoints"]:
             for m, rec in enumerate(records):
                 heads[m] = min(heads.get(m, rec["lo"] >> 1), rec["lo"] >> 1)
                 ends[m] = max(ends.get(m, 0), rec["stored"])

@@ -1,0 +1,192 @@
+"""``sliding_window``: per-key sliding windows on batch and streaming DataFrames.
+
+Batch: rows are numbered in input order (their arrival), repartitioned by
+key, sorted within partitions by ``(key, time, arrival)`` and streamed
+through one window per key with ``mapInArrow``; executor memory holds one
+Arrow batch and each open window's O(log n) state, whatever the window's
+length.  A retried task recomputes its partition from the start: batch
+windows never resume, so a retry's output equals a run without failure.
+
+Streaming: ``applyInPandasWithState``.  Each key's level queues stay in the
+shared store between micro-batches; Spark's own state holds only the key's
+checkpoint version and newest time.  A micro-batch replayed after a failure
+resumes that version (retained by the store even if the failed attempt
+checkpointed past it), so nothing is lost or counted twice.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from .spec import SlidingWindowError, WindowSpec, push_rows
+
+ARRIVAL = "__mta_arrival"
+TIME = "__mta_time"
+
+
+def sliding_window(df, key: str, time: str, value: str, aggs, *, range=None, rows=None, policy=None,
+                   store: str | None = None, store_options: dict | None = None, engine: str = "amta",
+                   buffer_size: int = 512, cache_size: int = 512, on_bad_row: str = "error",
+                   name: str | None = None):
+    """The input's columns plus one column per aggregation, one row per input row.
+
+    ``aggs``: names (``"max"``, ``"mean"``, ... see :data:`spark_ops.spec.READY`)
+    or ``(column, Aggregator, spark_type)`` for user monoids.  Exactly one of
+    ``range`` (seconds; the time column may be numeric or a timestamp),
+    ``rows`` (count) or ``policy`` (an :class:`mta.SlidePolicy` over
+    ``(time, value)`` records).  ``store``: a store URL (``file:...``,
+    ``redis://...``, ``couchbase://...``) for the windows' level queues, or
+    ``None`` for process memory (batch only).  ``on_bad_row``: ``"error"``
+    raises naming the row (null key, time or value, a non-numeric value, or
+    in streaming a time older than the key's window allows); ``"flag"``
+    passes such rows through with null aggregations and the reason in a
+    ``rejected`` column.  ``name`` names the windows in the store (streaming
+    queries must keep the same name across restarts).
+    """
+    _check_columns(df, key, time, value)
+    spec = WindowSpec.build(key=key, time=time, value=value, aggs=aggs, range=range, rows=rows,
+                            policy=policy, store=store, store_options=store_options, engine=engine,
+                            buffer_size=buffer_size, cache_size=cache_size, on_bad_row=on_bad_row)
+    if df.isStreaming:
+        if not store:
+            raise SlidingWindowError("a streaming sliding_window needs store= (the windows live there "
+                                     "between micro-batches), e.g. store='file:/tmp/mta-state'")
+        return _streaming(df, spec, name or "stream")
+    return _batch(df, spec, name or f"batch-{uuid.uuid4().hex[:12]}")
+
+
+def _check_columns(df, *columns) -> None:
+    from pyspark.sql.types import NumericType, TimestampNTZType, TimestampType
+
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    for c in columns:
+        if c not in fields:
+            raise SlidingWindowError(f"no column {c!r} in the input; it has {', '.join(fields)}")
+    key, time, value = columns
+    if not isinstance(fields[time], (NumericType, TimestampType, TimestampNTZType)):
+        raise SlidingWindowError(f"time column {time!r} is {fields[time].simpleString()}, "
+                                 "not a number of seconds or a timestamp")
+    if not isinstance(fields[value], NumericType):
+        raise SlidingWindowError(f"value column {value!r} is {fields[value].simpleString()}, not numeric")
+
+
+def _with_order_columns(df, spec: WindowSpec):
+    """Add the arrival number (input order: partition, then position) and the
+    time as double seconds."""
+    from pyspark.sql import functions as F
+
+    if not df.isStreaming:
+        numbered = df.withColumn(ARRIVAL, F.monotonically_increasing_id())
+    else:  # monotonically_increasing_id is not allowed on streams: same scheme by hand
+        schema = ", ".join([f"`{f.name}` {f.dataType.simpleString()}" for f in df.schema.fields]
+                           + [f"{ARRIVAL} long"])
+
+        def number_rows(batches):
+            import pyarrow as pa
+            from pyspark import TaskContext
+
+            n = TaskContext.get().partitionId() << 33
+            for batch in batches:
+                ids = pa.array(range(n, n + batch.num_rows), pa.int64())
+                n += batch.num_rows
+                yield pa.RecordBatch.from_arrays(batch.columns + [ids], names=batch.schema.names + [ARRIVAL])
+
+        numbered = df.mapInArrow(number_rows, schema)
+    return numbered.withColumn(TIME, F.col(spec.time).cast("double"))
+
+
+def _output_schema(df, spec: WindowSpec, *, internal: bool) -> str:
+    fields = [f"`{f.name}` {f.dataType.simpleString()}" for f in df.schema.fields
+              if internal or f.name not in (ARRIVAL, TIME)]
+    return ", ".join(fields + [f"`{n}` {t}" for n, t in spec.output_columns])
+
+
+# -- batch ---------------------------------------------------------------------
+def _batch(df, spec: WindowSpec, run: str):
+    ordered = _with_order_columns(df, spec)
+    schema = _output_schema(ordered, spec, internal=True)
+    columns = ordered.columns
+
+    def windows_of_partition(batches):
+        import pyarrow as pa
+
+        current, window, last_time = _NO_KEY, None, None
+        for batch in batches:
+            keys = batch.column(columns.index(spec.key)).to_pylist()
+            times = batch.column(columns.index(TIME)).to_pylist()
+            values = batch.column(columns.index(spec.value)).to_pylist()
+            out = [[] for _ in spec.output_columns]
+            start = 0
+            for i in range(len(keys) + 1):  # runs of equal keys
+                if i < len(keys) and keys[i] == current:
+                    continue
+                if i > start:
+                    last_time = push_rows(spec, window, current, times[start:i], values[start:i],
+                                          last_time, out)
+                if i < len(keys):
+                    _close(window)
+                    current, last_time, start = keys[i], None, i
+                    window = spec.open_window(current, run, resume=False)
+            arrays = batch.columns + [pa.array(col, type=_arrow_type(t)) for col, (_, t)
+                                      in zip(out, spec.output_columns)]
+            yield pa.RecordBatch.from_arrays(arrays, schema=None, names=columns + [n for n, _ in spec.output_columns])
+        _close(window)
+
+    out = (ordered.repartition(spec.key)
+                  .sortWithinPartitions(spec.key, TIME, ARRIVAL)
+                  .mapInArrow(windows_of_partition, schema))
+    return out.drop(ARRIVAL, TIME)
+
+
+class _NoKey:
+    def __eq__(self, other):
+        return False
+
+
+_NO_KEY = _NoKey()
+
+
+def _close(window) -> None:
+    """A batch window is done: delete its data from the store."""
+    storage = getattr(window.engine, "_storage", None) if window is not None else None
+    if storage is not None:
+        storage.store.delete_window(storage.window)
+
+
+def _arrow_type(spark_type: str):
+    import pyarrow as pa
+
+    return {"double": pa.float64(), "long": pa.int64(), "string": pa.string(),
+            "array<double>": pa.list_(pa.float64())}.get(spark_type)
+
+
+# -- streaming -------------------------------------------------------------------
+STATE_SCHEMA = "version long, newest double"
+
+
+def _streaming(df, spec: WindowSpec, run: str):
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    ordered = _with_order_columns(df, spec)
+    schema = _output_schema(ordered, spec, internal=False)
+    passthrough = [c for c in ordered.columns if c not in (ARRIVAL, TIME)]
+
+    def windows_of_key(key, frames, state):
+        import pandas as pd
+
+        rows = pd.concat(list(frames), ignore_index=True).sort_values([TIME, ARRIVAL], kind="stable")
+        k = key[0]
+        version, newest = state.get if state.exists else (None, None)
+        window = spec.open_window(k, run, resume=version if version is not None else False)
+        out = [[] for _ in spec.output_columns]
+        newest = push_rows(spec, window, k, rows[TIME].tolist(), rows[spec.value].tolist(), newest, out)
+        version = window.engine.checkpoint()
+        state.update((version, newest))
+        result = rows[passthrough].reset_index(drop=True)
+        for (name, _), col in zip(spec.output_columns, out):
+            result[name] = col
+        yield result
+
+    return (ordered.groupBy(spec.key)
+                   .applyInPandasWithState(windows_of_key, schema, STATE_SCHEMA, "append",
+                                           GroupStateTimeout.NoTimeout))

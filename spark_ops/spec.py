@@ -1,0 +1,212 @@
+"""What a sliding-window job computes, and how one key's rows go through it.
+
+A :class:`WindowSpec` is built on the driver, shipped to executors with the
+task (Spark pickles functions; window *data* in the store never is) and
+turned there into one :class:`mta.Window` per key.  Nothing here imports
+pyspark, so the per-row logic is testable on its own.
+
+Semantics: one output row per input row.  A row's window holds the rows of
+the same key whose time lies in ``(t - range, t]`` (or the newest ``rows``
+rows, or what a custom policy keeps) and that come at or before it in
+``(time, arrival)`` order; its outputs are the aggregations over that window.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from mta import Aggregator, AmortizedMTA, LogMTA, SlidePolicy, Window, aggregators, policies
+from mta.errors import MTAError
+
+#: Spark SQL type of each ready aggregation's output column.
+OUTPUT_TYPES = {"count": "long", "collect": "array<double>"}
+#: Ready aggregations over the value column (see :data:`mta.aggregators.BY_NAME`).
+READY = ("sum", "count", "min", "max", "mean", "geomean", "variance", "stddev",
+         "var_pop", "stddev_pop", "first", "last")
+ENGINES = {"amta": AmortizedMTA, "lmta": LogMTA}
+#: How rows that cannot enter a window are handled.
+BAD_ROW_RULES = ("error", "flag")
+
+
+class SlidingWindowError(MTAError, ValueError):
+    """A sliding-window job was misconfigured, or met a row it cannot take
+    (the message names the row)."""
+
+
+@dataclass
+class WindowSpec:
+    """A sliding-window aggregation: columns, aggregations, policy, store."""
+
+    key: str
+    time: str
+    value: str
+    aggs: list = field(default_factory=list)  # [(column, Aggregator, spark type)]
+    range: float | None = None
+    rows: int | None = None
+    policy: SlidePolicy | None = None
+    store: str | None = None
+    store_options: dict = field(default_factory=dict)
+    engine: str = "amta"
+    buffer_size: int = 512
+    cache_size: int = 512
+    on_bad_row: str = "error"
+    namespace: str = "mta"
+
+    @classmethod
+    def build(cls, *, key, time, value, aggs, range=None, rows=None, policy=None, store=None,
+              store_options=None, engine="amta", buffer_size=512, cache_size=512,
+              on_bad_row="error", namespace="mta") -> "WindowSpec":
+        """Check the arguments of :func:`spark_ops.sliding_window`."""
+        given = [name for name, v in (("range", range), ("rows", rows), ("policy", policy)) if v is not None]
+        if len(given) != 1:
+            raise SlidingWindowError(
+                "give exactly one of range= (seconds), rows= (count) or policy= "
+                f"(a SlidePolicy over (time, value) records); got {given or 'none'}")
+        if range is not None and not (isinstance(range, (int, float)) and range > 0 and math.isfinite(range)):
+            raise SlidingWindowError(f"range must be a positive number of seconds, got {range!r}")
+        if rows is not None and (type(rows) is not int or rows < 1):
+            raise SlidingWindowError(f"rows must be a positive int, got {rows!r}")
+        if policy is not None and not isinstance(policy, SlidePolicy):
+            raise SlidingWindowError(f"policy must be an mta SlidePolicy, got {type(policy).__name__}")
+        if engine not in ENGINES:
+            raise SlidingWindowError(f"unknown engine {engine!r}; choose one of {sorted(ENGINES)}")
+        if on_bad_row not in BAD_ROW_RULES:
+            raise SlidingWindowError(f"on_bad_row must be one of {BAD_ROW_RULES}, got {on_bad_row!r}")
+        if isinstance(aggs, str):
+            aggs = [a.strip() for a in aggs.split(",") if a.strip()]
+        if not aggs:
+            raise SlidingWindowError("aggs= needs at least one aggregation, e.g. ['max', 'mean']")
+        resolved = [_resolve_agg(a) for a in aggs]
+        names = [name for name, _, _ in resolved]
+        if len(set(names)) != len(names):
+            raise SlidingWindowError(f"aggregation output columns must be unique, got {names}")
+        return cls(key=key, time=time, value=value, aggs=resolved, range=range, rows=rows,
+                   policy=policy, store=store, store_options=dict(store_options or {}),
+                   engine=engine, buffer_size=buffer_size, cache_size=cache_size,
+                   on_bad_row=on_bad_row, namespace=namespace)
+
+    @property
+    def output_columns(self) -> list[tuple[str, str]]:
+        cols = [(name, spark_type) for name, _, spark_type in self.aggs]
+        if self.on_bad_row == "flag":
+            cols.append(("rejected", "string"))
+        return cols
+
+    def slide_policy(self) -> SlidePolicy:
+        if self.range is not None:
+            return policies.TimeRange(self.range, time=_time_of)
+        if self.rows is not None:
+            return policies.Count(self.rows)
+        return self.policy
+
+    def aggregator(self) -> Aggregator:
+        combined = [agg for _, agg, _ in self.aggs]
+        return aggregators_product(combined).on(_value_of)
+
+    def window_id(self, key: Any, run: str) -> str:
+        """The store's name for one key's window: readable, bounded, no braces."""
+        text = f"{self.namespace}/{run}/{key!r}".replace("{", "(").replace("}", ")")
+        if len(text.encode()) > 120:
+            import hashlib
+
+            text = text[:80] + "#" + hashlib.sha1(text.encode()).hexdigest()
+        return text
+
+    def open_window(self, key: Any, run: str, *, resume: bool | int = False) -> Window:
+        """A fresh or resumed window for one key, in the pooled store if any."""
+        options: dict = {}
+        if self.store:
+            options = dict(store=pooled_store(self.store, self.store_options),
+                           window_id=self.window_id(key, run), buffer_size=self.buffer_size,
+                           cache_size=self.cache_size, resume=resume)
+        return Window(self.aggregator(), self.slide_policy(), engine=ENGINES[self.engine], **options)
+
+
+def aggregators_product(aggs: Sequence[Aggregator]) -> Aggregator:
+    from mta import product
+
+    return product(*aggs)
+
+
+def _time_of(record):
+    return record[0]
+
+
+def _value_of(record):
+    return record[1]
+
+
+def _resolve_agg(agg) -> tuple[str, Aggregator, str]:
+    """``"max"`` or ``(column, Aggregator[, spark type])``."""
+    if isinstance(agg, str):
+        name = agg.strip().lower()
+        if name not in READY:
+            raise SlidingWindowError(
+                f"unknown aggregation {agg!r}; ready ones are {', '.join(READY)}, "
+                "or pass (column, Aggregator, spark_type) for your own")
+        return name, aggregators.get(name), OUTPUT_TYPES.get(name, "double")
+    if isinstance(agg, tuple) and len(agg) in (2, 3) and isinstance(agg[1], Aggregator):
+        return agg[0], agg[1], agg[2] if len(agg) == 3 else "double"
+    raise SlidingWindowError(
+        f"an aggregation is a name such as 'max' or a tuple (column, Aggregator, spark_type), got {agg!r}")
+
+
+# -- one pooled store per executor process ------------------------------------
+_pool: dict = {}
+_pool_lock = threading.Lock()
+
+
+def pooled_store(url: str, options: dict):
+    """The process's store for ``url`` (one connection pool per executor process)."""
+    import stores
+
+    key = (url, tuple(sorted(options.items())))
+    with _pool_lock:
+        store = _pool.get(key)
+        if store is None or store.closed:
+            store = _pool[key] = stores.open_store(url, **options)
+        return store
+
+
+# -- rows ---------------------------------------------------------------------
+def check_row(key, t, v, last_time) -> str | None:
+    """Why a row cannot enter its key's window, or ``None``."""
+    if key is None:
+        return "null key"
+    if t is None or (isinstance(t, float) and math.isnan(t)):
+        return "null time"
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "null value"
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return f"value of type {type(v).__name__}, not a number"
+    if last_time is not None and t < last_time:
+        return f"time {t} is older than the key's newest time {last_time} (out of order)"
+    return None
+
+
+def push_rows(spec: WindowSpec, window: Window, key, times, values, last_time, out: list[list]):
+    """Push one key's rows, in order, appending each row's results to ``out``
+    (one list per output column).  Returns the newest time pushed."""
+    flag = spec.on_bad_row == "flag"
+    naggs = len(spec.aggs)
+    for t, v in zip(times, values):
+        problem = check_row(key, t, v, last_time)
+        if problem is not None:
+            if not flag:
+                raise SlidingWindowError(
+                    f"row rejected ({problem}): {spec.key}={key!r}, {spec.time}={t!r}, "
+                    f"{spec.value}={v!r}; fix the input or pass on_bad_row='flag'")
+            for i in range(naggs):
+                out[i].append(None)
+            out[naggs].append(problem)
+            continue
+        results = window.push((t, v))
+        for i in range(naggs):
+            out[i].append(results[i])
+        if flag:
+            out[naggs].append(None)
+        last_time = t
+    return last_time
