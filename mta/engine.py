@@ -35,11 +35,7 @@ def _guard(name: str, method: Callable) -> Callable:
     @functools.wraps(method)
     def guarded(self, *args):
         if self._failure is not None:
-            raise EngineFailedError(
-                f"{type(self).__name__} is unusable: {self._failure!r} was raised during "
-                f"{self._failed_in}(), so its state may be inconsistent; rebuild the window "
-                "or resume it from its last checkpoint"
-            ) from self._failure
+            self._check_usable()
         try:
             return method(self, *args)
         except EmptyWindowError:
@@ -72,6 +68,18 @@ class Engine:
         self.wsp = wsp
         self._failure: BaseException | None = None
         self._failed_in = ""
+
+    def _check_usable(self) -> None:
+        """Raise :class:`EngineFailedError` if user code raised half-way
+        through an earlier operation."""
+        if self._failed_in == "close":
+            raise EngineFailedError(f"{type(self).__name__} was closed: {self._failure}")
+        if self._failure is not None:
+            raise EngineFailedError(
+                f"{type(self).__name__} is unusable: {self._failure!r} was raised during "
+                f"{self._failed_in}(), so its state may be inconsistent; rebuild the window "
+                "or resume it from its last checkpoint"
+            ) from self._failure
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -17,6 +17,8 @@ buffer_size=..., cache_size=...)`` and uses the returned window storage:
 * ``.new_level(level, lo)``: a fresh level queue;
 * ``.checkpoint(levels) -> int``: make the levels durable, fenced by owner
   epoch; returns the checkpoint's version;
+* ``.close(levels, delete)``: wait for background I/O, optionally delete
+  the window from the store;
 * ``.stats``: round trips, pairs written and read, cache hits and misses.
 
 The package ``stores`` implements it for memory, SQLite files, Redis and
@@ -28,6 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from .engine import Engine
+from .errors import MTAError
 from .level_queue import LevelQueue, MemoryLevelQueue
 from .monoid import Monoid
 
@@ -170,7 +173,18 @@ class LevelEngine(Engine):
         window over."""
         if self._storage is None:
             raise TypeError(f"{type(self).__name__}.checkpoint() needs an engine built with store=")
+        self._check_usable()  # never make a half-updated window durable
         return self._storage.checkpoint(self._levels)
+
+    def close(self, *, delete: bool = False) -> None:
+        """Wait for the window's background store I/O (flushes, prefetches);
+        with ``delete=True`` also remove the window's data from the store (a
+        window that is done for good).  The engine is unusable afterwards;
+        what was not checkpointed is not kept.  No-op in memory."""
+        if self._storage is not None and self._failed_in != "close":
+            self._storage.close(self._levels, delete=delete)
+            self._failure = MTAError("use a new engine (resume=True continues from the last checkpoint)")
+            self._failed_in = "close"
 
     @property
     def store_stats(self):

@@ -105,6 +105,18 @@ class Window:
         """Remove the oldest element (the engine's error on an empty window)."""
         self.engine.evict()
 
+    def checkpoint(self) -> int:
+        """Make the window durable in its store (see ``LevelEngine.checkpoint``)."""
+        return self.engine.checkpoint()
+
+    def close(self, *, delete: bool = False) -> None:
+        """Wait for background store I/O; ``delete=True`` also removes the
+        window from its store (see ``LevelEngine.close``).  No-op for
+        engines without a store."""
+        close = getattr(self.engine, "close", None)
+        if close is not None:
+            close(delete=delete)
+
     def __len__(self) -> int:
         return len(self.engine)
 

@@ -52,7 +52,7 @@ from typing import Any, Optional
 from urllib.parse import unquote, urlsplit
 
 from .base import Store, Token, TRANSIENT, cas_mismatch
-from .errors import FormatVersionError, StoreConfigError, StoreError
+from .errors import FormatVersionError, StoreClosed, StoreConfigError, StoreError
 
 SCHEMA_VERSION = 1
 DB_NAME = "mta.sqlite3"
@@ -125,6 +125,8 @@ class SQLiteStore(Store):
         self._conns: "weakref.WeakSet" = weakref.WeakSet()
         self._conns_lock = threading.Lock()
         self._pid = os.getpid()
+        self._idle = threading.Condition()  # close() waits for calls in flight
+        self._in_flight = 0
 
     # -------------------------------------------------------- connections
 
@@ -205,6 +207,21 @@ class SQLiteStore(Store):
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+
+    def _run(self, operation, window, fn, *args):
+        # Closing a connection while another thread is inside SQLite with it
+        # crashes the interpreter, so close() waits for the calls in flight
+        # (background flushes and prefetches of the engines).
+        with self._idle:
+            if self._closed:
+                raise StoreClosed(f"{operation} on a closed store {self.url}")
+            self._in_flight += 1
+        try:
+            return super()._run(operation, window, fn, *args)
+        finally:
+            with self._idle:
+                self._in_flight -= 1
+                self._idle.notify_all()
 
     # ---------------------------------------------------------- backend
 
@@ -309,6 +326,8 @@ class SQLiteStore(Store):
         self._conn().execute("SELECT 1").fetchone()
 
     def _close(self) -> None:
+        with self._idle:
+            self._idle.wait_for(lambda: self._in_flight == 0)
         pid = os.getpid()
         with self._conns_lock:
             conns = list(self._conns) if pid == self._pid else []

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from mta.level_queue import LevelQueue
 
@@ -59,7 +59,6 @@ class WindowStats:
     cache_hits: int = 0
     cache_misses: int = 0
     checkpoints: int = 0
-    background: dict = field(default_factory=dict, repr=False)
 
 
 _executor: ThreadPoolExecutor | None = None
@@ -373,19 +372,18 @@ class WindowStorage:
 
     # -- ownership ----------------------------------------------------------
     def _claim(self, resume: bool | int) -> None:
-        """Become the window's owner: raise its epoch by compare-and-set."""
+        """Become the window's owner: raise its epoch by compare-and-set.
+
+        The checkpoint to resume is chosen and checked first, so an open that
+        is refused (no such checkpoint, another engine's levels) leaves the
+        current owner in charge."""
         for _ in range(100):
             blob, token = self._call(self.store.read_meta, self.window)
             meta = self._decode_meta(blob) if blob is not None else None
             if meta is None:
-                meta = {"format": META_FORMAT, "engine": self.engine, "epoch": 0, "epochs": [],
+                meta = {"format": META_FORMAT, "epoch": 0, "epochs": [],
                         "version": 0, "checkpoints": [], "gc": []}
-            elif meta["engine"] != self.engine and resume is not False:
-                raise StoreError(
-                    f"window {self.window!r} in {self.store.url} was checkpointed by "
-                    f"{meta['engine']}, not {self.engine}: their level layouts differ"
-                )
-            meta["engine"] = self.engine
+            checkpoint = self._checkpoint_to_resume(meta, resume)
             meta["epoch"] += 1
             meta["epochs"] = sorted(set(meta["epochs"]) | {meta["epoch"]})
             try:
@@ -397,21 +395,32 @@ class WindowStorage:
             raise StoreError(f"window {self.window!r} in {self.store.url}: could not claim ownership")
         self.epoch = meta["epoch"]
         self._meta = meta
-        if resume is False or not meta["checkpoints"]:
-            if type(resume) is int and resume is not True and resume is not False:
-                raise StoreError(f"window {self.window!r} in {self.store.url} has no checkpoint {resume}")
-            return
-        versions = {v: recs for v, _, recs in meta["checkpoints"]}
+        if checkpoint is not None:
+            self.version, _, records, _ = checkpoint
+            if records:
+                self.levels = [StoreLevelQueue.restore(self, m, rec) for m, rec in enumerate(records)]
+
+    def _checkpoint_to_resume(self, meta: dict, resume: bool | int) -> list | None:
+        """The retained ``[version, parent, records, engine]`` that ``resume``
+        asks for (``None``: start empty), or a StoreError saying why not."""
+        if resume is False or (resume is True and not meta["checkpoints"]):
+            return None
         version = meta["version"] if resume is True else resume
-        if version not in versions:
+        found = [c for c in meta["checkpoints"] if c[0] == version]
+        if not found:
+            if not meta["checkpoints"]:
+                raise StoreError(f"window {self.window!r} in {self.store.url} has no checkpoint {resume}")
             raise StoreError(
                 f"window {self.window!r} in {self.store.url}: checkpoint {version} is not "
-                f"retained (have {sorted(versions)}); raise retain= to keep more"
+                f"retained (have {sorted(c[0] for c in meta['checkpoints'])}); raise retain= to keep more"
             )
-        self.version = version
-        records = versions[version]
-        if records:
-            self.levels = [StoreLevelQueue.restore(self, m, rec) for m, rec in enumerate(records)]
+        if found[0][3] != self.engine:
+            raise StoreError(
+                f"window {self.window!r} in {self.store.url}: checkpoint {version} was written by "
+                f"{found[0][3]}, not {self.engine}: their level layouts differ (open it with "
+                f"{found[0][3]}, or with resume=False to start the window afresh)"
+            )
+        return found[0]
 
     def new_level(self, level: int, lo: int) -> StoreLevelQueue:
         return StoreLevelQueue(self, level, lo)
@@ -425,9 +434,9 @@ class WindowStorage:
         old = self._meta
         version = old["version"] + 1
         records = [q.record() for q in levels]
-        everything = old["checkpoints"] + [[version, self.version, records]]
+        everything = old["checkpoints"] + [[version, self.version, records, self.engine]]
         newest = everything[-self.retain :]
-        keep = {v for v, _, _ in newest} | {parent for _, parent, _ in newest}
+        keep = {c[0] for c in newest} | {c[1] for c in newest}
         checkpoints = [c for c in everything if c[0] in keep]
         meta = dict(old, version=version, checkpoints=checkpoints)
         try:
@@ -447,6 +456,14 @@ class WindowStorage:
         self._collect_garbage(levels)
         return version
 
+    def close(self, levels: list[StoreLevelQueue], delete: bool = False) -> None:
+        """Wait for the levels' background I/O; with ``delete``, remove the
+        window (metadata and every epoch's pairs) from the store."""
+        for q in levels:
+            q._settle()
+        if delete:
+            self._call(self.store.delete_window, self.window)
+
     def _collect_garbage(self, levels: list[StoreLevelQueue]) -> None:
         """Delete pairs below the head of the live levels and of every
         retained checkpoint, and drop epochs nothing references.
@@ -460,7 +477,7 @@ class WindowStorage:
             heads[q.level] = q.lo >> 1
             live_epochs.update(e for e, _ in q.segments)
         ends = dict(self._written)  # level -> pairs possibly written
-        for _, _, records in meta["checkpoints"]:
+        for _, _, records, _ in meta["checkpoints"]:
             for m, rec in enumerate(records):
                 heads[m] = min(heads.get(m, rec["lo"] >> 1), rec["lo"] >> 1)
                 ends[m] = max(ends.get(m, 0), rec["stored"])
@@ -476,8 +493,12 @@ class WindowStorage:
                         self._call(self.store.delete_pairs, self.window, epoch, m, gc[m], end - gc[m])
                 self.stats.pairs_deleted += end - gc[m]
                 gc[m] = end
-        for epoch in meta["epochs"]:
-            if epoch not in live_epochs:
+        # A zombie owner may have written again under an epoch this window
+        # already dropped, so the store's own list is swept too; epochs above
+        # ours belong to a newer owner and are never touched.
+        known = set(meta["epochs"]) | set(self._call(self.store.list_epochs, self.window))
+        for epoch in sorted(known):
+            if epoch not in live_epochs and epoch < self.epoch:
                 self._call(self.store.drop_epoch, self.window, epoch)
         meta["gc"] = gc
         meta["epochs"] = sorted(live_epochs)

@@ -1,0 +1,523 @@
+"""The engine property suite on store-backed level queues.
+
+Both MTA engines keep their levels in every available store -- ``memory://``,
+the SQLite file store (``tmp_path``) and the real Redis fixture -- with
+``buffer_size`` and ``cache_size`` drawn from 1..4 pairs, so nearly every
+pair travels through the store (written by a flush, read back by a cache
+miss or a prefetch), with background I/O on and off.  Random interleavings
+of insert, evict, enforce, push and query (:func:`tests.strategies.operations`)
+are cut into segments separated by store operations:
+
+* ``checkpoint`` -- the returned version is the next one, and the oracle's
+  contents at that point are remembered;
+* ``resume`` -- a new engine object (on a new store object) resumes the newest
+  checkpoint; the oracle goes back to that checkpoint's contents.  The
+  old engine is abandoned, or first keeps working as a *zombie* (pushes,
+  then a checkpoint that must raise FencingError) -- its writes must never
+  show in what the new owner reads;
+* ``resume_old`` -- a new engine resumes an older *retained* checkpoint
+  (``resume=v``): the newest ``retain`` ones and the checkpoint each of them
+  started from (stores/window.py);
+* ``restart_empty`` -- a new engine with ``resume=False``.
+
+Every result is compared with :class:`tests.oracle.BruteForceWindow`; at the
+end the engine is drained against the oracle, and a fresh engine resumes the
+newest and then every retained checkpoint, each compared with the oracle's
+contents at that checkpoint (and drained).  Monoids: CONCAT (the exact,
+ordered window contents; ``()`` values equal to the identity are ordinary
+elements) with the count / sum / time WSPs of :func:`tests.strategies.concat_wsps`,
+and CONCAT next to the library's own Count and TimeRange policies (times
+non-decreasing).
+
+Also here: process memory (``local_size``) bounded by levels x (buffer +
+cache) whatever the window length, and round trips per update with the
+default-sized buffer and cache.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Callable
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import stores
+from mta.amortized_mta import AmortizedMTA
+from mta.log_mta import LogMTA
+from mta.monoid import product_monoid
+from mta.policies import COUNT_MONOID, AllOf, AnyOf, Count, TimeRange
+from stores.window import MISS_BATCH
+from tests.oracle import CONCAT, BruteForceWindow
+from tests.store_fixtures import fresh_window, settle_background, store_url  # noqa: F401  (fixture)
+from tests.strategies import AFFINE, CONCAT_SPEC, PrefixOracle, Wsp, drain_against_oracle, operations, sane_settings
+
+ENGINES = [pytest.param(LogMTA, id="LogMTA"), pytest.param(AmortizedMTA, id="AmortizedMTA")]
+
+# ---------------------------------------------------------------------------
+# strategies
+
+sizes = st.integers(1, 4)
+storage_options = st.fixed_dictionaries(
+    {"buffer_size": sizes, "cache_size": sizes, "background": st.booleans(), "retain": st.integers(1, 3)}
+)
+store_ops = st.one_of(
+    st.just(("none",)),
+    st.just(("checkpoint",)),
+    st.just(("checkpoint",)),
+    st.tuples(st.just("resume"), storage_options, st.booleans()),
+    st.tuples(st.just("resume_old"), st.integers(0, 6), storage_options, st.booleans()),
+    st.tuples(st.just("restart_empty"), storage_options),
+)
+
+
+def segments(raws) -> st.SearchStrategy:
+    """``[(engine operations, store operation), ...]``: at most 8 store
+    operations (the file store fsyncs on every checkpoint and every open)."""
+    return st.lists(st.tuples(operations(raws, max_ops=8, max_run=16), store_ops), min_size=1, max_size=8)
+
+
+def _fst(raw):
+    return raw[0]
+
+
+_count = st.integers(1, 8).map(Count)
+_time = st.integers(1, 10).map(lambda r: TimeRange(r, time=_fst))
+_base = st.one_of(_count, _time)
+policies = st.one_of(_base, _base, st.builds(AnyOf, _base, _base), st.builds(AllOf, _base, _base))
+#: ``(dt, value)``: times are the running sum of the dt's (non-decreasing).
+TIMED_RAWS = st.tuples(st.integers(0, 3), st.integers(0, 5))
+
+
+# ---------------------------------------------------------------------------
+# one window across engine objects, against the oracle
+
+
+class StoreRun:
+    """A window in a store, its current engine and the oracle, plus what the
+    checkpoints committed so far hold."""
+
+    def __init__(self, cls: type, monoid, wsp, url: str, make: Callable[[Any, int], Any]) -> None:
+        self.cls, self.monoid, self.wsp, self.url, self.make = cls, monoid, wsp, url, make
+        self.window = fresh_window("prop")
+        self.oracle = BruteForceWindow(monoid, wsp)
+        self.opened: list = []  # every store object, closed by close()
+        self.snapshots: dict[int, list] = {}  # version -> oracle contents
+        self.retained: list[tuple[int, int | None]] = []  # (version, parent) still resumable
+        self.version = 0  # newest committed version
+        self.parent: int | None = None  # the checkpoint the current engine started from
+        self.retain = 2
+        self.counter = 0
+        self.engine = None
+        self.zombie_value = 0
+
+    # -- engines ----------------------------------------------------------
+    def open(self, resume, options: dict):
+        store = stores.open_store(self.url)
+        self.opened.append(store)
+        engine = self.cls(self.monoid, self.wsp, store=store, window_id=self.window, resume=resume, **options)
+        self.retain = options.get("retain", 2)
+        return engine
+
+    def start(self, options: dict) -> None:
+        self.engine = self.open(True, options)
+        assert len(self.engine) == 0 and self.engine.query() == self.monoid.identity
+
+    def switch(self, resume, options: dict, zombie: bool) -> None:
+        """A new engine object takes the window over; the old one is
+        abandoned, or keeps working as a stale owner first."""
+        old = self.engine
+        if resume is False:
+            target = None
+        elif resume is True:
+            target = self.version if self.version else None
+        else:
+            target = resume
+        self.engine = self.open(resume, options)
+        self.parent = target
+        self.oracle.items = list(self.snapshots[target]) if target else []
+        self.check_state("after resume")
+        if zombie:
+            self.zombie(old)
+
+    def zombie(self, old) -> None:
+        """The former owner pushes (its flushes land in its own epoch) and
+        fails to checkpoint; the new owner must not notice anything."""
+        for _ in range(5):
+            self.zombie_value += 1
+            old.push(self.value_of_zombie())
+        with pytest.raises(stores.FencingError) as info:
+            old.checkpoint()
+        assert repr(self.window) in str(info.value)
+        self.check_state("after a zombie's writes")
+
+    def value_of_zombie(self):
+        # values no other part of the test inserts
+        raw = (99, self.zombie_value)
+        return self.make(raw, -1)
+
+    def checkpoint(self) -> None:
+        v = self.engine.checkpoint()
+        assert v == self.version + 1, (v, self.version)
+        self.version = v
+        self.snapshots[v] = list(self.oracle.items)
+        # stores/window.py: the newest `retain` checkpoints stay resumable,
+        # with the checkpoint each of them started from
+        everything = self.retained + [(v, self.parent)]
+        newest = everything[-self.retain :]
+        keep = {c for c, _ in newest} | {p for _, p in newest}
+        self.retained = [c for c in everything if c[0] in keep]
+        self.parent = v
+
+    def retained_versions(self) -> list[int]:
+        return sorted(v for v, _ in self.retained)
+
+    # -- operations -------------------------------------------------------
+    def value(self, raw):
+        self.counter += 1
+        return self.make(raw, self.counter)
+
+    def apply(self, op, where: str) -> None:
+        e, o = self.engine, self.oracle
+        kind = op[0]
+        if kind == "insert":
+            v = self.value(op[1])
+            e.insert(v)
+            o.insert(v)
+        elif kind == "extend":
+            for raw in op[1]:
+                v = self.value(raw)
+                e.insert(v)
+                o.insert(v)
+        elif kind == "push":
+            v = self.value(op[1])
+            assert e.push(v) == o.push(v), where
+        elif kind == "evict":
+            if len(o):
+                e.evict()
+                o.evict()
+            else:
+                with pytest.raises(IndexError):
+                    e.evict()
+        elif kind == "enforce":
+            assert e.enforce() == o.enforce(), where
+        elif kind == "query":
+            assert e.query() == o.query(), where
+        else:  # pragma: no cover
+            raise AssertionError(kind)
+        assert len(e) == len(o), where
+
+    def store_op(self, op, where: str) -> None:
+        kind = op[0]
+        if kind == "checkpoint":
+            self.checkpoint()
+        elif kind == "resume":
+            self.switch(True, op[1], op[2])
+        elif kind == "resume_old":
+            versions = self.retained_versions()
+            if versions:
+                self.switch(versions[op[1] % len(versions)], op[2], op[3])
+        elif kind == "restart_empty":
+            self.switch(False, op[1], False)
+        self.check_state(where)
+
+    def check_state(self, where: str) -> None:
+        assert len(self.engine) == len(self.oracle), where
+        assert self.engine.query() == self.oracle.query(), where
+
+    # -- the end ----------------------------------------------------------
+    def finish(self) -> None:
+        """Drain the live engine; then resume the newest and every retained
+        checkpoint in a new engine object and drain it against the oracle's
+        contents at that checkpoint."""
+        drain_against_oracle(self.engine, self.oracle)
+        if not self.version:
+            return
+        for target in [True] + self.retained_versions():
+            options = {"buffer_size": 2, "cache_size": 1, "background": target is True}
+            e = self.open(target, options)
+            v = self.version if target is True else target
+            o = BruteForceWindow(self.monoid, self.wsp)
+            o.items = list(self.snapshots[v])
+            assert len(e) == len(o), f"resume={target!r}"
+            assert e.query() == o.query(), f"resume={target!r}"
+            assert e.enforce() == o.enforce()
+            drain_against_oracle(e, o)
+        with pytest.raises(stores.StoreError, match="checkpoint"):
+            self.open(self.version + 1, {})  # never committed
+
+    def close(self) -> None:
+        settle_background()  # abandoned engines may still be flushing
+        for s in self.opened:
+            s.close()
+
+
+def run_segments(run: StoreRun, options: dict, segs) -> None:
+    run.start(options)
+    try:
+        for n, (ops, store_op) in enumerate(segs):
+            for step, op in enumerate(ops):
+                run.apply(op, f"segment {n} step {step} {op!r}")
+            run.store_op(store_op, f"segment {n} {store_op!r}")
+        run.finish()
+    finally:
+        run.close()
+
+
+@pytest.mark.parametrize("cls", ENGINES)
+@sane_settings(50)
+@given(data=st.data())
+def test_concat_random_operations_on_store(cls, store_url, data):  # noqa: F811
+    """CONCAT with count / sum / time WSPs; identity values included."""
+    spec = CONCAT_SPEC
+    wsp = data.draw(spec.wsps, label="wsp")
+    options = data.draw(storage_options, label="options")
+    segs = data.draw(segments(spec.raws), label="segments")
+    run_segments(StoreRun(cls, spec.monoid, wsp, store_url, spec.make), options, segs)
+
+
+@pytest.mark.parametrize("cls", ENGINES)
+@sane_settings(25)
+@given(data=st.data())
+def test_ready_policies_on_store(cls, store_url, data):  # noqa: F811
+    """CONCAT of ``(time, value)`` raws next to Count / TimeRange policies
+    (and their AnyOf / AllOf); a value 0 lifts to CONCAT's identity ``()``."""
+    policy = data.draw(policies, label="policy")
+    options = data.draw(storage_options, label="options")
+    segs = data.draw(segments(TIMED_RAWS), label="segments")
+    monoid = product_monoid([CONCAT, policy.monoid])
+    clock = [0]
+
+    def make(raw, i):
+        if i < 0:  # a zombie's value: a value no raw has, at the current time
+            raw = (0, 100 + raw[1])
+        clock[0] += raw[0]
+        timed = (clock[0], raw[1])
+        return (() if raw[1] == 0 else (timed,), policy.lift(timed))
+
+    def wsp(total, prefix):
+        return policy.holds(total[1], prefix[1])
+
+    run_segments(StoreRun(cls, monoid, wsp, store_url, make), options, segs)
+
+
+@pytest.mark.parametrize("cls", ENGINES)
+@sane_settings(12)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(100, 600),
+    keep=st.integers(0, 200),
+    options=storage_options,
+)
+def test_long_windows_on_store(cls, store_url, seed, n, keep, options):  # noqa: F811
+    """Deeper trees than the operation lists reach (as test_engines'
+    test_long_windows): hundreds of elements, bulk evictions of whole
+    subtrees whose heads were rewritten while their pairs sat in the store,
+    single evictions; after each phase a checkpoint, and a new engine object
+    resumes it (sometimes the one before), against an O(n) oracle over
+    AFFINE x count (an O(1), non-commutative monoid)."""
+    rng = random.Random(seed)
+    monoid = product_monoid([AFFINE, COUNT_MONOID])
+    wsp = _keep(keep)
+    window = fresh_window("long")
+    opened = [stores.open_store(store_url)]
+
+    def engine(resume):
+        opened.append(stores.open_store(store_url))
+        return cls(monoid, wsp, store=opened[-1], window_id=window, resume=resume, **options)
+
+    def value():
+        return monoid.identity if rng.random() < 0.05 else _element(rng)
+
+    e, o = engine(True), PrefixOracle(monoid, wsp)
+    snapshots = {}
+    parent = None  # the checkpoint the current engine started from
+    try:
+        for _ in range(n):
+            v = value()
+            e.insert(v)
+            o.insert(v)
+        for phase in range(5):
+            assert e.enforce() == o.enforce(), phase
+            assert len(e) == len(o) and e.query() == o.query(), phase
+            for _ in range(rng.randrange(0, 2 * keep + 50)):
+                v = value()
+                e.insert(v)
+                o.insert(v)
+            for _ in range(min(len(o), rng.randrange(0, 40))):
+                e.evict()
+                o.evict()
+            assert len(e) == len(o) and e.query() == o.query(), phase
+            v = e.checkpoint()
+            snapshots[v] = list(o.items)
+            # the newest checkpoint and the one it started from are retained
+            back = parent if parent and rng.random() < 0.3 else v
+            e, parent = engine(back), back
+            o.items = list(snapshots[back])
+            assert len(e) == len(o) and e.query() == o.query(), (phase, back)
+        drain_against_oracle(e, o)
+    finally:
+        settle_background()
+        for s in opened:
+            s.close()
+
+
+# ---------------------------------------------------------------------------
+# an older retained checkpoint, explicitly
+
+
+@pytest.mark.parametrize("cls", ENGINES)
+def test_resume_older_retained_checkpoints(cls, store_url):  # noqa: F811
+    """Checkpoints 1..5 with retain=3: 3, 4 and 5 resume exactly (each equal
+    to the oracle at that point), and so does 2 (the checkpoint 3 started
+    from); 1 is gone with a clear StoreError.  Resuming 3 and checkpointing
+    6 keeps 3 (6 started from it) while older ones go."""
+    window = fresh_window("old")
+    keep = 9
+
+    def wsp(t, p):
+        return len(t) - len(p) >= keep
+
+    store = stores.open_store(store_url)
+    opts = dict(store=store, window_id=window, buffer_size=1, cache_size=1, retain=3)
+    e, o = cls(CONCAT, wsp, **opts), BruteForceWindow(CONCAT, wsp)
+    snapshots = {}
+    i = 0
+    for v in range(1, 6):
+        for _ in range(7 * v):
+            i += 1
+            assert e.push((i,)) == o.push((i,))
+        assert e.checkpoint() == v
+        snapshots[v] = list(o.items)
+    for v in (2, 3, 4, 5):
+        r = cls(CONCAT, wsp, resume=v, **opts)
+        ro = BruteForceWindow(CONCAT, wsp)
+        ro.items = list(snapshots[v])
+        assert len(r) == len(ro) and r.query() == ro.query(), v
+    for v in (1,):
+        with pytest.raises(stores.StoreError, match=rf"checkpoint {v} is not retained"):
+            cls(CONCAT, wsp, resume=v, **opts)
+    # resume 3, go on, checkpoint 6 (started from 3): 3 stays resumable
+    r = cls(CONCAT, wsp, resume=3, **opts)
+    ro = BruteForceWindow(CONCAT, wsp)
+    ro.items = list(snapshots[3])
+    for j in range(1000, 1020):
+        assert r.push((j,)) == ro.push((j,))
+    assert r.checkpoint() == 6
+    snapshots[6] = list(ro.items)
+    # retained now: 5, 6 (the newest 3 are 4, 5, 6) and their parents 4, 3
+    for v in (3, 4, 5, 6, True):
+        again = cls(CONCAT, wsp, resume=v, **opts)
+        want = snapshots[6 if v is True else v]
+        assert again.query() == tuple(x for t in want for x in t), v
+        assert len(again) == len(want)
+    for v in (1, 2):
+        with pytest.raises(stores.StoreError, match=rf"checkpoint {v} is not retained"):
+            cls(CONCAT, wsp, resume=v, **opts)
+    store.close()
+
+
+# ---------------------------------------------------------------------------
+# process memory and round trips
+
+
+def _element(rng: random.Random):
+    return ((rng.randrange(1, 1 << 61), rng.randrange(1 << 61)), 1)
+
+
+def _keep(n: int) -> Wsp:
+    return Wsp(f"keep {n}", lambda t, p: t[1] - p[1] >= n)
+
+
+def _local_bound(height: int, buffer_size: int, cache_size: int) -> int:
+    """Elements a store-backed level may hold: its tail and write buffer (one
+    batch in flight and the next filling: 2 x buffer pairs), its cache (the
+    cache, a prefetch of cache_size pairs and a miss batch), plus the
+    engine's O(levels) state."""
+    per_level = 2 * (2 * buffer_size) + 2 * (2 * cache_size) + 2 * MISS_BATCH + 4
+    return height * (per_level + 4) + 16
+
+
+def _fill_and_slide(engine, n: int, seed: int, slide: int, samples: int = 64) -> tuple[int, int]:
+    """Push n + slide elements through a count window of n; returns (max
+    sampled local_size, final local_size); checks the last query against an
+    oracle of the last n elements."""
+    rng = random.Random(seed)
+    monoid = engine.monoid
+    tail = []
+    biggest = 0
+    every = max(1, (n + slide) // samples)
+    for k in range(n + slide):
+        v = _element(rng)
+        engine.push(v)
+        tail.append(v)
+        if k % every == 0:
+            biggest = max(biggest, engine.local_size())
+    tail = tail[-n:]
+    want = monoid.identity
+    for v in tail:
+        want = monoid.combine(want, v)
+    assert len(engine) == n and engine.query() == want
+    return max(biggest, engine.local_size()), engine.local_size()
+
+
+@pytest.mark.parametrize("url_kind", ["memory", "file"])
+@pytest.mark.parametrize("cls", ENGINES)
+def test_local_size_does_not_grow_with_the_window(cls, url_kind, tmp_path):
+    """buffer 8, cache 8: windows of 2**10 and 2**16 elements hold about the
+    same number of elements in process memory (the bound grows with the
+    number of levels only), far below n; the in-memory engine holds >= n."""
+    monoid = product_monoid([AFFINE, COUNT_MONOID])
+    url = "memory://" if url_kind == "memory" else f"file://{tmp_path}"
+    big = 1 << 16 if cls is AmortizedMTA else 1 << 14  # LogMTA: O(log n) per push
+    results = {}
+    for n in (1 << 10, big):
+        store = stores.open_store(url)
+        e = cls(monoid, _keep(n), store=store, window_id=f"local-{n}", buffer_size=8, cache_size=8)
+        peak, final = _fill_and_slide(e, n, seed=n, slide=max(n // 4, 1024))
+        bound = _local_bound(e.height(), 8, 8)
+        assert peak <= bound, (n, peak, bound, e.height())
+        assert final <= bound, (n, final, bound)
+        results[n] = (peak, final, e.height())
+        store.close()
+    (p1, _, h1), (p2, _, h2) = results[1 << 10], results[big]
+    # growth from 2**10 to `big` is the log factor (levels), not n
+    assert p2 <= p1 * h2 / h1 * 1.5 + 64, results
+    assert p2 < big / 20, results
+    mem = cls(monoid, _keep(big))
+    _, mem_final = _fill_and_slide(mem, big, seed=big, slide=0, samples=4)
+    assert mem_final >= big, mem_final  # the in-memory engine is linear
+    print(f"{cls.__name__} {url_kind}: (peak, final, levels) {results}; in memory {mem_final}")
+
+
+@pytest.mark.parametrize("url_kind", ["memory", "file", "redis"])
+@pytest.mark.parametrize("cls", ENGINES)
+def test_round_trips_per_update(cls, url_kind, tmp_path, request):
+    """buffer = cache = 512 pairs (the defaults), a constant window of 4096:
+    after warm-up, at most one round trip per 100 pushes."""
+    if url_kind == "redis":
+        url = request.getfixturevalue("redis_url")
+    else:
+        url = "memory://" if url_kind == "memory" else f"file://{tmp_path}"
+    n, warm, measured = 4096, 3 * 4096, 20_000
+    monoid = product_monoid([AFFINE, COUNT_MONOID])
+    store = stores.open_store(url)
+    e = cls(monoid, _keep(n), store=store, window_id=fresh_window("trips"), buffer_size=512, cache_size=512)
+    o = PrefixOracle(monoid, None)
+    rng = random.Random(7)
+    for _ in range(warm):
+        e.push(_element(rng))
+    before = e.store_stats.round_trips
+    last = []
+    for k in range(measured):
+        v = _element(rng)
+        e.push(v)
+        if k >= measured - n:
+            last.append(v)
+    trips = e.store_stats.round_trips - before
+    assert trips <= measured / 100, (trips, measured, e.store_stats)
+    o.items = last
+    assert len(e) == n and e.query() == o.query()
+    assert e.store_stats.pairs_written > 0  # the store was used
+    store.close()
