@@ -22,6 +22,8 @@ from .spec import SlidingWindowError, WindowSpec, push_rows
 
 ARRIVAL = "__mta_arrival"
 TIME = "__mta_time"
+VALUE = "__mta_value"
+INTERNAL = (ARRIVAL, TIME, VALUE)
 
 
 def sliding_window(df, key: str, time: str, value: str, aggs, *, range=None, rows=None, policy=None,
@@ -71,9 +73,11 @@ def _check_columns(df, *columns) -> None:
 
 
 def _with_order_columns(df, spec: WindowSpec):
-    """Add the arrival number (input order: partition, then position) and the
-    time as double seconds."""
+    """Add the arrival number (input order: partition, then position), the
+    time as double seconds and the value as the engine takes it (decimals
+    as doubles, like the aggregations' outputs)."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import DecimalType, TimestampNTZType
 
     if not df.isStreaming:
         numbered = df.withColumn(ARRIVAL, F.monotonically_increasing_id())
@@ -92,12 +96,19 @@ def _with_order_columns(df, spec: WindowSpec):
                 yield pa.RecordBatch.from_arrays(batch.columns + [ids], names=batch.schema.names + [ARRIVAL])
 
         numbered = df.mapInArrow(number_rows, schema)
-    return numbered.withColumn(TIME, F.col(spec.time).cast("double"))
+    types = {f.name: f.dataType for f in df.schema.fields}
+    time = F.col(f"`{spec.time}`")
+    if isinstance(types[spec.time], TimestampNTZType):  # no zone: seconds since the epoch's wall clock
+        time = F.timestamp_diff("MICROSECOND", F.lit("1970-01-01 00:00:00").cast("timestamp_ntz"), time) / 1e6
+    value = F.col(f"`{spec.value}`")
+    if isinstance(types[spec.value], DecimalType):
+        value = value.cast("double")
+    return numbered.withColumn(TIME, time.cast("double")).withColumn(VALUE, value)
 
 
 def _output_schema(df, spec: WindowSpec, *, internal: bool) -> str:
     fields = [f"`{f.name}` {f.dataType.simpleString()}" for f in df.schema.fields
-              if internal or f.name not in (ARRIVAL, TIME)]
+              if internal or f.name not in INTERNAL]
     return ", ".join(fields + [f"`{n}` {t}" for n, t in spec.output_columns])
 
 
@@ -114,7 +125,7 @@ def _batch(df, spec: WindowSpec, run: str):
         for batch in batches:
             keys = batch.column(columns.index(spec.key)).to_pylist()
             times = batch.column(columns.index(TIME)).to_pylist()
-            values = batch.column(columns.index(spec.value)).to_pylist()
+            values = batch.column(columns.index(VALUE)).to_pylist()
             out = [[] for _ in spec.output_columns]
             start = 0
             for i in range(len(keys) + 1):  # runs of equal keys
@@ -135,7 +146,7 @@ def _batch(df, spec: WindowSpec, run: str):
     out = (ordered.repartition(spec.key)
                   .sortWithinPartitions(spec.key, TIME, ARRIVAL)
                   .mapInArrow(windows_of_partition, schema))
-    return out.drop(ARRIVAL, TIME)
+    return out.drop(*INTERNAL)
 
 
 class _NoKey:
@@ -148,9 +159,8 @@ _NO_KEY = _NoKey()
 
 def _close(window) -> None:
     """A batch window is done: delete its data from the store."""
-    storage = getattr(window.engine, "_storage", None) if window is not None else None
-    if storage is not None:
-        storage.store.delete_window(storage.window)
+    if window is not None:
+        window.close(delete=True)
 
 
 def _arrow_type(spark_type: str):
@@ -169,7 +179,7 @@ def _streaming(df, spec: WindowSpec, run: str):
 
     ordered = _with_order_columns(df, spec)
     schema = _output_schema(ordered, spec, internal=False)
-    passthrough = [c for c in ordered.columns if c not in (ARRIVAL, TIME)]
+    passthrough = [c for c in ordered.columns if c not in INTERNAL]
 
     def windows_of_key(key, frames, state):
         import pandas as pd
@@ -179,7 +189,7 @@ def _streaming(df, spec: WindowSpec, run: str):
         version, newest = state.get if state.exists else (None, None)
         window = spec.open_window(k, run, resume=version if version is not None else False)
         out = [[] for _ in spec.output_columns]
-        newest = push_rows(spec, window, k, rows[TIME].tolist(), rows[spec.value].tolist(), newest, out)
+        newest = push_rows(spec, window, k, rows[TIME].tolist(), rows[VALUE].tolist(), newest, out)
         version = window.engine.checkpoint()
         state.update((version, newest))
         result = rows[passthrough].reset_index(drop=True)

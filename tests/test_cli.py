@@ -1,0 +1,457 @@
+"""End-to-end tests of ``mta-spark`` (spark_ops.cli) against a brute-force oracle.
+
+Most tests call :func:`spark_ops.cli.main` in-process on ONE shared local
+session (a Spark session takes ~10 s to start); two run the CLI as a
+subprocess to check the real exit-code path (``--help``, a usage error, and
+a failing job whose error must be one line without a Java stack trace).
+
+The oracle: per key, rows in ``(time, input order)``; a row's time window
+holds the key's rows up to it with time in ``(t - range, t]``, its count
+window the key's newest ``rows`` rows up to it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+
+import pytest
+
+from spark_ops import cli
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+# -- oracle -------------------------------------------------------------------------
+def _variance(xs, ddof):
+    n = len(xs)
+    if n <= ddof:
+        return None
+    m = sum(xs) / n
+    return sum((x - m) ** 2 for x in xs) / (n - ddof)
+
+
+def _sqrt(x):
+    return None if x is None else math.sqrt(x)
+
+
+ORACLE_AGGS = {
+    "sum": sum,
+    "count": len,
+    "min": min,
+    "max": max,
+    "mean": lambda xs: sum(xs) / len(xs),
+    "variance": lambda xs: _variance(xs, 1),
+    "stddev": lambda xs: _sqrt(_variance(xs, 1)),
+    "var_pop": lambda xs: _variance(xs, 0),
+    "stddev_pop": lambda xs: _sqrt(_variance(xs, 0)),
+    "first": lambda xs: xs[0],
+    "last": lambda xs: xs[-1],
+}
+
+
+def oracle(rows, aggs, *, range=None, count=None):
+    """``{(key, time, value): {agg: result}}`` for rows ``(key, time, value)``
+    in input order (``time`` in seconds); (key, time, value) are unique."""
+    by_key = defaultdict(list)
+    for i, (k, t, v) in enumerate(rows):
+        by_key[k].append((t, i, v))
+    out = {}
+    for k, items in by_key.items():
+        items.sort(key=lambda x: (x[0], x[1]))  # (time, input order)
+        for j, (t, i, v) in enumerate(items):
+            upto = items[: j + 1]
+            if range is not None:
+                window = [x[2] for x in upto if x[0] > t - range]
+            else:
+                window = [x[2] for x in upto[-count:]]
+            out[(k, t, v)] = {a: ORACLE_AGGS[a](window) for a in aggs}
+    return out
+
+
+def make_rows(n=300, keys=4, seed=0, t_lo=0, t_hi=120):
+    """Rows ``(key, time, value)`` in a shuffled input order: times on a
+    half-second grid (many ties within a key), unique values."""
+    rng = random.Random(seed)
+    seen, rows = set(), []
+    while len(rows) < n:
+        v = round(rng.uniform(-100, 100), 3)
+        if v in seen:
+            continue
+        seen.add(v)
+        rows.append((f"k{rng.randrange(keys)}", rng.randint(int(2 * t_lo), int(2 * t_hi)) / 2, v))
+    return rows
+
+
+def assert_matches(got, rows, aggs, *, range=None, count=None, time_of=lambda t: t):
+    """``got``: Spark Rows with key, time, value and the aggregation columns."""
+    expected = oracle(rows, aggs, range=range, count=count)
+    assert len(got) == len(rows), "one output row per input row, no duplicates"
+    seen = set()
+    for r in got:
+        ident = (r[0], time_of(r[1]), r[2])
+        assert ident not in seen, f"duplicate output row {ident}"
+        seen.add(ident)
+        want = expected[ident]
+        for a in aggs:
+            g, w = r[a], want[a]
+            if w is None or g is None:
+                assert g is None and w is None, (ident, a, g, w)
+            else:
+                assert math.isclose(g, w, rel_tol=1e-9, abs_tol=1e-9), (ident, a, g, w)
+
+
+# -- input files ---------------------------------------------------------------------
+def write_csv(path, rows, header=("key", "t", "v")):
+    with open(path, "w") as f:
+        f.write(",".join(header) + "\n")
+        for k, t, v in rows:
+            f.write(f"{k},{'' if t is None else repr(t)},{'' if v is None else repr(v)}\n")
+
+
+def write_json(path, rows):
+    with open(path, "w") as f:
+        for k, t, v in rows:
+            f.write(json.dumps({"key": k, "t": t, "v": v}) + "\n")
+
+
+def write_parquet_timestamps(path, rows):
+    """Naive datetimes (Spark reads them as TIMESTAMP_NTZ) for the seconds in ``rows``."""
+    import pandas as pd
+
+    base = pd.Timestamp("2024-03-04 00:00:00")
+    pd.DataFrame({"host": [k for k, _, _ in rows],
+                  "ts": [base + pd.Timedelta(seconds=t) for _, t, _ in rows],
+                  "mem": [v for _, _, v in rows]}).to_parquet(path, index=False, coerce_timestamps="us")
+    return base
+
+
+# -- fixtures ------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def spark():
+    """One session for the module (a session left running by another module is
+    stopped first: a process has one SparkContext, and getOrCreate would reuse
+    its settings).  Sorts spill every 64 rows, so rows tying on time come out
+    of the shuffle in no particular order unless the job orders them by
+    arrival, as it must."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    from spark_ops.session import local_session
+
+    if SparkContext._active_spark_context is not None:
+        SparkSession.builder.getOrCreate().stop()
+    session = local_session("local[2]", app="test_cli", shuffle_partitions=2,
+                            **{"spark.sql.session.timeZone": "UTC", "spark.ui.showConsoleProgress": "false",
+                               "spark.shuffle.spill.numElementsForceSpillThreshold": "64"})
+    yield session
+    session.stop()
+
+
+def run_cli(spark, *argv):
+    return cli.main([str(a) for a in argv], spark=spark)
+
+
+def one_error_line(err: str) -> str:
+    """The one error line on stderr, besides the progress lines ("[2] stage ...",
+    indented status lines)."""
+    lines = [line for line in err.splitlines()
+             if line.strip() and not re.match(r"\[\d+(/\d+)?\] |    ", line)]
+    assert len(lines) == 1, f"expected one line on stderr, got: {err!r}"
+    assert lines[0].startswith("mta-spark: error: "), lines[0]
+    assert "Traceback" not in err and "\tat " not in err
+    return lines[0]
+
+
+# -- run --------------------------------------------------------------------------------
+def test_run_csv_time_window(spark, tmp_path, capsys):
+    rows = make_rows(300, keys=4, seed=1)
+    src = tmp_path / "in.csv"
+    write_csv(src, rows)
+    aggs = ["max", "min", "sum", "mean", "count", "stddev", "first", "last"]
+    out = tmp_path / "out"
+    assert run_cli(spark, "run", "--input", src, "--output", out, "--key", "key", "--time", "t",
+                   "--value", "v", "--agg", ",".join(aggs), "--range", 15) == 0
+    result = spark.read.parquet(str(out))
+    assert result.columns == ["key", "t", "v", *aggs]
+    assert_matches(result.collect(), rows, aggs, range=15)
+    assert "wrote 300 rows" in capsys.readouterr().out
+
+
+def test_run_parquet_count_window_with_timestamps_and_file_store(spark, tmp_path):
+    rows = make_rows(250, keys=5, seed=2)
+    src = tmp_path / "readings.parquet"
+    base = write_parquet_timestamps(src, rows)
+    aggs = ["max", "mean", "variance", "last"]
+    out = tmp_path / "out"
+    assert run_cli(spark, "run", "--input", src, "--output", out, "--key", "host", "--time", "ts",
+                   "--value", "mem", "--agg", ",".join(aggs), "--rows", 5,
+                   "--store", f"file:{tmp_path / 'state'}") == 0
+    result = spark.read.parquet(str(out))
+    assert result.columns == ["host", "ts", "mem", *aggs]
+    assert dict(result.dtypes)["ts"] == "timestamp_ntz"  # the input's time column, unchanged
+    assert_matches(result.collect(), rows, aggs, count=5,
+                   time_of=lambda ts: (ts - base.to_pydatetime()).total_seconds())
+
+
+def test_run_json_time_window_format_option_and_overwrite(spark, tmp_path):
+    rows = make_rows(200, keys=3, seed=3)
+    src = tmp_path / "events.txt"  # no telling extension: --format json
+    write_json(src, rows)
+    aggs = ["min", "var_pop", "stddev_pop", "count"]
+    out = tmp_path / "out"
+    out.mkdir()
+    base = ["run", "--input", src, "--output", out, "--format", "json", "--key", "key", "--time", "t",
+            "--value", "v", "--agg", ",".join(aggs), "--range", 10.5]
+    assert run_cli(spark, *base) == 2  # the output exists
+    assert run_cli(spark, *base, "--overwrite") == 0
+    result = spark.read.parquet(str(out))
+    assert result.columns == ["key", "t", "v", *aggs]
+    assert_matches(result.collect(), rows, aggs, range=10.5)
+
+
+def test_run_bad_rows_error_or_flag(spark, tmp_path, capsys):
+    rows = make_rows(60, keys=3, seed=4)
+    bad = [("k1", 30.0, None), ("k2", None, 1.5)]
+    src = tmp_path / "in.csv"
+    write_csv(src, rows[:30] + bad + rows[30:])
+    args = ["run", "--input", src, "--key", "key", "--time", "t", "--value", "v", "--agg", "max,count",
+            "--range", 20]
+    capsys.readouterr()
+    assert run_cli(spark, *args, "--output", tmp_path / "o1") == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "row rejected" in line and "--on-bad-row flag" in line
+
+    assert run_cli(spark, *args, "--output", tmp_path / "o2", "--on-bad-row", "flag") == 0
+    result = spark.read.parquet(str(tmp_path / "o2"))
+    assert result.columns == ["key", "t", "v", "max", "count", "rejected"]
+    got = result.collect()
+    flagged = [r for r in got if r["rejected"] is not None]
+    assert sorted(r["rejected"] for r in flagged) == ["null time", "null value"]
+    assert all(r["max"] is None and r["count"] is None for r in flagged)
+    assert_matches([r for r in got if r["rejected"] is None], rows, ["max", "count"], range=20)
+
+
+# -- stream -------------------------------------------------------------------------------
+def test_stream_two_runs_available_now(spark, tmp_path, capsys):
+    """Files arriving between two available-now runs: the output equals the
+    oracle over all rows, each row once."""
+    incoming, out, ckpt = tmp_path / "incoming", tmp_path / "out", tmp_path / "ckpt"
+    incoming.mkdir()
+    first = make_rows(120, keys=4, seed=5, t_lo=0, t_hi=100)
+    second = make_rows(80, keys=4, seed=6, t_lo=100.5, t_hi=160)  # later than the first file
+    third = make_rows(80, keys=4, seed=7, t_lo=160.5, t_hi=220)
+    values = {v for _, _, v in first}
+    second = [r for r in second if r[2] not in values]
+    values |= {v for _, _, v in second}
+    third = [r for r in third if r[2] not in values]
+    aggs = ["max", "mean", "count", "first"]
+    args = ["stream", "--input", incoming, "--output", out, "--checkpoint", ckpt,
+            "--store", f"file:{tmp_path / 'state'}", "--key", "key", "--time", "t", "--value", "v",
+            "--agg", ",".join(aggs), "--range", 30, "--trigger", "available-now"]
+
+    write_csv(incoming / "part-1.csv", first)
+    assert run_cli(spark, *args) == 0
+    assert "processed 120 rows" in capsys.readouterr().out
+    assert_matches(spark.read.parquet(str(out)).collect(), first, aggs, range=30)
+
+    write_csv(incoming / "part-2.csv", second)
+    write_csv(incoming / "part-3.csv", third)
+    assert run_cli(spark, *args) == 0
+    assert f"processed {len(second) + len(third)} rows" in capsys.readouterr().out
+    result = spark.read.parquet(str(out))
+    assert result.columns == ["key", "t", "v", *aggs]
+    assert_matches(result.collect(), first + second + third, aggs, range=30)
+
+    assert run_cli(spark, *args) == 0  # nothing new: nothing added
+    assert "processed 0 rows" in capsys.readouterr().out
+    assert result.count() == len(first) + len(second) + len(third)
+
+
+def test_stream_interval_trigger_stops_cleanly_on_sigint(spark, tmp_path, capsys):
+    incoming, out = tmp_path / "incoming", tmp_path / "out"
+    incoming.mkdir()
+    rows = make_rows(50, keys=3, seed=8)
+    write_json(incoming / "a.json", rows)
+
+    def interrupt_when_written():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if (out / "_spark_metadata" / "0").exists():  # the first micro-batch is committed
+                time.sleep(0.5)
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            time.sleep(0.2)
+
+    threading.Thread(target=interrupt_when_written, daemon=True).start()
+    code = run_cli(spark, "stream", "--input", incoming, "--output", out, "--checkpoint", tmp_path / "ckpt",
+                   "--store", f"file:{tmp_path / 'state'}", "--key", "key", "--time", "t", "--value", "v",
+                   "--agg", "sum", "--rows", 3, "--trigger", "1s")
+    assert code == 0
+    assert "stopped on request" in capsys.readouterr().out
+    assert not spark.streams.active
+    assert_matches(spark.read.parquet(str(out)).collect(), rows, ["sum"], count=3)
+
+
+def test_stream_row_older_than_its_window_is_an_error(spark, tmp_path, capsys):
+    """Streaming can't go back in time: a key's row older than its newest is
+    rejected (status 2, one line naming the row)."""
+    incoming = tmp_path / "incoming"
+    incoming.mkdir()
+    args = ["stream", "--input", incoming, "--output", tmp_path / "out", "--checkpoint", tmp_path / "ckpt",
+            "--store", f"file:{tmp_path / 'state'}", "--key", "key", "--time", "t", "--value", "v",
+            "--agg", "max", "--range", 10]
+    write_csv(incoming / "1.csv", [("a", 100.0, 1.0), ("b", 5.0, 2.0)])
+    assert run_cli(spark, *args) == 0
+    write_csv(incoming / "2.csv", [("a", 50.0, 3.0)])
+    capsys.readouterr()
+    assert run_cli(spark, *args) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "row rejected" in line and "older" in line and "key='a'" in line
+
+
+def test_stream_empty_directory_needs_a_schema(spark, tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    args = ["stream", "--input", tmp_path / "empty", "--output", tmp_path / "o", "--checkpoint",
+            tmp_path / "c", "--store", f"file:{tmp_path / 's'}", "--key", "k", "--time", "t", "--value", "v",
+            "--agg", "max", "--range", 5]
+    assert run_cli(spark, *args) == 2
+    assert "--schema" in one_error_line(capsys.readouterr().err)
+
+
+# -- demo ----------------------------------------------------------------------------------
+def test_demo_tiny(spark, tmp_path, capsys):
+    out = tmp_path / "demo"
+    assert run_cli(spark, "demo", "--hosts", 5, "--rows", 3000, "--out", out) == 0
+    printed = capsys.readouterr()
+    assert "top 5 hosts by peak memory" in printed.out
+    assert "match pandas rolling" in printed.out
+    assert "3,000 from 5 hosts" in printed.out
+    assert "running windows: done" in printed.err  # progress lines
+    windows = spark.read.parquet(str(out / "windows"))
+    assert windows.columns == ["host", "ts", "mem_mb", "max", "mean", "stddev"]
+    assert windows.count() == 3000
+    assert windows.select("host").distinct().count() == 5
+    png = (out / "host.png").read_bytes()
+    assert len(png) > 1000 and png.startswith(PNG_SIGNATURE)
+    assert os.path.exists(out / "state" / "mta.sqlite3")  # the embedded default store
+
+
+def test_telemetry_generator_shape():
+    from spark_ops.telemetry import fleet_memory
+
+    df = fleet_memory(20, 20_000, seed=3)
+    assert len(df) == 20_000 and df["host"].nunique() == 20
+    assert df["ts"].is_monotonic_increasing
+    gaps = df.groupby("host")["ts"].diff().dt.total_seconds().dropna()
+    assert (gaps == 0).any()  # equal timestamps happen
+    assert (gaps < 1).mean() > 0.1 and (gaps > 120).any()  # bursts and quiet spells
+    assert (df["mem_mb"] > 0).all()
+    assert fleet_memory(20, 20_000, seed=3).equals(df)
+
+
+# -- errors ---------------------------------------------------------------------------------
+def _run_args(src, out, *extra, agg="max", size=("--range", "10")):
+    return ["run", "--input", str(src), "--output", str(out), "--key", "key", "--time", "t",
+            "--value", "v", "--agg", agg, *size, *extra]
+
+
+@pytest.fixture
+def small_csv(tmp_path):
+    src = tmp_path / "in.csv"
+    write_csv(src, make_rows(20, keys=2, seed=9))
+    return src
+
+
+def test_error_missing_column(spark, small_csv, tmp_path, capsys):
+    args = ["run", "--input", small_csv, "--output", tmp_path / "o", "--key", "host", "--time", "t",
+            "--value", "v", "--agg", "max", "--range", 10]
+    assert run_cli(spark, *args) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "'host'" in line and "key, t, v" in line
+
+
+@pytest.mark.parametrize("case, extra, expect", [
+    ("unknown aggregation", dict(agg="max,median"), "unknown aggregation 'median'"),
+    ("both sizes", dict(size=("--range", "10", "--rows", "3")), "not allowed with"),
+    ("neither size", dict(size=()), "one of the arguments --range --rows is required"),
+    ("bad range", dict(size=("--range", "-4")), "positive number of seconds"),
+])
+def test_usage_errors(small_csv, tmp_path, capsys, case, extra, expect):
+    assert cli.main(_run_args(small_csv, tmp_path / "o", **extra)) == 2  # no Spark needed
+    assert expect in one_error_line(capsys.readouterr().err)
+
+
+def test_error_unreachable_store(small_csv, tmp_path, capsys):
+    t0 = time.monotonic()
+    assert cli.main(_run_args(small_csv, tmp_path / "o", "--store", "redis://127.0.0.1:1")) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "redis://127.0.0.1:1" in line and "unavailable" in line
+    assert time.monotonic() - t0 < 10  # checked up front with few retries, before Spark
+
+
+def test_error_missing_input(tmp_path, capsys):
+    assert cli.main(_run_args(tmp_path / "nope.csv", tmp_path / "o")) == 2
+    assert "does not exist" in one_error_line(capsys.readouterr().err)
+    assert cli.main(["stream", "--input", str(tmp_path / "nodir"), "--output", "o", "--checkpoint", "c",
+                     "--store", "file:" + str(tmp_path / "s"), "--key", "k", "--time", "t", "--value", "v",
+                     "--agg", "max", "--rows", "2"]) == 2
+    assert "does not exist" in one_error_line(capsys.readouterr().err)
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root reads any file")
+def test_error_unreadable_input(small_csv, tmp_path, capsys):
+    small_csv.chmod(0)
+    try:
+        assert cli.main(_run_args(small_csv, tmp_path / "o")) == 2
+    finally:
+        small_csv.chmod(0o644)
+    assert "permission denied" in one_error_line(capsys.readouterr().err)
+
+
+def test_help_in_process(capsys):
+    assert cli.main(["--help"]) == 0
+    text = capsys.readouterr().out
+    assert all(c in text for c in ("demo", "run", "stream"))
+    for command in ("demo", "run", "stream"):
+        assert cli.main([command, "--help"]) == 0
+        assert "--" in capsys.readouterr().out
+
+
+# -- the real exit-code path: subprocesses ------------------------------------------------------
+def _subprocess(*argv, timeout=180):
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "spark_ops.cli", *map(str, argv)], capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT, env=env)
+
+
+def test_subprocess_help_and_usage_error(small_csv, tmp_path):
+    done = _subprocess("--help")
+    assert done.returncode == 0 and "mta-spark" in done.stdout and "stream" in done.stdout
+    done = _subprocess(*_run_args(small_csv, tmp_path / "o", agg="max,nope"))
+    assert done.returncode == 2 and done.stdout == ""
+    assert "unknown aggregation 'nope'" in one_error_line(done.stderr)
+
+
+@pytest.mark.slow
+def test_subprocess_failing_job_prints_one_line(tmp_path):
+    """A job that fails inside Spark (a null value) exits 2 with one line:
+    no Java stack trace, no Python traceback (only the JVM's start-up notice)."""
+    src = tmp_path / "in.csv"
+    write_csv(src, [("a", 1.0, 2.0), ("a", 2.0, None)])
+    done = _subprocess(*_run_args(src, tmp_path / "o"), "--master", "local[1]", "--partitions", "1")
+    assert done.returncode == 2, done.stderr
+    err = "\n".join(line for line in done.stderr.splitlines()
+                    if not line.startswith("WARNING: Using incubator modules"))
+    assert "row rejected (null value)" in one_error_line(err)
+    assert "Exception" not in done.stderr

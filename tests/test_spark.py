@@ -1,0 +1,288 @@
+"""spark_ops.sliding_window on a real local Spark (local[2]) against a brute-force oracle.
+
+Every test compares Spark's output with :func:`tests.spark_fixtures.expected`,
+pure Python over the raw rows (independent of ``mta``): one output row per
+input row; a row's window holds the rows of its key at or before it in
+(time, arrival) order with time in ``(t - range, t]`` (or the newest N of
+them); arrival is the input order in batch.  The data has 20 keys, bursts
+of equal times (ties broken by input order), gaps longer than the window,
+and is given to Spark shuffled.  The aggregations are every ready one of
+``spark_ops.READY`` plus a user monoid that is NOT commutative ("joined": the
+window's values as a comma-joined string), so any ordering mistake shows.
+
+* batch: time and count windows, in process memory, in the file store with a
+  tiny buffer and cache (nearly every pair goes through SQLite) and in
+  Redis, with a timestamp time column and an integer value column;
+* streaming: a parquet file source that grows between
+  ``trigger(availableNow=True)`` runs of one query restarted from its
+  checkpoint each time: the union of the sink equals the oracle over all rows;
+* bad rows: ``on_bad_row="error"`` names the row, ``"flag"`` passes it through
+  with null aggregations and a ``rejected`` reason, other rows unaffected;
+  in streaming a row older than its key's newest time from an earlier
+  micro-batch is rejected (flag) or fails the query (error);
+* configuration errors raise SlidingWindowError before any Spark job runs.
+
+One SparkSession (local[2]) serves the whole module.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import random
+import sqlite3
+import sys
+import uuid
+
+import pytest
+import redis
+
+from spark_ops import READY, SlidingWindowError, sliding_window
+from tests.spark_fixtures import (SCHEMA, as_tuples, assert_outputs, expected, joined, random_rounds, random_rows,
+                                  read_sink, run_available_now, ship_by_value, spark_session,
+                                  split_by_key, stream_source, write_parquet)
+
+ship_by_value(sys.modules[__name__])
+
+ALL_AGGS = list(READY) + [("joined", joined(), "string")]
+ALL_NAMES = list(READY) + ["joined"]
+
+
+@pytest.fixture(scope="module")
+def spark():
+    session = spark_session("local[2]")
+    yield session
+    session.stop()
+
+
+def _run_batch(spark, data, schema=SCHEMA, **kw):
+    df = spark.createDataFrame(as_tuples(data), schema)
+    return sliding_window(df, key="k", time="t", value="v", **kw).collect()
+
+
+# -- batch ------------------------------------------------------------------------
+def test_batch_time_window_every_aggregation_in_memory(spark):
+    rows = random_rows(random.Random(1))
+    got = _run_batch(spark, rows, aggs=ALL_AGGS, range=10)
+    assert_outputs(got, rows, expected(rows, ALL_NAMES, range=10), ALL_NAMES)
+
+
+def test_batch_count_window_file_store_tiny_buffer(spark, tmp_path):
+    """rows=7 in the file store with buffer and cache of 2 pairs, so the
+    windows' pairs are written to and read back from SQLite; the LogMTA
+    engine.  Batch windows are deleted from the store when done."""
+    rows = random_rows(random.Random(2), per_key=(10, 80))
+    url = f"file://{tmp_path}/store"
+    got = _run_batch(spark, rows, aggs=ALL_AGGS, rows=7, store=url, buffer_size=2, cache_size=2,
+                     engine="lmta")
+    assert_outputs(got, rows, expected(rows, ALL_NAMES, count=7), ALL_NAMES)
+    conn = sqlite3.connect(os.path.join(tmp_path, "store", "mta.sqlite3"))
+    try:
+        assert conn.execute("SELECT count(*) FROM pairs").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM meta").fetchone()[0] == 0
+    finally:
+        conn.close()
+
+
+def test_batch_redis_timestamp_time_integer_values(spark, redis_url):
+    """Time as a timestamp column (range in seconds), integer values, Redis
+    with a small buffer and cache."""
+    rows = random_rows(random.Random(3), values=lambda r: r.randint(1, 50))
+    epoch = dt.datetime(2024, 5, 1, 12, 0, 0)
+    aggs = ["max", "mean", "variance", "first", "last", "count", ("joined", joined(), "string")]
+    names = [a if isinstance(a, str) else a[0] for a in aggs]
+    df = spark.createDataFrame([(r["id"], r["k"], epoch + dt.timedelta(seconds=r["t"]), int(r["v"]))
+                                for r in rows], "id long, k string, ts timestamp, v long")
+    got = sliding_window(df, key="k", time="ts", value="v", aggs=aggs, range=10, store=redis_url,
+                         buffer_size=2, cache_size=4).collect()
+    got = [{**g.asDict(), "t": (g.ts - epoch).total_seconds()} for g in got]
+    assert_outputs(got, rows, expected(rows, names, range=10), names)
+    # batch windows are deleted when done (the fixture flushed Redis before the test)
+    client = redis.Redis.from_url(redis_url)
+    try:
+        assert client.dbsize() == 0, sorted(client.scan_iter(count=1000))[:5]
+    finally:
+        client.close()
+
+
+def _with_bad_rows(rng, rows):
+    """Rows with a null/NaN value, a null/NaN time and a null key mixed in."""
+    bad = [("k03", None, 1.0), ("k03", 7.0, None), ("k05", float("nan"), 2.0), ("k05", 3.0, float("nan")),
+           (None, 4.0, 5.0), ("k07", 0.0, None)]
+    rows = list(rows)
+    for i, (k, t, v) in enumerate(bad):
+        rows.insert(rng.randrange(len(rows) + 1), {"id": 10_000 + i, "k": k, "t": t, "v": v})
+    return rows
+
+
+def test_batch_bad_rows_flag(spark, tmp_path):
+    """on_bad_row="flag": a null key, time or value (or NaN) gives the row null
+    aggregations and the reason in ``rejected``; the other rows' windows are
+    as if it were not there.  In the file store."""
+    rng = random.Random(4)
+    rows = _with_bad_rows(rng, random_rows(rng, keys=8))
+    got = _run_batch(spark, rows, aggs=ALL_AGGS, range=6, on_bad_row="flag", store=f"file://{tmp_path}")
+    want = expected(rows, ALL_NAMES, range=6)
+    assert sum(w["rejected"] is not None for w in want.values()) == 6
+    assert_outputs(got, rows, want, ALL_NAMES, flag=True)
+
+
+@pytest.mark.parametrize("bad, reason", [(("k03", 6.0, None), "null value"), (("k03", None, 4.0), "null time")])
+def test_batch_bad_row_error_names_the_row(spark, bad, reason):
+    rows = random_rows(random.Random(5), keys=4, per_key=(5, 10))
+    rows.insert(len(rows) // 2, {"id": 999, "k": bad[0], "t": bad[1], "v": bad[2]})
+    with pytest.raises(Exception) as info:
+        _run_batch(spark, rows, aggs=["sum", ("joined", joined(), "string")], rows=3)
+    message = str(info.value)
+    assert f"row rejected ({reason}): k='k03', t={bad[1]!r}, v={bad[2]!r}" in message, message[:2000]
+
+
+# -- configuration errors ---------------------------------------------------------------
+def _explodes(batches):
+    raise AssertionError("sliding_window ran a Spark job on a misconfigured call")
+    yield  # pragma: no cover
+
+
+def test_configuration_errors_raise_before_any_job(spark, tmp_path):
+    """Missing columns, unknown aggregations, non-numeric value or time
+    columns, a streaming call without a store: SlidingWindowError at the
+    call, and no Spark job ran (the input would fail if evaluated)."""
+    schema = "id long, k string, t double, v double, s string"
+    df = spark.range(1).mapInArrow(_explodes, schema)
+    os.makedirs(tmp_path / "in")
+    stream = stream_source(spark, str(tmp_path / "in"), schema)
+    tracker = spark.sparkContext.statusTracker()
+    jobs_before = set(tracker.getJobIdsForGroup())
+    ok = dict(key="k", time="t", value="v", aggs=["max"], range=5)
+    calls = [
+        (df, dict(ok, key="nope"), "no column 'nope'"),
+        (df, dict(ok, time="nope"), "no column 'nope'"),
+        (df, dict(ok, value="nope"), "no column 'nope'"),
+        (df, dict(ok, aggs=["max", "median"]), "unknown aggregation 'median'"),
+        (df, dict(ok, aggs=[]), "at least one aggregation"),
+        (df, dict(ok, value="s"), "value column 's' is string, not numeric"),
+        (df, dict(ok, time="s"), "time column 's' is string"),
+        (df, dict(ok, rows=3), "exactly one of"),
+        (df, dict(ok, range=-1), "range must be a positive"),
+        (df, dict(ok, on_bad_row="skip"), "on_bad_row"),
+        (df, dict(ok, aggs=["max", "max"]), "unique"),
+        (stream, dict(ok), "needs store="),
+        (stream, dict(ok, value="s", store=f"file://{tmp_path}"), "not numeric"),
+    ]
+    for frame, kwargs, words in calls:
+        with pytest.raises(SlidingWindowError) as info:
+            sliding_window(frame, **kwargs)
+        assert words in str(info.value), (kwargs, str(info.value))
+    assert set(tracker.getJobIdsForGroup()) == jobs_before
+    assert not spark.streams.active
+
+
+def test_decimal_value_column_is_aggregated_or_refused_up_front(spark):
+    """A decimal(10,2) value column passes the "numeric" check, so it must
+    either be aggregated or refused with SlidingWindowError at the call."""
+    import decimal
+
+    df = spark.createDataFrame([(1, "a", 1.0, decimal.Decimal("1.50")), (2, "a", 2.0, decimal.Decimal("2.25"))],
+                               "id long, k string, t double, v decimal(10,2)")
+    try:
+        out = sliding_window(df, key="k", time="t", value="v", aggs=["sum", "max"], range=5)
+    except SlidingWindowError:
+        return
+    got = sorted((r.id, r.sum, r.max) for r in out.collect())
+    assert got == [(1, 1.5, 1.5), (2, 3.75, 2.25)]
+
+
+def test_timestamp_ntz_time_column_is_windowed_or_refused_up_front(spark):
+    """A timestamp_ntz time column passes the time-type check, so it must
+    either be windowed or refused with SlidingWindowError at the call."""
+    t0 = dt.datetime(2024, 1, 1)
+    df = spark.createDataFrame([(1, "a", t0, 1.0), (2, "a", t0 + dt.timedelta(seconds=2), 2.0),
+                                (3, "a", t0 + dt.timedelta(seconds=9), 4.0)],
+                               "id long, k string, ts timestamp_ntz, v double")
+    try:
+        out = sliding_window(df, key="k", time="ts", value="v", aggs=["sum"], range=5)
+    except SlidingWindowError:
+        return
+    assert sorted((r.id, r.sum) for r in out.collect()) == [(1, 1.0), (2, 3.0), (3, 4.0)]
+
+
+# -- streaming ------------------------------------------------------------------------------
+def _stream_rounds(spark, tmp_path, out_df, rounds, files_per_round=3):
+    """Add each round's rows to the source (keys split over files) and run the
+    query with availableNow from its checkpoint; returns the sink's rows."""
+    source, sink, ckpt = (str(tmp_path / d) for d in ("in", "out", "ckpt"))
+    for batch in rounds:
+        for part in split_by_key(batch, files_per_round):
+            write_parquet(source, part)
+        run_available_now(out_df, sink, ckpt)
+    return read_sink(spark, sink)
+
+
+def test_streaming_file_source_grows_between_runs(spark, tmp_path):
+    """Three availableNow runs of one query (restarted from its checkpoint),
+    files added before each: windows span the micro-batches (resumed from the
+    file store, tiny buffer and cache) and the sink's union equals the oracle
+    over all rows, every aggregation."""
+    rounds = random_rounds(random.Random(6), 3)
+    source = str(tmp_path / "in")
+    os.makedirs(source)
+    df = stream_source(spark, source)
+    out = sliding_window(df, key="k", time="t", value="v", aggs=ALL_AGGS, range=10,
+                         store=f"file://{tmp_path}/store", buffer_size=2, cache_size=2,
+                         name=f"s-{uuid.uuid4().hex[:8]}")
+    got = _stream_rounds(spark, tmp_path, out, rounds)
+    rows = [r for batch in rounds for r in batch]
+    assert_outputs(got, rows, expected(rows, ALL_NAMES, range=10), ALL_NAMES)
+
+
+def _newest_of_round(batch):
+    """A key of ``batch`` and its newest time there."""
+    key = min(r["k"] for r in batch if r["k"] is not None)
+    return key, max(r["t"] for r in batch if r["k"] == key)
+
+
+def _late_and_bad(rounds):
+    """Add to round 1: a row older than its key's newest time of round 0, a
+    row at exactly that newest time (accepted), a null value and a null key.
+    Returns {id: reason} of the rows to reject."""
+    key, newest = _newest_of_round(rounds[0])
+    extra = [{"id": 20_000, "k": key, "t": newest - 1, "v": 5.0},
+             {"id": 20_001, "k": key, "t": newest, "v": 6.0},
+             {"id": 20_002, "k": "k04", "t": 10.0, "v": None},
+             {"id": 20_003, "k": None, "t": 10.0, "v": 1.0}]
+    rounds[1][:0] = extra  # the late rows first in round 1's order
+    return {20_000: f"time {newest - 1} is older than the key's newest time {newest} (out of order)"}
+
+
+def test_streaming_bad_rows_flag(spark, tmp_path, redis_url):
+    """on_bad_row="flag" in streaming (Redis, count window): a row older than
+    its key's newest time from an earlier micro-batch, a null value and a null
+    key come out with null aggregations and the reason; a row at exactly the
+    newest time is accepted; the other rows are unaffected."""
+    rounds = random_rounds(random.Random(7), 2, keys=8, per_key=(10, 30))
+    rejected = _late_and_bad(rounds)
+    source = str(tmp_path / "in")
+    os.makedirs(source)
+    out = sliding_window(stream_source(spark, source), key="k", time="t", value="v", aggs=ALL_AGGS, rows=5,
+                         store=redis_url, buffer_size=2, cache_size=2, on_bad_row="flag",
+                         name=f"s-{uuid.uuid4().hex[:8]}")
+    got = _stream_rounds(spark, tmp_path, out, rounds, files_per_round=2)
+    rows = [r for batch in rounds for r in batch]
+    want = expected(rows, ALL_NAMES, count=5, rejected=rejected)
+    assert sorted(i for i, w in want.items() if w["rejected"]) == [20_000, 20_002, 20_003]
+    assert_outputs(got, rows, want, ALL_NAMES, flag=True)
+
+
+def test_streaming_late_row_error_fails_the_query_naming_it(spark, tmp_path):
+    rounds = random_rounds(random.Random(8), 2, keys=4, per_key=(5, 15))
+    key, newest = _newest_of_round(rounds[0])
+    rounds[1].append({"id": 30_000, "k": key, "t": newest - 1, "v": 5.0})
+    source = str(tmp_path / "in")
+    os.makedirs(source)
+    out = sliding_window(stream_source(spark, source), key="k", time="t", value="v", aggs=["sum"], range=30,
+                         store=f"file://{tmp_path}/store", name=f"s-{uuid.uuid4().hex[:8]}")
+    with pytest.raises(Exception) as info:
+        _stream_rounds(spark, tmp_path, out, rounds, files_per_round=1)
+    message = str(info.value)
+    assert (f"row rejected (time {newest - 1} is older than the key's newest time {newest} (out of order)): "
+            f"k={key!r}, t={newest - 1!r}, v=5.0") in message, message[:3000]
