@@ -1,0 +1,266 @@
+"""Markdown tables from the benchmark JSON, for docs/benchmarks.md.
+
+    python -m bench.report [--results bench/results]            # print every section
+    python -m bench.report --update docs/benchmarks.md          # refresh the generated sections
+    python -m bench.report --replot                             # redraw exp1-3 PNGs from the JSON
+
+``--update`` replaces, in the given file, the text between
+``<!-- BEGIN generated:NAME -->`` and ``<!-- END generated:NAME -->`` with
+section NAME (machine, exp1, exp1_calls, exp2, exp2_calls, exp3, latency,
+targets); the prose around them is left alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+from . import exp1, exp2, exp3
+from .common import REPO, fmt_ns, fmt_num, fmt_ratio, markdown_table, pow2
+
+
+def _load(results: Path, name: str) -> dict | None:
+    path = results / f"{name}.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def machine(d: dict) -> str:
+    m = d["machine"]
+    rows = [
+        ["CPU", f"{m.get('cpu_model')} ({m.get('logical_cores')} logical / {m.get('physical_cores', '?')} physical cores, "
+                f"{m.get('cpu_mhz', '?')} MHz)"],
+        ["memory", f"{m.get('memory_gb', '?')} GB"],
+        ["Python", f"{m.get('python_implementation')} {m.get('python')} ({m.get('python_build')})"],
+        ["platform", m.get("platform")],
+        ["code", f"commit {m.get('git_commit', '')[:10]}"
+                 + (f" + uncommitted {', '.join(m.get('git_changed_files', []))}" if m.get("git_changed_files") else "")
+                 + f"; mta sources sha256 {m.get('mta_source_sha256', '?')}"],
+    ]
+    return markdown_table(["", ""], rows)
+
+
+def runs(results: Path) -> str:
+    rows = []
+    for name in ("exp1", "exp2", "exp3", "latency"):
+        d = _load(results, name)
+        if d is None:
+            continue
+        m = d["machine"]
+        rows.append([name, f"`{d.get('command')}`", m.get("date_utc", ""), f"{d.get('wall_seconds', 0) / 60:.1f} min",
+                     f"{m.get('load_average_at_start', ['?'])[0]} / {m.get('load_average_at_end', ['?'])[0]}",
+                     m.get("mta_source_sha256", "?")])
+    return markdown_table(["experiment", "command (run from the snapshot by bench/run_full.sh)", "started (UTC)",
+                           "wall time", "load avg start / end", "mta sha256"], rows)
+
+
+def _exp1_grid(d: dict, key: str, fmt) -> str:
+    eng = exp1.by_engine(d)
+    names = list(eng)
+    rows = []
+    for n in d["config"]["sizes"]:
+        def get(e, k=key):
+            r = eng.get(e, {}).get(n)
+            return None if r is None else r[k]
+        row = [pow2(n)] + [fmt(get(e)) for e in names]
+        if fmt is fmt_ns:
+            a = get("AMTA")
+            row += [fmt_ratio(a, get(o)) for o in ("DABA", "TwoStacks", "LMTA")]
+        rows.append(row)
+    head = ["N"] + names + (["AMTA/DABA", "AMTA/TwoStacks", "AMTA/LMTA"] if fmt is fmt_ns else [])
+    return markdown_table(head, rows)
+
+
+def exp1_section(d: dict) -> str:
+    return "\n\n".join([
+        "Mean wall time per update (`perf_counter_ns`):",
+        _exp1_grid(d, "mean_ns", fmt_ns),
+        "CPU time per update (`thread_time_ns`: this thread only, so time the scheduler gave to other "
+        "processes on the 2 cores is not counted):",
+        _exp1_grid(d, "mean_cpu_ns", fmt_ns),
+    ])
+
+
+def exp1_calls(d: dict) -> str:
+    return _exp1_grid(d, "calls_per_update", fmt_num)
+
+
+def _exp2_grid(d: dict, key: str, fmt, ratios: bool) -> str:
+    eng = exp2.by_engine(d)
+    names = list(eng)
+    rows = []
+    for k in d["config"]["evictions"]:
+        def get(e):
+            r = eng.get(e, {}).get(k)
+            return None if r is None else r.get(key)
+        row = [pow2(k)] + [fmt(get(e)) for e in names]
+        if ratios:
+            a = get("AMTA")
+            row += [fmt_ratio(get(o), a) for o in ("DABA", "TwoStacks", "LMTA")]
+        rows.append(row)
+    head = ["k"] + names + (["DABA/AMTA", "TwoStacks/AMTA", "LMTA/AMTA"] if ratios else [])
+    return markdown_table(head, rows)
+
+
+def exp2_section(d: dict) -> str:
+    return "\n\n".join([
+        f"Wall time of the one `enforce()` that evicts k of N = {pow2(d['config']['window'])} elements "
+        "(mean over the repetitions):",
+        _exp2_grid(d, "enforce_ns", fmt_ns, True),
+        "CPU time of the same calls:",
+        _exp2_grid(d, "enforce_cpu_ns", fmt_ns, True),
+    ])
+
+
+def exp2_calls(d: dict) -> str:
+    return "\n\n".join([
+        "Monoid calls per enforce:",
+        _exp2_grid(d, "enforce_calls", fmt_num, False),
+        "Slowest of the first 64 inserts after the enforce (wall, max over the repetitions; "
+        "deferred work such as a level queue compacting its dead prefix lands here):",
+        _exp2_grid(d, "next_inserts_max_ns", fmt_ns, False),
+        "The same, CPU time (`thread_time_ns`, so preemption by other processes is not counted):",
+        _exp2_grid(d, "next_inserts_max_cpu_ns", fmt_ns, False),
+        "Wall time of the `query()` right after the enforce:",
+        _exp2_grid(d, "query_ns", fmt_ns, False),
+        "Building the window (N untimed inserts): "
+        + ", ".join(f"{e} {b['build_s']:.1f} s" for e, b in d.get("builds", {}).items() if "build_s" in b) + ".",
+    ])
+
+
+def exp3_section(d: dict) -> str:
+    g = exp3.grid(d)
+    names = exp3.engine_order(d)
+    out = []
+    for key, title in (("mean_ns", "Mean wall time per update"), ("mean_cpu_ns", "CPU time per update")):
+        rows = []
+        for label, recs in g.items():
+            a = recs.get("AMTA", {}).get(key)
+            rows.append([label] + [(fmt_ns(recs[e][key]) + ("" if recs[e]["complete"] else " *")) if e in recs else "n/a"
+                                   for e in names]
+                        + [fmt_ratio(a, recs.get(x, {}).get(key)) for x in ("DABA", "TwoStacks", "LMTA")])
+        out.append(f"{title}:")
+        out.append(markdown_table(["aggregation"] + names + ["AMTA/DABA", "AMTA/TwoStacks", "AMTA/LMTA"], rows))
+    rows = []
+    for label, recs in g.items():
+        some = recs.get("AMTA") or next(iter(recs.values()))
+        rec = recs.get("Recalc")
+        rows.append([label, f"{some['mean_window']:,.0f}", f"{some['evicted']:,}",
+                     f"{rec['updates']:,}" if rec else "-", f"`{str(some['result'])[:40]}`"])
+    out.append("Window and the Recalc sample:")
+    out.append(markdown_table(["aggregation", "mean window during the timed updates", "elements evicted",
+                               "Recalc updates timed", "final result"], rows))
+    return "\n\n".join(out)
+
+
+def latency_section(d: dict) -> str:
+    recs = [r for r in d["records"] if "error" not in r]
+    rows = [[r["engine"], f"{r['updates']:,}", fmt_ns(r["mean_ns"]), fmt_ns(r["stdev_ns"]), fmt_ns(r["p50_ns"]),
+             fmt_ns(r["p99_ns"]), fmt_ns(r["p99.9_ns"]), fmt_ns(r["p99.99_ns"]), fmt_ns(r["max_ns"]),
+             str(r["spikes_over_10x_median"]), f"{r['loop_wall_over_cpu']:.2f}"] for r in recs]
+    out = [markdown_table(["engine", "updates", "mean", "stdev", "p50", "p99", "p99.9", "p99.99", "max",
+                           "> 10x p50", "wall/CPU"], rows)]
+    by = {r["engine"]: r for r in recs}
+    a = by.get("AMTA")
+    if a:
+        rows = [[f"AMTA/{o}"] + [fmt_ratio(a[k], by[o][k]) for k in ("mean_ns", "p50_ns", "p99_ns", "p99.9_ns", "max_ns")]
+                for o in ("DABA", "TwoStacks", "SlickDeque", "LMTA") if o in by]
+        out.append(markdown_table(["ratio", "mean", "p50", "p99", "p99.9", "max"], rows))
+    return "\n\n".join(out)
+
+
+def targets(results: Path) -> str:
+    rows = []
+    d1 = _load(results, "exp1")
+    if d1:
+        for skey, label in (("summary", "wall"), ("summary_cpu", "CPU")):
+            s = d1.get(skey) or {}
+            f = s.get("amta_flatness")
+            if f:
+                rows.append([f"AMTA flat over {f['sizes']}: max/min <= 1.5", label,
+                             f"{f['max_over_min']:.2f} ({fmt_ns(f['min_ns'])} .. {fmt_ns(f['max_ns'])}); "
+                             f"2^22 / 2^10 = {f['largest_over_smallest_size']:.2f}", "met" if f["met"] else "**missed**"])
+            for key, name, lim in (("amta_over_daba", "DABA", "1"), ("amta_over_twostacks", "TwoStacks", "1.5")):
+                r = s.get(key)
+                if r:
+                    rows.append([f"AMTA/{name} <= {lim} for N >= 2^9", label,
+                                 f"max {r['max']:.2f}, geomean {r['geomean']:.2f}, min {r['min']:.2f} "
+                                 f"({r['sizes_meeting']}/{len(r['ratios'])} sizes meet)",
+                                 "met" if r["met"] else "**missed**"])
+    d2 = _load(results, "exp2")
+    if d2:
+        for skey, label in (("summary", "wall"), ("summary_cpu", "CPU")):
+            s = d2.get(skey) or {}
+            t = s.get("mta_bulk_target")
+            if t:
+                rows.append([f"bulk eviction of {pow2(s['largest_eviction'])} < 500 us (AMTA, LMTA)", label,
+                             ", ".join(f"{m} {fmt_ns(v)}" for m, v in t["latency_ns"].items())
+                             + "; worst k: " + ", ".join(f"{m} {fmt_ns(s['engines'][m]['max_over_k_ns'])} at "
+                                                         f"{s['engines'][m]['worst_k']}" for m in t["latency_ns"]),
+                             "met" if t["met"] else "**missed**"])
+            b = s.get("baselines_linear")
+            if b:
+                rows.append([f"baselines grow linearly in k (log-log slope, k >= {pow2(s['slope_fit_from_k'])})", label,
+                             ", ".join(f"{e} {v:.2f}" for e, v in b["slopes"].items() if v is not None),
+                             "met" if b["met"] else "**missed**"])
+    return markdown_table(["target", "clock", "measured", "verdict"], rows)
+
+
+def sections(results: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    d1, d2, d3, dl = (_load(results, n) for n in ("exp1", "exp2", "exp3", "latency"))
+    first = d1 or d2 or d3 or dl
+    if first:
+        out["machine"] = machine(first)
+        out["runs"] = runs(results)
+    if d1:
+        out["exp1"] = exp1_section(d1)
+        out["exp1_calls"] = exp1_calls(d1)
+    if d2:
+        out["exp2"] = exp2_section(d2)
+        out["exp2_calls"] = exp2_calls(d2)
+    if d3:
+        out["exp3"] = exp3_section(d3)
+    if dl:
+        out["latency"] = latency_section(dl)
+    if d1 or d2:
+        out["targets"] = targets(results)
+    return out
+
+
+def update(path: Path, secs: dict[str, str]) -> list[str]:
+    text = path.read_text()
+    done = []
+    for name, body in secs.items():
+        pat = re.compile(rf"(<!-- BEGIN generated:{name} -->\n).*?(<!-- END generated:{name} -->)", re.S)
+        text, n = pat.subn(lambda m: m.group(1) + body + "\n" + m.group(2), text)
+        if n:
+            done.append(name)
+    path.write_text(text)
+    return done
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.report")
+    ap.add_argument("--results", type=Path, default=REPO / "bench" / "results")
+    ap.add_argument("--update", type=Path, help="markdown file whose generated sections to refresh")
+    ap.add_argument("--replot", action="store_true", help="redraw exp1-3 PNGs from their JSON")
+    args = ap.parse_args(argv)
+    if args.replot:
+        for name, mod in (("exp1", exp1), ("exp2", exp2), ("exp3", exp3)):
+            d = _load(args.results, name)
+            if d is not None:
+                mod.plot(d, args.results / f"{name}.png")
+                print("replotted", args.results / f"{name}.png")
+    secs = sections(args.results)
+    if args.update:
+        print("updated:", ", ".join(update(args.update, secs)) or "nothing")
+    else:
+        for name, body in secs.items():
+            print(f"<!-- BEGIN generated:{name} -->\n{body}\n<!-- END generated:{name} -->\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
