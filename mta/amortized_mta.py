@@ -17,12 +17,15 @@ one entry per full head pair of the leftmost tree.
   unlink emptied pairs upward, push the new full head pairs; amortized O(1).
 * :meth:`AmortizedMTA.enforce` is section 4.2.4: single evictions, and after
   ``log2 n`` of them Algorithm 2 (:func:`mta.tree.bulk_search`) on the forest.
+* :meth:`AmortizedMTA.bulk_evict` removes a known number of oldest leaves
+  the same way, by position.
 * :meth:`AmortizedMTA.query` combines the Result Pair, cached until the
   window changes.
 """
 
 from __future__ import annotations
 
+from .engine import check_count
 from .errors import EmptyWindowError
 from .level_queue import LevelQueue
 from .tree import EMPTY, LevelEngine, bulk_search, recompute_spine, repair_heads
@@ -81,6 +84,19 @@ class AmortizedMTA(LevelEngine):
         if q.lo == q.hi:
             raise EmptyWindowError("evict() on an empty window")
         self._evict_one()
+
+    def bulk_evict(self, count: int) -> None:
+        """Remove the ``count`` oldest elements as section 4.2.4 does: singly
+        (amortized O(1) each) up to ``log2 n`` of them, else in one bulk step
+        by position, O(log n)."""
+        check_count(self, count)
+        q = self._levels[0]
+        if count < (q.hi - q.lo).bit_length():
+            for _ in range(count):
+                self._evict_one()
+        else:
+            q.lo += count
+            self._after_bulk()
 
     def enforce(self) -> int:
         """Section 4.2.4: single evictions, then bulk after ``log2 n`` of them."""
@@ -187,11 +203,17 @@ class AmortizedMTA(LevelEngine):
         before = q0.lo
         recompute_spine(levels, self._combine)
         bulk_search(levels, self._combine, self.wsp, total, acc)
+        self._after_bulk()
+        return q0.lo - before
+
+    def _after_bulk(self) -> None:
+        """Leaves left by position: drop emptied parents and levels, then
+        rebuild the Result Pair and the Stack (the heads may stay stale)."""
+        levels = self._levels
         repair_heads(levels)
         while len(levels) > 1 and levels[-1].lo == levels[-1].hi:
             levels.pop().discard()
         self._r0 = self._r1 = self._result = EMPTY
         self._split_stale = True
-        if q0.lo < q0.hi:  # R0 + R1 must stay a valid query() before _split
+        if levels[0].lo < levels[0].hi:  # R0 + R1 must stay a valid query() before _split
             self._split()
-        return q0.lo - before

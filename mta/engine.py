@@ -5,6 +5,7 @@ Every engine (the two MTAs and every baseline) is::
     Engine(monoid, wsp=None, **options)
     insert(v)          # v is already in the monoid's domain
     evict()            # removes the oldest element; IndexError on an empty window
+    bulk_evict(k)      # removes the k oldest elements; IndexError if there are fewer
     enforce() -> int   # evicts the longest prefix P with wsp(total, aggregate(P)); returns |P|
     query()            # aggregate of the window; the identity when empty
     push(v)            # insert(v), enforce(), return query()
@@ -28,7 +29,7 @@ from .errors import EmptyWindowError, EngineFailedError
 from .monoid import Monoid
 
 #: The operations guarded against user code raising half-way.
-GUARDED_OPERATIONS = ("insert", "evict", "enforce", "query", "push")
+GUARDED_OPERATIONS = ("insert", "evict", "bulk_evict", "enforce", "query", "push")
 
 
 def _guard(name: str, method: Callable) -> Callable:
@@ -89,6 +90,13 @@ class Engine:
                 setattr(cls, "_raw_" + name, method)
                 setattr(cls, name, _guard(name, method))
 
+    def bulk_evict(self, count: int) -> None:
+        """Remove the ``count`` oldest elements, here one ``evict`` at a time
+        (the MTA engines override it with their O(log n) bulk eviction)."""
+        check_count(self, count)
+        for _ in range(count):
+            self._raw_evict()
+
     def push(self, v):
         """``insert(v)``, ``enforce()``, then return ``query()``."""
         self._raw_insert(v)
@@ -102,5 +110,14 @@ class Engine:
         return f"{type(self).__name__}({self.monoid.name}, len={len(self)})"
 
 
-Engine._raw_push = Engine.push
-Engine.push = _guard("push", Engine.push)
+for _name in ("push", "bulk_evict"):
+    setattr(Engine, "_raw_" + _name, getattr(Engine, _name))
+    setattr(Engine, _name, _guard(_name, getattr(Engine, _name)))
+
+
+def check_count(engine: Engine, count) -> None:
+    """``bulk_evict``'s argument check, before any change to the window."""
+    if type(count) is not int:
+        raise TypeError(f"bulk_evict() needs an int count, got {type(count).__name__}")
+    if not 0 <= count <= len(engine):
+        raise EmptyWindowError(f"bulk_evict({count}) on a window of {len(engine)} elements")

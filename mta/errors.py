@@ -6,7 +6,8 @@ class MTAError(Exception):
 
 
 class EmptyWindowError(MTAError, IndexError):
-    """``evict()`` on an empty window (state is unchanged)."""
+    """``evict()`` on an empty window, or ``bulk_evict(k)`` on a window of
+    fewer than ``k`` elements (state is unchanged)."""
 
 
 class EngineFailedError(MTAError, RuntimeError):

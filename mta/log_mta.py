@@ -10,7 +10,8 @@ Theorem 1), up to a root level holding one element.  Positions are absolute
 * :meth:`LogMTA.enforce` is Algorithm 2: :func:`bulk_search` walks root to
   leaf, evicting whole subtrees guided by the slide policy, then
   :func:`repair_heads` and :func:`recompute_spine` restore the leftmost
-  branch.  O(log n) monoid calls however many elements leave.
+  branch.  O(log n) monoid calls however many elements leave;
+  :meth:`LogMTA.bulk_evict` does the same for a known number of leaves.
 
 The tree's pairs are fixed by position, so its height is the bit length of
 ``first ^ last`` position plus one: ``log2 n + 1`` on average over window
@@ -24,6 +25,7 @@ with the Amortized MTA.
 
 from __future__ import annotations
 
+from .engine import check_count
 from .errors import EmptyWindowError
 from .tree import EMPTY, LevelEngine, bulk_search, recompute_spine, repair_heads
 
@@ -73,6 +75,14 @@ class LogMTA(LevelEngine):
             raise EmptyWindowError("evict() on an empty window")
         q.lo += 1
         self._restore()
+
+    def bulk_evict(self, count: int) -> None:
+        """Remove the ``count`` oldest elements: Algorithm 2 with the prefix
+        known by position (subtrees leave whole), O(log n)."""
+        check_count(self, count)
+        if count:
+            self._levels[0].lo += count
+            self._restore()
 
     def enforce(self) -> int:
         """Algorithm 2: evict the longest prefix P with ``wsp(total, P)``."""

@@ -36,6 +36,11 @@ class BruteForceWindow:
             raise IndexError("evict from an empty window")
         del self.items[0]
 
+    def bulk_evict(self, count: int) -> None:
+        if count > len(self.items):
+            raise IndexError("bulk_evict past the window")
+        del self.items[:count]
+
     def enforce(self) -> int:
         """Evict the longest prefix P with wsp(total, fold(P))."""
         if self.wsp is None or not self.items:

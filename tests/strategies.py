@@ -355,12 +355,14 @@ class PrefixOracle(BruteForceWindow):
 
 def operations(raws: st.SearchStrategy, max_ops: int = 40, max_run: int = 40) -> st.SearchStrategy:
     """Lists of ``("insert", raw)``, ``("push", raw)``, ``("evict",)`` (also
-    on an empty window), ``("enforce",)``, ``("query",)`` and
+    on an empty window), ``("bulk_evict", k)`` (also for more elements than
+    the window holds), ``("enforce",)``, ``("query",)`` and
     ``("extend", [raw, ...])`` (a run of inserts without enforcement)."""
     op = st.one_of(
         st.tuples(st.just("insert"), raws),
         st.tuples(st.just("push"), raws),
         st.just(("evict",)),
+        st.tuples(st.just("bulk_evict"), st.one_of(st.integers(0, 8), st.integers(0, 300))),
         st.just(("enforce",)),
         st.just(("query",)),
         st.tuples(st.just("extend"), st.lists(raws, min_size=2, max_size=max_run)),
@@ -380,38 +382,52 @@ def run_against_oracle(engine, oracle, ops, make=_plain, check_len: bool = True)
         return make(raw, counter)
 
     for step, op in enumerate(ops):
-        kind = op[0]
         where = f"step {step} {op!r}"
-        if kind == "insert":
-            v = value(op[1])
-            engine.insert(v)
-            oracle.insert(v)
-        elif kind == "extend":
-            for raw in op[1]:
-                v = value(raw)
-                engine.insert(v)
-                oracle.insert(v)
-        elif kind == "push":
-            v = value(op[1])
-            assert engine.push(v) == oracle.push(v), where
-        elif kind == "evict":
-            if len(oracle):
-                engine.evict()
-                oracle.evict()
-            else:
-                with pytest.raises(IndexError):
-                    engine.evict()
-                assert len(engine) == 0, where
-                assert engine.query() == oracle.query(), where
-        elif kind == "enforce":
-            assert engine.enforce() == oracle.enforce(), where
-        elif kind == "query":
-            assert engine.query() == oracle.query(), where
-        else:  # pragma: no cover
-            raise AssertionError(kind)
+        apply_operation(engine, oracle, op, value, where)
         if check_len:
             assert len(engine) == len(oracle), where
     drain_against_oracle(engine, oracle)
+
+
+def apply_operation(engine, oracle, op, value, where: str) -> None:
+    """Apply one operation of :func:`operations` to both, comparing results;
+    ``value(raw)`` makes the element inserted for a raw."""
+    kind = op[0]
+    if kind == "insert":
+        v = value(op[1])
+        engine.insert(v)
+        oracle.insert(v)
+    elif kind == "extend":
+        for raw in op[1]:
+            v = value(raw)
+            engine.insert(v)
+            oracle.insert(v)
+    elif kind == "push":
+        v = value(op[1])
+        assert engine.push(v) == oracle.push(v), where
+    elif kind == "evict":
+        if len(oracle):
+            engine.evict()
+            oracle.evict()
+        else:
+            with pytest.raises(IndexError):
+                engine.evict()
+            assert len(engine) == 0, where
+            assert engine.query() == oracle.query(), where
+    elif kind == "bulk_evict":
+        if op[1] <= len(oracle):
+            engine.bulk_evict(op[1])
+            oracle.bulk_evict(op[1])
+        else:  # refused before any change
+            with pytest.raises(IndexError):
+                engine.bulk_evict(op[1])
+            assert engine.query() == oracle.query(), where
+    elif kind == "enforce":
+        assert engine.enforce() == oracle.enforce(), where
+    elif kind == "query":
+        assert engine.query() == oracle.query(), where
+    else:  # pragma: no cover
+        raise AssertionError(kind)
 
 
 def drain_against_oracle(engine, oracle) -> None:
@@ -451,6 +467,7 @@ __all__ = [
     "SL2",
     "SUM_INV",
     "Wsp",
+    "apply_operation",
     "drain_against_oracle",
     "engine_monoid_pairs",
     "operations",

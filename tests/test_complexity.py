@@ -75,6 +75,22 @@ def test_bulk_eviction_is_logarithmic(engine, offset):
     assert wsp_calls[0] <= BULK_C * k, wsp_calls[0]
 
 
+@MTAS
+@pytest.mark.parametrize("offset", [0, 12345])
+def test_bulk_evict_by_count_is_logarithmic(engine, offset):
+    """bulk_evict(k) for any k of n = 2^16 costs O(log n) monoid calls,
+    including the query that follows."""
+    k = 16
+    n = 2**k
+    for count in (n // 2 - 3, n - 1, n):
+        e, monoid, _ = time_window(engine, n, offset)
+        window = list(range(offset, offset + n - 1)) + [offset + 10 * n]
+        e.bulk_evict(count)
+        assert len(e) == n - count
+        assert e.query() == (max(window[count:]) if count < n else e.monoid.identity)
+        assert monoid.calls <= BULK_C * k, (count, monoid.calls)
+
+
 @pytest.mark.parametrize("engine", [TwoStacks, Recalc, DABA], ids=["TwoStacks", "Recalc", "DABA"])
 def test_baselines_evict_one_by_one(engine):
     """Without bulk eviction the same enforcement costs at least n - 1 combines."""

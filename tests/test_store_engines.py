@@ -51,7 +51,8 @@ from mta.policies import COUNT_MONOID, AllOf, AnyOf, Count, TimeRange
 from stores.window import MISS_BATCH
 from tests.oracle import CONCAT, BruteForceWindow
 from tests.store_fixtures import fresh_window, settle_background, store_url  # noqa: F401  (fixture)
-from tests.strategies import AFFINE, CONCAT_SPEC, PrefixOracle, Wsp, drain_against_oracle, operations, sane_settings
+from tests.strategies import (AFFINE, CONCAT_SPEC, PrefixOracle, Wsp, apply_operation, drain_against_oracle, operations,
+                              sane_settings)
 
 ENGINES = [pytest.param(LogMTA, id="LogMTA"), pytest.param(AmortizedMTA, id="AmortizedMTA")]
 
@@ -179,34 +180,8 @@ class StoreRun:
         return self.make(raw, self.counter)
 
     def apply(self, op, where: str) -> None:
-        e, o = self.engine, self.oracle
-        kind = op[0]
-        if kind == "insert":
-            v = self.value(op[1])
-            e.insert(v)
-            o.insert(v)
-        elif kind == "extend":
-            for raw in op[1]:
-                v = self.value(raw)
-                e.insert(v)
-                o.insert(v)
-        elif kind == "push":
-            v = self.value(op[1])
-            assert e.push(v) == o.push(v), where
-        elif kind == "evict":
-            if len(o):
-                e.evict()
-                o.evict()
-            else:
-                with pytest.raises(IndexError):
-                    e.evict()
-        elif kind == "enforce":
-            assert e.enforce() == o.enforce(), where
-        elif kind == "query":
-            assert e.query() == o.query(), where
-        else:  # pragma: no cover
-            raise AssertionError(kind)
-        assert len(e) == len(o), where
+        apply_operation(self.engine, self.oracle, op, self.value, where)
+        assert len(self.engine) == len(self.oracle), where
 
     def store_op(self, op, where: str) -> None:
         kind = op[0]
