@@ -150,6 +150,8 @@ def check_uint(name: str, value: Any) -> int:
 
 
 def _as_blobs(blobs: Sequence[Any]) -> list[bytes]:
+    if type(blobs) is list and set(map(type, blobs)) <= {bytes}:
+        return blobs  # the common case, checked at C speed
     out = []
     for b in blobs:
         if type(b) is bytes:
@@ -261,9 +263,10 @@ class Store:
             return []
         out = self._run("read_pairs", window, self._read_pairs, window, epoch, level, first,
                         count)
-        found = [b for b in out if b is not None]
-        self.stats.add(round_trips=1, pairs_read=len(found),
-                       bytes_read=sum(map(len, found)))
+        if type(out) is not list:
+            out = list(out)
+        self.stats.add(round_trips=1, pairs_read=len(out) - out.count(None),
+                       bytes_read=sum(map(len, filter(None, out))))
         return out
 
     def delete_pairs(self, window: str, epoch: int, level: int, first: int,

@@ -26,9 +26,16 @@ run in Cluster)::
     mta:{<window>}:e<epoch>:levels      set   levels of that epoch
     mta:{<window>}:e<epoch>:l<level>    hash  field = decimal index, value = blob
 
-A batch of pairs is one pipeline: SADD to the two sets (first, so a pair is
-never unlisted), then HSET -- one round trip.  read_pairs is one HMGET,
-delete_pairs one HDEL (an emptied hash disappears).  drop_epoch is two
+A batch of pairs is one Lua script call (EVALSHA): SADD to the two sets
+(first, so a pair is never unlisted), then HSET of every pair -- one round
+trip.  The blobs travel concatenated in one argument with their lengths in
+another, so the client does not build a command argument per pair (in
+redis-py that costs about 1 us per pair of Python time, against 0.1 us this
+way; the server splits them).  read_pairs is one script call running HMGET
+(the server makes the field names) -- one round trip.  Indices beyond 2**53
+(Lua numbers are doubles) take the plain commands instead: a pipeline of the
+SADDs and HSET, one HMGET.  delete_pairs is one HDEL (an emptied hash
+disappears).  drop_epoch is two
 round trips (SMEMBERS of the levels, then one UNLINK of every level hash);
 do not write to an epoch while dropping it.  The metadata compare-and-set is
 one Lua script (EVALSHA, reloaded by redis-py after a server restart):
@@ -47,7 +54,9 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import threading
+from array import array
 from typing import Any, Optional
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -81,6 +90,51 @@ if ARGV[3] == '1' and cur then
 end
 return {0, cur or ''}
 """
+
+#: write_pairs: KEYS = pairs hash, epochs set, levels set; ARGV = epoch, level,
+#: first index, the blobs concatenated, their lengths (uint32 little-endian).
+_WRITE_LUA = """
+redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('SADD', KEYS[3], ARGV[2])
+local k, data, lens = tonumber(ARGV[3]), ARGV[4], ARGV[5]
+local fmt, sub, unpack_u32 = string.format, string.sub, struct.unpack
+local args, n, off = {}, 0, 1
+for pos = 1, #lens, 4 do
+  local len = unpack_u32('<I4', lens, pos)
+  args[n + 1] = fmt('%d', k)
+  args[n + 2] = sub(data, off, off + len - 1)
+  n, off, k = n + 2, off + len, k + 1
+  if n == 4000 then
+    redis.call('HSET', KEYS[1], unpack(args, 1, n))
+    n = 0
+  end
+end
+if off ~= #data + 1 then
+  return redis.error_reply('ERR mta write_pairs: blob lengths do not add up')
+end
+if n > 0 then redis.call('HSET', KEYS[1], unpack(args, 1, n)) end
+return #lens / 4
+"""
+
+#: read_pairs: KEYS = pairs hash; ARGV = first index, count.  Missing pairs
+#: come back as nil.
+_READ_LUA = """
+local i, last = tonumber(ARGV[1]), tonumber(ARGV[1]) + tonumber(ARGV[2])
+local fmt = string.format
+local out, n = {}, 0
+while i < last do
+  local e = math.min(last, i + 4000)
+  local fields = {}
+  for j = i, e - 1 do fields[j - i + 1] = fmt('%d', j) end
+  local got = redis.call('HMGET', KEYS[1], unpack(fields))
+  for j = 1, e - i do out[n + j] = got[j] end
+  n, i = n + e - i, e
+end
+return out
+"""
+
+#: Indices the scripts handle exactly (Lua numbers are doubles).
+_LUA_INDEX_LIMIT = 1 << 53
 
 _QUERY_FLOATS = {"socket_timeout", "socket_connect_timeout", "health_check_interval"}
 _QUERY_BOOLS = {"cluster", "ssl_check_hostname"}
@@ -223,6 +277,8 @@ class RedisStore(Store):
         self._client_obj: Any = None
         self._client_lock = threading.Lock()
         self._cas_script: Any = None
+        self._write_script: Any = None
+        self._read_script: Any = None
         if not self.cluster:
             self._client()  # validates options; redis-py connects lazily
 
@@ -246,6 +302,8 @@ class RedisStore(Store):
                         f"store {self.url}: bad Redis client option: "
                         f"{self._scrub(str(exc))}") from None
                 self._cas_script = client.register_script(_CAS_LUA)
+                self._write_script = client.register_script(_WRITE_LUA)
+                self._read_script = client.register_script(_READ_LUA)
                 self._client_obj = client
             return self._client_obj
 
@@ -294,6 +352,19 @@ class RedisStore(Store):
 
     def _write_pairs(self, window: str, epoch: int, level: int, first: int,
                      blobs: list[bytes]) -> None:
+        if first + len(blobs) <= _LUA_INDEX_LIMIT:
+            lens = array("I", map(len, blobs))
+            if lens.itemsize != 4 or max(lens) >= 1 << 32:  # pragma: no cover - exotic platforms
+                lens = None
+            else:
+                if sys.byteorder != "little":  # pragma: no cover
+                    lens.byteswap()
+                self._client()
+                self._write_script(
+                    keys=[self._pairs_key(window, epoch, level), self._epochs_key(window),
+                          self._levels_key(window, epoch)],
+                    args=[epoch, level, first, b"".join(blobs), lens.tobytes()])
+                return
         pipe = self._client().pipeline(transaction=False)
         pipe.sadd(self._epochs_key(window), epoch)
         pipe.sadd(self._levels_key(window, epoch), level)
@@ -308,6 +379,9 @@ class RedisStore(Store):
                     count: int) -> list[Optional[bytes]]:
         key = self._pairs_key(window, epoch, level)
         end = first + count
+        if end <= _LUA_INDEX_LIMIT:
+            self._client()
+            return self._read_script(keys=[key], args=[first, count])
         if count <= CHUNK:
             return self._client().hmget(key, list(range(first, end)))
         pipe = self._client().pipeline(transaction=False)

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from mta.level_queue import LevelQueue
 
-from .codec import decode, encode
+from .codec import decode, decode_pairs, encode, encode_pairs
 from .errors import CasMismatch, CorruptValue, FencingError, FormatVersionError, MissingData, StoreError
 
 #: Version of the metadata record layout.
@@ -74,6 +74,23 @@ def _background() -> ThreadPoolExecutor:
         return _executor
 
 
+def drain_background(timeout: float = 60.0) -> None:
+    """Wait until the background pool has run every task submitted so far
+    (the flushes and prefetches of every engine in this process; benchmarks
+    use it to charge that work to the engine that queued it).
+
+    One task per worker waits on a barrier with the caller; the pool runs
+    tasks in submission order, so when they all meet, everything submitted
+    before has finished."""
+    pool = _background()
+    workers = pool._max_workers
+    barrier = threading.Barrier(workers + 1, timeout=timeout)
+    futures = [pool.submit(barrier.wait) for _ in range(workers)]
+    barrier.wait()
+    for f in futures:
+        f.result(timeout)
+
+
 class StoreLevelQueue(LevelQueue):
     """One level: recent elements and head cache in memory, the rest in the store.
 
@@ -93,6 +110,10 @@ class StoreLevelQueue(LevelQueue):
         "_prefetch",
         "segments",
         "written",
+        "_base",
+        "_flush_at",
+        "_check_at",
+        "_hits",
     )
 
     def __init__(self, storage: "WindowStorage", level: int, lo: int) -> None:
@@ -106,26 +127,51 @@ class StoreLevelQueue(LevelQueue):
         self._prefetch: tuple[Future, int] | None = None  # (future, first position)
         self.segments: list[list[int]] = []  # [epoch, first pair] written by each owner
         self.written = self.stored  # pairs ever written up to here (for clean-up)
+        self._hits = 0  # cache hits not yet added to the window's stats
+        self._check_at = 0  # a cache hit at or after this position tends the cache
+        self._rebase()
+        storage.opened(self)
+
+    def _rebase(self) -> None:
+        """After ``stored`` or the flush in flight changed: where the recent
+        elements start, and the ``hi`` at which ``append`` starts a flush
+        (``buffer_size`` final pairs beyond those stored or in flight)."""
+        self._base = self.stored << 1
+        inflight = self._flush[1] if self._flush else 0
+        self._flush_at = 2 * (self.stored + inflight + self._w.buffer_size) + self._w.mutable_tail
 
     # -- reads and writes -------------------------------------------------
     def __getitem__(self, i: int):
-        base = self.stored << 1
+        base = self._base
         if i >= base:
             return self._recent[i - base]
         cache = self._cache
         c = i - self._cache_lo
         if 0 <= c < len(cache):
-            self._w.stats.cache_hits += 1
-            value = cache[c]
-            if len(cache) - c <= self._w.cache_size:  # half the cache is behind
-                self._take_prefetch(wait=False)
-                self._trim()
-                self._prefetch_ahead()
-            return value
+            self._hits += 1
+            if i >= self._check_at:
+                value = cache[c]
+                self._tend(i)
+                return value
+            return cache[c]
         return self._miss(i)
 
+    def _tend(self, i: int) -> None:
+        """Take a finished prefetch, drop consumed pairs, start a prefetch
+        when fewer than ``cache_size`` elements are left ahead of ``i``; then
+        decide when the next hit should do this again."""
+        self._take_prefetch(wait=False)
+        self._trim()
+        self._prefetch_ahead()
+        ahead = self._cache_lo + len(self._cache) - i
+        size = self._w.cache_size
+        if self._prefetch is None and ahead > size:
+            self._check_at = i + ahead - size  # half the cache is behind then
+        else:  # a prefetch in flight, or nothing more in the store yet: poll
+            self._check_at = i + min(32, max(1, size >> 4))
+
     def __setitem__(self, i: int, value) -> None:
-        base = self.stored << 1
+        base = self._base
         if i >= base:
             self._recent[i - base] = value
             return
@@ -137,21 +183,25 @@ class StoreLevelQueue(LevelQueue):
 
     def append(self, value) -> None:
         self._recent.append(value)
-        self.hi += 1
-        final = (self.hi - self._w.mutable_tail) >> 1  # pairs below are final
-        pending = final - self.stored - (self._flush[1] if self._flush else 0)
-        if pending >= self._w.buffer_size:
-            self._start_flush(final)
+        hi = self.hi = self.hi + 1
+        if hi >= self._flush_at:  # buffer_size pairs became final
+            self._start_flush((hi - self._w.mutable_tail) >> 1)
 
     def discard(self) -> None:
         self._settle()
         self._w.discarded(self)
+        self._w.closed(self)
         self.lo = self.hi
         self._recent = []
         self._cache = []
 
     def local_size(self) -> int:
         return len(self._recent) + len(self._cache)
+
+    def take_hits(self) -> int:
+        """Cache hits since the last call (folded into the window's stats)."""
+        hits, self._hits = self._hits, 0
+        return hits
 
     # -- write buffer -----------------------------------------------------
     def _start_flush(self, final: int) -> None:
@@ -162,12 +212,12 @@ class StoreLevelQueue(LevelQueue):
         if dead > 0:  # evicted before they were written: nothing to store
             del self._recent[: 2 * dead]
             self.stored += dead
+            self._rebase()
         first = self.stored
         count = final - first
         if count <= 0:
             return
-        recent = self._recent
-        blobs = [encode((recent[2 * k], recent[2 * k + 1])) for k in range(count)]
+        blobs = encode_pairs(self._recent, count)
         w = self._w
         if w.background:
             future = _background().submit(w.write, self.level, first, blobs)
@@ -175,6 +225,7 @@ class StoreLevelQueue(LevelQueue):
             future = Future()
             future.set_result(w.write(self.level, first, blobs))
         self._flush = (future, count)
+        self._rebase()
         self._note_written(first, count)
         if not w.background:
             self._finish_flush()
@@ -191,6 +242,8 @@ class StoreLevelQueue(LevelQueue):
         flushed = self._recent[: 2 * count]
         del self._recent[: 2 * count]
         self.stored += count
+        self._rebase()
+        self._check_at = 0  # the cache may grow below: tend it at the next hit
         self._trim()
         if not self._cache:
             self._cache_lo = max(self._cache_lo, start)
@@ -219,10 +272,10 @@ class StoreLevelQueue(LevelQueue):
         self._trim()
         c = i - self._cache_lo
         if 0 <= c < len(self._cache):
-            self._w.stats.cache_hits += 1
+            self._w._stats.cache_hits += 1
         else:
             w = self._w
-            w.stats.cache_misses += 1
+            w._stats.cache_misses += 1
             end = self._cache_lo + len(self._cache)
             if i < self._cache_lo or i - end > 2 * w.cache_size:
                 self._cache, self._cache_lo = [], i & ~1  # restart at i's pair
@@ -230,28 +283,33 @@ class StoreLevelQueue(LevelQueue):
             count = min(max(MISS_BATCH, ((i - end) >> 1) + 1), self.stored - (end >> 1))
             self._cache += self._fetch(end >> 1, count)
         self._prefetch_ahead()
+        self._check_at = 0
         return self._cache[i - self._cache_lo]
 
     def _fetch(self, first: int, count: int) -> list:
         """Pairs ``[first, first + count)`` as a flat list of elements."""
         w = self._w
-        out = []
-        for j, blob in enumerate(w.read(self, first, count)):
-            if blob is None:
-                raise MissingData(
-                    f"window {w.window!r} in {w.store.url}: pair {first + j} of level "
-                    f"{self.level} is missing from the store (was it restarted without "
-                    "persistence?); resume from a store that kept the data"
-                )
+        blobs = w.read(self, first, count)
+        if None in blobs:
+            j = blobs.index(None)
+            raise MissingData(
+                f"window {w.window!r} in {w.store.url}: pair {first + j} of level "
+                f"{self.level} is missing from the store (was it restarted without "
+                "persistence?); resume from a store that kept the data"
+            )
+        try:
+            return decode_pairs(blobs)
+        except (CorruptValue, FormatVersionError):
+            pass
+        for j, blob in enumerate(blobs):  # name the first bad pair
             try:
-                pair = decode(blob)
+                decode(blob)
             except (CorruptValue, FormatVersionError) as exc:
                 raise type(exc)(
                     f"window {w.window!r} in {w.store.url}: pair {first + j} of level "
                     f"{self.level}: {exc}"
                 ) from exc
-            out.extend(pair)
-        return out
+        raise AssertionError("decode_pairs failed on blobs that decode")  # pragma: no cover
 
     def _trim(self) -> None:
         """Drop cached pairs behind the head's pair: the cache then starts at or
@@ -282,6 +340,7 @@ class StoreLevelQueue(LevelQueue):
         if not wait and not future.done():
             return
         self._prefetch = None
+        self._check_at = 0
         values = future.result()
         if start == self._cache_lo + len(self._cache) and self._cache:
             self._cache += values  # still contiguous with the cache
@@ -310,6 +369,7 @@ class StoreLevelQueue(LevelQueue):
         q = cls(storage, level, rec["lo"])
         q.hi = rec["hi"]
         q.stored = rec["stored"]
+        q._rebase()
         q.written = q.stored
         q.segments = [list(s) for s in rec["segments"]]
         base = q.stored << 1
@@ -364,7 +424,8 @@ class WindowStorage:
         self.cache_size = cache_size
         self.retain = retain
         self.background = background
-        self.stats = WindowStats()
+        self._stats = WindowStats()
+        self._queues: list[StoreLevelQueue] = []  # live levels (their cache hits are counted there)
         self.levels: list[StoreLevelQueue] | None = None
         self.version: int | None = None  # the checkpoint resumed, then the last committed
         self._written: dict[int, int] = {}  # level -> pairs written up to here by this owner
@@ -425,6 +486,25 @@ class WindowStorage:
     def new_level(self, level: int, lo: int) -> StoreLevelQueue:
         return StoreLevelQueue(self, level, lo)
 
+    @property
+    def stats(self) -> WindowStats:
+        """The window's counters (cache hits are counted per level and added
+        here when read; read them from the engine's thread)."""
+        s = self._stats
+        for q in self._queues:
+            s.cache_hits += q.take_hits()
+        return s
+
+    def opened(self, q: StoreLevelQueue) -> None:
+        self._queues.append(q)
+
+    def closed(self, q: StoreLevelQueue) -> None:
+        self._stats.cache_hits += q.take_hits()
+        try:
+            self._queues.remove(q)
+        except ValueError:
+            pass
+
     # -- checkpoint ---------------------------------------------------------
     def checkpoint(self, levels: list[StoreLevelQueue]) -> int:
         """Flush, commit the levels by compare-and-set, clean up; returns the
@@ -452,7 +532,7 @@ class WindowStorage:
         self._token = token
         self._meta = meta
         self.version = version
-        self.stats.checkpoints += 1
+        self._stats.checkpoints += 1
         self._collect_garbage(levels)
         return version
 
@@ -491,7 +571,7 @@ class WindowStorage:
                 for epoch in meta["epochs"]:
                     if epoch in live_epochs:
                         self._call(self.store.delete_pairs, self.window, epoch, m, gc[m], end - gc[m])
-                self.stats.pairs_deleted += end - gc[m]
+                self._stats.pairs_deleted += end - gc[m]
                 gc[m] = end
         # A zombie owner may have written again under an epoch this window
         # already dropped, so the store's own list is swept too; epochs above
@@ -517,7 +597,7 @@ class WindowStorage:
     # -- store calls --------------------------------------------------------
     def write(self, level: int, first: int, blobs: list) -> None:
         self._call(self.store.write_pairs, self.window, self.epoch, level, first, blobs)
-        self.stats.pairs_written += len(blobs)
+        self._stats.pairs_written += len(blobs)
 
     def read(self, q: StoreLevelQueue, first: int, count: int) -> list:
         out: list = []
@@ -526,14 +606,14 @@ class WindowStorage:
             nxt = [s[1] for s in q.segments if s[1] > first]
             n = min(count, nxt[0] - first) if nxt else count
             out += self._call(self.store.read_pairs, self.window, epoch, q.level, first, n)
-            self.stats.pairs_read += n
+            self._stats.pairs_read += n
             first += n
             count -= n
         return out
 
     def _call(self, fn, *args):
         with _stats_lock:
-            self.stats.round_trips += 1
+            self._stats.round_trips += 1
         return fn(*args)
 
     def _encode_meta(self, meta: dict) -> bytes:
