@@ -110,8 +110,9 @@ def _times_in_order(value, previous):
 class TimeRange(SlidePolicy):
     """Keep the elements with time ``t > newest - range``.
 
-    Dimension: the max of ``time(raw)``; evict P iff ``max(total) - max(P) >=
-    range``.  Times are ints or floats (anything comparable with ``-inf``)
+    Dimension: the max of ``time(raw)``; evict P iff ``max(P) <= max(total) -
+    range`` (computed this way round, so that float rounding agrees with a
+    cutoff ``t - range`` computed elsewhere).  Times are ints or floats (anything comparable with ``-inf``)
     and must be non-decreasing in arrival order.  (The WSP itself stays
     prefix-monotone with late times, but no longer means "the last
     ``range``": a late element only leaves with a prefix whose max time is
@@ -126,7 +127,7 @@ class TimeRange(SlidePolicy):
         super().__init__(
             MAX_MONOID,
             _callable(time, "TimeRange time"),
-            lambda total, prefix: total - prefix >= range,
+            lambda total, prefix: prefix <= total - range,
             name=f"TimeRange({range!r})",
             validate=_times_in_order,
         )

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import uuid
 
-from .spec import SlidingWindowError, WindowSpec, push_rows
+from mta import Window
+
+from .spec import SlidingWindowError, SortedWindow, WindowSpec, push_rows
 
 ARRIVAL = "__mta_arrival"
 TIME = "__mta_time"
@@ -117,30 +119,37 @@ def _batch(df, spec: WindowSpec, run: str):
     ordered = _with_order_columns(df, spec)
     schema = _output_schema(ordered, spec, internal=True)
     columns = ordered.columns
+    names = columns + [n for n, _ in spec.output_columns]
+    key_at, time_at, value_at = (columns.index(c) for c in (spec.key, TIME, VALUE))
 
     def windows_of_partition(batches):
         import pyarrow as pa
 
         current, window, last_time = _NO_KEY, None, None
         for batch in batches:
-            keys = batch.column(columns.index(spec.key)).to_pylist()
-            times = batch.column(columns.index(TIME)).to_pylist()
-            values = batch.column(columns.index(VALUE)).to_pylist()
+            keys = batch.column(key_at)
+            problems = _problems(keys, batch.column(time_at), batch.column(value_at))
+            times = batch.column(time_at).to_pylist()
+            values = batch.column(value_at).to_pylist()
             out = [[] for _ in spec.output_columns]
-            start = 0
-            for i in range(len(keys) + 1):  # runs of equal keys
-                if i < len(keys) and keys[i] == current:
-                    continue
-                if i > start:
-                    last_time = push_rows(spec, window, current, times[start:i], values[start:i],
-                                          last_time, out)
-                if i < len(keys):
+            for start, end in _runs(keys):
+                key = keys[start].as_py()
+                if key is None or not key == current:
                     _close(window)
-                    current, last_time, start = keys[i], None, i
-                    window = spec.open_window(current, run, resume=False)
+                    current, window, last_time = key, None, None
+                    if key is not None:
+                        window = (SortedWindow(spec, key, run) if spec.policy is None
+                                  else spec.open_window(key, run, resume=False))
+                run_problems = problems[start:end] if problems else None
+                if window is None:  # null keys: every row is rejected
+                    _push_rejected(spec, key, times[start:end], values[start:end], run_problems, out)
+                elif spec.policy is None:
+                    _push_sorted(spec, window, key, times[start:end], values[start:end], run_problems, out)
+                else:
+                    last_time = push_rows(spec, window, key, times[start:end], values[start:end], last_time, out)
             arrays = batch.columns + [pa.array(col, type=_arrow_type(t)) for col, (_, t)
                                       in zip(out, spec.output_columns)]
-            yield pa.RecordBatch.from_arrays(arrays, schema=None, names=columns + [n for n, _ in spec.output_columns])
+            yield pa.RecordBatch.from_arrays(arrays, names=names)
         _close(window)
 
     out = (ordered.repartition(spec.key)
@@ -160,7 +169,72 @@ _NO_KEY = _NoKey()
 def _close(window) -> None:
     """A batch window is done: delete its data from the store."""
     if window is not None:
-        window.close(delete=True)
+        window.close(delete=True) if isinstance(window, Window) else window.close()
+
+
+def _runs(keys) -> list[tuple[int, int]]:
+    """``(start, end)`` of each run of equal keys in an Arrow array (each null
+    key a run of its own)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(keys)
+    if n < 2:
+        return [(0, n)] if n else []
+    try:
+        change = pc.fill_null(pc.not_equal(keys.slice(1), keys.slice(0, n - 1)), True)
+        starts = [0] + [i + 1 for i in pc.indices_nonzero(change).to_pylist()]
+    except pa.ArrowNotImplementedError:  # key types Arrow cannot compare: in Python
+        values = keys.to_pylist()
+        starts = [0] + [i for i in range(1, n) if values[i] is None or values[i] != values[i - 1]]
+    return list(zip(starts, starts[1:] + [n]))
+
+
+def _problems(keys, times, values) -> list | None:
+    """Per row, why it cannot enter a window (null key, null or NaN time or
+    value), or ``None`` when every row of the batch can."""
+    import pyarrow.compute as pc
+
+    reasons = None
+    for column, reason, nan in ((keys, "null key", False), (times, "null time", True),
+                                (values, "null value", True)):
+        mask = pc.is_null(column, nan_is_null=nan)
+        if pc.any(mask).as_py():
+            reasons = reasons or [None] * len(keys)
+            for i in pc.indices_nonzero(mask).to_pylist():
+                reasons[i] = reasons[i] or reason
+    return reasons
+
+
+def _push_rejected(spec, key, times, values, problems, out) -> None:
+    """Rows that no window takes: raise naming the first, or flag them all."""
+    for t, v, problem in zip(times, values, problems):
+        spec.reject(problem, key, t, v)
+    for column in out[: len(spec.aggs)]:
+        column.extend([None] * len(times))
+    out[-1].extend(problems)
+
+
+def _push_sorted(spec, window: SortedWindow, key, times, values, problems, out) -> None:
+    """A run of one key's rows, sorted by time, through its SortedWindow
+    (rejected rows get null aggregations, and their reason when flagged)."""
+    if problems is None or not any(problems):
+        for column, results in zip(out, window.push(times, values)):
+            column.extend(results)
+        if spec.on_bad_row == "flag":
+            out[-1].extend([None] * len(times))
+        return
+    for t, v, problem in zip(times, values, problems):
+        if problem is not None:
+            spec.reject(problem, key, t, v)
+    good = [i for i, p in enumerate(problems) if p is None]
+    pushed = window.push([times[i] for i in good], [values[i] for i in good])
+    for column, results in zip(out, pushed):
+        full = [None] * len(times)
+        for i, r in zip(good, results):
+            full[i] = r
+        column.extend(full)
+    out[-1].extend(problems)
 
 
 def _arrow_type(spark_type: str):

@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from mta import Aggregator, AmortizedMTA, LogMTA, SlidePolicy, Window, aggregators, policies
+from mta import Aggregator, AmortizedMTA, LogMTA, MemoryLevelQueue, SlidePolicy, Window, aggregators, policies, product
 from mta.errors import MTAError
 
 #: Spark SQL type of each ready aggregation's output column.
@@ -103,8 +103,14 @@ class WindowSpec:
         return self.policy
 
     def aggregator(self) -> Aggregator:
-        combined = [agg for _, agg, _ in self.aggs]
-        return aggregators_product(combined).on(_value_of)
+        """The aggregations over ``(time, value)`` records, as one product."""
+        return product(*[agg for _, agg, _ in self.aggs]).on(_value_of)
+
+    def value_aggregator(self) -> Aggregator:
+        """The aggregations over the value alone: the aggregator itself when
+        there is one, else their product (results as a tuple)."""
+        aggs = [agg for _, agg, _ in self.aggs]
+        return aggs[0] if len(aggs) == 1 else product(*aggs)
 
     def window_id(self, key: Any, run: str) -> str:
         """The store's name for one key's window: readable, bounded, no braces."""
@@ -115,20 +121,24 @@ class WindowSpec:
             text = text[:80] + "#" + hashlib.sha1(text.encode()).hexdigest()
         return text
 
+    def storage_options(self, key: Any, run: str, *, resume: bool | int = False) -> dict:
+        """The engine options that put one key's window in the pooled store."""
+        if not self.store:
+            return {}
+        return dict(store=pooled_store(self.store, self.store_options), window_id=self.window_id(key, run),
+                    buffer_size=self.buffer_size, cache_size=self.cache_size, resume=resume)
+
     def open_window(self, key: Any, run: str, *, resume: bool | int = False) -> Window:
         """A fresh or resumed window for one key, in the pooled store if any."""
-        options: dict = {}
-        if self.store:
-            options = dict(store=pooled_store(self.store, self.store_options),
-                           window_id=self.window_id(key, run), buffer_size=self.buffer_size,
-                           cache_size=self.cache_size, resume=resume)
+        options = self.storage_options(key, run, resume=resume)
         return Window(self.aggregator(), self.slide_policy(), engine=ENGINES[self.engine], **options)
 
-
-def aggregators_product(aggs: Sequence[Aggregator]) -> Aggregator:
-    from mta import product
-
-    return product(*aggs)
+    def reject(self, problem: str, key, t, v) -> None:
+        """A row cannot enter its window: raise naming it, unless flagged."""
+        if self.on_bad_row != "flag":
+            raise SlidingWindowError(
+                f"row rejected ({problem}): {self.key}={key!r}, {self.time}={t!r}, "
+                f"{self.value}={v!r}; fix the input or pass on_bad_row='flag'")
 
 
 def _time_of(record):
@@ -195,10 +205,7 @@ def push_rows(spec: WindowSpec, window: Window, key, times, values, last_time, o
     for t, v in zip(times, values):
         problem = check_row(key, t, v, last_time)
         if problem is not None:
-            if not flag:
-                raise SlidingWindowError(
-                    f"row rejected ({problem}): {spec.key}={key!r}, {spec.time}={t!r}, "
-                    f"{spec.value}={v!r}; fix the input or pass on_bad_row='flag'")
+            spec.reject(problem, key, t, v)
             for i in range(naggs):
                 out[i].append(None)
             out[naggs].append(problem)
@@ -210,3 +217,99 @@ def push_rows(spec: WindowSpec, window: Window, key, times, values, last_time, o
             out[naggs].append(None)
         last_time = t
     return last_time
+
+
+# -- batch: rows sorted by time ----------------------------------------------------
+class SortedWindow:
+    """One key's window in a batch job, whose rows come sorted by time.
+
+    With the order known, which rows leave is known too, so the engine runs
+    the aggregation alone, without the policy's dimension in its monoid: each
+    row is inserted, then exactly the rows that left are evicted with
+    ``bulk_evict`` (singly in amortized O(1), or O(log n) for any number),
+    and the window is queried.  For ``rows=N`` the count decides; for
+    ``range=`` a FIFO of the rows' times does (a level queue, in the store
+    next to the engine's levels when there is a store, so the process still
+    holds O(log n) of the window).  Custom policies use :class:`mta.Window`.
+    """
+
+    def __init__(self, spec: WindowSpec, key: Any, run: str) -> None:
+        aggregator = spec.value_aggregator()
+        self.lift, self.lower = aggregator.lift, aggregator.lower
+        self.width = len(spec.aggs)
+        options = spec.storage_options(key, run)
+        self.engine = ENGINES[spec.engine](aggregator.monoid, None, **options)
+        self.range, self.rows = spec.range, spec.rows
+        self._times_storage = None
+        self.times = None
+        if self.range is not None:
+            if options:
+                self._times_storage = options["store"].open_window(
+                    options["window_id"] + "~times", engine="TimeFIFO", mutable_tail=0,
+                    buffer_size=spec.buffer_size, cache_size=spec.cache_size, resume=False)
+                self.times = self._times_storage.new_level(0, 0)
+            else:
+                self.times = MemoryLevelQueue(0, 0)
+
+    def push(self, times: Sequence[float], values: Sequence) -> list[list]:
+        """Push rows in order; one list of results per aggregation."""
+        engine, lift, lower = self.engine, self.lift, self.lower
+        insert, bulk_evict, query = engine.insert, engine.bulk_evict, engine.query
+        results = []
+        append = results.append
+        if self.rows is not None:
+            room = self.rows - len(engine)
+            for v in values:
+                insert(lift(v))
+                if room:
+                    room -= 1
+                else:
+                    bulk_evict(1)
+                append(lower(query()))
+        else:
+            fifo, span = self.times, self.range
+            add_time = fifo.append
+            for t, v in zip(times, values):
+                insert(lift(v))
+                add_time(t)
+                cutoff = t - span
+                if fifo[fifo.lo] <= cutoff:
+                    gone = leading_at_most(fifo, cutoff)
+                    fifo.lo += gone
+                    bulk_evict(gone)
+                append(lower(query()))
+        if self.width == 1:
+            return [results]
+        return [list(column) for column in zip(*results)] if results else [[] for _ in range(self.width)]
+
+    def close(self) -> None:
+        """The key is done: delete its data from the store."""
+        self.engine.close(delete=True)
+        if self._times_storage is not None:
+            self._times_storage.close([self.times], delete=True)
+
+
+def leading_at_most(q, cutoff) -> int:
+    """How many of the oldest elements of the non-decreasing level queue
+    ``q`` are ``<= cutoff``: an exponential then binary search from the
+    head, O(log k) reads for k elements."""
+    lo, hi = q.lo, q.hi
+    if lo == hi or q[lo] > cutoff:
+        return 0
+    good, step = lo, 1  # q[good] <= cutoff
+    while True:
+        probe = good + step
+        if probe >= hi:
+            bad = hi
+            break
+        if q[probe] > cutoff:
+            bad = probe
+            break
+        good, step = probe, step << 1
+    while bad - good > 1:
+        mid = (good + bad) >> 1
+        if q[mid] <= cutoff:
+            good = mid
+        else:
+            bad = mid
+    return good + 1 - lo

@@ -46,8 +46,8 @@ def newest(n):
     return lambda w: max(0, len(w) - n)
 
 
-def within(r):  # t > newest - r, written as newest - t < r to round like the policy
-    return lambda w: next(i for i, x in enumerate(w) if w[-1][0] - x[0] < r)
+def within(r):  # keep t > newest - r (the documented rule, rounding included)
+    return lambda w: next(i for i, x in enumerate(w) if x[0] > w[-1][0] - r)
 
 
 def suffix_sum_at_most(b):

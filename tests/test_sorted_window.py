@@ -1,0 +1,97 @@
+"""spark_ops.spec.SortedWindow (the batch path's per-key window) against brute force.
+
+No Spark: the window is driven directly with sorted times, as a batch task
+drives it, on the memory, file and Redis stores with buffers and caches of
+one or two pairs, so the times FIFO and the engine's levels go through the
+store.  Time windows and count windows, both MTA engines, one aggregation
+and several (a product), and times with bursts, gaps longer than the window
+and fractional steps.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spark_ops.spec import SortedWindow, WindowSpec, leading_at_most
+from mta import MemoryLevelQueue
+from tests.store_fixtures import fresh_window, store_url  # noqa: F401  (fixture)
+from tests.strategies import sane_settings
+
+steps = st.one_of(st.just(0.0), st.sampled_from([0.25, 0.5, 1.0, 3.0]), st.floats(0.0, 40.0, allow_nan=False))
+
+
+@st.composite
+def sorted_rows(draw):
+    deltas = draw(st.lists(steps, max_size=120))
+    times, t = [], draw(st.floats(-1e6, 1e6, allow_nan=False))
+    for d in deltas:
+        t += d
+        times.append(t)
+    values = draw(st.lists(st.integers(-5, 5).map(float), min_size=len(times), max_size=len(times)))
+    return times, values
+
+
+def brute(times, values, *, range=None, rows=None):
+    out = []
+    for i, t in enumerate(times):
+        if range is not None:
+            window = [v for s, v in zip(times[: i + 1], values[: i + 1]) if s > t - range]
+        else:
+            window = values[max(0, i + 1 - rows) : i + 1]
+        out.append(window)
+    return out
+
+
+def check(spec, times, values, windows, split):
+    w = SortedWindow(spec, "k", fresh_window("sorted"))
+    got = [[] for _ in spec.aggs]
+    for lo, hi in ((0, split), (split, len(times))):  # two Arrow batches of one key
+        for column, results in zip(got, w.push(times[lo:hi], values[lo:hi])):
+            column.extend(results)
+    w.close()
+    for name, column in zip([n for n, _, _ in spec.aggs], got):
+        for i, (window, result) in enumerate(zip(windows, column)):
+            if name == "max":
+                assert result == max(window), (i, window, result)
+            elif name == "count":
+                assert result == len(window), (i, window, result)
+            elif name == "first":
+                assert result == window[0], (i, window, result)
+            elif name == "stddev":
+                want = statistics.stdev(window) if len(window) > 1 else None
+                assert (result is None and want is None) or math.isclose(result, want, abs_tol=1e-9), (i, window)
+
+
+@sane_settings(60)
+@given(data=sorted_rows(), span=st.sampled_from([0.5, 1.0, 7.0, 30.0]), engine=st.sampled_from(["amta", "lmta"]),
+       aggs=st.sampled_from([["max"], ["count", "first", "max", "stddev"]]), sizes=st.sampled_from([1, 2, 512]),
+       cut=st.floats(0, 1))
+def test_time_windows(store_url, data, span, engine, aggs, sizes, cut):  # noqa: F811
+    times, values = data
+    spec = WindowSpec.build(key="k", time="t", value="v", aggs=aggs, range=span, engine=engine, store=store_url,
+                            buffer_size=sizes, cache_size=sizes)
+    check(spec, times, values, brute(times, values, range=span), int(cut * len(times)))
+
+
+@sane_settings(30)
+@given(data=sorted_rows(), n=st.sampled_from([1, 2, 5, 33]), engine=st.sampled_from(["amta", "lmta"]),
+       cut=st.floats(0, 1))
+def test_count_windows(store_url, data, n, engine, cut):  # noqa: F811
+    times, values = data
+    spec = WindowSpec.build(key="k", time="t", value="v", aggs=["count", "first", "max"], rows=n, engine=engine,
+                            store=store_url, buffer_size=1, cache_size=1)
+    check(spec, times, values, brute(times, values, rows=n), int(cut * len(times)))
+
+
+@given(st.lists(st.integers(0, 30), max_size=200).map(sorted), st.integers(-1, 31), st.integers(0, 20))
+def test_leading_at_most(values, cutoff, dropped):
+    q = MemoryLevelQueue(0, 7)
+    for v in values:
+        q.append(v)
+    q.lo += min(dropped, len(values))
+    live = values[min(dropped, len(values)):]
+    assert leading_at_most(q, cutoff) == sum(v <= cutoff for v in live)
