@@ -56,8 +56,19 @@ def _sub_cells(a, b):
     return tuple(map(operator.sub, a, b))
 
 
+def _add_pairs(a, b):
+    return (a[0] + b[0], a[1] + b[1])
+
+
+def _sub_pairs(a, b):
+    return (a[0] - b[0], a[1] - b[1])
+
+
 def _cellwise(name: str, size: int) -> Monoid:
-    """Element-wise sums of fixed-size tuples (invertible, commutative)."""
+    """Element-wise sums of fixed-size tuples (invertible, commutative);
+    pairs, as (sum, count), without the loop."""
+    if size == 2:
+        return Monoid(_add_pairs, (0, 0), name=name, inverse=_sub_pairs, commutative=True)
     return Monoid(_add_cells, (0,) * size, name=name, inverse=_sub_cells, commutative=True)
 
 
