@@ -58,6 +58,8 @@ class WindowStats:
     pairs_deleted: int = 0
     cache_hits: int = 0
     cache_misses: int = 0
+    #: misses that waited for the prefetch in flight (it held the position)
+    prefetch_waits: int = 0
     checkpoints: int = 0
 
 
@@ -74,21 +76,46 @@ def _background() -> ThreadPoolExecutor:
         return _executor
 
 
-def drain_background(timeout: float = 60.0) -> None:
-    """Wait until the background pool has run every task submitted so far
-    (the flushes and prefetches of every engine in this process; benchmarks
-    use it to charge that work to the engine that queued it).
+#: Background tasks submitted and not finished yet (see drain_background).
+_inflight = 0
+_idle = threading.Condition(threading.Lock())
 
-    One task per worker waits on a barrier with the caller; the pool runs
-    tasks in submission order, so when they all meet, everything submitted
-    before has finished."""
-    pool = _background()
-    workers = pool._max_workers
-    barrier = threading.Barrier(workers + 1, timeout=timeout)
-    futures = [pool.submit(barrier.wait) for _ in range(workers)]
-    barrier.wait()
-    for f in futures:
-        f.result(timeout)
+
+def _submit(fn, *args) -> Future:
+    """Run ``fn(*args)`` on the background pool, counted in ``_inflight``."""
+    global _inflight
+    with _idle:
+        _inflight += 1
+    try:
+        return _background().submit(_counted, fn, args)
+    except BaseException:
+        _finished()
+        raise
+
+
+def _counted(fn, args):
+    try:
+        return fn(*args)
+    finally:
+        _finished()
+
+
+def _finished() -> None:
+    global _inflight
+    with _idle:
+        _inflight -= 1
+        if not _inflight:
+            _idle.notify_all()
+
+
+def drain_background(timeout: float = 60.0) -> None:
+    """Wait until every background task submitted so far (the flushes and
+    prefetches of every engine in this process) has finished; returns at
+    once when none is running.  Benchmarks use it to charge that work to the
+    engine that queued it.  Raises ``TimeoutError`` after ``timeout`` s."""
+    with _idle:
+        if not _idle.wait_for(lambda: not _inflight, timeout):
+            raise TimeoutError(f"background store I/O still running after {timeout} s")
 
 
 class StoreLevelQueue(LevelQueue):
@@ -124,7 +151,7 @@ class StoreLevelQueue(LevelQueue):
         self._cache: list = []
         self._cache_lo = 0
         self._flush: tuple[Future, int] | None = None  # (future, pairs in flight)
-        self._prefetch: tuple[Future, int] | None = None  # (future, first position)
+        self._prefetch: tuple[Future, int, int] | None = None  # (future, first position, pairs)
         self.segments: list[list[int]] = []  # [epoch, first pair] written by each owner
         self.written = self.stored  # pairs ever written up to here (for clean-up)
         self._hits = 0  # cache hits not yet added to the window's stats
@@ -188,7 +215,13 @@ class StoreLevelQueue(LevelQueue):
             self._start_flush((hi - self._w.mutable_tail) >> 1)
 
     def discard(self) -> None:
-        self._settle()
+        # The level's I/O in flight is not waited for (a bulk eviction that
+        # drops levels must not stall on their flushes or prefetches): the
+        # window waits for it before its next checkpoint and on close.
+        for pending in (self._flush, self._prefetch):
+            if pending is not None:
+                self._w.orphan(pending[0])
+        self._flush = self._prefetch = None
         self._w.discarded(self)
         self._w.closed(self)
         self.lo = self.hi
@@ -220,7 +253,7 @@ class StoreLevelQueue(LevelQueue):
         blobs = encode_pairs(self._recent, count)
         w = self._w
         if w.background:
-            future = _background().submit(w.write, self.level, first, blobs)
+            future = _submit(w.write, self.level, first, blobs)
         else:
             future = Future()
             future.set_result(w.write(self.level, first, blobs))
@@ -268,7 +301,17 @@ class StoreLevelQueue(LevelQueue):
     # -- head cache -------------------------------------------------------
     def _miss(self, i: int):
         """Position ``i`` is in the store: extend or restart the cache."""
-        self._take_prefetch(wait=True)
+        pf = self._prefetch
+        if pf is not None:
+            future, start, count = pf
+            if future.done():
+                self._take_prefetch(wait=False)
+            elif start <= i < start + 2 * count:  # on its way: wait for it
+                self._w._stats.prefetch_waits += 1
+                self._take_prefetch(wait=True)
+            else:  # it does not hold i (a bulk eviction jumped ahead): let it go
+                self._prefetch = None
+                self._w.orphan(future)
         self._trim()
         c = i - self._cache_lo
         if 0 <= c < len(self._cache):
@@ -330,19 +373,22 @@ class StoreLevelQueue(LevelQueue):
         if self._prefetch is None and end - self.lo < w.cache_size and end < self.stored << 1:
             count = min(w.cache_size, self.stored - (end >> 1))
             if w.background:
-                self._prefetch = (_background().submit(self._fetch, end >> 1, count), end)
+                self._prefetch = (_submit(self._fetch, end >> 1, count), end, count)
             # without background I/O the next miss refills synchronously
 
     def _take_prefetch(self, wait: bool) -> None:
         if self._prefetch is None:
             return
-        future, start = self._prefetch
+        future, start, _ = self._prefetch
         if not wait and not future.done():
             return
         self._prefetch = None
         self._check_at = 0
         values = future.result()
-        if start == self._cache_lo + len(self._cache) and self._cache:
+        if not self._cache:  # the head went past the cache: start over from the prefetch
+            self._cache, self._cache_lo = values, start
+            self._trim()
+        elif start == self._cache_lo + len(self._cache):
             self._cache += values  # still contiguous with the cache
 
     def _settle(self) -> None:
@@ -426,6 +472,7 @@ class WindowStorage:
         self.background = background
         self._stats = WindowStats()
         self._queues: list[StoreLevelQueue] = []  # live levels (their cache hits are counted there)
+        self._orphans: list[Future] = []  # prefetches nobody needs any more, still running
         self.levels: list[StoreLevelQueue] | None = None
         self.version: int | None = None  # the checkpoint resumed, then the last committed
         self._written: dict[int, int] = {}  # level -> pairs written up to here by this owner
@@ -495,6 +542,17 @@ class WindowStorage:
             s.cache_hits += q.take_hits()
         return s
 
+    def orphan(self, future: Future) -> None:
+        """A prefetch whose result is not needed: forget it once finished
+        (``close`` waits for those still running)."""
+        self._orphans = [f for f in self._orphans if not f.done()]
+        self._orphans.append(future)
+
+    def _wait_orphans(self) -> None:
+        for f in self._orphans:
+            f.exception()  # wait; their data and errors are not needed
+        self._orphans = []
+
     def opened(self, q: StoreLevelQueue) -> None:
         self._queues.append(q)
 
@@ -509,6 +567,7 @@ class WindowStorage:
     def checkpoint(self, levels: list[StoreLevelQueue]) -> int:
         """Flush, commit the levels by compare-and-set, clean up; returns the
         checkpoint's version (pass it as ``resume=`` to go back to it)."""
+        self._wait_orphans()  # no write of a dropped level may land after the clean-up
         for q in levels:
             q.flush_all()
         old = self._meta
@@ -541,6 +600,7 @@ class WindowStorage:
         window (metadata and every epoch's pairs) from the store."""
         for q in levels:
             q._settle()
+        self._wait_orphans()
         if delete:
             self._call(self.store.delete_window, self.window)
 
