@@ -1,0 +1,79 @@
+"""Driver entry file for ``spark-submit``: runs an ``mta-spark`` command.
+
+``mta-spark`` is a console script and ``spark-submit`` wants a ``.py`` file,
+so this file stands in for it::
+
+    spark-submit [spark options] deploy/mta_spark_main.py COMMAND [mta-spark options]
+
+e.g. ``spark-submit --master yarn --py-files mta_windows.zip
+deploy/mta_spark_main.py run --input hdfs:///in --output hdfs:///out --key host
+--time ts --value mem --agg max --range 3600 --store redis://redis:6379/0``.
+
+The session comes from spark-submit's own configuration (``--master``,
+``--deploy-mode``, ``--conf``, ``spark-defaults.conf``), so ``mta-spark``'s
+``--master`` is ignored here.  Like a session started by ``mta-spark`` it
+reads timestamps without a zone as UTC and keeps every shuffle partition a
+task (adaptive coalescing off), unless the submit configuration says
+otherwise; the shuffle partitions default to 4 x the application's cores
+(``--partitions`` overrides).  Exit status as ``mta-spark``: 0 done, 1 the
+job failed, 2 a usage or input error.
+"""
+
+from __future__ import annotations
+
+import sys
+
+#: Settings a session started by ``mta-spark`` has; applied unless the
+#: spark-submit configuration sets them.
+SESSION_DEFAULTS = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.adaptive.coalescePartitions.enabled": "false",
+}
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    from spark_ops import cli
+
+    # --help and usage errors are answered without starting Spark
+    try:
+        args = cli.build_parser().parse_args(argv)
+    except cli.CLIError:
+        return cli.main(argv)  # prints the one-line error, status 2
+    except SystemExit as e:  # --help was printed
+        return e.code if isinstance(e.code, int) else 0
+
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.getOrCreate()
+    try:
+        if not args.verbose:  # as mta-spark: Spark's own logs with --verbose only
+            spark.sparkContext.setLogLevel("WARN")
+        conf = spark.sparkContext.getConf()
+        for key, value in SESSION_DEFAULTS.items():
+            if not conf.contains(key):
+                spark.conf.set(key, value)
+        if not conf.contains("spark.sql.shuffle.partitions"):
+            spark.conf.set("spark.sql.shuffle.partitions", str(4 * _cores(spark)))
+        return cli.main(argv, spark=spark)
+    finally:
+        spark.stop()
+
+
+def _cores(spark) -> int:
+    """The application's cores: from the submit configuration when it says,
+    else what the cluster has registered so far (at least 2)."""
+    conf = spark.sparkContext.getConf()
+    instances, cores = conf.get("spark.executor.instances"), conf.get("spark.executor.cores")
+    try:
+        if instances and cores:
+            return max(1, int(instances) * int(cores))
+        if conf.get("spark.cores.max"):
+            return max(1, int(conf.get("spark.cores.max")))
+    except ValueError:
+        pass
+    return max(2, spark.sparkContext.defaultParallelism)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
