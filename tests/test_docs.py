@@ -4,15 +4,14 @@
     tested" says the same for writers):
 
     * Every ```python block of a file runs, in order, in one namespace per
-      file.
-      A block with ``>>>`` prompts is a doctest (ELLIPSIS and
+      file.  A block with ``>>>`` prompts is a doctest (ELLIPSIS and
       NORMALIZE_WHITESPACE on): its output is checked.  In another block, a
       line ending with a ``# prints: TEXT`` comment states one line of the
       block's output; when a block has such comments, its standard output
       must be exactly those lines, in order (``...`` matches anything).
     * ```sh blocks: each command starting with ``mta-spark`` runs in
       process (``spark_ops.cli.main``, on the module's Spark session, in the
-      file's working directory) and must exit 0; a command starting with
+      working directory below) and must exit 0; a command starting with
       ``./scripts/`` must name an executable script of the repository (the
       scripts run in this file or in CI: (d), (e), ``scripts/test``).  Any
       other command needs the block to be skipped.
@@ -265,9 +264,8 @@ IMAGE_RE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")
 
 
 def github_slug(heading: str) -> str:
-    text = re.sub(r"`|\*|_(?=\w)|(?<=\w)_", "", heading.strip()).lower()
-    text = re.sub(r"[^\w\- ]", "", text)
-    return text.replace(" ", "-")
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
 def anchors(path: Path) -> set[str]:
