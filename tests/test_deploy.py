@@ -1,0 +1,1181 @@
+"""The deployment files: docker-compose.yml, Dockerfile, .dockerignore,
+.env.example and deploy/ (spark-submit recipes, the image's entrypoint and
+Spark configuration, Couchbase set-up, Kubernetes manifests).
+
+No Docker engine runs on the development machines, so what Docker would do is
+checked statically:
+
+* the compose file and every manifest parse; every job's command is a real
+  ``mta-spark`` subcommand with real options (``spark_ops.cli.build_parser``),
+  and so are the commands in deploy/README.md and the README's cluster section;
+* images are pinned; the Dockerfile's Spark, Python and Java versions are the
+  project's (pyproject.toml, the installed pyspark);
+* store URLs name the services, ports, bucket/scope/collection and credential
+  variables that exist (parsed with the stores' own URL parsers), and the
+  credential variables are the ones the stores read;
+* every ``${VAR}`` of the compose file is in .env.example; no password or token
+  is committed as a literal.
+
+What runs without Docker runs for real:
+
+* the spark-submit recipe (deploy/submit.sh: ``pip wheel --no-deps``, the wheel
+  shipped with ``--py-files`` to a Python that does not have the project,
+  deploy/mta_spark_main.py) on ``local[2]``, against a Redis whose password
+  comes from the environment;
+* a Spark standalone master and worker started with the compose file's own
+  commands through the image's entrypoint, running the compose file's
+  ``stream`` job with the image's spark-defaults.conf (RocksDB state store);
+* deploy/docker/couchbase-init.sh against a stand-in of Couchbase's REST API.
+"""
+
+from __future__ import annotations
+
+import base64
+import fnmatch
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import threading
+import time
+import tomllib
+import urllib.parse
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+yaml = pytest.importorskip("yaml", reason="pyyaml not installed: pip install -e '.[test]'")
+
+from spark_ops import cli  # noqa: E402
+from stores.couchbase_store import parse_couchbase_url  # noqa: E402
+from stores.redis_store import parse_redis_url  # noqa: E402
+
+from tests.conftest import free_port  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPOSE = ROOT / "docker-compose.yml"
+DOCKERFILE = ROOT / "Dockerfile"
+DOCKERIGNORE = ROOT / ".dockerignore"
+ENV_EXAMPLE = ROOT / ".env.example"
+DEPLOY = ROOT / "deploy"
+K8S = DEPLOY / "k8s"
+ENTRYPOINT = DEPLOY / "docker" / "entrypoint.sh"
+SUBMIT = DEPLOY / "submit.sh"
+ENTRY_FILE = DEPLOY / "mta_spark_main.py"
+COUCHBASE_INIT = DEPLOY / "docker" / "couchbase-init.sh"
+SPARK_CONF_DIR = DEPLOY / "docker" / "conf"
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+JOBS = ("demo", "run", "stream")
+SPARK_SERVICES = ("spark-master", "spark-worker-1", "spark-worker-2")
+SECRETISH = re.compile(r"(?i)(passw(or)?d|secret|token|api[_-]?key|credential)")
+PLACEHOLDERS = {"", "change-me", "REPLACE_ME", "...", "***"}
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+VERSION = PYPROJECT["project"]["version"]
+
+
+# -- helpers: .env, compose interpolation ---------------------------------------------
+def env_example() -> dict[str, str]:
+    """The assignments of .env.example (dotenv syntax: NAME=value, # comments)."""
+    env = {}
+    for n, line in enumerate(ENV_EXAMPLE.read_text().splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", line)
+        assert m, f".env.example line {n} is not NAME=value: {line!r}"
+        value = m.group(2)
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        env[m.group(1)] = value
+    return env
+
+
+def env_alternatives(name: str) -> list[str]:
+    """Values of NAME given in .env.example's comments (``# NAME=value``)."""
+    found = []
+    for line in ENV_EXAMPLE.read_text().splitlines():
+        m = re.fullmatch(rf"#\s*{name}=(.*)", line.strip())
+        if m:
+            found.append(m.group(1).strip().strip("'\""))
+    return found
+
+
+_VAR = re.compile(r"\$(?:(?P<escaped>\$)|\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?+])(?P<arg>[^}]*))?\}"
+                  r"|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))")
+
+
+def interpolate(text: str, env: dict[str, str]) -> str:
+    """Compose's interpolation: ``$$``, ``$VAR``, ``${VAR}``, ``${VAR:-default}``,
+    ``${VAR-default}``, ``${VAR:?error}``, ``${VAR?error}``, ``${VAR:+alt}``."""
+    def sub(m):
+        if m.group("escaped"):
+            return "$"
+        name = m.group("braced") or m.group("plain")
+        op, arg = m.group("op"), m.group("arg") or ""
+        value = env.get(name)
+        if op == ":-":
+            return value if value else arg
+        if op == "-":
+            return arg if value is None else value
+        if op in (":?", "?"):
+            assert value is not None and (op == "?" or value), f"${{{name}}} is required: {arg}"
+            return value
+        if op == ":+":
+            return arg if value else ""
+        if op == "+":
+            return "" if value is None else arg
+        assert value is not None, f"${{{name}}} has neither a value in .env.example nor a default"
+        return value
+    return _VAR.sub(sub, text)
+
+
+def variables(text: str) -> set[str]:
+    return {m.group("braced") or m.group("plain") for m in _VAR.finditer(text) if not m.group("escaped")}
+
+
+def strings(obj):
+    """Every string in a parsed YAML document (keys excluded)."""
+    if isinstance(obj, str):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from strings(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from strings(v)
+
+
+def resolve(obj, env: dict[str, str]):
+    if isinstance(obj, str):
+        return interpolate(obj, env)
+    if isinstance(obj, dict):
+        return {k: resolve(v, env) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [resolve(v, env) for v in obj]
+    return obj
+
+
+def raw_compose() -> dict:
+    return yaml.safe_load(COMPOSE.read_text())
+
+
+def compose(env: dict[str, str] | None = None) -> dict:
+    """The compose file as docker compose sees it with .env.example as .env."""
+    return resolve(raw_compose(), env_example() if env is None else env)
+
+
+def argv(service: dict) -> list[str]:
+    command = service.get("command", [])
+    return shlex.split(command) if isinstance(command, str) else list(command)
+
+
+def environment(service: dict) -> dict[str, str]:
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) if "=" in item else (item, "") for item in env)
+    return {k: "" if v is None else str(v) for k, v in env.items()}
+
+
+def option(args: list[str], name: str) -> str | None:
+    for i, a in enumerate(args):
+        if a == name and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith(name + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def mta_spark_args(args: list[str]) -> list[str] | None:
+    """The arguments after ``mta-spark`` (or deploy/mta_spark_main.py), if any."""
+    for i, a in enumerate(args):
+        if a == "mta-spark" or a.endswith("/mta-spark") or a.endswith("mta_spark_main.py"):
+            return args[i + 1:]
+    return None
+
+
+def parse_mta_spark(args: list[str], where: str):
+    try:
+        ns = cli.build_parser().parse_args(args)
+    except cli.CLIError as e:
+        pytest.fail(f"{where}: not a valid mta-spark command ({e}): {shlex.join(args)}")
+    except SystemExit:
+        pytest.fail(f"{where}: mta-spark would only print its help: {shlex.join(args)}")
+    return ns
+
+
+def yaml_documents(path: Path) -> list[dict]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+
+
+def k8s_documents() -> list[tuple[Path, dict]]:
+    return [(p, d) for p in sorted(K8S.glob("*.y*ml")) for d in yaml_documents(p)]
+
+
+def k8s_kind(kind: str) -> list[dict]:
+    return [d for _, d in k8s_documents() if d.get("kind") == kind]
+
+
+def image_pinned(image: str) -> bool:
+    """An explicit version tag (not latest) or a digest."""
+    if "@sha256:" in image:
+        return True
+    name, _, tag = image.rpartition(":")
+    if not name or "/" in tag:  # no tag (a ':' belongs to a registry port)
+        return False
+    return tag != "latest" and bool(re.search(r"\d", tag))
+
+
+def docker_instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of the Dockerfile, continuation lines joined."""
+    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            out.append((word.upper(), rest.strip()))
+    return out
+
+
+def dockerfile_env() -> dict[str, str]:
+    env = {}
+    for word, rest in docker_instructions():
+        if word == "ENV":
+            for token in shlex.split(rest):
+                k, _, v = token.partition("=")
+                env[k] = v
+    return env
+
+
+def pyspark_pin() -> str:
+    pins = [r for r in PYPROJECT["project"]["optional-dependencies"]["spark"] if r.startswith("pyspark")]
+    assert len(pins) == 1 and "==" in pins[0], f"pyproject's spark extra should pin pyspark exactly: {pins}"
+    return pins[0].split("==", 1)[1]
+
+
+def java_home() -> str | None:
+    if os.environ.get("JAVA_HOME"):
+        return os.environ["JAVA_HOME"]
+    java = shutil.which("java")
+    return os.path.dirname(os.path.dirname(os.path.realpath(java))) if java else None
+
+
+def spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+NO_JAVA = "java not found: install a JDK 17 (apt-get install openjdk-17-jre-headless)"
+
+
+# -- the compose file ---------------------------------------------------------------
+def test_compose_file_parses_and_its_services_fit_together():
+    data = compose()
+    services = data["services"]
+    for name in ("redis", "couchbase", "couchbase-init", *SPARK_SERVICES, "demo", "run", "stream"):
+        assert name in services, f"docker-compose.yml has no service {name}"
+    declared = set(data.get("volumes") or {})
+    for name, svc in services.items():
+        for volume in svc.get("volumes", []):
+            source = volume.split(":", 1)[0] if isinstance(volume, str) else volume.get("source")
+            if source.startswith((".", "/")):
+                assert (ROOT / source).exists(), f"{name} mounts {source}, which does not exist"
+            else:
+                assert source in declared, f"{name} uses volume {source}, not declared under volumes:"
+        for dep, how in (svc.get("depends_on") or {}).items():
+            assert dep in services, f"{name} depends on {dep}, which is not a service"
+            condition = how["condition"] if isinstance(how, dict) else "service_started"
+            assert condition in ("service_started", "service_healthy", "service_completed_successfully")
+            if condition == "service_healthy":
+                assert "test" in (services[dep].get("healthcheck") or {}), \
+                    f"{name} waits for {dep} to be healthy, but {dep} has no healthcheck"
+            if condition == "service_completed_successfully":
+                assert services[dep].get("restart", "no") == "no", f"{dep} is a one-shot: restart must be 'no'"
+
+    # one project image for the master, the workers and the jobs, built from ./Dockerfile
+    images = {services[s]["image"] for s in (*SPARK_SERVICES, *JOBS)}
+    assert images == {f"mta-windows:{VERSION}"}, f"Spark services and jobs must share one image: {images}"
+    for s in (*SPARK_SERVICES, *JOBS):
+        build = services[s]["build"]
+        assert (ROOT / build["context"] / build.get("dockerfile", "Dockerfile")).resolve() == DOCKERFILE
+
+    # Redis persists with an append-only file; Redis, Couchbase and Spark have health checks
+    assert option(argv(services["redis"]), "--appendonly") == "yes"
+    for s in ("redis", "couchbase", "spark-master", "spark-worker-1", "spark-worker-2"):
+        assert services[s]["healthcheck"]["test"], f"{s} has no healthcheck"
+    init = services["couchbase-init"]
+    assert init["depends_on"]["couchbase"]["condition"] == "service_healthy"
+    script = [v.split(":")[0] for v in init["volumes"] if "couchbase-init.sh" in v]
+    assert script and (ROOT / script[0]).resolve() == COUCHBASE_INIT
+    assert init["entrypoint"][-1] == [v.split(":")[1] for v in init["volumes"] if "couchbase-init.sh" in v][0]
+
+    # the jobs wait for the stores and the workers; run reads what demo writes
+    for job in JOBS:
+        deps = services[job]["depends_on"]
+        assert deps["redis"]["condition"] == "service_healthy"
+        assert deps["couchbase-init"]["condition"] == "service_completed_successfully"
+        assert {"spark-worker-1", "spark-worker-2"} <= set(deps)
+    assert services["run"]["depends_on"]["demo"]["condition"] == "service_completed_successfully"
+    assert services["stream"].get("profiles") == ["stream"]
+
+
+def test_driver_and_executors_share_the_paths_of_the_jobs():
+    services = compose()["services"]
+    for name in (*JOBS, "spark-worker-1", "spark-worker-2"):
+        assert "mta-data:/data" in services[name]["volumes"], f"{name} must mount mta-data at /data"
+    demo = cli.build_parser().parse_args(mta_spark_args(argv(services["demo"])))
+    run = cli.build_parser().parse_args(mta_spark_args(argv(services["run"])))
+    stream = cli.build_parser().parse_args(mta_spark_args(argv(services["stream"])))
+    for path in (demo.out, run.input, run.output, stream.input, stream.output, stream.checkpoint):
+        assert path.startswith("/data/"), f"{path} is not on the shared volume /data"
+    assert run.input == demo.out + "/input", "run reads the readings demo writes (OUT/input)"
+    # the image creates the stream's input directory (a new volume copies it)
+    assert any(w == "RUN" and stream.input in r for w, r in docker_instructions())
+
+
+def test_every_job_command_is_a_real_mta_spark_command():
+    services = compose()["services"]
+    master = argv(services["spark-master"])
+    master_url = f"spark://{option(master, '--host')}:{option(master, '--port')}"
+    commands = {}
+    for name, svc in services.items():
+        args = mta_spark_args(argv(svc))
+        if args is None:
+            continue
+        ns = parse_mta_spark(args, f"docker-compose.yml service {name}")
+        commands[name] = ns.command
+        assert ns.master == master_url, f"{name} runs on {ns.master}, not on the cluster's master {master_url}"
+        assert ns.store, f"{name} should keep its windows in a store (--store)"
+    assert commands == {"demo": "demo", "run": "run", "stream": "stream"}
+
+    # the Spark daemons: the workers register at the master's address; health checks use the UI ports
+    assert master[:2] == ["spark-class", "org.apache.spark.deploy.master.Master"]
+    assert option(master, "--host") == "spark-master" == services["spark-master"]["hostname"]
+    assert f"{option(master, '--webui-port')}" in " ".join(services["spark-master"]["healthcheck"]["test"])
+    for w in ("spark-worker-1", "spark-worker-2"):
+        worker = argv(services[w])
+        assert worker[:2] == ["spark-class", "org.apache.spark.deploy.worker.Worker"]
+        assert worker[-1] == master_url
+        assert f":{option(worker, '--webui-port')}/" in " ".join(services[w]["healthcheck"]["test"])
+        assert re.fullmatch(r"\d+", option(worker, "--cores")) and re.fullmatch(r"\d+[mg]", option(worker, "--memory"))
+
+
+def test_every_yaml_file_parses():
+    files = [COMPOSE, *sorted(DEPLOY.rglob("*.y*ml"))]
+    assert len(files) >= 6
+    for path in files:
+        docs = yaml_documents(path)
+        assert docs, f"{path} is empty"
+        if K8S in path.parents:
+            for doc in docs:
+                for field in ("apiVersion", "kind"):
+                    assert doc.get(field), f"{path}: a document without {field}"
+                assert doc["metadata"]["name"], f"{path}: a {doc['kind']} without a name"
+
+
+# -- images and versions ----------------------------------------------------------------
+def test_every_image_is_pinned():
+    images = {f"docker-compose.yml {n}": s["image"] for n, s in compose()["services"].items() if "image" in s}
+    for path, doc in k8s_documents():
+        if doc["kind"] == "SparkApplication":
+            images[f"{path.name} {doc['metadata']['name']}"] = doc["spec"]["image"]
+        for container in (doc.get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])):
+            images[f"{path.name} {container['name']}"] = container["image"]
+    assert len(images) >= 10
+    for where, image in images.items():
+        assert image_pinned(image), f"{where}: image {image!r} is not pinned to a version"
+    stages = set()
+    froms = [r for w, r in docker_instructions() if w == "FROM"]
+    assert froms
+    for line in froms:
+        words = [w for w in line.split() if not w.startswith("--platform")]
+        image = words[0]
+        assert image in stages or image_pinned(image), f"Dockerfile: FROM {image} is not pinned"
+        if len(words) == 3 and words[1].upper() == "AS":
+            stages.add(words[2])
+
+
+def test_dockerfile_versions_are_the_projects():
+    import pyspark
+
+    spark = pyspark_pin()
+    assert spark == pyspark.__version__ == "4.3.0", "pyproject's pin, the installed pyspark and the facts disagree"
+    instructions = docker_instructions()
+    args = dict(r.split("=", 1) for w, r in instructions if w == "ARG" and "=" in r)
+    assert args["SPARK_VERSION"] == spark
+    runs = " ".join(r for w, r in instructions if w == "RUN")
+    assert '"pyspark==${SPARK_VERSION}"' in runs
+
+    # Python 3.11, as the project's environment, within requires-python
+    assert sys.version_info[:2] == (3, 11)
+    low = re.fullmatch(r">=\s*(\d+)\.(\d+)", PYPROJECT["project"]["requires-python"])
+    for line in (r for w, r in instructions if w == "FROM"):
+        image = line.split()[0]
+        if image.startswith("python:"):
+            m = re.match(r"python:(\d+)\.(\d+)\.\d+-", image)
+            assert m and (int(m.group(1)), int(m.group(2))) == (3, 11), f"FROM {image}: not Python 3.11.x"
+            assert (int(m.group(1)), int(m.group(2))) >= (int(low.group(1)), int(low.group(2)))
+    env = dockerfile_env()
+    assert env["SPARK_HOME"] == "/opt/venv/lib/python3.11/site-packages/pyspark"
+    assert env["PYSPARK_PYTHON"] == env["PYSPARK_DRIVER_PYTHON"] == "/opt/venv/bin/python"
+    assert "python -m venv /opt/venv" in runs
+
+    # Java 17 from Debian, JAVA_HOME pointing at it, as on this machine
+    assert "openjdk-17-jre-headless" in runs and env["JAVA_HOME"] == "/usr/lib/jvm/java-17"
+    assert "/usr/lib/jvm/java-17" in runs
+    if shutil.which("java"):
+        out = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
+        assert re.search(r'version "17\.', out), f"this machine's Java is not 17: {out}"
+
+    # the project's wheel with the extras the services need (bench: matplotlib, for demo's plot)
+    extras = re.search(r"mta_windows-\*\.whl\)\[([a-z,]+)\]", runs)
+    assert extras and set(extras.group(1).split(",")) >= {"spark", "redis", "couchbase", "bench"}
+    assert any(r.startswith("matplotlib") for r in PYPROJECT["project"]["optional-dependencies"]["bench"])
+    assert "pip wheel --no-deps" in runs
+
+    # an unprivileged user, tini, the entrypoint and the entry file
+    users = [r for w, r in instructions if w == "USER"]
+    assert users and users[-1] not in ("root", "0") and not users[-1].startswith(("root:", "0:"))
+    entrypoint = json.loads([r for w, r in instructions if w == "ENTRYPOINT"][-1])
+    assert entrypoint == ["/usr/bin/tini", "--", "/opt/mta/entrypoint.sh"]
+    copies = {tuple(r.split()[-2:]) for w, r in instructions if w == "COPY" and not r.startswith("--from")}
+    assert ("deploy/docker/entrypoint.sh", "/opt/mta/entrypoint.sh") in copies
+    assert ("deploy/mta_spark_main.py", "/opt/mta/mta_spark_main.py") in copies
+    assert ("deploy/docker/conf/", "/opt/mta/conf/") in copies and env["SPARK_CONF_DIR"] == "/opt/mta/conf"
+
+    # the SparkApplications run this image's Spark and entry file
+    for app in k8s_kind("SparkApplication"):
+        assert app["spec"]["sparkVersion"] == spark
+        assert app["spec"]["image"].endswith(f"/mta-windows:{VERSION}")
+        assert app["spec"]["mainApplicationFile"] == "local:///opt/mta/mta_spark_main.py"
+
+
+def _dockerignored(path: str, patterns: list[str]) -> bool:
+    ignored = False
+    parts = path.strip("/").split("/")
+    prefixes = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    for pattern in patterns:
+        negate = pattern.startswith("!")
+        p = pattern[1:] if negate else pattern
+        p = p.strip("/")
+        if any(fnmatch.fnmatch(prefix, p) or (p.startswith("**/") and fnmatch.fnmatch(prefix.split("/")[-1], p[3:]))
+               for prefix in prefixes):
+            ignored = not negate
+    return ignored
+
+
+def test_build_context_has_what_the_dockerfile_copies_and_no_secrets():
+    patterns = [line.strip() for line in DOCKERIGNORE.read_text().splitlines()
+                if line.strip() and not line.startswith("#")]
+    sources = []
+    for word, rest in docker_instructions():
+        if word == "COPY" and not rest.startswith("--from"):
+            sources += rest.split()[:-1]
+    assert sources
+    for source in sources:
+        assert (ROOT / source).exists(), f"Dockerfile copies {source}, which does not exist"
+        assert not _dockerignored(source, patterns), f".dockerignore leaves {source} out of the build context"
+    for secret in (".env", ".venv/bin/python", ".git/config", "bench/results/exp1.json", "demo-output/x"):
+        assert _dockerignored(secret, patterns), f".dockerignore lets {secret} into the build context"
+
+
+# -- stores, ports, credentials ----------------------------------------------------------
+def _store_variables() -> set[str]:
+    """The environment variables the store backends read."""
+    names = set()
+    for module in ("redis_store.py", "couchbase_store.py"):
+        source = (ROOT / "stores" / module).read_text()
+        names |= set(re.findall(r'environ(?:\.get)?\(\s*"([A-Z_]+)"', source))
+        names |= set(re.findall(r'\(\s*"[a-z]+",\s*"([A-Z_]+)"\s*\)', source))  # ("password", "MTA_REDIS_PASSWORD")
+    return names
+
+
+def test_credentials_are_the_variables_the_stores_read():
+    read = _store_variables()
+    assert {"MTA_REDIS_PASSWORD", "MTA_REDIS_USERNAME", "COUCHBASE_USERNAME", "COUCHBASE_PASSWORD"} <= read
+    raw = raw_compose()
+    credentials = set(raw["x-store-credentials"])
+    assert credentials and credentials <= read, f"compose passes {credentials - read}, which no store reads"
+    for name in ("spark-worker-1", "spark-worker-2", *JOBS):
+        assert credentials <= set(environment(compose()["services"][name])), \
+            f"{name} lacks store credentials (executors and drivers open the store)"
+    secret = k8s_kind("Secret")[0]
+    assert set(secret["stringData"]) <= read
+    submit = SUBMIT.read_text()
+    listed = re.search(r"^credentials=\(([^)]*)\)", submit, re.M).group(1).split()
+    assert set(listed) == {"MTA_REDIS_PASSWORD", "MTA_REDIS_USERNAME", "COUCHBASE_USERNAME", "COUCHBASE_PASSWORD"}
+    assert set(listed) <= read
+
+
+def _container_ports(svc: dict) -> set[int]:
+    ports = {int(p) for p in svc.get("expose", [])}
+    for p in svc.get("ports", []):
+        ports.add(int(str(p).rsplit(":", 1)[-1].split("/")[0]))
+    return ports
+
+
+def _store_urls() -> list[tuple[str, str, dict]]:
+    """(where, URL, resolved services) for every store URL the compose jobs can use:
+    with .env.example as it is, and with each alternative MTA_STORE it offers."""
+    found = []
+    settings = [("", env_example())] + [(f" with MTA_STORE={alt}", {**env_example(), "MTA_STORE": alt})
+                                         for alt in env_alternatives("MTA_STORE")]
+    for label, env in settings:
+        services = compose(env)["services"]
+        for name in JOBS:
+            found.append((f"{name}{label}", option(argv(services[name]), "--store"), services))
+    return found
+
+
+def test_store_urls_name_the_services_ports_and_collections_of_the_compose_file():
+    raw = raw_compose()["services"]
+    schemes = set()
+    urls = _store_urls()
+    assert len({u for _, u, _ in urls}) >= 2, ".env.example should offer the Couchbase store as an alternative"
+    for where, url, services in urls:
+        scheme = url.split(":", 1)[0]
+        schemes.add(scheme)
+        job_env = raw[where.split()[0]]
+        if scheme == "redis":
+            cfg = parse_redis_url(url)
+            assert cfg["password"] is None and cfg["username"] is None, f"{where}: credentials in the URL"
+            svc = services.get(cfg["host"])
+            assert svc and svc["image"].startswith("redis:"), f"{where}: {cfg['host']} is not the Redis service"
+            server_port = int(option(argv(svc), "--port") or 6379)
+            assert cfg["port"] == server_port and server_port in _container_ports(svc), \
+                f"{where}: port {cfg['port']} is not Redis's"
+            # the jobs' password is the server's: the same variable
+            required = option(argv(raw[cfg["host"]]), "--requirepass")
+            assert variables(required) == variables(raw_compose()["x-store-credentials"]["MTA_REDIS_PASSWORD"]) \
+                == {"MTA_REDIS_PASSWORD"}
+            assert "MTA_REDIS_PASSWORD" in environment(services[where.split()[0]])
+        elif scheme == "couchbase":
+            cfg = parse_couchbase_url(url)
+            assert cfg["username"] is None and cfg["password"] is None, f"{where}: credentials in the URL"
+            host = cfg["netloc"].split(":")[0]
+            svc = services.get(host)
+            assert svc and svc["image"].startswith("couchbase:"), f"{where}: {host} is not the Couchbase service"
+            assert {8091, 11210} <= _container_ports(svc)
+            init = environment(services["couchbase-init"])
+            assert init["COUCHBASE_HOST"] == host and init["COUCHBASE_REST_PORT"] == "8091"
+            assert (cfg["bucket"], cfg["scope"], cfg["collection"]) == \
+                (init["COUCHBASE_BUCKET"], init["COUCHBASE_SCOPE"], init["COUCHBASE_COLLECTION"]), \
+                f"{where}: {url} is not the bucket/scope/collection couchbase-init creates"
+            # the jobs log in as the user couchbase-init creates
+            init_raw = environment(raw["couchbase-init"])
+            creds = raw_compose()["x-store-credentials"]
+            for name in ("COUCHBASE_USERNAME", "COUCHBASE_PASSWORD"):
+                assert variables(init_raw[name]) == variables(creds[name]) == {name}
+                assert name in environment(services[where.split()[0]])
+            assert job_env is not None
+        else:
+            pytest.fail(f"{where}: unexpected store {url}")
+    assert schemes == {"redis", "couchbase"}
+
+
+def test_kubernetes_manifests_fit_together():
+    services = {d["metadata"]["name"]: d for d in k8s_kind("Service")}
+    claims = {d["metadata"]["name"] for d in k8s_kind("PersistentVolumeClaim")}
+    accounts = {d["metadata"]["name"] for d in k8s_kind("ServiceAccount")}
+    secrets = {d["metadata"]["name"]: d for d in k8s_kind("Secret")}
+    apps = k8s_kind("SparkApplication")
+    assert {a["spec"]["arguments"][0] for a in apps} == {"run", "stream"}
+    for app in apps:
+        name = app["metadata"]["name"]
+        assert app["apiVersion"] == "sparkoperator.k8s.io/v1beta2" and app["spec"]["type"] == "Python"
+        ns = parse_mta_spark([str(a) for a in app["spec"]["arguments"]], f"SparkApplication {name}")
+        cfg = parse_redis_url(ns.store)
+        assert cfg["password"] is None
+        service = services.get(cfg["host"])
+        assert service, f"{name}: --store names {cfg['host']}, which is no Service"
+        assert cfg["port"] in {p["port"] for p in service["spec"]["ports"]}
+        assert app["spec"]["driver"]["serviceAccount"] in accounts
+        mounted = {}
+        for volume in app["spec"]["volumes"]:
+            assert volume["persistentVolumeClaim"]["claimName"] in claims
+        for role in ("driver", "executor"):
+            pod = app["spec"][role]
+            mounted.update({m["mountPath"]: m["name"] for m in pod["volumeMounts"]})
+            names = {e["name"] for e in pod["env"]}
+            assert "MTA_REDIS_PASSWORD" in names, f"{name} {role}: no store password"
+            for e in pod["env"]:
+                ref = e["valueFrom"]["secretKeyRef"]
+                assert ref["key"] in secrets[ref["name"]]["stringData"], f"{name} {role}: no {ref}"
+        paths = [getattr(ns, a, None) for a in ("input", "output", "checkpoint")]
+        for path in filter(None, paths):
+            assert any(path.startswith(m + "/") for m in mounted), f"{name}: {path} is on no shared volume"
+        if ns.command == "stream":
+            assert app["spec"]["sparkConf"]["spark.sql.streaming.stateStore.providerClass"] == ROCKSDB
+            assert app["spec"]["restartPolicy"]["type"] in ("Always", "OnFailure")
+    # Redis takes its password from the same Secret
+    redis = [d for d in k8s_kind("Deployment") if d["metadata"]["name"] == "redis"][0]
+    container = redis["spec"]["template"]["spec"]["containers"][0]
+    assert option(container["args"], "--appendonly") == "yes"
+    assert option(container["args"], "--requirepass") == "$(MTA_REDIS_PASSWORD)"
+    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"]}
+    assert env["MTA_REDIS_PASSWORD"] == {"name": "mta-store-credentials", "key": "MTA_REDIS_PASSWORD"}
+    assert redis["spec"]["template"]["metadata"]["labels"].items() >= services["redis"]["spec"]["selector"].items()
+    for volume in redis["spec"]["template"]["spec"]["volumes"]:
+        assert volume["persistentVolumeClaim"]["claimName"] in claims
+
+
+# -- .env.example and secrets ---------------------------------------------------------------
+def test_env_example_defines_every_variable_of_the_compose_file():
+    used = set()
+    for text in strings(raw_compose()):
+        used |= variables(text)
+    defined = env_example()
+    assert used - set(defined) == set(), f"used in docker-compose.yml, missing from .env.example: {used - set(defined)}"
+    assert set(defined) - used == set(), f"in .env.example, unused by docker-compose.yml: {set(defined) - used}"
+    compose()  # every ${VAR:?} is satisfied by .env.example
+
+
+def test_no_secret_is_committed():
+    tracked = subprocess.run(["git", "ls-files", "--", ".env", "**/.env"], cwd=ROOT, capture_output=True,
+                             text=True).stdout.split()
+    assert tracked == [], f"a .env file is committed: {tracked}"
+
+    # compose: secrets only as ${VAR} references, filled from .env
+    raw = raw_compose()
+    blocks = {"x-store-credentials": raw["x-store-credentials"]}
+    blocks.update({name: environment(svc) for name, svc in raw["services"].items()})
+    for where, env in blocks.items():
+        for key, value in env.items():
+            if SECRETISH.search(key) or key == "REDISCLI_AUTH":
+                assert re.fullmatch(r"\$\{[A-Z_]+(:?[-?][^}]*)?\}", value), \
+                    f"docker-compose.yml {where}: {key} must come from .env as ${{VAR}}, not {value!r}"
+                m = re.fullmatch(r"\$\{[A-Z_]+:-([^}]*)\}", value)
+                assert not m, f"docker-compose.yml {where}: {key} has a default value"
+    for name, svc in raw["services"].items():
+        args = argv(svc)
+        for flag in ("--requirepass", "--password", "-a"):
+            if flag in args:
+                assert variables(option(args, flag)), f"{name}: {flag} is a literal"
+
+    # .env.example and the Kubernetes Secret hold placeholders only
+    for key, value in env_example().items():
+        if SECRETISH.search(key) and not key.endswith("USERNAME"):
+            assert value in PLACEHOLDERS, f".env.example: {key}={value!r} is not a placeholder"
+    for secret in k8s_kind("Secret"):
+        for key, value in {**secret.get("stringData", {}), **secret.get("data", {})}.items():
+            assert value in PLACEHOLDERS, f"Secret {secret['metadata']['name']}: {key} is not a placeholder"
+    for path, doc in k8s_documents():
+        for container_env in _k8s_env_lists(doc):
+            for e in container_env:
+                if SECRETISH.search(e["name"]):
+                    assert "valueFrom" in e and "value" not in e, f"{path.name}: {e['name']} is a literal"
+
+    # anything that looks like "password = literal" in the deployment files and docs
+    assignment = re.compile(r"""(?i)(?:passw(?:or)?d|secret|token)\w*["']?\s*[:=]\s*(?P<v>"[^"]*"|'[^']*'|[^\s"',;)}]+)""")
+    files = [COMPOSE, ENV_EXAMPLE, DOCKERFILE, *sorted(p for p in DEPLOY.rglob("*") if p.is_file())]
+    for path in files:
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            line = re.sub(r"\$[{(][^})]*[})]", "$VAR", line)  # ${VAR...}, $(VAR), $(command)
+            for m in assignment.finditer(line):
+                value = m.group("v").strip("\"'")
+                ok = (value in PLACEHOLDERS or value.startswith(("$", "<", "@", "*")) or value.endswith("...")
+                      or re.fullmatch(r"[\w.-]+:[A-Z_]+", value))  # a Secret reference name:KEY
+                assert ok, f"{path.relative_to(ROOT)}:{n}: a literal secret? {m.group(0)!r}"
+
+
+def _k8s_env_lists(doc: dict):
+    spec = doc.get("spec", {})
+    for container in spec.get("template", {}).get("spec", {}).get("containers", []):
+        yield container.get("env", [])
+    for role in ("driver", "executor"):
+        if role in spec:
+            yield spec[role].get("env", [])
+
+
+# -- scripts -------------------------------------------------------------------------------
+SCRIPTS = sorted(DEPLOY.rglob("*.sh"))
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_shell_scripts_are_valid(script):
+    assert os.access(script, os.X_OK), f"{script} is not executable"
+    assert script.read_text().startswith("#!/bin/bash\n")
+    done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    if shutil.which("shellcheck") is None:
+        pytest.skip("shellcheck not installed (apt-get install shellcheck): only bash -n checked")
+    done = subprocess.run(["shellcheck", "--shell=bash", str(script)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_entry_file_answers_help_and_usage_errors_without_spark():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(ENTRY_FILE), "run", "--help"], capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert done.returncode == 0 and "--store URL" in done.stdout
+    done = subprocess.run([sys.executable, str(ENTRY_FILE), "run", "--input", "x"], capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip().startswith("mta-spark: error:") and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_submit_dry_run_passes_credentials_in_a_file_not_on_the_command_line(tmp_path):
+    base = tmp_path / "base.conf"
+    base.write_text("spark.executor.memory 3g\n")
+    secret, cb_secret = "s3cr3t-R3dis-pw", "s3cr3t-CB-pw"
+    env = {**os.environ, "MTA_DRY_RUN": "1", "MTA_SHIP": "archive", "MTA_VENV_ARCHIVE": "/x/mta-venv.tar.gz",
+           "SPARK_HOME": str(spark_home()), "MTA_REDIS_PASSWORD": secret, "COUCHBASE_USERNAME": "mta",
+           "COUCHBASE_PASSWORD": cb_secret, "PYTHON": sys.executable}
+    env.pop("MTA_REDIS_USERNAME", None)
+    mta = ["run", "--input", "hdfs:///in", "--output", "hdfs:///out", "--key", "host", "--time", "ts",
+           "--value", "mem", "--agg", "max", "--range", "3600", "--store", "redis://redis.example.com:6379/0"]
+    done = subprocess.run([str(SUBMIT), "--master", "yarn", "--deploy-mode", "cluster", "--properties-file",
+                           str(base), "--", *mta], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert secret not in done.stdout + done.stderr and cb_secret not in done.stdout + done.stderr
+    command_line, _, listing = done.stdout.partition("\nproperties:\n")
+    command = shlex.split(command_line)
+    assert command[0] == str(spark_home() / "bin" / "spark-submit")
+    properties_file = option(command, "--properties-file")
+    assert properties_file != str(base)
+    assert option(command, "--archives") == "/x/mta-venv.tar.gz#environment"
+    assert "spark.pyspark.python=./environment/bin/python" in command
+    assert not any(c.startswith("spark.pyspark.driver.python") for c in command), "cluster mode: no driver python"
+    assert option(command, "--deploy-mode") == "cluster" and option(command, "--master") == "yarn"
+    at = command.index(str(ENTRY_FILE))
+    assert command[at + 1:] == mta
+    parse_mta_spark(command[at + 1:], "submit.sh")
+    names = listing.split()
+    assert "spark.executor.memory" in names, "the given --properties-file is kept"
+    assert f"spark.sql.streaming.stateStore.providerClass" in names
+    for var in ("MTA_REDIS_PASSWORD", "COUCHBASE_USERNAME", "COUCHBASE_PASSWORD"):
+        for prefix in ("spark.executorEnv", "spark.yarn.appMasterEnv", "spark.kubernetes.driverEnv"):
+            assert f"{prefix}.{var}" in names
+    assert not any("MTA_REDIS_USERNAME" in n for n in names), "unset variables are not passed"
+    assert not os.path.exists(properties_file), "the properties file is removed"
+
+    # client mode: the driver runs the local Python
+    done = subprocess.run([str(SUBMIT), "--master", "yarn", "--", *mta], capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert f"spark.pyspark.driver.python={sys.executable}" in shlex.split(done.stdout.partition("\n")[0])
+
+
+# -- the documentation's commands ----------------------------------------------------------------
+def _doc_commands(path: Path, section: str | None = None) -> list[tuple[int, str]]:
+    """Logical command lines of the indented and fenced code blocks of a
+    markdown file (continuation lines joined), with their line numbers."""
+    lines = path.read_text().splitlines()
+    if section:
+        start = lines.index(section)
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+        offset, lines = start, lines[start:end]
+    else:
+        offset = 0
+    commands, fenced, current, first = [], False, "", 0
+    for i, line in enumerate(lines, offset + 1):
+        if line.strip().startswith("```"):
+            fenced = not fenced
+            continue
+        code = line[4:] if line.startswith("    ") else (line if fenced else None)
+        if code is None:
+            continue
+        code = code.strip()
+        if not current:
+            first = i
+        if code.endswith("\\"):
+            current += code[:-1] + " "
+            continue
+        current += code
+        if current:
+            commands.append((first, current))
+        current = ""
+    return commands
+
+
+DOCS_WITH_COMMANDS = [(DEPLOY / "README.md", None), (ROOT / "README.md", "## Running on a cluster")]
+
+
+def test_documented_commands_are_real():
+    services = compose()["services"]
+    profiles = {p for s in services.values() for p in s.get("profiles", [])}
+    checked = {"mta-spark": 0, "docker compose": 0, "kubectl": 0}
+    for path, section in DOCS_WITH_COMMANDS:
+        for n, line in _doc_commands(path, section):
+            where = f"{path.relative_to(ROOT)}:{n}"
+            if "mta_spark_main.py " in line or ("submit.sh" in line and " -- " in line):
+                words = shlex.split(line)
+                args = words[words.index("--") + 1:] if "submit.sh" in line else mta_spark_args(words)
+                parse_mta_spark(args, where)
+                checked["mta-spark"] += 1
+            if "docker compose" in line:
+                words = shlex.split(line.split("docker compose", 1)[1], comments=True)
+                ws = iter(words)
+                rest = []
+                for w in ws:
+                    if w == "--profile":
+                        assert next(ws) in profiles, f"{where}: no such profile"
+                    else:
+                        rest.append(w)
+                verb, targets = rest[0], [w for w in rest[1:] if not w.startswith("-")]
+                if verb in ("kill", "start", "stop", "restart", "logs", "up"):
+                    for t in targets:
+                        assert t in services, f"{where}: docker compose {verb} {t}: no such service"
+                elif verb in ("exec", "cp", "run"):
+                    assert targets[0].split(":")[0] in services, f"{where}: no service {targets[0]}"
+                checked["docker compose"] += 1
+            for m in re.finditer(r"-f (deploy/k8s/[\w.-]+)", line):
+                assert (ROOT / m.group(1)).is_file(), f"{where}: {m.group(1)} does not exist"
+                checked["kubectl"] += 1
+            for m in re.finditer(r"mta-windows:([\w.-]+)", line):
+                assert m.group(1) == VERSION, f"{where}: image tag {m.group(1)} is not the project's version"
+            if "spark.sql.streaming.stateStore.providerClass" in line:
+                assert ROCKSDB in line
+            for m in re.finditer(r"MTA_STORE='?([^'\s]+)", line):
+                assert m.group(1) in [env_example()["MTA_STORE"], *env_alternatives("MTA_STORE")]
+    assert checked["mta-spark"] >= 4 and checked["docker compose"] >= 8 and checked["kubectl"] >= 4, checked
+    # the dependencies the --py-files recipe installs on the nodes are the spark and redis extras
+    recipe = [c for _, c in _doc_commands(DEPLOY / "README.md") if c.startswith("python3.11 -m pip install 'pyspark")]
+    assert recipe, "deploy/README.md: the nodes' pip install line is gone"
+    listed = {re.split(r"[<>=]", w)[0] for w in shlex.split(recipe[0])[4:]}
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    wanted = {re.split(r"[<>=]", r)[0] for r in extras["spark"] + extras["redis"]}
+    assert listed == wanted, f"deploy/README.md installs {listed}, the extras need {wanted}"
+
+
+# -- couchbase-init.sh against a stand-in of Couchbase's REST API ------------------------------------
+class FakeCouchbase:
+    """The REST endpoints couchbase-init.sh calls, with Couchbase's answers."""
+
+    def __init__(self):
+        self.cluster = None  # the /clusterInit form once provisioned
+        self.buckets: dict[str, dict] = {}
+        self.users: dict[str, dict] = {}
+        self.requests: list[tuple[str, str, bool, bool]] = []  # method, path, provisioned, authenticated
+        self.lock = threading.Lock()
+
+    def handle(self, method: str, path: str, auth: str | None, form: dict) -> tuple[int, object]:
+        with self.lock:
+            authed = False
+            if self.cluster and auth:
+                user, _, pw = base64.b64decode(auth.split()[1]).decode().partition(":")
+                authed = (user, pw) == (self.cluster["username"], self.cluster["password"])
+            self.requests.append((method, path, self.cluster is not None, authed))
+            if (method, path) == ("GET", "/pools"):
+                return 200, {"isAdminCreds": False}
+            if (method, path) == ("POST", "/clusterInit"):
+                if self.cluster:
+                    return 400, {"errors": {"_": "Cluster is already initialized"}}
+                if not (form.get("username") and form.get("password") and form.get("services")):
+                    return 400, {"errors": {"_": "missing parameters"}}
+                self.cluster = form
+                return 200, {}
+            if not self.cluster:
+                return 404, "unknown pool"
+            if not authed:
+                return 401, ""
+            parts = path.strip("/").split("/")
+            if (method, path) == ("GET", "/pools/default"):
+                return 200, {"name": "default"}
+            if method == "POST" and path == "/pools/default/buckets":
+                if form["name"] in self.buckets:
+                    return 400, {"errors": {"name": "Bucket with given name already exists"}}
+                self.buckets[form["name"]] = {"form": form, "scopes": {"_default": {"_default"}}}
+                return 202, ""
+            if parts[:3] == ["pools", "default", "buckets"] and len(parts) >= 4:
+                bucket = self.buckets.get(parts[3])
+                if bucket is None:
+                    return 404, {"errors": "Requested resource not found."}
+                if method == "GET" and len(parts) == 4:
+                    return 200, {"name": parts[3], "nodes": [{"hostname": "couchbase:8091", "status": "healthy"}]}
+                if method == "POST" and len(parts) == 5 and parts[4] == "scopes":
+                    if form["name"] in bucket["scopes"]:
+                        return 400, {"errors": {"_": "Scope with this name already exists"}}
+                    bucket["scopes"][form["name"]] = set()
+                    return 200, {"uid": "8"}
+                if method == "POST" and len(parts) == 7 and parts[4] == "scopes" and parts[6] == "collections":
+                    scope = bucket["scopes"].get(parts[5])
+                    if scope is None:
+                        return 404, {"errors": {"_": "Scope with this name is not found"}}
+                    if form["name"] in scope:
+                        return 400, {"errors": {"_": "Collection with this name already exists"}}
+                    scope.add(form["name"])
+                    return 200, {"uid": "9"}
+            if method == "PUT" and parts[:4] == ["settings", "rbac", "users", "local"] and len(parts) == 5:
+                self.users[parts[4]] = form
+                return 200, ""
+            return 404, {"errors": f"no endpoint {method} {path}"}
+
+
+@pytest.fixture
+def fake_couchbase():
+    fake = FakeCouchbase()
+
+    class Handler(BaseHTTPRequestHandler):
+        def _serve(self):
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length).decode() if length else ""
+            form = dict(urllib.parse.parse_qsl(body, keep_blank_values=True))
+            status, reply = fake.handle(self.command, self.path, self.headers.get("Authorization"), form)
+            data = (reply if isinstance(reply, str) else json.dumps(reply, separators=(",", ":"))).encode()
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = do_PUT = _serve
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    fake.port = server.server_address[1]
+    try:
+        yield fake
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_couchbase_init_sets_up_bucket_scope_collection_and_user(fake_couchbase):
+    if shutil.which("curl") is None:
+        pytest.skip("curl not installed (the Couchbase image has it): apt-get install curl")
+    services = compose({**env_example(), "COUCHBASE_ADMIN_PASSWORD": "adm1n-Pw",
+                        "COUCHBASE_PASSWORD": "us3r-Pw"})["services"]
+    env = environment(services["couchbase-init"])
+    env.update(COUCHBASE_HOST="127.0.0.1", COUCHBASE_REST_PORT=str(fake_couchbase.port),
+               PATH=os.environ["PATH"], HOME=os.environ.get("HOME", "/tmp"))
+    for attempt in (1, 2):  # a second run finds everything in place
+        done = subprocess.run(["bash", str(COUCHBASE_INIT)], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, f"run {attempt}: {done.stdout}{done.stderr}"
+        assert "adm1n-Pw" not in done.stdout + done.stderr and "us3r-Pw" not in done.stdout + done.stderr
+    fake = fake_couchbase
+    assert fake.cluster["username"] == env["COUCHBASE_ADMIN_USERNAME"] and fake.cluster["password"] == "adm1n-Pw"
+    assert fake.cluster["services"] == "kv" and fake.cluster["hostname"] == "127.0.0.1"
+    assert fake.cluster["memoryQuota"] == env["COUCHBASE_RAM_MB"]
+    bucket = fake.buckets[env["COUCHBASE_BUCKET"]]
+    assert bucket["form"]["replicaNumber"] == "0" and bucket["form"]["ramQuota"] == env["COUCHBASE_BUCKET_RAM_MB"]
+    assert env["COUCHBASE_COLLECTION"] in bucket["scopes"][env["COUCHBASE_SCOPE"]]
+    user = fake.users[env["COUCHBASE_USERNAME"]]
+    assert user["password"] == "us3r-Pw" and user["roles"] == f"bucket_full_access[{env['COUCHBASE_BUCKET']}]"
+    assert list(fake.buckets) == [env["COUCHBASE_BUCKET"]]
+    for method, path, provisioned, authed in fake.requests:
+        if provisioned and path != "/pools":
+            assert authed, f"{method} {path} without the administrator's credentials"
+    # the store's URL for this set-up parses to what was created
+    cfg = parse_couchbase_url(next(u for u in env_alternatives("MTA_STORE") if u.startswith("couchbase")))
+    assert (cfg["bucket"], cfg["scope"], cfg["collection"]) == \
+        (env["COUCHBASE_BUCKET"], env["COUCHBASE_SCOPE"], env["COUCHBASE_COLLECTION"])
+
+
+# -- real runs ------------------------------------------------------------------------------------
+SECRET = "t3st-Redis-pw!"
+
+
+def _oracle(rows: list[tuple[str, float, float]], seconds: float) -> dict[tuple[str, float], tuple[float, float]]:
+    """(host, ts) -> (max, mean) over the host's rows with time in (ts - seconds, ts]."""
+    out = {}
+    for host, t, _ in rows:
+        window = [v for h, u, v in rows if h == host and t - seconds < u <= t]
+        out[(host, t)] = (max(window), sum(window) / len(window))
+    return out
+
+
+@pytest.mark.slow
+def test_spark_submit_recipe_ships_the_wheel_with_py_files(tmp_path, redis_server_factory):
+    """deploy/submit.sh on local[2]: the wheel built into a temporary directory and
+    shipped with --py-files to a Python that has the dependencies but not the
+    project; the windows in a Redis whose password comes from the environment."""
+    home = java_home()
+    if home is None:
+        pytest.skip(NO_JAVA)
+    redis = redis_server_factory(password=SECRET)
+
+    # a Python with the dependencies (this environment's site-packages, whose .pth
+    # files -- the editable install of the project -- it does not run) but not the project
+    py = tmp_path / "py"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(py)], check=True, timeout=60)
+    site = py / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    python = str(py / "bin" / "python")
+    assert subprocess.run([python, "-c", "import pyspark, pandas, pyarrow, msgpack, redis"],
+                          cwd=tmp_path).returncode == 0
+    assert subprocess.run([python, "-c", "import spark_ops"], cwd=tmp_path, capture_output=True).returncode != 0
+
+    import random
+
+    rng = random.Random(5)
+    rows = [(f"h{rng.randrange(4)}", float(i * 7 + rng.randrange(3)), round(rng.uniform(0, 100), 3))
+            for i in range(300)]
+    with open(tmp_path / "readings.csv", "w") as f:
+        f.write("host,ts,mem\n")
+        f.writelines(f"{h},{t},{v}\n" for h, t, v in rows)
+    out, dist = tmp_path / "windows", tmp_path / "dist"
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "SPARK_HOME": str(spark_home()),
+           "JAVA_HOME": home, "PYSPARK_PYTHON": python, "PYTHON": sys.executable, "MTA_DIST": str(dist),
+           "SPARK_LOCAL_IP": "127.0.0.1", "MTA_REDIS_PASSWORD": SECRET}
+    command = [str(SUBMIT), "--master", "local[2]", "--driver-memory", "1g", "--",
+               "run", "--input", str(tmp_path / "readings.csv"), "--output", str(out), "--key", "host",
+               "--time", "ts", "--value", "mem", "--agg", "max,mean", "--range", "60", "--store", redis.url]
+    done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    if done.returncode and re.search(r"satisfies the requirement (setuptools|wheel)|No matching distribution",
+                                     done.stderr):
+        pytest.skip("pip wheel builds in isolation and needs setuptools>=68 and wheel from PyPI, unreachable here")
+    assert done.returncode == 0, done.stdout + done.stderr[-4000:]
+    assert f"wrote {len(rows)} rows" in done.stdout
+    assert SECRET not in done.stdout + done.stderr
+    assert (dist / f"mta_windows-{VERSION}-py3-none-any.whl").is_file() and (dist / "mta_windows.zip").is_file()
+
+    import pyarrow.parquet as pq
+
+    got = pq.read_table(out).to_pylist()
+    assert len(got) == len(rows)
+    want = _oracle(rows, 60)
+    for r in got:
+        mx, mean = want[(r["host"], float(r["ts"]))]
+        assert r["max"] == pytest.approx(mx) and r["mean"] == pytest.approx(mean), r
+    # the executors opened the store with the password from the environment
+    client = redis.client()
+    try:
+        stats = client.info("commandstats")
+    finally:
+        client.close()
+    assert stats.get("cmdstat_evalsha", {}).get("calls", 0) >= 4, stats
+
+
+def _wait_for(what: str, check, timeout: float, procs=()):
+    deadline = time.monotonic() + timeout
+    while True:
+        for p in procs:
+            assert p.poll() is None, f"{what}: a process exited with {p.returncode}"
+        try:
+            value = check()
+            if value:
+                return value
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, f"{what}: not after {timeout} s"
+        time.sleep(0.5)
+
+
+def _master_json(port: int) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/", timeout=3) as r:
+        return json.load(r)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+@pytest.mark.slow
+def test_standalone_cluster_from_the_compose_commands_runs_the_stream_job(tmp_path, redis_server_factory):
+    """The compose file's spark-master and spark-worker-1 commands and its
+    ``stream`` job, through the image's entrypoint, with the image's Spark
+    configuration: only host names, ports and /data are replaced."""
+    home = java_home()
+    if home is None:
+        pytest.skip(NO_JAVA)
+    redis = redis_server_factory(password=SECRET)
+    services = compose({**env_example(), "MTA_REDIS_PASSWORD": SECRET})["services"]
+    master_port, master_ui, worker_ui = free_port(), free_port(), free_port()
+    data = tmp_path / "data"
+    store = option(argv(services["stream"]), "--store")
+    assert store.startswith("redis://redis:")
+
+    def adapt(args: list[str]) -> list[str]:
+        out, previous = [], None
+        for a in args:
+            if a == "spark://spark-master:7077":
+                a = f"spark://127.0.0.1:{master_port}"
+            elif a == "spark-master":
+                a = "127.0.0.1"
+            elif previous == "--port" and a == "7077":
+                a = str(master_port)
+            elif previous == "--webui-port":
+                a = str({"8080": master_ui, "8081": worker_ui}[a])
+            elif a == "/data" or a.startswith("/data/"):
+                a = str(data) + a[len("/data"):]
+            elif a == store:
+                a = redis.url
+            elif previous == "--trigger":
+                a = "available-now"  # the compose job runs until stopped
+            out.append(a)
+            previous = args[len(out) - 1]
+        return out
+
+    # the image's environment (Dockerfile ENV), with this machine's paths
+    image_env = {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "HOME": str(tmp_path),
+                 "JAVA_HOME": home, "SPARK_HOME": str(spark_home()), "SPARK_CONF_DIR": str(SPARK_CONF_DIR),
+                 "SPARK_WORKER_DIR": str(tmp_path / "work"), "PYSPARK_PYTHON": sys.executable,
+                 "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
+                 "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
+    procs = []
+    try:
+        for name in ("spark-master", "spark-worker-1"):
+            log = open(tmp_path / f"{name}.log", "wb")
+            procs.append(subprocess.Popen(["bash", str(ENTRYPOINT), *adapt(argv(services[name]))],
+                                          env={**image_env, **environment(services[name])}, stdout=log,
+                                          stderr=subprocess.STDOUT, start_new_session=True))
+            log.close()
+        _wait_for("the worker registers", lambda: _master_json(master_ui)["aliveworkers"] == 1, 90, procs)
+
+        # input: the demo's readings, as Parquet files in the stream's input directory
+        from spark_ops.telemetry import fleet_memory
+
+        readings = fleet_memory(5, 1500, seed=3, span=3 * 3600.0)
+        stream_args = adapt(argv(services["stream"]))
+        ns = cli.build_parser().parse_args(mta_spark_args(stream_args))
+        assert cli._write_parquet_input(readings, ns.input, rows_per_file=500) == 3
+
+        done = subprocess.run(["bash", str(ENTRYPOINT), *stream_args],
+                              env={**image_env, **environment(services["stream"])},
+                              capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        logs = f"{done.stdout}{done.stderr[-4000:]}"
+        assert done.returncode == 0, logs
+        assert SECRET not in done.stdout + done.stderr
+        assert "processed 1,500 rows" in done.stdout, logs
+
+        # it ran on the cluster, with the executor memory the compose job passes (PYSPARK_SUBMIT_ARGS)
+        apps = _master_json(master_ui)["completedapps"] + _master_json(master_ui)["activeapps"]
+        mine = [a for a in apps if a["name"] == "mta-spark stream"]
+        assert mine, apps
+        memory = int(re.search(r"spark\.executor\.memory=(\d+)g",
+                               environment(services["stream"])["PYSPARK_SUBMIT_ARGS"]).group(1))
+        assert mine[0].get("memoryperexecutor", mine[0].get("memoryperslave")) == memory * 1024, mine[0]
+    finally:
+        for p in reversed(procs):
+            _stop(p)
+
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    got = pq.read_table(ns.output).to_pandas()
+    assert len(got) == len(readings)
+    host = readings["host"].iloc[0]
+    mine = got[got["host"] == host].sort_values("ts", kind="stable")
+    source = readings[readings["host"] == host].sort_values("ts", kind="stable")
+    want = source.set_index("ts")["mem_mb"].rolling("3600s").max().to_numpy()
+    assert mine["max"].to_numpy() == pytest.approx(want)
+    assert pd.api.types.is_datetime64_any_dtype(got["ts"])
+
+    # Spark's state store was RocksDB (the image's spark-defaults.conf): the checkpoint records it
+    offsets = sorted((p for p in (Path(ns.checkpoint) / "offsets").iterdir() if p.name.isdigit()),
+                     key=lambda p: int(p.name))
+    assert ROCKSDB in offsets[0].read_text()
+    client = redis.client()
+    try:
+        assert client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0) > 0
+    finally:
+        client.close()
