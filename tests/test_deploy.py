@@ -25,6 +25,9 @@ What runs without Docker runs for real:
 * a Spark standalone master and worker started with the compose file's own
   commands through the image's entrypoint, running the compose file's
   ``stream`` job with the image's spark-defaults.conf (RocksDB state store);
+* the image's entrypoint: commands as given, the Kubernetes ``driver`` mode
+  (spark-submit of the entry file) and ``executor`` mode (Spark's executor
+  backend, which finds no driver here);
 * deploy/docker/couchbase-init.sh against a stand-in of Couchbase's REST API.
 """
 
@@ -544,7 +547,6 @@ def test_store_urls_name_the_services_ports_and_collections_of_the_compose_file(
     for where, url, services in urls:
         scheme = url.split(":", 1)[0]
         schemes.add(scheme)
-        job_env = raw[where.split()[0]]
         if scheme == "redis":
             cfg = parse_redis_url(url)
             assert cfg["password"] is None and cfg["username"] is None, f"{where}: credentials in the URL"
@@ -576,7 +578,6 @@ def test_store_urls_name_the_services_ports_and_collections_of_the_compose_file(
             for name in ("COUCHBASE_USERNAME", "COUCHBASE_PASSWORD"):
                 assert variables(init_raw[name]) == variables(creds[name]) == {name}
                 assert name in environment(services[where.split()[0]])
-            assert job_env is not None
         else:
             pytest.fail(f"{where}: unexpected store {url}")
     assert schemes == {"redis", "couchbase"}
@@ -723,6 +724,43 @@ def test_entry_file_answers_help_and_usage_errors_without_spark():
     assert done.stderr.strip().startswith("mta-spark: error:") and len(done.stderr.strip().splitlines()) == 1
 
 
+def test_entrypoint_runs_commands_and_the_kubernetes_driver_and_executor_modes(tmp_path):
+    """The image's entrypoint: a command runs as given (with SPARK_LOCAL_IP set to
+    the container's address when it has one of its own), ``driver`` is
+    spark-submit in client mode with the bind address, ``executor`` starts
+    Spark's Kubernetes executor backend, which here finds no driver."""
+    home = java_home()
+    if home is None:
+        pytest.skip(NO_JAVA)
+    env = {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "HOME": str(tmp_path),
+           "JAVA_HOME": home, "SPARK_HOME": str(spark_home()), "PYSPARK_PYTHON": sys.executable}
+    run = lambda *args, **extra: subprocess.run(["bash", str(ENTRYPOINT), *args], env={**env, **extra},  # noqa: E731
+                                                capture_output=True, text=True, timeout=120, cwd=tmp_path)
+
+    done = run()
+    assert done.returncode == 0 and done.stdout.startswith("usage: mta-spark"), "no arguments: mta-spark's help"
+    address = subprocess.run(["getent", "ahostsv4", socket.gethostname()], capture_output=True,
+                             text=True).stdout.split()[:1]
+    expected = address[0] if address and not address[0].startswith("127.") else "unset"
+    assert run("bash", "-c", 'echo "${SPARK_LOCAL_IP-unset}"').stdout.strip() == expected
+    assert run("bash", "-c", 'echo "$SPARK_LOCAL_IP"', SPARK_LOCAL_IP="10.1.2.3").stdout.strip() == "10.1.2.3"
+
+    done = run("driver", "--master", "local[1]", "--conf", "spark.ui.enabled=false", str(ENTRY_FILE),
+               "run", "--input", "x", SPARK_DRIVER_BIND_ADDRESS="127.0.0.1", SPARK_LOCAL_IP="127.0.0.1")
+    assert done.returncode == 2, done.stdout + done.stderr
+    # (spark-submit's PythonRunner passes the Python process's stderr on to stdout)
+    assert "mta-spark: error: the following arguments are required: --output" in done.stdout + done.stderr
+
+    port = free_port()  # nothing listens there
+    done = run("executor", SPARK_LOCAL_IP="127.0.0.1", SPARK_EXECUTOR_MEMORY="512m",
+               SPARK_DRIVER_URL=f"spark://CoarseGrainedScheduler@127.0.0.1:{port}", SPARK_EXECUTOR_ID="1",
+               SPARK_EXECUTOR_CORES="1", SPARK_APPLICATION_ID="app-1", SPARK_EXECUTOR_POD_IP="127.0.0.1",
+               SPARK_RESOURCE_PROFILE_ID="0", SPARK_EXECUTOR_POD_NAME="mta-exec-1",
+               SPARK_JAVA_OPT_0="-Dspark.network.timeout=5s")
+    assert done.returncode != 0
+    assert f"Failed to connect to /127.0.0.1:{port}" in done.stdout + done.stderr, done.stderr[-3000:]
+
+
 def test_submit_dry_run_passes_credentials_in_a_file_not_on_the_command_line(tmp_path):
     base = tmp_path / "base.conf"
     base.write_text("spark.executor.memory 3g\n")
@@ -751,7 +789,7 @@ def test_submit_dry_run_passes_credentials_in_a_file_not_on_the_command_line(tmp
     parse_mta_spark(command[at + 1:], "submit.sh")
     names = listing.split()
     assert "spark.executor.memory" in names, "the given --properties-file is kept"
-    assert f"spark.sql.streaming.stateStore.providerClass" in names
+    assert "spark.sql.streaming.stateStore.providerClass" in names
     for var in ("MTA_REDIS_PASSWORD", "COUCHBASE_USERNAME", "COUCHBASE_PASSWORD"):
         for prefix in ("spark.executorEnv", "spark.yarn.appMasterEnv", "spark.kubernetes.driverEnv"):
             assert f"{prefix}.{var}" in names
