@@ -42,10 +42,11 @@ def sliding_window(df, key: str, time: str, value: str, aggs, *, range=None, row
     ``redis://...``, ``couchbase://...``) for the windows' level queues, or
     ``None`` for process memory (batch only).  ``on_bad_row``: ``"error"``
     raises naming the row (null key, time or value, a non-numeric value, or
-    in streaming a time older than the key's window allows); ``"flag"``
-    passes such rows through with null aggregations and the reason in a
-    ``rejected`` column.  ``name`` names the windows in the store (streaming
-    queries must keep the same name across restarts).
+    in streaming a time older than the newest time of its key in earlier
+    micro-batches); ``"flag"`` passes such rows through with null
+    aggregations and the reason in a ``rejected`` column.  ``name`` names the
+    windows in the store: required for streaming, where a restarted query
+    finds its windows by it, and each query needs its own.
     """
     _check_columns(df, key, time, value)
     spec = WindowSpec.build(key=key, time=time, value=value, aggs=aggs, range=range, rows=rows,
@@ -55,7 +56,10 @@ def sliding_window(df, key: str, time: str, value: str, aggs, *, range=None, row
         if not store:
             raise SlidingWindowError("a streaming sliding_window needs store= (the windows live there "
                                      "between micro-batches), e.g. store='file:/tmp/mta-state'")
-        return _streaming(df, spec, name or "stream")
+        if not name:
+            raise SlidingWindowError("a streaming sliding_window needs name= (its windows in the store are "
+                                     "found by it when the query restarts; give every query its own)")
+        return _streaming(df, spec, name)
     return _batch(df, spec, name or f"batch-{uuid.uuid4().hex[:12]}")
 
 
@@ -124,7 +128,11 @@ def _batch(df, spec: WindowSpec, run: str):
 
     def windows_of_partition(batches):
         import pyarrow as pa
+        from pyspark import TaskContext
 
+        # each task attempt has windows of its own: a speculative or retried
+        # attempt never deletes the windows another attempt is using
+        attempt = f"{run}/{TaskContext.get().taskAttemptId()}"
         current, window, last_time = _NO_KEY, None, None
         for batch in batches:
             keys = batch.column(key_at)
@@ -138,8 +146,8 @@ def _batch(df, spec: WindowSpec, run: str):
                     _close(window)
                     current, window, last_time = key, None, None
                     if key is not None:
-                        window = (SortedWindow(spec, key, run) if spec.policy is None
-                                  else spec.open_window(key, run, resume=False))
+                        window = (SortedWindow(spec, key, attempt) if spec.policy is None
+                                  else spec.open_window(key, attempt, resume=False))
                 run_problems = problems[start:end] if problems else None
                 if window is None:  # null keys: every row is rejected
                     _push_rejected(spec, key, times[start:end], values[start:end], run_problems, out)
@@ -264,7 +272,8 @@ def _streaming(df, spec: WindowSpec, run: str):
         window = spec.open_window(k, run, resume=version if version is not None else False)
         out = [[] for _ in spec.output_columns]
         newest = push_rows(spec, window, k, rows[TIME].tolist(), rows[VALUE].tolist(), newest, out)
-        version = window.engine.checkpoint()
+        version = window.checkpoint()
+        window.close()
         state.update((version, newest))
         result = rows[passthrough].reset_index(drop=True)
         for (name, _), col in zip(spec.output_columns, out):

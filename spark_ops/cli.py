@@ -39,7 +39,7 @@ import threading
 import time
 import uuid
 
-from .spec import READY, SlidingWindowError, WindowSpec
+from .spec import READY, SlidingWindowError, WindowSpec, absolute_store_url
 
 PROG = "mta-spark"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -377,18 +377,10 @@ def _format_of(path: str, local: str | None, given: str | None, *, required: boo
 
 def _normalize_store(url: str | None) -> str | None:
     """File stores as absolute ``file://`` URLs (executors may not share the cwd)."""
-    if url is None:
-        return None
-    m = re.match(r"^([A-Za-z][A-Za-z0-9+.\-]*):", url)
-    if m is None or (m.group(1).lower() == "file") or (len(m.group(1)) == 1 and "://" not in url):
-        from stores.errors import StoreError
-        from stores.sqlite_store import parse_file_url
-
-        try:
-            return "file://" + parse_file_url(url)
-        except StoreError as e:
-            raise CLIError(f"bad store URL {url}: {e}") from None
-    return url
+    try:
+        return absolute_store_url(url)
+    except SlidingWindowError as e:
+        raise CLIError(str(e)) from None
 
 
 def check_store(url: str, *, retries: int = 1) -> None:

@@ -14,6 +14,7 @@ rows, or what a custom policy keeps) and that come at or before it in
 from __future__ import annotations
 
 import math
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -84,7 +85,7 @@ class WindowSpec:
         if len(set(names)) != len(names):
             raise SlidingWindowError(f"aggregation output columns must be unique, got {names}")
         return cls(key=key, time=time, value=value, aggs=resolved, range=range, rows=rows,
-                   policy=policy, store=store, store_options=dict(store_options or {}),
+                   policy=policy, store=absolute_store_url(store), store_options=dict(store_options or {}),
                    engine=engine, buffer_size=buffer_size, cache_size=cache_size,
                    on_bad_row=on_bad_row, namespace=namespace)
 
@@ -162,6 +163,23 @@ def _resolve_agg(agg) -> tuple[str, Aggregator, str]:
         return agg[0], agg[1], agg[2] if len(agg) == 3 else "double"
     raise SlidingWindowError(
         f"an aggregation is a name such as 'max' or a tuple (column, Aggregator, spark_type), got {agg!r}")
+
+
+def absolute_store_url(url: str | None) -> str | None:
+    """File stores as absolute ``file://`` URLs: executors may not share the
+    driver's working directory.  Other URLs unchanged."""
+    if not url:
+        return url
+    m = re.match(r"^([A-Za-z][A-Za-z0-9+.\-]*):", url)
+    if m is None or m.group(1).lower() == "file" or (len(m.group(1)) == 1 and "://" not in url):
+        from stores.errors import StoreError
+        from stores.sqlite_store import parse_file_url
+
+        try:
+            return "file://" + parse_file_url(url)
+        except StoreError as e:
+            raise SlidingWindowError(f"bad store URL {url}: {e}") from None
+    return url
 
 
 # -- one pooled store per executor process ------------------------------------

@@ -167,6 +167,8 @@ def test_configuration_errors_raise_before_any_job(spark, tmp_path):
         (df, dict(ok, on_bad_row="skip"), "on_bad_row"),
         (df, dict(ok, aggs=["max", "max"]), "unique"),
         (stream, dict(ok), "needs store="),
+        (stream, dict(ok, store=f"file://{tmp_path}"), "needs name="),
+        (df, dict(ok, store="file://remote-host/dir"), "bad store URL"),
         (stream, dict(ok, value="s", store=f"file://{tmp_path}"), "not numeric"),
     ]
     for frame, kwargs, words in calls:
