@@ -46,6 +46,8 @@ from .errors import CasMismatch, CorruptValue, FencingError, FormatVersionError,
 META_FORMAT = 1
 #: Pairs read synchronously on a cache miss before the background refill.
 MISS_BATCH = 8
+#: Elements at the end of each level that stay in process memory (the tail).
+TAIL_KEPT = 2
 
 
 @dataclass
@@ -320,8 +322,9 @@ class StoreLevelQueue(LevelQueue):
             w = self._w
             w._stats.cache_misses += 1
             end = self._cache_lo + len(self._cache)
-            if i < self._cache_lo or i - end > 2 * w.cache_size:
-                self._cache, self._cache_lo = [], i & ~1  # restart at i's pair
+            if i < self._cache_lo or i - self._cache_lo >= 4 * w.cache_size - 2:
+                # restart at i's pair (reading the gap would overgrow the cache)
+                self._cache, self._cache_lo = [], i & ~1
                 end = self._cache_lo
             count = min(max(MISS_BATCH, ((i - end) >> 1) + 1), self.stored - (end >> 1))
             self._cache += self._fetch(end >> 1, count)
@@ -465,7 +468,10 @@ class WindowStorage:
         self.store = store
         self.window = window
         self.engine = engine
-        self.mutable_tail = mutable_tail
+        # Trailing elements kept in memory: what the engine may rewrite, and
+        # at least the last pair, which both engines read on every insert
+        # (the Log MTA's leaf pair, the Amortized MTA's tree roots, Invariant 3).
+        self.mutable_tail = max(mutable_tail, TAIL_KEPT)
         self.buffer_size = buffer_size
         self.cache_size = cache_size
         self.retain = retain
