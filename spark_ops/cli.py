@@ -105,11 +105,23 @@ def _trigger(text: str):
         f"{text!r} is not a trigger: use once, available-now or an interval such as 10s, 500ms, 2min")
 
 
+def _conf(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
+
+
 def _common(master: str) -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
     spark = common.add_argument_group("Spark")
-    spark.add_argument("--master", default=master,
-                       help="Spark master URL (default: %(default)s; ignored when a session is already active)")
+    spark.add_argument("--master", default=None,
+                       help=f"Spark master URL (default: spark-submit's when run under it, else {master}; "
+                            "ignored when a session is already active)")
+    spark.set_defaults(default_master=master)
+    spark.add_argument("--conf", type=_conf, action="append", default=[], metavar="KEY=VALUE",
+                       help="a Spark setting for the session mta-spark starts (repeatable), "
+                            "e.g. --conf spark.executor.memory=2g")
     spark.add_argument("--partitions", type=_positive_int, default=None, metavar="N",
                        help="shuffle partitions, i.e. parallel window tasks (default: 4 x the cores)")
     spark.add_argument("-v", "--verbose", action="store_true",
@@ -136,6 +148,10 @@ def _window_args(p: argparse.ArgumentParser, *, store_required: bool) -> None:
                       help="a row with a null key/time/value (or, streaming, a time older than its key's "
                            "newest): 'error' stops the job naming the row; 'flag' keeps it with null "
                            "aggregations and the reason in a 'rejected' column (default: %(default)s)")
+    cols.add_argument("--buffer-size", type=_positive_int, default=512, metavar="PAIRS",
+                      help="pairs per level written to the store in one round trip (default: %(default)s)")
+    cols.add_argument("--cache-size", type=_positive_int, default=512, metavar="PAIRS",
+                      help="pairs per level read ahead from the store (default: %(default)s)")
     store_help = ("where the windows' level queues live: file:DIR (embedded SQLite), "
                   "redis://HOST:PORT/DB, couchbase://...")
     if store_required:
@@ -181,6 +197,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", default="demo-output", metavar="DIR",
                       help="output directory (default: ./%(default)s)")
     demo.add_argument("--store", metavar="URL", help="store URL (default: file:OUT/state)")
+    demo.add_argument("--buffer-size", type=_positive_int, default=512, metavar="PAIRS",
+                      help="pairs per level written to the store in one round trip (default: %(default)s)")
+    demo.add_argument("--cache-size", type=_positive_int, default=512, metavar="PAIRS",
+                      help="pairs per level read ahead from the store (default: %(default)s)")
     demo.set_defaults(func=cmd_demo)
 
     run = sub.add_parser(
@@ -448,12 +468,16 @@ def _session(args, spark, app: str, progress=None):
             f.write(_LOG4J)
         conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{config}"
         os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning,ignore::DeprecationWarning")
-    cores = _cores(args.master)
+    # under spark-submit the session takes its master (and the rest) from spark-submit
+    master = args.master or (None if "PYSPARK_GATEWAY_PORT" in os.environ else args.default_master)
+    if args.partitions or master is not None:
+        conf["spark.sql.shuffle.partitions"] = str(args.partitions or 4 * _cores(master))
+    conf.update(args.conf)
     session = None
     try:
-        with (progress.stage("starting Spark", detail=args.master) if progress else contextlib.nullcontext()):
-            session = local_session(args.master, app=f"{PROG} {app}",
-                                    shuffle_partitions=args.partitions or 4 * cores, **conf)
+        with (progress.stage("starting Spark", detail=master or "spark-submit's master")
+              if progress else contextlib.nullcontext()):
+            session = local_session(master, app=f"{PROG} {app}", **conf)
             if not args.verbose:
                 session.sparkContext.setLogLevel("OFF")
         yield session
@@ -586,14 +610,12 @@ def _reader(reader, fmt: str, *, streaming: bool):
     return reader
 
 
-_NTZ_SECONDS = "{} (seconds)"
 
 
 def _windows(df, args, spec: WindowSpec, store: str | None, name: str | None):
     """``sliding_window`` over the key, time and value columns only, returning
     them plus the aggregation columns (and ``rejected`` when flagging)."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import TimestampNTZType
 
     from .api import sliding_window
 
@@ -609,17 +631,10 @@ def _windows(df, args, spec: WindowSpec, store: str | None, name: str | None):
                        "rename it in the input")
     keep = list(dict.fromkeys([args.key, args.time, args.value]))
     df = df.select(*[F.col(f"`{c}`") for c in keep])
-    time_col = args.time
-    if isinstance(fields[args.time], TimestampNTZType):
-        # sliding_window casts the time to double, which Spark refuses for TIMESTAMP_NTZ:
-        # hand it the seconds since the epoch, computed without a time zone
-        time_col = _NTZ_SECONDS.format(args.time)
-        df = df.withColumn(time_col, F.expr(
-            f"timestampdiff(MICROSECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', `{args.time}`) / 1e6"))
     try:
-        out = sliding_window(df, key=args.key, time=time_col, value=args.value, aggs=args.agg,
+        out = sliding_window(df, key=args.key, time=args.time, value=args.value, aggs=args.agg,
                              range=args.range, rows=args.rows, store=store, on_bad_row=args.on_bad_row,
-                             name=name)
+                             name=name, buffer_size=args.buffer_size, cache_size=args.cache_size)
     except SlidingWindowError as e:
         raise CLIError(str(e)) from None
     return out.select(*[F.col(f"`{c}`") for c in keep + outputs])
@@ -779,9 +794,11 @@ def cmd_demo(args, spark=None) -> int:
         with progress.stage(label, session, f"one hour per host: {', '.join(DEMO_AGGS)}, store {store}"):
             df = session.read.parquet(input_dir)
             windows = sliding_window(df, key="host", time="ts", value="mem_mb", aggs=list(DEMO_AGGS),
-                                     range=3600, store=store)
+                                     range=3600, store=store, buffer_size=args.buffer_size,
+                                     cache_size=args.cache_size)
             windows.write.mode("overwrite").parquet(windows_dir)
         window_seconds = progress.times[label]
+        master = session.sparkContext.master
     with progress.stage("summary and plot", None, plot):
         report = _demo_report(readings, windows_dir, plot)
     total = time.monotonic() - started
@@ -790,7 +807,7 @@ def cmd_demo(args, spark=None) -> int:
     ts = readings["ts"]
     print()
     print(f"{PROG} demo: one-hour sliding max / mean / stddev of memory, per host, on Spark "
-          f"({args.master if new_session else 'the active session'}), store {store}")
+          f"({master if new_session else 'the active session'}), store {store}")
     print(f"  readings       {n:,} from {readings['host'].nunique():,} hosts, "
           f"{ts.min():%Y-%m-%d %H:%M:%S} to {ts.max():%Y-%m-%d %H:%M:%S} UTC")
     print(f"  windows        {report['rows']:,} output rows in {_duration(window_seconds)}: "

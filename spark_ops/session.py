@@ -2,7 +2,9 @@
 
 Sets what PySpark needs from the environment when it is not set already:
 ``JAVA_HOME`` (from the ``java`` on PATH), ``PYSPARK_PYTHON`` (this
-interpreter, so executors see the same packages) and ``SPARK_LOCAL_IP``.
+interpreter, so executors see the same packages) and, for ``local``
+masters only, ``SPARK_LOCAL_IP`` (a cluster's executors must reach the
+driver at its real address).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import shutil
 import sys
 
 
-def spark_environment() -> None:
+def spark_environment(master: str | None = None) -> None:
     if "JAVA_HOME" not in os.environ:
         java = shutil.which("java")
         if java is None:
@@ -20,17 +22,26 @@ def spark_environment() -> None:
         os.environ["JAVA_HOME"] = os.path.dirname(os.path.dirname(os.path.realpath(java)))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if master is not None and master.startswith("local"):  # a cluster's executors must reach the driver
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
-def local_session(master: str = "local[2]", app: str = "mta", **conf):
-    """A session on ``master`` with quiet logs and settings for small machines."""
-    spark_environment()
+def local_session(master: str | None = "local[2]", app: str = "mta", **conf):
+    """A session on ``master`` (``None``: the one spark-submit configured)
+    with quiet logs and settings for small machines; ``conf`` is Spark
+    settings, ``shuffle_partitions`` a shorthand."""
+    spark_environment(master)
     from pyspark.sql import SparkSession
 
-    builder = (SparkSession.builder.master(master).appName(app)
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", str(conf.pop("shuffle_partitions", 4)))
+    builder = SparkSession.builder.appName(app)
+    if master is not None:
+        builder = builder.master(master)
+    partitions = conf.pop("shuffle_partitions", None)
+    if partitions is not None:
+        conf["spark.sql.shuffle.partitions"] = str(partitions)
+    elif master is not None:  # a small machine's default; spark-submit's own otherwise
+        conf.setdefault("spark.sql.shuffle.partitions", "4")
+    builder = (builder.config("spark.ui.enabled", "false")
                .config("spark.sql.execution.arrow.pyspark.enabled", "true"))
     for k, v in conf.items():
         builder = builder.config(k, v)

@@ -17,6 +17,7 @@ import math
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -383,6 +384,8 @@ def test_error_missing_column(spark, small_csv, tmp_path, capsys):
 
 @pytest.mark.parametrize("case, extra, expect", [
     ("unknown aggregation", dict(agg="max,median"), "unknown aggregation 'median'"),
+    ("bad --conf", dict(size=("--rows", "3", "--conf", "spark.executor.memory")), "expected KEY=VALUE"),
+    ("bad --buffer-size", dict(size=("--rows", "3", "--buffer-size", "0")), "must be at least 1"),
     ("both sizes", dict(size=("--range", "10", "--rows", "3")), "not allowed with"),
     ("neither size", dict(size=()), "one of the arguments --range --rows is required"),
     ("bad range", dict(size=("--range", "-4")), "positive number of seconds"),
@@ -409,14 +412,23 @@ def test_error_missing_input(tmp_path, capsys):
     assert "does not exist" in one_error_line(capsys.readouterr().err)
 
 
-@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root reads any file")
-def test_error_unreadable_input(small_csv, tmp_path, capsys):
+def test_error_unreadable_input(small_csv, tmp_path):
+    """A subprocess that cannot read the input (as root: without the
+    capabilities that let root read any file, dropped with setpriv)."""
+    prefix = []
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root, and no setpriv (util-linux) to drop root's read-anything capabilities")
+        caps = "-dac_override,-dac_read_search"
+        prefix = [setpriv, f"--bounding-set={caps}", f"--inh-caps={caps}", "--"]
     small_csv.chmod(0)
     try:
-        assert cli.main(_run_args(small_csv, tmp_path / "o")) == 2
+        done = _subprocess(*_run_args(small_csv, tmp_path / "o"), prefix=prefix)
     finally:
         small_csv.chmod(0o644)
-    assert "permission denied" in one_error_line(capsys.readouterr().err)
+    assert done.returncode == 2, done.stderr
+    assert "permission denied" in one_error_line(done.stderr)
 
 
 def test_help_in_process(capsys):
@@ -429,9 +441,9 @@ def test_help_in_process(capsys):
 
 
 # -- the real exit-code path: subprocesses ------------------------------------------------------
-def _subprocess(*argv, timeout=180):
+def _subprocess(*argv, timeout=180, prefix=()):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "spark_ops.cli", *map(str, argv)], capture_output=True,
+    return subprocess.run([*prefix, sys.executable, "-m", "spark_ops.cli", *map(str, argv)], capture_output=True,
                           text=True, timeout=timeout, cwd=ROOT, env=env)
 
 
@@ -455,3 +467,23 @@ def test_subprocess_failing_job_prints_one_line(tmp_path):
                     if not line.startswith("WARNING: Using incubator modules"))
     assert "row rejected (null value)" in one_error_line(err)
     assert "Exception" not in done.stderr
+
+
+@pytest.mark.slow
+def test_subprocess_conf_and_store_sizes(tmp_path):
+    """--conf reaches the session mta-spark starts (one shuffle partition:
+    one output file), and --buffer-size/--cache-size of 1 pair send nearly
+    every pair through the file store; the output is still exact."""
+    from pyspark.sql import Row
+    import pyarrow.parquet as pq
+
+    rows = make_rows(200, keys=3, seed=4)
+    src, out = tmp_path / "in.csv", tmp_path / "out"
+    write_csv(src, rows)
+    done = _subprocess(*_run_args(src, out, agg="max,mean,count", size=("--range", "12")), "--master", "local[1]",
+                       "--conf", "spark.sql.shuffle.partitions=1", "--buffer-size", "1", "--cache-size", "1",
+                       "--store", f"file:{tmp_path / 'state'}")
+    assert done.returncode == 0, done.stderr
+    assert len([f for f in os.listdir(out) if f.endswith(".parquet")]) == 1
+    got = [Row(**r) for r in pq.read_table(out).to_pylist()]
+    assert_matches(got, rows, ["max", "mean", "count"], range=12)
