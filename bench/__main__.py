@@ -1,4 +1,8 @@
-"""``python -m bench <experiment> [--quick] [--out DIR] [--engines A,B] [--gc]``."""
+"""``python -m bench <experiment> [--quick] [--out DIR] [--engines A,B] [--gc]``.
+
+Store experiments (kvs1, kvs2, exp4) also take ``--redis URL`` (default: start
+a private redis-server), ``--store-dir DIR`` (default: a temporary directory)
+and ``--stores redis,file``."""
 
 from __future__ import annotations
 
@@ -7,11 +11,14 @@ import sys
 import time
 from pathlib import Path
 
-from . import exp1, exp2, exp3, latency
+from . import exp1, exp2, exp3, exp4, kvs1, kvs2, latency
 from .common import RunConfig
 from .engines import ENGINES, parse_engine_list
 
-EXPERIMENTS = {"exp1": exp1, "exp2": exp2, "exp3": exp3, "latency": latency}
+EXPERIMENTS = {"exp1": exp1, "exp2": exp2, "exp3": exp3, "latency": latency,
+               "kvs1": kvs1, "kvs2": kvs2, "exp4": exp4}
+#: What ``all`` runs (the store experiments are run by name).
+DEFAULT = ("exp1", "exp2", "exp3", "latency")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,13 +33,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gc", action="store_true", help="keep the cyclic garbage collector on while timing")
     ap.add_argument("--no-plot", action="store_true", help="skip the PNG")
     ap.add_argument("-q", "--quiet", action="store_true", help="print only the final tables")
+    ap.add_argument("--redis", metavar="URL",
+                    help="store experiments: use this Redis (default: start a private redis-server, persistence off)")
+    ap.add_argument("--store-dir", metavar="DIR",
+                    help="store experiments: directory of the file store (default: a temporary directory)")
+    ap.add_argument("--stores", default="redis,file", help="store experiments: backends (default redis,file)")
     args = ap.parse_args(argv)
+    backends = tuple(b.strip() for b in args.stores.split(",") if b.strip())
+    unknown = set(backends) - {"redis", "file"}
+    if unknown:
+        ap.error(f"--stores: unknown backend(s) {', '.join(sorted(unknown))} (redis, file)")
     cfg = RunConfig(
         profile="tiny" if args.tiny else "quick" if args.quick else "full",
         out=args.out, engines=parse_engine_list(args.engines), gc_enabled=args.gc,
         plot=not args.no_plot, verbose=not args.quiet, argv=argv,
+        redis_url=args.redis, store_dir=args.store_dir, store_backends=backends,
     )
-    names = list(EXPERIMENTS) if args.experiment == "all" else [args.experiment]
+    names = list(DEFAULT) if args.experiment == "all" else [args.experiment]
     for name in names:
         mod = EXPERIMENTS[name]
         t0 = time.perf_counter()

@@ -30,6 +30,10 @@ class RunConfig:
     plot: bool = True
     verbose: bool = True
     argv: list[str] = field(default_factory=list)
+    # store benchmarks (kvs1, kvs2, exp4)
+    redis_url: str | None = None  # None: start a private redis-server
+    store_dir: str | None = None  # None: the file store in a temporary directory
+    store_backends: tuple[str, ...] = ("redis", "file")
 
     def log(self, *args) -> None:
         if self.verbose:

@@ -1,0 +1,346 @@
+"""Shared pieces of the store benchmarks (kvs1, kvs2, exp4).
+
+* :class:`RedisServer` and :func:`backends`: the stores the engines use.  The
+  benchmarks start their own ``redis-server`` on a free loopback port with
+  persistence off (``--save "" --appendonly no``) unless ``--redis URL`` is
+  given, and put the file store (SQLite) in a temporary directory unless
+  ``--store-dir DIR`` is given; both are removed at the end.
+* :data:`CONFIGS`: the engine configurations measured side by side: the
+  in-memory AMTA and LMTA (the paper's "Mem. AMTA" / "Mem. LMTA") and the
+  same engines with their level queues in Redis or in the file store ("KVS
+  AMTA" / "KVS LMTA"), with the paper's buffer and cache of 512 pairs.
+* :func:`counters`: a store-backed engine's traffic, from the engine's
+  ``store_stats`` (window counters: round trips, pairs, cache hits and misses)
+  and the store's own :class:`stores.StoreStats` (round trips and bytes).
+* :func:`drain`: wait for the background flushes and prefetches of
+  store-backed engines (charged to the engine that queued them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import tempfile
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from mta.amortized_mta import AmortizedMTA
+from mta.log_mta import LogMTA
+
+from .common import REPO, RunConfig
+
+#: The storage backends the store benchmarks know, in report order.
+BACKENDS = ("redis", "file")
+
+#: Buffer and cache per level, in pairs (paper section 5.1).
+BUFFER_SIZE = 512
+CACHE_SIZE = 512
+
+
+# -- redis-server ---------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def redis_binary() -> str | None:
+    return shutil.which("redis-server") or (
+        "/usr/bin/redis-server" if os.path.exists("/usr/bin/redis-server") else None)
+
+
+def redis_server_version(binary: str | None = None) -> str | None:
+    binary = binary or redis_binary()
+    if binary is None:
+        return None
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for part in out.split():
+        if part.startswith("v="):
+            return part[2:]
+    return out.strip() or None
+
+
+class RedisServer:
+    """A private ``redis-server`` on 127.0.0.1, persistence off."""
+
+    def __init__(self, directory: str, port: int | None = None) -> None:
+        binary = redis_binary()
+        if binary is None:
+            raise RuntimeError("redis-server not found (apt-get install redis-server), or pass --redis URL")
+        self.binary = binary
+        self.directory = directory
+        self.port = port or free_port()
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 10.0) -> "RedisServer":
+        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                "--appendonly", "no", "--dir", self.directory, "--daemonize", "no",
+                "--loglevel", "warning", "--maxmemory", "0"]
+        log = open(os.path.join(self.directory, "redis.log"), "ab")
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"redis-server exited with {self.proc.returncode}; see {self.directory}/redis.log")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(64).startswith(b"+PONG"):
+                        return self
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"redis-server did not start on port {self.port}")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+@dataclass
+class Backends:
+    """Where the store-backed engines keep their windows during one run."""
+
+    urls: dict[str, str]
+    info: dict[str, Any]
+
+    def redis_client(self):
+        import redis
+
+        return redis.Redis.from_url(self.urls["redis"])
+
+    def redis_info(self, section: str) -> dict:
+        if "redis" not in self.urls:
+            return {}
+        client = self.redis_client()
+        try:
+            return client.info(section)
+        finally:
+            client.close()
+
+    def redis_cpu_s(self, client=None) -> float | None:
+        """The server's CPU time (user + system, seconds)."""
+        if "redis" not in self.urls:
+            return None
+        own = client is None
+        client = client or self.redis_client()
+        try:
+            info = client.info("cpu")
+            return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+        finally:
+            if own:
+                client.close()
+
+
+@contextmanager
+def backends(cfg: RunConfig, wanted=BACKENDS) -> Iterator[Backends]:
+    """Start (or connect to) the stores of ``wanted``; stop and remove what
+    this run started at the end."""
+    urls: dict[str, str] = {}
+    info: dict[str, Any] = {}
+    cleanup = []
+    try:
+        if "redis" in wanted:
+            if cfg.redis_url:
+                urls["redis"] = cfg.redis_url
+                info["redis"] = {"started_by_benchmark": False}
+            else:
+                tmp = tempfile.mkdtemp(prefix="mta-bench-redis-")
+                cleanup.append(lambda: shutil.rmtree(tmp, ignore_errors=True))
+                server = RedisServer(tmp).start()
+                cleanup.append(server.stop)
+                urls["redis"] = server.url
+                info["redis"] = {"started_by_benchmark": True, "binary": server.binary,
+                                 "args": "--bind 127.0.0.1 --save '' --appendonly no (persistence off)"}
+        if "file" in wanted:
+            if cfg.store_dir:
+                directory = os.path.abspath(cfg.store_dir)
+                info["file"] = {"directory": directory, "temporary": False}
+            else:
+                directory = tempfile.mkdtemp(prefix="mta-bench-file-store-")
+                cleanup.append(lambda: shutil.rmtree(directory, ignore_errors=True))
+                info["file"] = {"directory": directory, "temporary": True}
+            urls["file"] = "file://" + directory
+            info["file"].update({"sqlite_version": sqlite3.sqlite_version, "synchronous": "meta (default)",
+                                 "filesystem": _filesystem(directory)})
+        b = Backends(urls, info)
+        if "redis" in urls:
+            server = b.redis_info("server")
+            info["redis"].update({
+                "url": _redact(urls["redis"]),
+                "redis_server_version": server.get("redis_version"),
+                "mode": server.get("redis_mode"),
+                "hash_max_listpack_entries": _config_get(b, "hash-max-listpack-entries"),
+            })
+        yield b
+    finally:
+        for fn in reversed(cleanup):
+            fn()
+
+
+def _config_get(b: Backends, name: str):
+    try:
+        client = b.redis_client()
+        try:
+            return client.config_get(name).get(name)
+        finally:
+            client.close()
+    except Exception:  # CONFIG may be disabled on a managed server
+        return None
+
+
+def _redact(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.password:
+        return url.replace(parts.password, "***")
+    return url
+
+
+def _filesystem(path: str) -> str | None:
+    try:
+        out = subprocess.run(["df", "-T", path], capture_output=True, text=True, timeout=10).stdout.splitlines()
+        return out[1].split()[1] if len(out) > 1 else None
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return None
+
+
+def store_info(b: Backends | None = None) -> dict:
+    """Versions of what the store path runs on, plus a digest of stores/."""
+    import msgpack
+    import redis
+
+    try:
+        import hiredis
+
+        hiredis_version = hiredis.__version__
+    except ImportError:
+        hiredis_version = None
+    h = hashlib.sha256()
+    for path in sorted((REPO / "stores").rglob("*.py")):
+        h.update(str(path.relative_to(REPO)).encode())
+        h.update(path.read_bytes())
+    out = {
+        "redis_server_version": redis_server_version(),
+        "redis_py": redis.__version__, "hiredis": hiredis_version,
+        "msgpack": ".".join(map(str, msgpack.version)), "sqlite": sqlite3.sqlite_version,
+        "stores_source_sha256": h.hexdigest()[:16],
+        "buffer_size": BUFFER_SIZE, "cache_size": CACHE_SIZE,
+    }
+    if b is not None:
+        out["backends"] = b.info
+        if "redis" in b.info and b.info["redis"].get("redis_server_version"):
+            out["redis_server_version"] = b.info["redis"]["redis_server_version"]
+    return out
+
+
+# -- engine configurations ------------------------------------------------------
+
+@dataclass(frozen=True)
+class Config:
+    """One engine configuration: ``engine`` (AMTA/LMTA) in memory
+    (``backend`` None) or with its level queues in ``backend``."""
+
+    engine: str
+    backend: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"Mem {self.engine}" if self.backend is None else f"KVS {self.engine} {self.backend}"
+
+    @property
+    def key(self) -> str:
+        return f"{self.engine}/{self.backend or 'memory'}"
+
+    def build(self, monoid, wsp, b: Backends | None, *, window_id: str | None = None, **options):
+        """``(engine, store)`` (store None in memory)."""
+        cls = {"AMTA": AmortizedMTA, "LMTA": LogMTA}[self.engine]
+        if self.backend is None:
+            return cls(monoid, wsp), None
+        import stores
+
+        store = stores.open_store(b.urls[self.backend])
+        window_id = window_id or f"bench-{self.engine}-{uuid.uuid4().hex[:10]}"
+        engine = cls(monoid, wsp, store=store, window_id=window_id,
+                     buffer_size=options.pop("buffer_size", BUFFER_SIZE),
+                     cache_size=options.pop("cache_size", CACHE_SIZE), **options)
+        return engine, store
+
+
+def configs(cfg: RunConfig) -> list[Config]:
+    """Every engine (AMTA, LMTA; ``--engines`` picks) in memory and on every
+    backend (``--stores`` picks), grouped by engine."""
+    engines = [e for e in (cfg.engines or ["AMTA", "LMTA"]) if e in ("AMTA", "LMTA")]
+    if not engines:
+        raise SystemExit("the store benchmarks run AMTA and LMTA only (--engines AMTA,LMTA)")
+    return [Config(e, b) for e in engines for b in (None, *cfg.store_backends)]
+
+
+def close(engine, store, delete: bool = True) -> None:
+    """Close a store-backed engine (deleting its window) and its store."""
+    if store is None:
+        return
+    try:
+        engine.close(delete=delete)
+    finally:
+        store.close()
+
+
+# -- counters -----------------------------------------------------------------
+
+#: Counters reported per update / per eviction.
+COUNTERS = ("round_trips", "pairs_written", "pairs_read", "bytes_written", "bytes_read",
+            "cache_hits", "cache_misses")
+
+
+def counters(engine, store) -> dict[str, int]:
+    """The engine's store traffic so far: the store's round trips and bytes
+    (:class:`stores.StoreStats`), the window's cache hits and misses."""
+    if store is None:
+        return {k: 0 for k in COUNTERS}
+    s = store.stats.as_dict()
+    w = engine.store_stats
+    return {"round_trips": s["round_trips"], "pairs_written": s["pairs_written"],
+            "pairs_read": s["pairs_read"], "bytes_written": s["bytes_written"], "bytes_read": s["bytes_read"],
+            "cache_hits": w.cache_hits, "cache_misses": w.cache_misses}
+
+
+def delta(after: dict, before: dict) -> dict:
+    return {k: after[k] - before[k] for k in after}
+
+
+def per(d: dict, n: int) -> dict:
+    return {k: (v / n if n else None) for k, v in d.items()}
+
+
+def drain(timeout: float = 120.0) -> None:
+    """Wait until the background pool of stores/window.py has run every task
+    submitted so far (flushes, prefetches)."""
+    from stores.window import drain_background
+
+    drain_background(timeout)
