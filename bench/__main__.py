@@ -2,7 +2,8 @@
 
 Store experiments (kvs1, kvs2, exp4) also take ``--redis URL`` (default: start
 a private redis-server), ``--store-dir DIR`` (default: a temporary directory)
-and ``--stores redis,file``."""
+and ``--stores redis,file``.  The Spark experiments (spark-batch, spark-growth,
+spark-stream) run on local[2] and take ``--redis`` and ``--store-dir`` too."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ import sys
 import time
 from pathlib import Path
 
-from . import exp1, exp2, exp3, exp4, kvs1, kvs2, latency
+from . import exp1, exp2, exp3, exp4, kvs1, kvs2, latency, spark_batch, spark_growth, spark_stream
 from .common import RunConfig
 from .engines import ENGINES, parse_engine_list
 
 EXPERIMENTS = {"exp1": exp1, "exp2": exp2, "exp3": exp3, "latency": latency,
-               "kvs1": kvs1, "kvs2": kvs2, "exp4": exp4}
-#: What ``all`` runs (the store experiments are run by name).
+               "kvs1": kvs1, "kvs2": kvs2, "exp4": exp4,
+               "spark-batch": spark_batch, "spark-growth": spark_growth, "spark-stream": spark_stream}
+#: What ``all`` runs (the store and Spark experiments are run by name).
 DEFAULT = ("exp1", "exp2", "exp3", "latency")
 
 

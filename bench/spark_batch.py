@@ -1,0 +1,251 @@
+"""Spark batch: per-row sliding windows, MTA against Spark SQL and pandas.
+
+For each window size W (10^2 .. 10^5 rows) and frame (count: the newest W
+rows; time: the last W seconds, which hold W rows in this data), every
+method computes, for every row of every key, an aggregation over that row's
+window, in the same Spark session on the same cached data:
+
+* ``MTA max``: ``spark_ops.sliding_window(..., aggs=["max"], rows=W | range=W)``,
+  windows in process memory; ``MTA max, file store``: the same with the
+  windows' level queues in the embedded SQLite store;
+* ``MTA top-2``: a user-defined monoid (the two largest values; its result
+  is the second largest), which Spark SQL's window functions cannot express;
+* ``SQL max, default frame``: ``max(v) OVER (PARTITION BY k ORDER BY t ROWS
+  BETWEEN W-1 PRECEDING AND CURRENT ROW)`` (``RANGE BETWEEN W-1 PRECEDING``
+  for time windows), Spark's default sliding frame; its cost per row grows
+  with W, so it only runs up to the profile's ``default_frame_max``;
+* ``SQL max, segment tree``: the same query with
+  ``spark.sql.window.segmentTree.enabled=true`` (built-in aggregates only);
+* ``pandas rolling max``: ``Series.rolling(W, min_periods=1).max()`` per
+  key inside ``applyInPandas`` (count windows).
+
+A job's rows per second = rows / wall time of the job; every job ends in
+the sum of its result column, and methods computing the same thing must
+agree on it (``checksums_agree``).
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import sys
+import tempfile
+import time
+
+from . import common, sparkbench
+from .common import RunConfig, fmt_num
+
+NAME = "spark-batch"
+
+PROFILES = {
+    "full": dict(windows=[100, 1_000, 10_000, 100_000], keys=8, min_rows_per_key=25_000, window_multiple=2,
+                 frames=["rows", "range"], default_frame_max=10_000),
+    "quick": dict(windows=[100, 10_000], keys=4, min_rows_per_key=10_000, window_multiple=2,
+                  frames=["rows"], default_frame_max=1_000),
+    "tiny": dict(windows=[10, 100], keys=2, min_rows_per_key=400, window_multiple=2,
+                 frames=["rows", "range"], default_frame_max=100),
+}
+
+MTA = "MTA max"
+MTA_FILE = "MTA max, file store"
+MTA_TOP2 = "MTA top-2 (user monoid)"
+SQL_DEFAULT = "SQL max, default frame"
+SQL_TREE = "SQL max, segment tree"
+PANDAS = "pandas rolling max"
+METHODS = [MTA, MTA_FILE, MTA_TOP2, SQL_DEFAULT, SQL_TREE, PANDAS]
+
+
+# -- the user monoid: the two largest values ----------------------------------------
+def _top2_combine(a, b):
+    x = sorted(a + b, reverse=True)
+    return tuple(x[:2])
+
+
+def _top2_lift(v):
+    return (v,)
+
+
+def _top2_lower(a):
+    return a[1] if len(a) == 2 else None
+
+
+def top2():
+    from mta import Aggregator, Monoid
+
+    return Aggregator(Monoid(_top2_combine, (), name="top2", commutative=True), _top2_lift, _top2_lower,
+                      name="top2")
+
+
+# -- methods --------------------------------------------------------------------------
+def _mta(df, w, frame, aggs, store=None):
+    from spark_ops import sliding_window
+
+    size = {"rows": w} if frame == "rows" else {"range": w}
+    return sliding_window(df, key="k", time="t", value="v", aggs=aggs, store=store, **size)
+
+
+def _sql(spark, df, w, frame, segment_tree: bool):
+    spark.conf.set("spark.sql.window.segmentTree.enabled", str(segment_tree).lower())
+    df.createOrReplaceTempView("readings")
+    unit = "ROWS" if frame == "rows" else "RANGE"
+    return spark.sql(f"SELECT k, t, v, max(v) OVER (PARTITION BY k ORDER BY t {unit} BETWEEN {w - 1} "
+                     "PRECEDING AND CURRENT ROW) AS max FROM readings")
+
+
+def _pandas(df, w):
+    def rolling(frame):
+        frame = frame.sort_values("t", kind="stable")
+        frame["max"] = frame["v"].rolling(w, min_periods=1).max()
+        return frame
+
+    return df.groupBy("k").applyInPandas(rolling, "k int, t double, v double, max double")
+
+
+def run(cfg: RunConfig) -> dict:
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # executors need not import bench
+    started = time.perf_counter()
+    p = PROFILES[cfg.profile]
+    data = common.header(NAME, cfg, {**p, "methods": METHODS, "master": sparkbench.MASTER,
+                                     "shuffle_partitions": p["keys"]})
+    data["notes"] = [
+        "Rows/s = all rows of the job / its wall time; each job ends in sum() of its result column.",
+        f"Rows per key = max({p['window_multiple']} W, {p['min_rows_per_key']}); one reading a second per key, "
+        "so a time window of W seconds holds W rows.",
+        f"The default frame is O(W) per row: it runs only up to W = {p['default_frame_max']:,}.",
+        "pandas rolling runs on count windows only.",
+        "MTA windows: Amortized MTA, buffer and cache of 512 pairs per level (the defaults).",
+    ]
+    records = data["records"] = []
+    state = tempfile.mkdtemp(prefix="mta-bench-state-")
+    spark = sparkbench.session(cfg, p["keys"])
+    data["spark"] = sparkbench.spark_versions(spark)
+    try:
+        for w in p["windows"]:
+            per_key = max(p["window_multiple"] * w, p["min_rows_per_key"])
+            df = sparkbench.readings(spark, p["keys"], per_key)
+            rows = p["keys"] * per_key
+            for frame in p["frames"]:
+                jobs = {
+                    MTA: lambda: _mta(df, w, frame, ["max"]),
+                    MTA_FILE: lambda: _mta(df, w, frame, ["max"], store=f"file://{state}"),
+                    MTA_TOP2: lambda: _mta(df, w, frame, [("top2", top2(), "double")]),
+                    SQL_TREE: lambda: _sql(spark, df, w, frame, True),
+                }
+                if w <= p["default_frame_max"]:
+                    jobs[SQL_DEFAULT] = lambda: _sql(spark, df, w, frame, False)
+                if frame == "rows":
+                    jobs[PANDAS] = lambda: _pandas(df, w)
+                if not records:  # start the Python workers before the first timed job
+                    sparkbench.timed(_mta(df, w, frame, ["max"]), "max")
+                for method in METHODS:
+                    if method not in jobs:
+                        continue
+                    column = "top2" if method == MTA_TOP2 else "max"
+                    seconds, checksum, n = sparkbench.timed(jobs[method](), column)
+                    assert n == rows, (method, n, rows)
+                    rec = {"window": w, "frame": frame, "method": method, "rows": rows, "seconds": seconds,
+                           "rows_per_s": rows / seconds, "checksum": checksum}
+                    records.append(rec)
+                    cfg.log(f"  spark-batch W={w:>7,} {frame:<5} {method:<26} {rec['rows_per_s']:>10,.0f} rows/s "
+                            f"({seconds:.1f} s, {rows:,} rows)")
+                common.write_json(cfg.out / f"{NAME}.json", common.finish(data, started))
+            df.unpersist()
+    finally:
+        spark.stop()
+        shutil.rmtree(state, ignore_errors=True)
+    data["checksums_agree"] = checksums_agree(records)
+    data["summary"] = summarize(data)
+    common.finish(data, started)
+    common.write_json(cfg.out / f"{NAME}.json", data)
+    if cfg.plot:
+        plot(data, cfg.out / f"{NAME}.png")
+    return data
+
+
+def checksums_agree(records) -> bool:
+    """Every max method agrees with every other on each (window, frame)."""
+    sums: dict = {}
+    for r in records:
+        if r["method"] != MTA_TOP2:
+            sums.setdefault((r["window"], r["frame"]), []).append(r["checksum"])
+    return all(math.isclose(s, v[0], rel_tol=1e-9) for v in sums.values() for s in v)
+
+
+def _rate(data, method, w, frame="rows"):
+    for r in data["records"]:
+        if r["method"] == method and r["window"] == w and r["frame"] == frame:
+            return r["rows_per_s"]
+    return None
+
+
+def summarize(data: dict) -> dict:
+    windows = data["config"]["windows"]
+    s: dict = {}
+    for frame in data["config"]["frames"]:
+        mta = {w: _rate(data, MTA, w, frame) for w in windows}
+        mta = {w: v for w, v in mta.items() if v}
+        if 10_000 in mta and _rate(data, SQL_DEFAULT, 10_000, frame):
+            ratio = mta[10_000] / _rate(data, SQL_DEFAULT, 10_000, frame)
+            s[f"{frame}_vs_default_at_1e4"] = {"ratio": ratio, "target": ">= 10", "met": ratio >= 10}
+        if 100_000 in mta and _rate(data, SQL_TREE, 100_000, frame):
+            ratio = mta[100_000] / _rate(data, SQL_TREE, 100_000, frame)
+            s[f"{frame}_vs_segment_tree_at_1e5"] = {"ratio": ratio, "target": ">= 1", "met": ratio >= 1}
+        if len(mta) >= 2:
+            spread = max(mta.values()) / min(mta.values())
+            s[f"{frame}_per_row_cost_spread"] = {
+                "windows": f"{min(mta):,}..{max(mta):,}", "max_over_min": spread, "target": "<= 1.5",
+                "met": spread <= 1.5}
+    return s
+
+
+def report(data: dict) -> str:
+    cfg = data["config"]
+    lines = [f"Spark batch, per-row sliding max: rows per second ({data['profile']} profile, "
+             f"{data['spark']['master']}, Spark {data['spark']['spark']})"]
+    methods = [m for m in METHODS if any(r["method"] == m for r in data["records"])]
+    for frame in cfg["frames"]:
+        lines.append("")
+        lines.append(f"{'count windows (ROWS frame)' if frame == 'rows' else 'time windows (RANGE frame)'}")
+        head = ["W"] + methods + ["MTA/default", "MTA/segtree", "MTA/pandas"]
+        rows = []
+        for w in cfg["windows"]:
+            mta = _rate(data, MTA, w, frame)
+            row = [f"{w:,}"] + [fmt_num(_rate(data, m, w, frame)) for m in methods]
+            for other in (SQL_DEFAULT, SQL_TREE, PANDAS):
+                o = _rate(data, other, w, frame)
+                row.append(f"{mta / o:.2f}" if mta and o else "-")
+            rows.append(row)
+        lines.append(common.table(head, rows))
+    lines.append("")
+    lines.append(f"checksums of the max methods agree: {'yes' if data.get('checksums_agree') else 'NO'}")
+    lines.extend("note: " + n for n in data.get("notes", []))
+    for key, v in (data.get("summary") or summarize(data)).items():
+        lines.append(f"[target] {key}: {v.get('ratio', v.get('max_over_min')):.2f}, target {v['target']}: "
+                     f"{'MET' if v['met'] else 'MISSED'}")
+    return "\n".join(lines)
+
+
+def plot(data: dict, path) -> None:
+    plt = common.pyplot()
+    frames = data["config"]["frames"]
+    fig, axes = plt.subplots(1, len(frames), figsize=(7 * len(frames), 5), squeeze=False)
+    for ax, frame in zip(axes[0], frames):
+        for method in METHODS:
+            pts = sorted((r["window"], r["rows_per_s"]) for r in data["records"]
+                         if r["method"] == method and r["frame"] == frame)
+            if pts:
+                ax.plot([w for w, _ in pts], [v for _, v in pts], marker="o", ms=4, label=method)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("rows per window W")
+        ax.set_ylabel("rows per second (higher is better)")
+        ax.set_title(f"per-row sliding max, {'count' if frame == 'rows' else 'time'} windows", fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(common.machine_caption(data["machine"]) + f", Spark {data['spark']['spark']} {sparkbench.MASTER}",
+                 fontsize=8, y=0.01, va="bottom")
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

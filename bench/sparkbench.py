@@ -1,0 +1,120 @@
+"""What the Spark benchmarks share: sessions, generated data, timed jobs and
+the memory of the Python workers.
+
+Every Spark benchmark runs on ``local[2]`` (the two cores of the machine),
+with one shuffle partition per key so that every key is its own task, and
+times whole jobs: a job's output is consumed by an aggregation (the sum and
+count of the result column), which makes Spark compute every row of it and
+gives a checksum that the methods must agree on.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from .common import RunConfig
+
+MASTER = "local[2]"
+
+
+def session(cfg: RunConfig, partitions: int, **conf):
+    """A fresh local session (a running one is stopped first)."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    from spark_ops.session import local_session
+
+    if SparkContext._active_spark_context is not None:
+        SparkSession.builder.getOrCreate().stop()
+    conf.setdefault("spark.ui.showConsoleProgress", "false")
+    conf.setdefault("spark.sql.adaptive.enabled", "false")  # keep one task per key partition
+    conf.setdefault("spark.driver.memory", "4g")
+    spark = local_session(MASTER, app="mta bench", shuffle_partitions=partitions, **conf)
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def readings(spark, keys: int, rows_per_key: int, seed: int = 1):
+    """``keys`` x ``rows_per_key`` rows ``(k, t, v)``: key ``k`` in 0..keys-1,
+    one reading a second per key (``t`` in seconds, so a time window of W
+    seconds holds W rows, like a count window of W rows), ``v`` uniform in
+    [0, 100).  Generated in the JVM and cached, so every method reads the
+    same data from memory."""
+    from pyspark.sql import functions as F
+
+    n = keys * rows_per_key
+    df = (spark.range(n, numPartitions=2)
+          .select((F.col("id") % keys).cast("int").alias("k"),
+                  F.floor(F.col("id") / keys).cast("double").alias("t"),
+                  (F.rand(seed) * 100).alias("v"))
+          .cache())
+    df.count()
+    return df
+
+
+def timed(df, column: str) -> tuple[float, float, int]:
+    """Run the job computing ``df`` and return ``(seconds, sum of column,
+    rows)``; the sum is the checksum the methods are compared by."""
+    from pyspark.sql import functions as F
+
+    t0 = time.perf_counter()
+    row = df.agg(F.sum(column).alias("s"), F.count("*").alias("n")).collect()[0]
+    return time.perf_counter() - t0, row["s"], row["n"]
+
+
+class WorkerMemory:
+    """Peak resident memory of the Python workers Spark started, sampled
+    every ``every`` seconds from a thread (psutil)."""
+
+    def __init__(self, every: float = 0.1) -> None:
+        self.every = every
+        self.peak_worker_mb = 0.0  # the largest single worker
+        self.peak_total_mb = 0.0  # all workers together
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @staticmethod
+    def workers() -> list:
+        import psutil
+
+        out = []
+        for p in psutil.Process().children(recursive=True):
+            try:
+                if "python" in p.name().lower():
+                    out.append(p)
+            except psutil.Error:
+                pass
+        return out
+
+    def _run(self) -> None:
+        import psutil
+
+        while not self._stop.wait(self.every):
+            sizes = []
+            for p in self.workers():
+                try:
+                    sizes.append(p.memory_info().rss / 2**20)
+                except psutil.Error:
+                    pass
+            if sizes:
+                self.peak_worker_mb = max(self.peak_worker_mb, max(sizes))
+                self.peak_total_mb = max(self.peak_total_mb, sum(sizes))
+
+    def __enter__(self) -> "WorkerMemory":
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+def spark_versions(spark) -> dict:
+    import pyspark
+
+    return {"pyspark": pyspark.__version__, "spark": spark.version, "master": MASTER,
+            "java_home": os.environ.get("JAVA_HOME")}

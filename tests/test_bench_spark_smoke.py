@@ -1,0 +1,57 @@
+"""Smoke test of the Spark benchmarks (``python -m bench spark-*``) with tiny sizes.
+
+Each runs for real on local[2] (the file store and a private redis-server
+included) and must write its JSON and PNG, with the methods computing the
+same windows agreeing on their checksums.  No timing assertions.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("matplotlib")
+
+from bench import spark_batch, spark_growth, spark_stream  # noqa: E402
+from bench.common import RunConfig  # noqa: E402
+
+
+def _run(module, out):
+    data = module.run(RunConfig(profile="tiny", out=out, verbose=False))
+    saved = json.loads((out / f"{module.NAME}.json").read_text())
+    assert saved["experiment"] == module.NAME and saved["records"] == json.loads(json.dumps(data["records"]))
+    assert (out / f"{module.NAME}.png").stat().st_size > 1000
+    assert data["machine"]["cpu_model"] and data["spark"]["spark"] == "4.3.0"
+    assert module.report(data)
+    return data
+
+
+def test_spark_batch(tmp_path):
+    data = _run(spark_batch, tmp_path)
+    methods = {r["method"] for r in data["records"]}
+    assert methods == set(spark_batch.METHODS)
+    assert data["checksums_agree"]
+    for r in data["records"]:
+        assert r["rows_per_s"] > 0 and r["rows"] == data["config"]["keys"] * max(
+            2 * r["window"], data["config"]["min_rows_per_key"])
+    top2 = {(r["window"], r["frame"]): r["checksum"] for r in data["records"] if r["method"] == spark_batch.MTA_TOP2}
+    maxima = {(r["window"], r["frame"]): r["checksum"] for r in data["records"] if r["method"] == spark_batch.MTA}
+    assert all(top2[k] < maxima[k] for k in top2)  # the second largest is below the largest
+
+
+def test_spark_growth(tmp_path):
+    data = _run(spark_growth, tmp_path)
+    assert {(r["store"], r["window"]) for r in data["records"]} == {
+        (s, w) for s in spark_growth.STORES for w in spark_growth.PROFILES["tiny"]["windows"]}
+    assert all(r["peak_worker_mb"] > 10 and r["rows"] == 2 * 2 * r["window"] for r in data["records"])
+
+
+def test_spark_stream(tmp_path):
+    data = _run(spark_stream, tmp_path)
+    methods = {(r["input"], r["method"]) for r in data["records"]}
+    assert ("small", "hopping windows") in methods and ("large", "MTA, redis store") in methods
+    for r in data["records"]:
+        assert r["input_rows"] == r["events"] and r["micro_batches"] >= 2
+        # MTA keeps one row of Spark state per key; hopping windows keep many per key
+        assert r["state_rows"] == r["hosts"] if r["method"] != "hopping windows" else r["state_rows"] > 10 * r["hosts"]
