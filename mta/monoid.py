@@ -13,7 +13,9 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 
-def _identity_function(x: Any) -> Any:
+def identity_function(x: Any) -> Any:
+    """The default lift and lower: ``x`` unchanged (callers may test for it
+    with ``is`` and skip the call)."""
     return x
 
 
@@ -117,8 +119,8 @@ class Aggregator:
     def __init__(
         self,
         monoid: Monoid,
-        lift: Callable[[Any], Any] = _identity_function,
-        lower: Callable[[Any], Any] = _identity_function,
+        lift: Callable[[Any], Any] = identity_function,
+        lower: Callable[[Any], Any] = identity_function,
         *,
         name: str | None = None,
     ) -> None:

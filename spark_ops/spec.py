@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 from mta import Aggregator, AmortizedMTA, LogMTA, MemoryLevelQueue, SlidePolicy, Window, aggregators, policies, product
 from mta.errors import MTAError
+from mta.monoid import identity_function
 
 #: Spark SQL type of each ready aggregation's output column.
 OUTPUT_TYPES = {"count": "long", "collect": "array<double>"}
@@ -253,7 +254,7 @@ class SortedWindow:
 
     def __init__(self, spec: WindowSpec, key: Any, run: str) -> None:
         aggregator = spec.value_aggregator()
-        self.lift, self.lower = aggregator.lift, aggregator.lower
+        self.lift, self.lower = aggregator.lift, aggregator.lower  # skipped when the identity
         self.width = len(spec.aggs)
         options = spec.storage_options(key, run)
         self.engine = ENGINES[spec.engine](aggregator.monoid, None, **options)
@@ -271,31 +272,34 @@ class SortedWindow:
 
     def push(self, times: Sequence[float], values: Sequence) -> list[list]:
         """Push rows in order; one list of results per aggregation."""
-        engine, lift, lower = self.engine, self.lift, self.lower
-        insert, bulk_evict, query = engine.insert, engine.bulk_evict, engine.query
+        engine = self.engine
+        insert, evict, bulk_evict, query = engine.insert, engine.evict, engine.bulk_evict, engine.query
+        lifted = values if self.lift is identity_function else map(self.lift, values)
         results = []
         append = results.append
         if self.rows is not None:
             room = self.rows - len(engine)
-            for v in values:
-                insert(lift(v))
+            for v in lifted:
+                insert(v)
                 if room:
                     room -= 1
                 else:
-                    bulk_evict(1)
-                append(lower(query()))
+                    evict()
+                append(query())
         else:
             fifo, span = self.times, self.range
             add_time = fifo.append
-            for t, v in zip(times, values):
-                insert(lift(v))
+            for t, v in zip(times, lifted):
+                insert(v)
                 add_time(t)
                 cutoff = t - span
                 if fifo[fifo.lo] <= cutoff:
                     gone = leading_at_most(fifo, cutoff)
                     fifo.lo += gone
-                    bulk_evict(gone)
-                append(lower(query()))
+                    evict() if gone == 1 else bulk_evict(gone)
+                append(query())
+        if self.lower is not identity_function:
+            results = list(map(self.lower, results))
         if self.width == 1:
             return [results]
         return [list(column) for column in zip(*results)] if results else [[] for _ in range(self.width)]
