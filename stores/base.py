@@ -358,6 +358,15 @@ class Store:
 
         return call
 
+    def deferred_channel(self) -> Any:
+        """An object whose ``write_pairs`` / ``read_pairs`` send a request and
+        return at once with a future-like result (``done()``, ``result()``,
+        ``exception()``), the reply being read when asked for -- or ``None``
+        when the backend has no such thing (the default): the level queues
+        then overlap store I/O with background threads.  Redis has one
+        (:class:`stores.redis_store.DeferredChannel`)."""
+        return None
+
     def open_window(self, window: str, **options: Any):
         """The storage of one engine's window (the protocol of :mod:`mta.tree`):
         claims ownership and resumes its checkpoint.  See

@@ -61,10 +61,11 @@ import socket
 import sys
 import threading
 from array import array
+from collections import deque
 from typing import Any, Optional
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from .base import AUTH, TRANSIENT, Store, Token, cas_mismatch
+from .base import AUTH, TRANSIENT, Store, Token, _as_blobs, cas_mismatch, check_window
 from .errors import StoreConfigError
 
 SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")
@@ -293,6 +294,221 @@ def _redact(cfg: dict[str, Any]) -> str:
     return f"{scheme}://{auth}{host}:{cfg['port']}{db}"
 
 
+_PENDING, _DONE, _FAILED = 0, 1, 2
+
+
+class _Request:
+    """A request sent on a :class:`DeferredChannel`; its replies are read when
+    its result is asked for (``concurrent.futures.Future``-like: ``done``,
+    ``result``, ``exception``).  If the connection fails, ``result`` runs
+    ``fallback`` -- the same operation through the store's retrying path."""
+
+    __slots__ = ("channel", "replies", "count", "finish", "fallback", "state", "value", "error")
+
+    def __init__(self, channel: "DeferredChannel", count: int, finish, fallback) -> None:
+        self.channel = channel
+        self.replies: list = []
+        self.count = count  # replies expected
+        self.finish = finish  # replies -> value
+        self.fallback = fallback  # () -> value, through Store.write_pairs / read_pairs
+        self.state = _PENDING
+        self.value: Any = None
+        self.error: Optional[BaseException] = None
+
+    def done(self) -> bool:
+        if self.state == _PENDING:
+            self.channel.poll()
+        return self.state != _PENDING
+
+    def result(self) -> Any:
+        if self.state == _PENDING:
+            self.channel.complete(self)
+        if self.state == _FAILED:  # the connection broke: redo it the safe way, once
+            self.state = _DONE
+            try:
+                self.value = self.fallback()
+            except BaseException as exc:
+                self.error = exc
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+    def exception(self) -> Optional[BaseException]:
+        try:
+            self.result()
+        except BaseException as exc:
+            return exc
+        return None
+
+
+class DeferredChannel:
+    """Requests whose replies are read later, pipelined on one pooled
+    connection (standalone Redis): the store's "background communication"
+    without threads.  ``write_pairs`` / ``read_pairs`` send at once and
+    return a :class:`_Request`; replies come back in order and are read
+    when a result is asked for (or by ``poll``, when already there).  The
+    round trip is then off the caller's path, and no background thread has
+    to wait for the interpreter lock to handle it.
+
+    A channel belongs to one thread (one window's engine).  Its connection
+    goes back to the pool whenever no reply is pending.  After ``fork`` a
+    child never uses a parent's connection: pending requests fall back to
+    the store's ordinary path."""
+
+    def __init__(self, store: "RedisStore") -> None:
+        self.store = store
+        self.queue: deque[_Request] = deque()
+        self.conn: Any = None
+        self.pid = os.getpid()
+
+    # -- requests --------------------------------------------------------------
+    def write_pairs(self, window: str, epoch: int, level: int, first: int, blobs: list):
+        """Start :meth:`Store.write_pairs` (blobs of one size: else it runs now)."""
+        st = self.store
+        check_window(window)
+        data = _as_blobs(blobs)
+        fallback = lambda: st.write_pairs(window, epoch, level, first, data)  # noqa: E731
+        if not data or len(set(map(len, data))) != 1 or st.closed:
+            return _done(fallback)
+        commands = [_command(b"SADD", st._epochs_key(window), epoch),
+                    _command(b"SADD", st._levels_key(window, epoch), level),
+                    *_hset_commands(st._pairs_key(window, epoch, level).encode(), first, data)]
+        req = self._send(commands, _ignore, fallback)
+        if req.state == _PENDING:
+            st.stats.add(round_trips=1, pairs_written=len(data), bytes_written=sum(map(len, data)))
+        return req
+
+    def read_pairs(self, window: str, epoch: int, level: int, first: int, count: int):
+        """Start :meth:`Store.read_pairs`."""
+        st = self.store
+        check_window(window)
+        fallback = lambda: st.read_pairs(window, epoch, level, first, count)  # noqa: E731
+        if count <= 0 or st.closed:
+            return _done(fallback)
+        req = self._send(_hmget_commands(st._pairs_key(window, epoch, level).encode(), first, count),
+                         self._found, fallback)
+        if req.state == _PENDING:
+            st.stats.add(round_trips=1)
+        return req
+
+    def _found(self, replies: list) -> list:
+        out = replies[0] if len(replies) == 1 else [b for part in replies for b in part]
+        self.store.stats.add(pairs_read=len(out) - out.count(None), bytes_read=sum(map(len, filter(None, out))))
+        return out
+
+    # -- the connection ----------------------------------------------------------
+    def _send(self, commands: list[bytes], finish, fallback) -> _Request:
+        req = _Request(self, len(commands), finish, fallback)
+        try:
+            if self.pid != os.getpid():  # forked: the connection is the parent's
+                self.queue.clear()
+                self.conn = None
+                self.pid = os.getpid()
+            if self.conn is None:
+                pool = self.store._client().connection_pool
+                try:
+                    self.conn = pool.get_connection()
+                except TypeError:  # pragma: no cover - redis-py < 5.1 wants a command name
+                    self.conn = pool.get_connection("HMGET")
+            self.conn.send_packed_command([b"".join(commands)])
+        except Exception:
+            self._break()
+            req.state = _FAILED
+            return req
+        self.queue.append(req)
+        return req
+
+    def poll(self) -> None:
+        """Read the replies that already arrived, without waiting."""
+        try:
+            while self.queue and self.conn.can_read(timeout=0):
+                self._read_head()
+        except Exception:
+            self._break()
+        self._release_if_idle()
+
+    def complete(self, req: _Request) -> None:
+        """Read replies, in order, until ``req``'s are in."""
+        try:
+            while req.state == _PENDING and self.queue:
+                self._read_head()
+        except Exception:
+            self._break()
+        self._release_if_idle()
+
+    def _read_head(self) -> None:
+        from redis.exceptions import ResponseError
+
+        req = self.queue[0]
+        while len(req.replies) < req.count:
+            try:
+                req.replies.append(self.conn.read_response())
+            except ResponseError as exc:  # an error reply: redo it through the store's path
+                req.replies.append(exc)
+        self.queue.popleft()
+        if any(isinstance(r, ResponseError) for r in req.replies):
+            req.state = _FAILED
+            return
+        try:
+            req.value = req.finish(req.replies)
+        except BaseException as exc:  # pragma: no cover - finish only counts
+            req.error = exc
+        req.replies = []
+        req.state = _DONE
+
+    def _break(self) -> None:
+        """The connection failed: every pending request falls back."""
+        for req in self.queue:
+            req.state = _FAILED
+        self.queue.clear()
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            try:
+                conn.disconnect()
+            finally:
+                self.store._release(conn)
+
+    def _release_if_idle(self) -> None:
+        if not self.queue and self.conn is not None:
+            conn, self.conn = self.conn, None
+            if self.pid == os.getpid():
+                self.store._release(conn)
+
+    def close(self) -> None:
+        """Read every pending reply and give the connection back."""
+        while self.queue:
+            self.complete(self.queue[-1])
+
+
+def _ignore(replies: list) -> None:
+    return None
+
+
+class _Completed:
+    __slots__ = ("value", "error")
+
+    def __init__(self, value: Any = None, error: Optional[BaseException] = None) -> None:
+        self.value, self.error = value, error
+
+    def done(self) -> bool:
+        return True
+
+    def result(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+    def exception(self) -> Optional[BaseException]:
+        return self.error
+
+
+def _done(fn) -> _Completed:
+    try:
+        return _Completed(fn())
+    except BaseException as exc:
+        return _Completed(error=exc)
+
+
 class RedisStore(Store):
     scheme = "redis"
 
@@ -475,6 +691,16 @@ class RedisStore(Store):
         for part in pipe.execute():
             out.extend(part)
         return out
+
+    def deferred_channel(self) -> Optional[DeferredChannel]:
+        """A :class:`DeferredChannel` (standalone Redis; ``None`` on a Cluster,
+        where the window's level queues use background threads instead)."""
+        return None if self.cluster else DeferredChannel(self)
+
+    def _release(self, conn: Any) -> None:
+        client = self._client_obj
+        if client is not None:
+            client.connection_pool.release(conn)
 
     def _raw(self, commands: list[bytes]) -> list:
         """Send RESP-packed ``commands`` in one write on a pooled connection

@@ -7,9 +7,12 @@ Per level, :class:`StoreLevelQueue` keeps in process memory
   tail (elements the engine may still rewrite) and the write buffer of final
   pairs, written in one round trip once ``buffer_size`` pairs are final, in
   the background when possible;
-* the head *cache*: pairs read from the store, refilled ahead of the head in
-  the background when fewer than ``cache_size / 2`` remain, synchronously on
-  a miss.
+* the head *cache*: pairs read from the store, ``cache_size`` pairs at a
+  time, refilled ahead of the head in the background when fewer than
+  ``cache_size`` pairs remain (the paper refills at half its cache; here one
+  cache-worth stays ahead while the next is read, since a background thread
+  may wait a GIL switch interval, 5 ms, before it runs), synchronously on a
+  miss.
 
 Everything else lives in the store, one key per pair.  Process memory is
 bounded by levels x (buffer + cache), whatever the window's length.
@@ -142,6 +145,7 @@ class StoreLevelQueue(LevelQueue):
         "_base",
         "_flush_at",
         "_check_at",
+        "_fast_end",
         "_hits",
     )
 
@@ -158,6 +162,7 @@ class StoreLevelQueue(LevelQueue):
         self.written = self.stored  # pairs ever written up to here (for clean-up)
         self._hits = 0  # cache hits not yet added to the window's stats
         self._check_at = 0  # a cache hit at or after this position tends the cache
+        self._fast_end = 0  # [cache_lo, fast_end): cache hits that need no tending
         self._rebase()
         storage.opened(self)
 
@@ -171,31 +176,35 @@ class StoreLevelQueue(LevelQueue):
 
     # -- reads and writes -------------------------------------------------
     def __getitem__(self, i: int):
+        lo = self._cache_lo
+        if lo <= i < self._fast_end:  # the usual case: a cache hit
+            self._hits += 1
+            return self._cache[i - lo]
         base = self._base
         if i >= base:
             return self._recent[i - base]
         cache = self._cache
-        c = i - self._cache_lo
+        c = i - lo
         if 0 <= c < len(cache):
             self._hits += 1
+            value = cache[c]
             if i >= self._check_at:
-                value = cache[c]
                 self._tend(i)
-                return value
-            return cache[c]
+            self._fast_end = min(self._cache_lo + len(self._cache), self._check_at)
+            return value
         return self._miss(i)
 
     def _tend(self, i: int) -> None:
         """Take a finished prefetch, drop consumed pairs, start a prefetch
-        when fewer than ``cache_size`` elements are left ahead of ``i``; then
+        when fewer than ``cache_size`` pairs are left ahead of ``i``; then
         decide when the next hit should do this again."""
         self._take_prefetch(wait=False)
         self._trim()
         self._prefetch_ahead()
         ahead = self._cache_lo + len(self._cache) - i
         size = self._w.cache_size
-        if self._prefetch is None and ahead > size:
-            self._check_at = i + ahead - size  # half the cache is behind then
+        if self._prefetch is None and ahead > 2 * size:
+            self._check_at = i + ahead - 2 * size  # the refill point
         else:  # a prefetch in flight, or nothing more in the store yet: poll
             self._check_at = i + min(32, max(1, size >> 4))
 
@@ -224,6 +233,7 @@ class StoreLevelQueue(LevelQueue):
             if pending is not None:
                 self._w.orphan(pending[0])
         self._flush = self._prefetch = None
+        self._fast_end = 0
         self._w.discarded(self)
         self._w.closed(self)
         self.lo = self.hi
@@ -255,7 +265,7 @@ class StoreLevelQueue(LevelQueue):
         blobs = encode_pairs(self._recent, count)
         w = self._w
         if w.background:
-            future = _submit(w.write, self.level, first, blobs)
+            future = w.start_write(self.level, first, blobs)
         else:
             future = Future()
             future.set_result(w.write(self.level, first, blobs))
@@ -278,7 +288,7 @@ class StoreLevelQueue(LevelQueue):
         del self._recent[: 2 * count]
         self.stored += count
         self._rebase()
-        self._check_at = 0  # the cache may grow below: tend it at the next hit
+        self._check_at = self._fast_end = 0  # the cache may grow below: tend it at the next hit
         self._trim()
         if not self._cache:
             self._cache_lo = max(self._cache_lo, start)
@@ -329,13 +339,16 @@ class StoreLevelQueue(LevelQueue):
             count = min(max(MISS_BATCH, ((i - end) >> 1) + 1), self.stored - (end >> 1))
             self._cache += self._fetch(end >> 1, count)
         self._prefetch_ahead()
-        self._check_at = 0
+        self._check_at = self._fast_end = 0
         return self._cache[i - self._cache_lo]
 
     def _fetch(self, first: int, count: int) -> list:
         """Pairs ``[first, first + count)`` as a flat list of elements."""
+        return self._decode(first, self._w.read(self, first, count))
+
+    def _decode(self, first: int, blobs: list) -> list:
+        """The elements of pairs ``first, first + 1, ...`` from their blobs."""
         w = self._w
-        blobs = w.read(self, first, count)
         if None in blobs:
             j = blobs.index(None)
             raise MissingData(
@@ -363,6 +376,7 @@ class StoreLevelQueue(LevelQueue):
         head = (self.lo >> 1) << 1
         dead = head - self._cache_lo
         if dead > 0:
+            self._fast_end = 0
             if dead >= len(self._cache):
                 self._cache, self._cache_lo = [], head
             else:
@@ -373,10 +387,10 @@ class StoreLevelQueue(LevelQueue):
         """Refill ahead of the head in the background when running low."""
         w = self._w
         end = self._cache_lo + len(self._cache)
-        if self._prefetch is None and end - self.lo < w.cache_size and end < self.stored << 1:
+        if self._prefetch is None and end - self.lo < 2 * w.cache_size and end < self.stored << 1:
             count = min(w.cache_size, self.stored - (end >> 1))
             if w.background:
-                self._prefetch = (_submit(self._fetch, end >> 1, count), end, count)
+                self._prefetch = (w.start_read(self, end >> 1, count), end, count)
             # without background I/O the next miss refills synchronously
 
     def _take_prefetch(self, wait: bool) -> None:
@@ -386,7 +400,7 @@ class StoreLevelQueue(LevelQueue):
         if not wait and not future.done():
             return
         self._prefetch = None
-        self._check_at = 0
+        self._check_at = self._fast_end = 0
         values = future.result()
         if not self._cache:  # the head went past the cache: start over from the prefetch
             self._cache, self._cache_lo = values, start
@@ -479,6 +493,8 @@ class WindowStorage:
         self._stats = WindowStats()
         self._queues: list[StoreLevelQueue] = []  # live levels (their cache hits are counted there)
         self._orphans: list[Future] = []  # prefetches nobody needs any more, still running
+        # requests sent now, replies read later (Redis): no background threads needed
+        self._channel = store.deferred_channel() if background else None
         self.levels: list[StoreLevelQueue] | None = None
         self.version: int | None = None  # the checkpoint resumed, then the last committed
         self._written: dict[int, int] = {}  # level -> pairs written up to here by this owner
@@ -607,6 +623,8 @@ class WindowStorage:
         for q in levels:
             q._settle()
         self._wait_orphans()
+        if self._channel is not None:
+            self._channel.close()
         if delete:
             self._call(self.store.delete_window, self.window)
 
@@ -661,6 +679,25 @@ class WindowStorage:
             self._written[level] = end
 
     # -- store calls --------------------------------------------------------
+    def start_write(self, level: int, first: int, blobs: list):
+        """Start writing a batch: a future-like object (result: None)."""
+        if self._channel is not None:
+            self._stats.round_trips += 1
+            self._stats.pairs_written += len(blobs)
+            return self._channel.write_pairs(self.window, self.epoch, level, first, blobs)
+        return _submit(self.write, level, first, blobs)
+
+    def start_read(self, q: StoreLevelQueue, first: int, count: int):
+        """Start reading pairs for ``q``'s cache: a future-like object whose
+        result is their elements."""
+        nxt = [s[1] for s in q.segments if s[1] > first]
+        if self._channel is not None and (not nxt or nxt[0] >= first + count):  # one epoch
+            self._stats.round_trips += 1
+            self._stats.pairs_read += count
+            return _Decoded(self._channel.read_pairs(self.window, q.epoch_of(first), q.level, first, count),
+                            q, first)
+        return _submit(q._fetch, first, count)
+
     def write(self, level: int, first: int, blobs: list) -> None:
         self._call(self.store.write_pairs, self.window, self.epoch, level, first, blobs)
         self._stats.pairs_written += len(blobs)
@@ -700,3 +737,35 @@ class WindowStorage:
 
 
 _stats_lock = threading.Lock()
+
+
+class _Decoded:
+    """A deferred read whose blobs become a level's elements when taken."""
+
+    __slots__ = ("request", "queue", "first", "value", "error", "taken")
+
+    def __init__(self, request, queue: StoreLevelQueue, first: int) -> None:
+        self.request, self.queue, self.first = request, queue, first
+        self.value = self.error = None
+        self.taken = False
+
+    def done(self) -> bool:
+        return self.taken or self.request.done()
+
+    def result(self):
+        if not self.taken:
+            self.taken = True
+            try:
+                self.value = self.queue._decode(self.first, self.request.result())
+            except BaseException as exc:
+                self.error = exc
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+    def exception(self):
+        try:
+            self.result()
+        except BaseException as exc:
+            return exc
+        return None
