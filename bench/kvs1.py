@@ -37,8 +37,8 @@ from .exp1 import COUNT, SizeWSP
 NAME = "kvs1"
 
 PROFILES = {
-    "full": dict(log2_sizes=[0, 3, 6, 9, 10, 12, 14, 16, 18, 20, 22], m_min=1 << 16, chunk=4096),
-    "quick": dict(log2_sizes=[0, 6, 10, 14, 16], m_min=1 << 14, chunk=2048),
+    "full": dict(log2_sizes=[0, 3, 6, 9, 10, 12, 14, 16, 18, 20, 22], m_min=1 << 16, chunk=1 << 14),
+    "quick": dict(log2_sizes=[0, 6, 10, 14, 16], m_min=1 << 15, chunk=1 << 13),
     "tiny": dict(log2_sizes=[2, 12], m_min=1 << 12, chunk=1024),
 }
 

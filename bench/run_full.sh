@@ -2,8 +2,9 @@
 # The full benchmark run behind docs/benchmarks.md.
 #   bench/run_full.sh [extra args for python -m bench, e.g. --quick --out DIR]
 #   EXPERIMENTS="exp2 latency" bench/run_full.sh     # a subset
+#   EXPERIMENTS="kvs1 kvs2 exp4" bench/run_full.sh   # the store experiments (docs/benchmarks-stores.md)
 #   MTA_FROM=/path/to/dir bench/run_full.sh          # engines from DIR/mta instead of the working tree
-# The engine sources (mta/) and this driver (bench/) are first copied to a
+# The engine sources (mta/), the stores (stores/) and this driver (bench/) are first copied to a
 # snapshot directory and every experiment runs from there, each in its own
 # process, one after the other: all four measure the same code even if the
 # working tree changes during the (long) run.  Results and logs go to
@@ -20,6 +21,7 @@ done
 snap=$(mktemp -d /tmp/mta-bench-snapshot.XXXXXX)
 trap 'rm -rf "$snap"' EXIT
 cp -r "${MTA_FROM:-$root}/mta" "$snap/"
+cp -r "$root/stores" "$snap/"  # the store experiments (kvs1, kvs2, exp4)
 cp -r "$root/bench" "$snap/"
 ln -s "$root/.git" "$snap/.git"  # git rev-parse / status for the JSON's commit info
 rm -rf "$snap/bench/results"
