@@ -243,10 +243,10 @@ class SortedWindow:
     """One key's window in a batch job, whose rows come sorted by time.
 
     With the order known, which rows leave is known too, so the engine runs
-    the aggregation alone, without the policy's dimension in its monoid: each
-    row is inserted, then exactly the rows that left are evicted with
-    ``bulk_evict`` (singly in amortized O(1), or O(log n) for any number),
-    and the window is queried.  For ``rows=N`` the count decides; for
+    the aggregation alone, without the policy's dimension in its monoid: the
+    rows of a batch go through ``engine.slide``, which inserts each row,
+    evicts exactly the rows that left (singly in amortized O(1), or
+    O(log n) for any number) and queries.  For ``rows=N`` the count decides; for
     ``range=`` a FIFO of the rows' times does (a level queue, in the store
     next to the engine's levels when there is a store, so the process still
     holds O(log n) of the window).  Custom policies use :class:`mta.Window`.
@@ -272,37 +272,34 @@ class SortedWindow:
 
     def push(self, times: Sequence[float], values: Sequence) -> list[list]:
         """Push rows in order; one list of results per aggregation."""
-        engine = self.engine
-        insert, evict, bulk_evict, query = engine.insert, engine.evict, engine.bulk_evict, engine.query
         lifted = values if self.lift is identity_function else map(self.lift, values)
-        results = []
-        append = results.append
-        if self.rows is not None:
-            room = self.rows - len(engine)
-            for v in lifted:
-                insert(v)
-                if room:
-                    room -= 1
-                else:
-                    evict()
-                append(query())
-        else:
-            fifo, span = self.times, self.range
-            add_time = fifo.append
-            for t, v in zip(times, lifted):
-                insert(v)
-                add_time(t)
-                cutoff = t - span
-                if fifo[fifo.lo] <= cutoff:
-                    gone = leading_at_most(fifo, cutoff)
-                    fifo.lo += gone
-                    evict() if gone == 1 else bulk_evict(gone)
-                append(query())
+        results = self.engine.slide(lifted, self._evictions(times))
         if self.lower is not identity_function:
             results = list(map(self.lower, results))
         if self.width == 1:
             return [results]
         return [list(column) for column in zip(*results)] if results else [[] for _ in range(self.width)]
+
+    def _evictions(self, times: Sequence[float]) -> list[int]:
+        """How many of the oldest rows leave after each row's insert."""
+        if self.rows is not None:
+            room = max(self.rows - len(self.engine), 0)
+            n = len(times)
+            return [0] * min(room, n) + [1] * max(n - room, 0)
+        fifo, span = self.times, self.range
+        add_time = fifo.append
+        out = []
+        append = out.append
+        for t in times:
+            add_time(t)
+            cutoff = t - span
+            if fifo[fifo.lo] <= cutoff:
+                gone = leading_at_most(fifo, cutoff)
+                fifo.lo += gone
+                append(gone)
+            else:
+                append(0)
+        return out
 
     def close(self) -> None:
         """The key is done: delete its data from the store."""

@@ -41,6 +41,14 @@ class BruteForceWindow:
             raise IndexError("bulk_evict past the window")
         del self.items[:count]
 
+    def slide(self, values, evictions) -> list:
+        out = []
+        for v, k in zip(values, evictions):
+            self.insert(v)
+            self.bulk_evict(k)
+            out.append(self.query())
+        return out
+
     def enforce(self) -> int:
         """Evict the longest prefix P with wsp(total, fold(P))."""
         if self.wsp is None or not self.items:

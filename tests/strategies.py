@@ -356,18 +356,36 @@ class PrefixOracle(BruteForceWindow):
 def operations(raws: st.SearchStrategy, max_ops: int = 40, max_run: int = 40) -> st.SearchStrategy:
     """Lists of ``("insert", raw)``, ``("push", raw)``, ``("evict",)`` (also
     on an empty window), ``("bulk_evict", k)`` (also for more elements than
-    the window holds), ``("enforce",)``, ``("query",)`` and
+    the window holds), ``("slide", [(raw, k), ...])``, ``("enforce",)``,
+    ``("query",)`` and
     ``("extend", [raw, ...])`` (a run of inserts without enforcement)."""
     op = st.one_of(
         st.tuples(st.just("insert"), raws),
         st.tuples(st.just("push"), raws),
         st.just(("evict",)),
         st.tuples(st.just("bulk_evict"), st.one_of(st.integers(0, 8), st.integers(0, 300))),
+        st.tuples(st.just("slide"), st.lists(st.tuples(raws, st.sampled_from([0, 0, 1, 1, 1, 2, 5, 40])),
+                                             max_size=max_run)),
         st.just(("enforce",)),
         st.just(("query",)),
         st.tuples(st.just("extend"), st.lists(raws, min_size=2, max_size=max_run)),
     )
     return st.lists(op, max_size=max_ops)
+
+
+def map_raws(ops, f) -> list:
+    """``ops`` with every raw value ``r`` replaced by ``f(r)``, in order."""
+    out = []
+    for op in ops:
+        if op[0] in ("insert", "push"):
+            out.append((op[0], f(op[1])))
+        elif op[0] == "extend":
+            out.append(("extend", [f(r) for r in op[1]]))
+        elif op[0] == "slide":
+            out.append(("slide", [(f(r), k) for r, k in op[1]]))
+        else:
+            out.append(op)
+    return out
 
 
 def run_against_oracle(engine, oracle, ops, make=_plain, check_len: bool = True) -> None:
@@ -422,6 +440,14 @@ def apply_operation(engine, oracle, op, value, where: str) -> None:
             with pytest.raises(IndexError):
                 engine.bulk_evict(op[1])
             assert engine.query() == oracle.query(), where
+    elif kind == "slide":  # evictions clipped to what the window holds
+        values, evictions, n = [], [], len(oracle)
+        for raw, k in op[1]:
+            values.append(value(raw))
+            n += 1
+            evictions.append(min(k, n))
+            n -= evictions[-1]
+        assert engine.slide(values, evictions) == oracle.slide(values, evictions), where
     elif kind == "enforce":
         assert engine.enforce() == oracle.enforce(), where
     elif kind == "query":
@@ -469,6 +495,7 @@ __all__ = [
     "Wsp",
     "apply_operation",
     "drain_against_oracle",
+    "map_raws",
     "engine_monoid_pairs",
     "operations",
     "run_against_oracle",

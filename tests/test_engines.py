@@ -42,6 +42,7 @@ from tests.strategies import (
     PrefixOracle,
     Wsp,
     drain_against_oracle,
+    map_raws,
     engine_monoid_pairs,
     operations,
     run_against_oracle,
@@ -222,21 +223,13 @@ count_only_policies = combinations_of(count_policies)
 def timed(ops):
     """(dt, value) raws -> (time, value) raws with non-decreasing times."""
     t = 0
-    out = []
 
     def fix(raw):
         nonlocal t
         t += raw[0]
         return (t, raw[1])
 
-    for op in ops:
-        if op[0] in ("insert", "push"):
-            out.append((op[0], fix(op[1])))
-        elif op[0] == "extend":
-            out.append(("extend", [fix(r) for r in op[1]]))
-        else:
-            out.append(op)
-    return out
+    return map_raws(ops, fix)
 
 
 def lifted(w: Window, raw):
@@ -267,6 +260,23 @@ def run_windows(w: Window, ref: Window, ops) -> None:
             else:
                 with pytest.raises(IndexError):
                     w.evict()
+        elif kind == "bulk_evict":
+            if op[1] <= len(ref):
+                w.engine.bulk_evict(op[1])
+                ref.engine.bulk_evict(op[1])
+            else:
+                with pytest.raises(IndexError):
+                    w.engine.bulk_evict(op[1])
+        elif kind == "slide":  # on the engines, evictions clipped to the window
+            values, evictions, n = [], [], len(ref)
+            for raw, k in op[1]:
+                values.append(lifted(w, raw))
+                n += 1
+                evictions.append(min(k, n))
+                n -= evictions[-1]
+            assert w.engine.slide(values, evictions) == ref.engine.slide(values, evictions), where
+        else:
+            assert kind in ("push", "extend", "insert", "enforce", "query"), kind
         assert len(w) == len(ref), where
     assert w.query() == ref.query()
     while len(ref):
@@ -322,15 +332,8 @@ def test_ready_policies_on_their_own_dimension(engine, data):
     ops = timed(data.draw(operations(RAWS, max_ops=30, max_run=12), label="ops"))
     if engine.needs == "selective":
         assert policy.monoid is MAX_MONOID
-    lifted = []
-    for op in ops:
-        if op[0] in ("insert", "push"):
-            lifted.append((op[0], policy.lift(op[1])))
-        elif op[0] == "extend":
-            lifted.append(("extend", [policy.lift(r) for r in op[1]]))
-        else:
-            lifted.append(op)
-    run_against_oracle(engine(policy.monoid, policy.holds), BruteForceWindow(policy.monoid, policy.holds), lifted)
+    run_against_oracle(engine(policy.monoid, policy.holds), BruteForceWindow(policy.monoid, policy.holds),
+                       map_raws(ops, policy.lift))
 
 
 # ---------------------------------------------------------------------------
