@@ -17,7 +17,12 @@ window, in the same Spark session on the same cached data:
 * ``SQL max, segment tree``: the same query with
   ``spark.sql.window.segmentTree.enabled=true`` (built-in aggregates only);
 * ``pandas rolling max``: ``Series.rolling(W, min_periods=1).max()`` per
-  key inside ``applyInPandas`` (count windows).
+  key inside ``applyInPandas`` (count windows);
+* ``pipeline alone``: what ``sliding_window``'s batch plan costs without
+  any window: the same shuffle by key, sort and Arrow round trip to Python,
+  with a Python function that returns each value as its own result.  No
+  method that runs Python per row in this plan can beat it; it is the
+  ceiling of this design on this machine.
 
 A job's rows per second = rows / wall time of the job; every job ends in
 the sum of its result column, and methods computing the same thing must
@@ -38,12 +43,11 @@ from .common import RunConfig, fmt_num
 NAME = "spark-batch"
 
 PROFILES = {
-    "full": dict(windows=[100, 1_000, 10_000, 100_000], keys=8, min_rows_per_key=25_000, window_multiple=2,
+    # the same rows for every W: twice the largest window per key
+    "full": dict(windows=[100, 1_000, 10_000, 100_000], keys=8, rows_per_key=200_000,
                  frames=["rows", "range"], default_frame_max=10_000),
-    "quick": dict(windows=[100, 10_000], keys=4, min_rows_per_key=10_000, window_multiple=2,
-                  frames=["rows"], default_frame_max=1_000),
-    "tiny": dict(windows=[10, 100], keys=2, min_rows_per_key=400, window_multiple=2,
-                 frames=["rows", "range"], default_frame_max=100),
+    "quick": dict(windows=[100, 10_000], keys=4, rows_per_key=20_000, frames=["rows"], default_frame_max=1_000),
+    "tiny": dict(windows=[10, 100], keys=2, rows_per_key=400, frames=["rows", "range"], default_frame_max=100),
 }
 
 MTA = "MTA max"
@@ -52,7 +56,8 @@ MTA_TOP2 = "MTA top-2 (user monoid)"
 SQL_DEFAULT = "SQL max, default frame"
 SQL_TREE = "SQL max, segment tree"
 PANDAS = "pandas rolling max"
-METHODS = [MTA, MTA_FILE, MTA_TOP2, SQL_DEFAULT, SQL_TREE, PANDAS]
+PIPELINE = "pipeline alone (no window)"
+METHODS = [MTA, MTA_FILE, MTA_TOP2, SQL_DEFAULT, SQL_TREE, PANDAS, PIPELINE]
 
 
 # -- the user monoid: the two largest values ----------------------------------------
@@ -101,6 +106,22 @@ def _pandas(df, w):
     return df.groupBy("k").applyInPandas(rolling, "k int, t double, v double, max double")
 
 
+def _pipeline(df):
+    """sliding_window's batch plan with the windows left out."""
+    from pyspark.sql import functions as F
+
+    def values_as_results(batches):
+        import pyarrow as pa
+
+        for batch in batches:
+            yield pa.RecordBatch.from_arrays(batch.columns + [pa.array(batch.column(2).to_pylist(), pa.float64())],
+                                             names=batch.schema.names + ["max"])
+
+    ordered = (df.withColumn("arrival", F.monotonically_increasing_id()).withColumn("time", F.col("t").cast("double"))
+               .repartition("k").sortWithinPartitions("k", "time", "arrival"))
+    return ordered.mapInArrow(values_as_results, "k int, t double, v double, arrival long, time double, max double")
+
+
 def run(cfg: RunConfig) -> dict:
     from pyspark import cloudpickle
 
@@ -111,7 +132,7 @@ def run(cfg: RunConfig) -> dict:
                                      "shuffle_partitions": p["keys"]})
     data["notes"] = [
         "Rows/s = all rows of the job / its wall time; each job ends in sum() of its result column.",
-        f"Rows per key = max({p['window_multiple']} W, {p['min_rows_per_key']}); one reading a second per key, "
+        f"{p['keys']} keys x {p['rows_per_key']:,} rows for every W; one reading a second per key, "
         "so a time window of W seconds holds W rows.",
         f"The default frame is O(W) per row: it runs only up to W = {p['default_frame_max']:,}.",
         "pandas rolling runs on count windows only.",
@@ -122,10 +143,9 @@ def run(cfg: RunConfig) -> dict:
     spark = sparkbench.session(cfg, p["keys"])
     data["spark"] = sparkbench.spark_versions(spark)
     try:
+        df = sparkbench.readings(spark, p["keys"], p["rows_per_key"])
+        rows = p["keys"] * p["rows_per_key"]
         for w in p["windows"]:
-            per_key = max(p["window_multiple"] * w, p["min_rows_per_key"])
-            df = sparkbench.readings(spark, p["keys"], per_key)
-            rows = p["keys"] * per_key
             for frame in p["frames"]:
                 jobs = {
                     MTA: lambda: _mta(df, w, frame, ["max"]),
@@ -137,6 +157,8 @@ def run(cfg: RunConfig) -> dict:
                     jobs[SQL_DEFAULT] = lambda: _sql(spark, df, w, frame, False)
                 if frame == "rows":
                     jobs[PANDAS] = lambda: _pandas(df, w)
+                    if w == p["windows"][0]:
+                        jobs[PIPELINE] = lambda: _pipeline(df)
                 if not records:  # start the Python workers before the first timed job
                     sparkbench.timed(_mta(df, w, frame, ["max"]), "max")
                 for method in METHODS:
@@ -151,7 +173,6 @@ def run(cfg: RunConfig) -> dict:
                     cfg.log(f"  spark-batch W={w:>7,} {frame:<5} {method:<26} {rec['rows_per_s']:>10,.0f} rows/s "
                             f"({seconds:.1f} s, {rows:,} rows)")
                 common.write_json(cfg.out / f"{NAME}.json", common.finish(data, started))
-            df.unpersist()
     finally:
         spark.stop()
         shutil.rmtree(state, ignore_errors=True)
@@ -168,7 +189,7 @@ def checksums_agree(records) -> bool:
     """Every max method agrees with every other on each (window, frame)."""
     sums: dict = {}
     for r in records:
-        if r["method"] != MTA_TOP2:
+        if r["method"] not in (MTA_TOP2, PIPELINE):
             sums.setdefault((r["window"], r["frame"]), []).append(r["checksum"])
     return all(math.isclose(s, v[0], rel_tol=1e-9) for v in sums.values() for s in v)
 
@@ -218,6 +239,11 @@ def report(data: dict) -> str:
                 row.append(f"{mta / o:.2f}" if mta and o else "-")
             rows.append(row)
         lines.append(common.table(head, rows))
+    ceiling = next((r["rows_per_s"] for r in data["records"] if r["method"] == PIPELINE), None)
+    if ceiling:
+        best = max((r["rows_per_s"] for r in data["records"] if r["method"] == MTA), default=0)
+        lines.append(f"pipeline alone (shuffle, sort, Arrow round trip, no window): {ceiling:,.0f} rows/s; "
+                     f"the best MTA max run reaches {best / ceiling:.2f} of it")
     lines.append("")
     lines.append(f"checksums of the max methods agree: {'yes' if data.get('checksums_agree') else 'NO'}")
     lines.extend("note: " + n for n in data.get("notes", []))
@@ -234,8 +260,10 @@ def plot(data: dict, path) -> None:
     for ax, frame in zip(axes[0], frames):
         for method in METHODS:
             pts = sorted((r["window"], r["rows_per_s"]) for r in data["records"]
-                         if r["method"] == method and r["frame"] == frame)
-            if pts:
+                         if r["method"] == method and (r["frame"] == frame or method == PIPELINE))
+            if method == PIPELINE and pts:
+                ax.axhline(pts[0][1], color="0.4", ls="--", lw=1, label=method + ", any W")
+            elif pts:
                 ax.plot([w for w, _ in pts], [v for _, v in pts], marker="o", ms=4, label=method)
         ax.set_xscale("log")
         ax.set_yscale("log")

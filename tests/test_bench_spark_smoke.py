@@ -33,8 +33,7 @@ def test_spark_batch(tmp_path):
     assert methods == set(spark_batch.METHODS)
     assert data["checksums_agree"]
     for r in data["records"]:
-        assert r["rows_per_s"] > 0 and r["rows"] == data["config"]["keys"] * max(
-            2 * r["window"], data["config"]["min_rows_per_key"])
+        assert r["rows_per_s"] > 0 and r["rows"] == data["config"]["keys"] * data["config"]["rows_per_key"]
     top2 = {(r["window"], r["frame"]): r["checksum"] for r in data["records"] if r["method"] == spark_batch.MTA_TOP2}
     maxima = {(r["window"], r["frame"]): r["checksum"] for r in data["records"] if r["method"] == spark_batch.MTA}
     assert all(top2[k] < maxima[k] for k in top2)  # the second largest is below the largest
