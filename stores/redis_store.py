@@ -317,7 +317,11 @@ class _Request:
 
     def done(self) -> bool:
         if self.state == _PENDING:
-            self.channel.poll()
+            self.channel.poll(self)
+        return self.state != _PENDING
+
+    def ready(self) -> bool:
+        """Whether the reply was read already (no I/O)."""
         return self.state != _PENDING
 
     def result(self) -> Any:
@@ -418,10 +422,11 @@ class DeferredChannel:
         self.queue.append(req)
         return req
 
-    def poll(self) -> None:
-        """Read the replies that already arrived, without waiting."""
+    def poll(self, req: _Request) -> None:
+        """Read replies that already arrived, in order, up to ``req``'s (a
+        reply whose first bytes are there is read whole)."""
         try:
-            while self.queue and self.conn.can_read(timeout=0):
+            while req.state == _PENDING and self.queue and self.conn.can_read(timeout=0):
                 self._read_head()
         except Exception:
             self._break()
@@ -492,6 +497,8 @@ class _Completed:
 
     def done(self) -> bool:
         return True
+
+    ready = done
 
     def result(self) -> Any:
         if self.error is not None:

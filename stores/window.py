@@ -49,6 +49,8 @@ from .errors import CasMismatch, CorruptValue, FencingError, FormatVersionError,
 META_FORMAT = 1
 #: Pairs read synchronously on a cache miss before the background refill.
 MISS_BATCH = 8
+#: Prefetched pairs decoded at a time, as the head reaches them.
+RAW_CHUNK = 64
 #: Elements at the end of each level that stay in process memory (the tail).
 TAIL_KEPT = 2
 
@@ -147,6 +149,9 @@ class StoreLevelQueue(LevelQueue):
         "_check_at",
         "_fast_end",
         "_hits",
+        "_raw",
+        "_raw_off",
+        "_raw_at",
     )
 
     def __init__(self, storage: "WindowStorage", level: int, lo: int) -> None:
@@ -163,6 +168,11 @@ class StoreLevelQueue(LevelQueue):
         self._hits = 0  # cache hits not yet added to the window's stats
         self._check_at = 0  # a cache hit at or after this position tends the cache
         self._fast_end = 0  # [cache_lo, fast_end): cache hits that need no tending
+        # prefetched pairs not decoded yet (blobs), right after the cache:
+        # _raw[_raw_off:] holds positions [_raw_at, ...); decoded when reached
+        self._raw: list | None = None
+        self._raw_off = 0
+        self._raw_at = 0
         self._rebase()
         storage.opened(self)
 
@@ -198,10 +208,13 @@ class StoreLevelQueue(LevelQueue):
         """Take a finished prefetch, drop consumed pairs, start a prefetch
         when fewer than ``cache_size`` pairs are left ahead of ``i``; then
         decide when the next hit should do this again."""
-        self._take_prefetch(wait=False)
+        pf = self._prefetch
+        # a prefetch is taken once its reply is in, or when the head gets near
+        # (reading a reply can wait: after a bulk eviction it is often useless)
+        self._take_prefetch(wait=pf is not None and self._end() - i < self._w.cache_size)
         self._trim()
         self._prefetch_ahead()
-        ahead = self._cache_lo + len(self._cache) - i
+        ahead = self._end() - i
         size = self._w.cache_size
         if self._prefetch is None and ahead > 2 * size:
             self._check_at = i + ahead - 2 * size  # the refill point
@@ -224,6 +237,8 @@ class StoreLevelQueue(LevelQueue):
         hi = self.hi = self.hi + 1
         if hi >= self._flush_at:  # buffer_size pairs became final
             self._start_flush((hi - self._w.mutable_tail) >> 1)
+        if self._w.wanted:  # prefetches asked for while the engine was only reading
+            self._w.start_prefetches()
 
     def discard(self) -> None:
         # The level's I/O in flight is not waited for (a bulk eviction that
@@ -239,9 +254,11 @@ class StoreLevelQueue(LevelQueue):
         self.lo = self.hi
         self._recent = []
         self._cache = []
+        self._raw = None
 
     def local_size(self) -> int:
-        return len(self._recent) + len(self._cache)
+        raw = 2 * (len(self._raw) - self._raw_off) if self._raw else 0
+        return len(self._recent) + len(self._cache) + raw
 
     def take_hits(self) -> int:
         """Cache hits since the last call (folded into the window's stats)."""
@@ -293,7 +310,7 @@ class StoreLevelQueue(LevelQueue):
         if not self._cache:
             self._cache_lo = max(self._cache_lo, start)
         skip = self._cache_lo + len(self._cache) - start
-        if 0 <= skip < len(flushed):  # contiguous with the cache
+        if 0 <= skip < len(flushed) and not self._raw:  # contiguous with the cache
             room = 2 * self._w.cache_size - len(self._cache)
             self._cache += flushed[skip : skip + max(room, 0)]
 
@@ -312,11 +329,18 @@ class StoreLevelQueue(LevelQueue):
 
     # -- head cache -------------------------------------------------------
     def _miss(self, i: int):
-        """Position ``i`` is in the store: extend or restart the cache."""
+        """Position ``i`` is not in the cache: decode it from the prefetched
+        blobs, or take the prefetch that holds it, or read it from the store
+        (extending or restarting the cache)."""
+        if self._raw and self._raw_at <= i < self._end():  # prefetched, not decoded yet
+            self._w._stats.cache_hits += 1
+            self._unraw(i)
+            self._prefetch_ahead()
+            return self._cache[i - self._cache_lo]
         pf = self._prefetch
         if pf is not None:
             future, start, count = pf
-            if future.done():
+            if _ready(future):
                 self._take_prefetch(wait=False)
             elif start <= i < start + 2 * count:  # on its way: wait for it
                 self._w._stats.prefetch_waits += 1
@@ -328,19 +352,46 @@ class StoreLevelQueue(LevelQueue):
         c = i - self._cache_lo
         if 0 <= c < len(self._cache):
             self._w._stats.cache_hits += 1
+        elif self._raw and self._raw_at <= i < self._end():  # prefetched, not decoded yet
+            self._w._stats.cache_hits += 1
+            self._unraw(i)
         else:
             w = self._w
             w._stats.cache_misses += 1
-            end = self._cache_lo + len(self._cache)
             if i < self._cache_lo or i - self._cache_lo >= 4 * w.cache_size - 2:
                 # restart at i's pair (reading the gap would overgrow the cache)
-                self._cache, self._cache_lo = [], i & ~1
-                end = self._cache_lo
+                self._cache, self._cache_lo, self._raw = [], i & ~1, None
+            elif self._raw:
+                self._unraw(self._end() - 1)  # the gap starts after the prefetched pairs
+            end = self._cache_lo + len(self._cache)
             count = min(max(MISS_BATCH, ((i - end) >> 1) + 1), self.stored - (end >> 1))
             self._cache += self._fetch(end >> 1, count)
         self._prefetch_ahead()
         self._check_at = self._fast_end = 0
         return self._cache[i - self._cache_lo]
+
+    def _end(self) -> int:
+        """First position after the cache and the prefetched blobs."""
+        if self._raw:
+            return self._raw_at + 2 * (len(self._raw) - self._raw_off)
+        return self._cache_lo + len(self._cache)
+
+    def _unraw(self, i: int) -> None:
+        """Decode prefetched pairs up to position ``i``'s, and RAW_CHUNK more,
+        into the cache (whose end is ``_raw_at``)."""
+        raw, off = self._raw, self._raw_off
+        n = min(len(raw) - off, ((i - self._raw_at) >> 1) + 1 + RAW_CHUNK)
+        first = self._raw_at >> 1
+        if not self._cache:
+            self._cache_lo = self._raw_at
+        self._cache += self._decode(first, raw[off : off + n])
+        self._raw_at += 2 * n
+        if off + n >= len(raw):
+            self._raw = None
+            self._raw_off = 0
+        else:
+            self._raw_off = off + n
+        self._check_at = self._fast_end = 0
 
     def _fetch(self, first: int, count: int) -> list:
         """Pairs ``[first, first + count)`` as a flat list of elements."""
@@ -378,30 +429,61 @@ class StoreLevelQueue(LevelQueue):
         if dead > 0:
             self._fast_end = 0
             if dead >= len(self._cache):
+                if self._raw:  # skip prefetched pairs behind the head without decoding them
+                    skip = (head - self._raw_at) >> 1
+                    if skip >= len(self._raw) - self._raw_off:
+                        self._raw = None
+                        self._raw_off = 0
+                    else:
+                        self._raw_off += skip
+                        self._raw_at += 2 * skip
                 self._cache, self._cache_lo = [], head
             else:
                 del self._cache[:dead]
                 self._cache_lo = head
 
-    def _prefetch_ahead(self) -> None:
-        """Refill ahead of the head in the background when running low."""
+    def _prefetch_ahead(self, now: bool = False) -> None:
+        """Refill ahead of the head in the background when running low.
+
+        The read is started at the engine's next insert (any level's
+        ``append``), unless fewer than ``cache_size / 2`` elements are left
+        or ``now``: an eviction that reads many levels (a bulk eviction)
+        thus sends no prefetch that its own jump would make useless, and
+        the prefetch starts from where the head ended up."""
         w = self._w
-        end = self._cache_lo + len(self._cache)
+        end = self._end()
         if self._prefetch is None and end - self.lo < 2 * w.cache_size and end < self.stored << 1:
+            if not w.background:
+                return  # without background I/O the next miss refills synchronously
+            if not now and end - self.lo >= w.cache_size >> 1:
+                w.want_prefetch(self)
+                return
             count = min(w.cache_size, self.stored - (end >> 1))
-            if w.background:
-                self._prefetch = (w.start_read(self, end >> 1, count), end, count)
-            # without background I/O the next miss refills synchronously
+            self._prefetch = (w.start_read(self, end >> 1, count), end, count)
 
     def _take_prefetch(self, wait: bool) -> None:
         if self._prefetch is None:
             return
         future, start, _ = self._prefetch
-        if not wait and not future.done():
+        if not wait and not _ready(future):
             return
         self._prefetch = None
         self._check_at = self._fast_end = 0
+        if isinstance(future, _Decoded):  # blobs, decoded as the head reaches them
+            blobs = future.blobs()
+            if not self._cache and not self._raw:  # the head went past the cache: start over here
+                self._cache_lo, self._raw, self._raw_off, self._raw_at = start, blobs, 0, start
+                self._trim()
+            elif start == self._end():  # still contiguous
+                if self._raw:
+                    self._raw = self._raw[self._raw_off :] + blobs
+                else:
+                    self._raw, self._raw_at = blobs, start
+                self._raw_off = 0
+            return
         values = future.result()
+        if self._raw:
+            self._unraw(self._end() - 1)
         if not self._cache:  # the head went past the cache: start over from the prefetch
             self._cache, self._cache_lo = values, start
             self._trim()
@@ -495,6 +577,7 @@ class WindowStorage:
         self._orphans: list[Future] = []  # prefetches nobody needs any more, still running
         # requests sent now, replies read later (Redis): no background threads needed
         self._channel = store.deferred_channel() if background else None
+        self.wanted: list[StoreLevelQueue] = []  # levels whose prefetch waits for the next insert
         self.levels: list[StoreLevelQueue] | None = None
         self.version: int | None = None  # the checkpoint resumed, then the last committed
         self._written: dict[int, int] = {}  # level -> pairs written up to here by this owner
@@ -564,10 +647,20 @@ class WindowStorage:
             s.cache_hits += q.take_hits()
         return s
 
+    def want_prefetch(self, q: StoreLevelQueue) -> None:
+        if q not in self.wanted:
+            self.wanted.append(q)
+
+    def start_prefetches(self) -> None:
+        wanted, self.wanted = self.wanted, []
+        for q in wanted:
+            if q in self._queues:  # not discarded meanwhile
+                q._prefetch_ahead(now=True)
+
     def orphan(self, future: Future) -> None:
         """A prefetch whose result is not needed: forget it once finished
         (``close`` waits for those still running)."""
-        self._orphans = [f for f in self._orphans if not f.done()]
+        self._orphans = [f for f in self._orphans if not _ready(f)]
         self._orphans.append(future)
 
     def _wait_orphans(self) -> None:
@@ -739,6 +832,13 @@ class WindowStorage:
 _stats_lock = threading.Lock()
 
 
+def _ready(future) -> bool:
+    """Whether ``future``'s result is in, without reading from the network
+    (a deferred request's reply is read only when its result is asked for)."""
+    ready = getattr(future, "ready", None)
+    return ready() if ready is not None else future.done()
+
+
 class _Decoded:
     """A deferred read whose blobs become a level's elements when taken."""
 
@@ -751,6 +851,16 @@ class _Decoded:
 
     def done(self) -> bool:
         return self.taken or self.request.done()
+
+    def ready(self) -> bool:
+        return self.taken or self.request.ready()
+
+    def blobs(self) -> list:
+        """The pairs' blobs (checked for missing pairs), not decoded."""
+        blobs = self.request.result()
+        if None in blobs:
+            self.queue._decode(self.first, blobs)  # raises MissingData naming the pair
+        return blobs
 
     def result(self):
         if not self.taken:
