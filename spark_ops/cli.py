@@ -148,10 +148,7 @@ def _window_args(p: argparse.ArgumentParser, *, store_required: bool) -> None:
                       help="a row with a null key/time/value (or, streaming, a time older than its key's "
                            "newest): 'error' stops the job naming the row; 'flag' keeps it with null "
                            "aggregations and the reason in a 'rejected' column (default: %(default)s)")
-    cols.add_argument("--buffer-size", type=_positive_int, default=512, metavar="PAIRS",
-                      help="pairs per level written to the store in one round trip (default: %(default)s)")
-    cols.add_argument("--cache-size", type=_positive_int, default=512, metavar="PAIRS",
-                      help="pairs per level read ahead from the store (default: %(default)s)")
+    _store_sizes(cols)
     store_help = ("where the windows' level queues live: file:DIR (embedded SQLite), "
                   "redis://HOST:PORT/DB, couchbase://...")
     if store_required:
@@ -160,6 +157,13 @@ def _window_args(p: argparse.ArgumentParser, *, store_required: bool) -> None:
     else:
         cols.add_argument("--store", metavar="URL",
                           help=store_help + " (default: the executors' memory)")
+
+
+def _store_sizes(group) -> None:
+    group.add_argument("--buffer-size", type=_positive_int, default=512, metavar="PAIRS",
+                       help="pairs per level written to the store in one round trip (default: %(default)s)")
+    group.add_argument("--cache-size", type=_positive_int, default=512, metavar="PAIRS",
+                       help="pairs per level read ahead from the store (default: %(default)s)")
 
 
 def _wrap(text: str) -> str:
@@ -197,10 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", default="demo-output", metavar="DIR",
                       help="output directory (default: ./%(default)s)")
     demo.add_argument("--store", metavar="URL", help="store URL (default: file:OUT/state)")
-    demo.add_argument("--buffer-size", type=_positive_int, default=512, metavar="PAIRS",
-                      help="pairs per level written to the store in one round trip (default: %(default)s)")
-    demo.add_argument("--cache-size", type=_positive_int, default=512, metavar="PAIRS",
-                      help="pairs per level read ahead from the store (default: %(default)s)")
+    _store_sizes(demo)
     demo.set_defaults(func=cmd_demo)
 
     run = sub.add_parser(
