@@ -253,7 +253,9 @@ def _arrow_type(spark_type: str):
 
 
 # -- streaming -------------------------------------------------------------------
-STATE_SCHEMA = "version long, newest double"
+#: Spark's state per key: the checkpoint version of its window in the
+#: store, its newest time, and the job that built it (WindowSpec.fingerprint).
+STATE_SCHEMA = "version long, newest double, job string"
 
 
 def _streaming(df, spec: WindowSpec, run: str):
@@ -262,19 +264,24 @@ def _streaming(df, spec: WindowSpec, run: str):
     ordered = _with_order_columns(df, spec)
     schema = _output_schema(ordered, spec, internal=False)
     passthrough = [c for c in ordered.columns if c not in INTERNAL]
+    fingerprint = spec.fingerprint()
 
     def windows_of_key(key, frames, state):
         import pandas as pd
 
         rows = pd.concat(list(frames), ignore_index=True).sort_values([TIME, ARRIVAL], kind="stable")
         k = key[0]
-        version, newest = state.get if state.exists else (None, None)
+        version, newest, job = state.get if state.exists else (None, None, None)
+        if job is not None and job != fingerprint:
+            raise SlidingWindowError(
+                f"{spec.key}={k!r}: the query's windows were built by another job ({job}), not by this one "
+                f"({fingerprint}); restart a changed query with a new name= and checkpoint location")
         window = spec.open_window(k, run, resume=version if version is not None else False)
         out = [[] for _ in spec.output_columns]
         newest = push_rows(spec, window, k, rows[TIME].tolist(), rows[VALUE].tolist(), newest, out)
         version = window.checkpoint()
         window.close()
-        state.update((version, newest))
+        state.update((version, newest, fingerprint))
         result = rows[passthrough].reset_index(drop=True)
         for (name, _), col in zip(spec.output_columns, out):
             result[name] = col

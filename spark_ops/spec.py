@@ -123,6 +123,15 @@ class WindowSpec:
             text = text[:80] + "#" + hashlib.sha1(text.encode()).hexdigest()
         return text
 
+    def fingerprint(self) -> str:
+        """What a window's contents depend on: the aggregations, the slide
+        and the engine (a restarted streaming query must not resume windows
+        built by another job)."""
+        aggs = ",".join(f"{name}={agg.name}" for name, agg, _ in self.aggs)
+        slide = (f"range={self.range!r}" if self.range is not None else f"rows={self.rows}" if self.rows is not None
+                 else f"policy={self.policy.name}")
+        return f"{aggs}; {slide}; {self.engine}"
+
     def storage_options(self, key: Any, run: str, *, resume: bool | int = False) -> dict:
         """The engine options that put one key's window in the pooled store."""
         if not self.store:

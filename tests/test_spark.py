@@ -237,6 +237,25 @@ def test_streaming_file_source_grows_between_runs(spark, tmp_path):
     assert_outputs(got, rows, expected(rows, ALL_NAMES, range=10), ALL_NAMES)
 
 
+def test_streaming_restart_with_another_job_is_refused(spark, tmp_path):
+    """The same checkpoint location and name= restarted with other
+    aggregations (or window): the keys' windows were built by the first job,
+    so the query fails naming both jobs instead of resuming them."""
+    rounds = random_rounds(random.Random(8), 2)
+    source = str(tmp_path / "in")
+    os.makedirs(source)
+    df = stream_source(spark, source)
+    common = dict(key="k", time="t", value="v", store=f"file://{tmp_path}/store", name="same-name")
+    first = sliding_window(df, aggs=["max"], range=10, **common)
+    _stream_rounds(spark, tmp_path, first, rounds[:1])
+    changed = sliding_window(df, aggs=["max"], range=20, **common)
+    with pytest.raises(Exception) as info:
+        _stream_rounds(spark, tmp_path, changed, rounds[1:])
+    message = str(info.value)
+    assert "built by another job (max=max; range=10; amta)" in message, message[:3000]
+    assert "not by this one (max=max; range=20; amta)" in message
+
+
 def _newest_of_round(batch):
     """A key of ``batch`` and its newest time there."""
     key = min(r["k"] for r in batch if r["k"] is not None)
