@@ -9,7 +9,7 @@ windows never resume, so a retry's output equals a run without failure.
 
 Streaming: ``applyInPandasWithState``.  Each key's level queues stay in the
 shared store between micro-batches; Spark's own state holds only the key's
-checkpoint version and newest time.  A micro-batch replayed after a failure
+checkpoint version, newest time and the job's fingerprint.  A micro-batch replayed after a failure
 resumes that version (retained by the store even if the failed attempt
 checkpointed past it), so nothing is lost or counted twice.
 """
