@@ -210,16 +210,23 @@ def is_bad(row: dict) -> str | None:
     return None
 
 
-def expected(rows: list[dict], aggs, *, range=None, count=None, rejected=None) -> dict[int, dict]:
+#: Results on an empty window (a policy may evict every row).
+EMPTY = {"sum": 0, "count": 0, "joined": ""}
+
+
+def expected(rows: list[dict], aggs, *, range=None, count=None, sum_at_most=None,
+             rejected=None) -> dict[int, dict]:
     """Row id -> {aggregation: value} by brute force.
 
     ``rows`` in arrival order.  A row's window: the rows of its key that come
     at or before it in (time, arrival) order, with time in ``(t - range, t]``
-    (``range``) or the newest ``count`` of them.  Rows in ``rejected``
-    (id -> reason) and rows with a null key, time or value get ``None``
-    aggregations and the reason under ``"rejected"``.
+    (``range``), or the newest ``count`` of them, or (``sum_at_most``, for
+    non-negative values) the longest run of the newest of them whose values
+    sum to at most the bound.  Rows in ``rejected`` (id -> reason) and rows
+    with a null key, time or value get ``None`` aggregations and the reason
+    under ``"rejected"``.
     """
-    assert (range is None) != (count is None)
+    assert [range, count, sum_at_most].count(None) == 2
     rejected = dict(rejected or {})
     by_key: dict = {}
     out: dict[int, dict] = {}
@@ -235,9 +242,15 @@ def expected(rows: list[dict], aggs, *, range=None, count=None, rejected=None) -
             before = items[: pos + 1]
             if range is not None:
                 window = [x[2] for x in before if x[0] > t - range]
-            else:
+            elif count is not None:
                 window = [x[2] for x in before[-count:]]
-            out[rid] = {**{a: ORACLE[a](window) for a in aggs}, "rejected": None}
+            else:
+                window = []
+                for x in reversed(before):
+                    if math.fsum(window) + x[2] > sum_at_most:
+                        break
+                    window.insert(0, x[2])
+            out[rid] = {**{a: ORACLE[a](window) if window else EMPTY.get(a) for a in aggs}, "rejected": None}
     return out
 
 

@@ -12,7 +12,8 @@ window's values as a comma-joined string), so any ordering mistake shows.
 
 * batch: time and count windows, in process memory, in the file store with a
   tiny buffer and cache (nearly every pair goes through SQLite) and in
-  Redis, with a timestamp time column and an integer value column;
+  Redis, with a timestamp time column and an integer value column; a custom
+  slide policy (the paper's "sum at most B"), in batch and streaming;
 * streaming: a parquet file source that grows between
   ``trigger(availableNow=True)`` runs of one query restarted from its
   checkpoint each time: the union of the sink equals the oracle over all rows;
@@ -37,6 +38,7 @@ import uuid
 import pytest
 import redis
 
+from mta import policies
 from spark_ops import READY, SlidingWindowError, sliding_window
 from tests.spark_fixtures import (SCHEMA, as_tuples, assert_outputs, expected, joined, random_rounds, random_rows,
                                   read_sink, run_available_now, ship_by_value, spark_session,
@@ -135,6 +137,37 @@ def test_batch_bad_row_error_names_the_row(spark, bad, reason):
         _run_batch(spark, rows, aggs=["sum", ("joined", joined(), "string")], rows=3)
     message = str(info.value)
     assert f"row rejected ({reason}): k='k03', t={bad[1]!r}, v={bad[2]!r}" in message, message[:2000]
+
+
+def _value(record):
+    return record[1]
+
+
+def test_batch_custom_policy_user_and_ready_aggregations(spark, tmp_path):
+    """policy= a SlidePolicy over the (time, value) records: keep the newest
+    rows whose values sum to at most 150 (the paper's section 3.2 policy),
+    with a user monoid and every ready aggregation, in the file store."""
+    rows = random_rows(random.Random(11), keys=8)
+    got = _run_batch(spark, rows, aggs=ALL_AGGS, policy=policies.SumAtMost(150, value=_value),
+                     store=f"file://{tmp_path}/store", buffer_size=2, cache_size=2)
+    want = expected(rows, ALL_NAMES, sum_at_most=150)
+    assert any(w["count"] == 0 for w in want.values())  # values above the bound empty the window
+    assert_outputs(got, rows, want, ALL_NAMES)
+
+
+def test_streaming_custom_policy(spark, tmp_path, redis_url):
+    """The same policy on a stream (Redis): windows resumed across micro-batches."""
+    rounds = random_rounds(random.Random(12), 3, keys=8)
+    source = str(tmp_path / "in")
+    os.makedirs(source)
+    out = sliding_window(stream_source(spark, source), key="k", time="t", value="v",
+                         aggs=["count", "sum", "first", ("joined", joined(), "string")],
+                         policy=policies.SumAtMost(150, value=_value), store=redis_url, buffer_size=1,
+                         cache_size=1, name=f"s-{uuid.uuid4().hex[:8]}")
+    got = _stream_rounds(spark, tmp_path, out, rounds)
+    rows = [r for batch in rounds for r in batch]
+    names = ["count", "sum", "first", "joined"]
+    assert_outputs(got, rows, expected(rows, names, sum_at_most=150), names)
 
 
 # -- configuration errors ---------------------------------------------------------------
