@@ -107,6 +107,23 @@ def test_batch_redis_timestamp_time_integer_values(spark, redis_url):
         client.close()
 
 
+def test_batch_redis_connections_are_pooled_per_worker(spark, redis_url):
+    """40 keys, every one its own window (opened, used, deleted) in Redis:
+    the executors' Python workers connect a handful of times (one pooled
+    store per worker process, its connections reused), not once per key."""
+    rows = random_rows(random.Random(13), keys=40, per_key=(5, 15))
+    client = redis.Redis.from_url(redis_url)
+    try:
+        before = int(client.info("stats")["total_connections_received"])
+        got = _run_batch(spark, rows, aggs=["sum"], rows=3, store=redis_url, buffer_size=1, cache_size=1)
+        connections = int(client.info("stats")["total_connections_received"]) - before - 1  # minus ours
+    finally:
+        client.close()
+    assert_outputs(got, rows, expected(rows, ["sum"], count=3), ["sum"])
+    workers = 2  # local[2]: two concurrent tasks, each in a Python worker
+    assert connections <= workers * 4, f"{connections} connections for 40 windows"
+
+
 def _with_bad_rows(rng, rows):
     """Rows with a null/NaN value, a null/NaN time and a null key mixed in."""
     bad = [("k03", None, 1.0), ("k03", 7.0, None), ("k05", float("nan"), 2.0), ("k05", 3.0, float("nan")),
