@@ -95,3 +95,29 @@ def test_leading_at_most(values, cutoff, dropped):
     q.lo += min(dropped, len(values))
     live = values[min(dropped, len(values)):]
     assert leading_at_most(q, cutoff) == sum(v <= cutoff for v in live)
+
+
+def test_store_backed_memory_does_not_grow_with_the_window(tmp_path):
+    """A time window of 20,000 rows in the file store, buffer and cache of 8
+    pairs: the engine's and the times FIFO's elements in process memory stay
+    within levels x (buffer + cache), a few hundred, while the same window in
+    memory holds every row."""
+    from tests.test_store_engines import _local_bound
+
+    spec = WindowSpec.build(key="k", time="t", value="v", aggs=["max", "mean"], range=20_000,
+                            store=f"file://{tmp_path}", buffer_size=8, cache_size=8)
+    in_store = SortedWindow(spec, "k", fresh_window("bounded"))
+    in_memory = SortedWindow(WindowSpec.build(key="k", time="t", value="v", aggs=["max", "mean"], range=20_000),
+                             "k", "memory")
+    peak = 0
+    for start in range(0, 60_000, 1_000):
+        times = [float(t) for t in range(start, start + 1_000)]
+        values = [float(t % 97) for t in times]
+        assert in_store.push(times, values) == in_memory.push(times, values)
+        held = in_store.engine.local_size() + in_store.times.local_size()
+        peak = max(peak, held)
+    assert len(in_store.engine) == 20_000
+    assert peak <= _local_bound(in_store.engine.height(), 8, 8) + _local_bound(1, 8, 8), peak
+    assert peak < 1_000
+    assert in_memory.engine.local_size() + in_memory.times.local_size() >= 2 * 20_000
+    in_store.close()
