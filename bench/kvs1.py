@@ -400,7 +400,7 @@ def plot(data: dict, path) -> None:
                 label=labels.get(k, k) + " read", **dict(st, ls="-", alpha=0.35))
     ax.set_yscale("log")
     ax.set_ylabel("bytes per update")
-    ax.set_title("store bytes per update (pair blobs)", fontsize=10)
+    ax.set_title("store bytes per update (pair blobs; plotted at 0.01 when none)", fontsize=10)
     ax.legend(fontsize=7, ncol=2)
     for ax in axes.flat:
         ax.set_xscale("log", base=2)
