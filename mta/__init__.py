@@ -7,7 +7,8 @@
 from . import aggregators, policies
 from .amortized_mta import AmortizedMTA
 from .engine import Engine
-from .errors import EmptyWindowError, EngineFailedError, MonoidLawError, MTAError, PolicyError
+from .errors import (CountError, EmptyWindowError, EngineFailedError, MonoidLawError, MTAError, OperationRefused,
+                     PolicyError)
 from .level_queue import LevelQueue, MemoryLevelQueue
 from .log_mta import LogMTA
 from .monoid import Aggregator, CountingMonoid, Monoid, product, product_monoid
@@ -17,6 +18,7 @@ from .window import LiftError, Window
 __all__ = [
     "Aggregator",
     "AmortizedMTA",
+    "CountError",
     "CountingMonoid",
     "EmptyWindowError",
     "Engine",
@@ -28,6 +30,7 @@ __all__ = [
     "Monoid",
     "MonoidLawError",
     "MTAError",
+    "OperationRefused",
     "PolicyError",
     "SlidePolicy",
     "Window",

@@ -89,7 +89,7 @@ class AmortizedMTA(LevelEngine):
         """Remove the ``count`` oldest elements as section 4.2.4 does: singly
         (amortized O(1) each) up to ``log2 n`` of them, else in one bulk step
         by position, O(log n)."""
-        check_count(self, count)
+        count = check_count(self, count)
         q = self._levels[0]
         if count < (q.hi - q.lo).bit_length():
             for _ in range(count):

@@ -148,6 +148,17 @@ class WindowChecker:
         self._countdown = 1
         self._rng = random.Random(seed)
 
+    def state(self) -> tuple:
+        """What observing changes, for :meth:`restore` when the values
+        observed do not enter the window after all."""
+        return (self._previous, tuple(self._recent), self._countdown, self._rng.getstate())
+
+    def restore(self, state: tuple) -> None:
+        self._previous, recent, self._countdown, rng = state
+        self._recent.clear()
+        self._recent.extend(recent)
+        self._rng.setstate(rng)
+
     def observe(self, raw: Any, value: tuple) -> None:
         """Raise MonoidLawError (naming lifted values) or PolicyError on a detected mistake."""
         policy = self.policy

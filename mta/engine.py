@@ -24,9 +24,10 @@ returns a result computed from a half-updated state.
 from __future__ import annotations
 
 import functools
+import operator
 from typing import Any, Callable
 
-from .errors import EmptyWindowError, EngineFailedError
+from .errors import CountError, EmptyWindowError, EngineFailedError, OperationRefused
 from .monoid import Monoid
 
 #: The operations guarded against user code raising half-way.
@@ -40,7 +41,7 @@ def _guard(name: str, method: Callable) -> Callable:
             self._check_usable()
         try:
             return method(self, *args)
-        except EmptyWindowError:
+        except OperationRefused:
             raise  # raised before any change: the state is intact
         except BaseException as exc:
             self._failure = exc
@@ -94,8 +95,7 @@ class Engine:
     def bulk_evict(self, count: int) -> None:
         """Remove the ``count`` oldest elements, here one ``evict`` at a time
         (the MTA engines override it with their O(log n) bulk eviction)."""
-        check_count(self, count)
-        for _ in range(count):
+        for _ in range(check_count(self, count)):
             self._raw_evict()
 
     def slide(self, values, evictions) -> list:
@@ -106,6 +106,9 @@ class Engine:
         advance (a batch of rows sorted by time), run inside the engine: one
         guarded call for the whole run instead of three per element.
         """
+        if not isinstance(values, (list, tuple)):
+            values = list(values)
+        evictions = check_evictions(self, evictions, len(values))
         insert, evict, bulk_evict, query = self._raw_insert, self._raw_evict, self._raw_bulk_evict, self._raw_query
         results = []
         append = results.append
@@ -136,9 +139,39 @@ for _name in ("push", "bulk_evict", "slide"):
     setattr(Engine, _name, _guard(_name, getattr(Engine, _name)))
 
 
-def check_count(engine: Engine, count) -> None:
-    """``bulk_evict``'s argument check, before any change to the window."""
-    if type(count) is not int:
-        raise TypeError(f"bulk_evict() needs an int count, got {type(count).__name__}")
-    if not 0 <= count <= len(engine):
+def _as_count(count, what: str) -> int:
+    if isinstance(count, bool):
+        raise CountError(f"{what} needs an integer count, got the bool {count!r}")
+    try:
+        count = operator.index(count)  # ints, numpy integers; not floats or bools' lookalikes
+    except TypeError:
+        raise CountError(f"{what} needs an integer count, got {type(count).__name__} {count!r}") from None
+    if count < 0:
+        raise CountError(f"{what} needs a count >= 0, got {count}")
+    return count
+
+
+def check_count(engine: Engine, count) -> int:
+    """``bulk_evict``'s argument, checked before any change to the window."""
+    count = _as_count(count, "bulk_evict()")
+    if count > len(engine):
         raise EmptyWindowError(f"bulk_evict({count}) on a window of {len(engine)} elements")
+    return count
+
+
+def check_evictions(engine: Engine, evictions, n: int) -> list[int]:
+    """``slide``'s counts, checked before any change: one per value, each
+    within what the window holds after that value's insert."""
+    counts = list(evictions)
+    if len(counts) != n:
+        raise CountError(f"slide() needs one eviction count per value: {n} values, {len(counts)} counts")
+    size = len(engine)
+    for i, k in enumerate(counts):
+        if type(k) is not int:
+            counts[i] = k = _as_count(k, f"slide() at position {i}")
+        size += 1 - k
+        if k < 0 or size < 0:
+            if k < 0:
+                raise CountError(f"slide() needs counts >= 0, got {k} at position {i}")
+            raise EmptyWindowError(f"slide(): evicting {k} at position {i}, past the window's {size + k} elements")
+    return counts

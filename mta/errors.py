@@ -5,9 +5,19 @@ class MTAError(Exception):
     """Base class of every error this package raises on purpose."""
 
 
-class EmptyWindowError(MTAError, IndexError):
-    """``evict()`` on an empty window, or ``bulk_evict(k)`` on a window of
-    fewer than ``k`` elements (state is unchanged)."""
+class OperationRefused(MTAError):
+    """An operation refused before changing anything: the window is intact
+    and stays usable."""
+
+
+class EmptyWindowError(OperationRefused, IndexError):
+    """``evict()`` on an empty window, or ``bulk_evict(k)`` / ``slide`` asking
+    for more elements than the window holds (state is unchanged)."""
+
+
+class CountError(OperationRefused, ValueError):
+    """A ``bulk_evict`` or ``slide`` count that is not a non-negative integer,
+    or ``slide`` counts that do not match its values (state is unchanged)."""
 
 
 class EngineFailedError(MTAError, RuntimeError):

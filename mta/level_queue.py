@@ -108,10 +108,15 @@ _RECLAIM_PER_APPEND = 16
 
 
 def _reclaim() -> None:
-    grave = _graveyard[-1]
-    del grave[-_RECLAIM_PER_APPEND:]
-    if not grave:
-        _graveyard.pop()
+    # Shared by every engine of the process: another thread may empty or pop
+    # the last grave between these lines, which only frees references sooner.
+    try:
+        grave = _graveyard[-1]
+        del grave[-_RECLAIM_PER_APPEND:]
+        if not grave:
+            _graveyard.pop()
+    except IndexError:
+        pass
 
 
 def graveyard_size() -> int:

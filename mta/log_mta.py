@@ -30,7 +30,8 @@ from .errors import EmptyWindowError
 from .tree import EMPTY, LevelEngine, bulk_search, recompute_spine, repair_heads
 
 class LogMTA(LevelEngine):
-    """Section 4.1: O(log n) insertion, O(log n) bulk eviction.
+    """Section 4.1: O(log n) insertion, O(log n) bulk eviction (in monoid
+    calls; the levels walked follow stream positions, see the module doc).
 
     Options as :class:`mta.tree.LevelEngine` (``store``, ``window_id``, ...).
     """
@@ -79,7 +80,7 @@ class LogMTA(LevelEngine):
     def bulk_evict(self, count: int) -> None:
         """Remove the ``count`` oldest elements: Algorithm 2 with the prefix
         known by position (subtrees leave whole), O(log n)."""
-        check_count(self, count)
+        count = check_count(self, count)
         if count:
             self._levels[0].lo += count
             self._restore()

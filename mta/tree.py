@@ -179,8 +179,9 @@ class LevelEngine(Engine):
     def close(self, *, delete: bool = False) -> None:
         """Wait for the window's background store I/O (flushes, prefetches);
         with ``delete=True`` also remove the window's data from the store (a
-        window that is done for good).  The engine is unusable afterwards;
-        what was not checkpointed is not kept.  No-op in memory."""
+        window that is done for good).  A store-backed engine is unusable
+        afterwards (what was not checkpointed is not kept); an in-memory
+        engine is left as it is."""
         if self._storage is not None and self._failed_in != "close":
             self._storage.close(self._levels, delete=delete)
             self._failure = MTAError("use a new engine (resume=True continues from the last checkpoint)")

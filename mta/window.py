@@ -93,7 +93,14 @@ class Window:
         All raws are lifted (and checked) first, so a bad one leaves the
         window unchanged.
         """
-        values = [self._lift(r) for r in raws]
+        checker = self._checker
+        before = checker.state() if checker is not None else None
+        try:
+            values = [self._lift(r) for r in raws]
+        except BaseException:
+            if checker is not None:  # nothing entered the window: nothing was seen
+                checker.restore(before)
+            raise
         push, lower = self.engine.push, self._lower
         return [lower(push(v)[0]) for v in values]
 

@@ -24,7 +24,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mta.errors import EmptyWindowError
+from mta.errors import CountError, EmptyWindowError
 from mta.level_queue import MemoryLevelQueue
 from mta.monoid import Aggregator, product_monoid
 from mta.policies import COUNT_MONOID, MAX_MONOID, AllOf, AnyOf, Count, OlderThanMax, SumAtMost, TimeRange
@@ -35,6 +35,7 @@ from tests.strategies import (
     ALWAYS,
     CONCAT_SPEC,
     ENGINES,
+    FIRST_MAX,
     FREE_GROUP,
     MONOIDS,
     MTA_ENGINES,
@@ -46,6 +47,7 @@ from tests.strategies import (
     engine_monoid_pairs,
     operations,
     run_against_oracle,
+    SUM_INV,
     sane_settings,
 )
 
@@ -154,6 +156,34 @@ def test_empty_window(engine):
         with pytest.raises(EmptyWindowError):
             e.evict()
         assert e.query() == monoid.identity
+
+
+@pytest.mark.parametrize("engine", ENGINE_PARAMS)
+def test_bad_counts_are_refused_before_any_change(engine):
+    """bulk_evict and slide with a count that is not a non-negative integer
+    (CountError, a ValueError), or that asks for more than the window holds
+    (EmptyWindowError), raise before any change: the engine stays usable and
+    its window intact; numpy integers are counts like ints."""
+    np = pytest.importorskip("numpy")
+    monoid, v = {None: (CONCAT, lambda i: (i,)), "inverse": (SUM_INV, lambda i: 2**i),
+                 "selective": (FIRST_MAX, lambda i: (i % 3, i))}[engine.needs]
+    e, o = engine(monoid), BruteForceWindow(monoid)
+    for i in range(5):
+        e.insert(v(i))
+        o.insert(v(i))
+    for call, error in [(lambda: e.bulk_evict(1.0), CountError), (lambda: e.bulk_evict(-1), CountError),
+                        (lambda: e.bulk_evict(6), EmptyWindowError), (lambda: e.bulk_evict(True), CountError),
+                        (lambda: e.slide([v(8), v(9)], [0, 8]), EmptyWindowError),
+                        (lambda: e.slide([v(8), v(9)], [0]), CountError),
+                        (lambda: e.slide([v(8)], [-1]), CountError),
+                        (lambda: e.slide([v(8)], ["1"]), CountError)]:
+        with pytest.raises(error):
+            call()
+        assert len(e) == 5 and e.query() == o.query()
+    e.bulk_evict(np.int64(2))
+    o.bulk_evict(2)
+    assert e.slide([v(5), v(6)], [np.int64(1), 0]) == o.slide([v(5), v(6)], [1, 0])
+    assert len(e) == len(o) and e.query() == o.query()
 
 
 @pytest.mark.parametrize("engine", [p for p in ENGINE_PARAMS if p.values[0].needs is None])

@@ -209,3 +209,17 @@ def test_window_checker_reservoir_is_bounded():
     for i in range(20):
         checker.observe(i, (i, 1))
     assert len(checker._recent) == 4
+
+
+def test_failed_extend_leaves_the_checking_mode_as_it_was():
+    """extend lifts and checks every raw before any enters the window: when
+    one fails to lift, the raws checked before it were not seen either, so a
+    time older than theirs is still accepted next."""
+    w = Window(Aggregator(Monoid(operator.add, 0)).on(lambda r: r[1]), TimeRange(100, time=lambda r: r[0]),
+               check=True)
+    with pytest.raises(LiftError):
+        w.extend([(10, 1.0), (20,)])  # the second raw has no value
+    assert len(w) == 0
+    assert w.push((7, 3.0)) == 3.0
+    with pytest.raises(PolicyError, match="older than the previous time 7"):
+        w.push((5, 1.0))
