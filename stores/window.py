@@ -49,6 +49,9 @@ from .errors import CasMismatch, CorruptValue, FencingError, FormatVersionError,
 META_FORMAT = 1
 #: Pairs read synchronously on a cache miss before the background refill.
 MISS_BATCH = 8
+#: Urgent refills of a level with no insert in between before its
+#: prefetches start without waiting for the next insert (a draining window).
+DRAIN_CHECKS = 8
 #: Prefetched pairs decoded at a time, as the head reaches them.
 RAW_CHUNK = 64
 #: Elements at the end of each level that stay in process memory (the tail).
@@ -152,6 +155,8 @@ class StoreLevelQueue(LevelQueue):
         "_raw",
         "_raw_off",
         "_raw_at",
+        "_quiet",
+        "_quiet_hi",
     )
 
     def __init__(self, storage: "WindowStorage", level: int, lo: int) -> None:
@@ -173,6 +178,8 @@ class StoreLevelQueue(LevelQueue):
         self._raw: list | None = None
         self._raw_off = 0
         self._raw_at = 0
+        self._quiet = 0  # urgent prefetch checks since the leaf level last grew
+        self._quiet_hi = -1
         self._rebase()
         storage.opened(self)
 
@@ -446,20 +453,32 @@ class StoreLevelQueue(LevelQueue):
         """Refill ahead of the head in the background when running low.
 
         The read is started at the engine's next insert (any level's
-        ``append``), unless fewer than ``cache_size / 2`` elements are left
-        or ``now``: an eviction that reads many levels (a bulk eviction)
-        thus sends no prefetch that its own jump would make useless, and
-        the prefetch starts from where the head ended up."""
+        ``append``), or ``now``: an eviction that reads many levels (a bulk
+        eviction) thus sends no prefetch that its own jump would make
+        useless, and the prefetch starts from where the head ended up.  An
+        engine that keeps evicting without inserting (draining its window)
+        would then refill by cache misses only: once a level has asked
+        DRAIN_CHECKS times with fewer than ``cache_size / 2`` elements left
+        and no insert since, its prefetches start at once."""
         w = self._w
         end = self._end()
         if self._prefetch is None and end - self.lo < 2 * w.cache_size and end < self.stored << 1:
             if not w.background:
                 return  # without background I/O the next miss refills synchronously
-            if not now and end - self.lo >= w.cache_size >> 1:
+            if not now and (end - self.lo >= w.cache_size >> 1 or not self._draining()):
                 w.want_prefetch(self)
                 return
             count = min(w.cache_size, self.stored - (end >> 1))
             self._prefetch = (w.start_read(self, end >> 1, count), end, count)
+
+    def _draining(self) -> bool:
+        """Counted in the engine's reads: no insert for DRAIN_CHECKS checks."""
+        leaf = self._w.leaf
+        hi = leaf.hi if leaf is not None else 0
+        if hi != self._quiet_hi:
+            self._quiet_hi, self._quiet = hi, 0
+        self._quiet += 1
+        return self._quiet > DRAIN_CHECKS
 
     def _take_prefetch(self, wait: bool) -> None:
         if self._prefetch is None:
@@ -578,6 +597,7 @@ class WindowStorage:
         # requests sent now, replies read later (Redis): no background threads needed
         self._channel = store.deferred_channel() if background else None
         self.wanted: list[StoreLevelQueue] = []  # levels whose prefetch waits for the next insert
+        self.leaf: StoreLevelQueue | None = None  # level 0 (its growth tells inserts happened)
         self.levels: list[StoreLevelQueue] | None = None
         self.version: int | None = None  # the checkpoint resumed, then the last committed
         self._written: dict[int, int] = {}  # level -> pairs written up to here by this owner
@@ -670,6 +690,8 @@ class WindowStorage:
 
     def opened(self, q: StoreLevelQueue) -> None:
         self._queues.append(q)
+        if q.level == 0:
+            self.leaf = q
 
     def closed(self, q: StoreLevelQueue) -> None:
         self._stats.cache_hits += q.take_hits()
