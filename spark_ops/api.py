@@ -16,6 +16,7 @@ checkpointed past it), so nothing is lost or counted twice.
 
 from __future__ import annotations
 
+import re
 import uuid
 
 from mta import Window
@@ -31,27 +32,52 @@ INTERNAL = (ARRIVAL, TIME, VALUE)
 def sliding_window(df, key: str, time: str, value: str, aggs, *, range=None, rows=None, policy=None,
                    store: str | None = None, store_options: dict | None = None, engine: str = "amta",
                    buffer_size: int = 512, cache_size: int = 512, on_bad_row: str = "error",
-                   name: str | None = None):
+                   name: str | None = None, expire_after: float | None = None):
     """The input's columns plus one column per aggregation, one row per input row.
 
-    ``aggs``: names (``"max"``, ``"mean"``, ... see :data:`spark_ops.spec.READY`)
-    or ``(column, Aggregator, spark_type)`` for user monoids.  Exactly one of
-    ``range`` (seconds; the time column may be numeric or a timestamp),
-    ``rows`` (count) or ``policy`` (an :class:`mta.SlidePolicy` over
-    ``(time, value)`` records).  ``store``: a store URL (``file:...``,
-    ``redis://...``, ``couchbase://...``) for the windows' level queues, or
-    ``None`` for process memory (batch only).  ``on_bad_row``: ``"error"``
-    raises naming the row (null key, time or value, a non-numeric value, or
-    in streaming a time older than the newest time of its key in earlier
-    micro-batches); ``"flag"`` passes such rows through with null
-    aggregations and the reason in a ``rejected`` column.  ``name`` names the
-    windows in the store: required for streaming, where a restarted query
-    finds its windows by it, and each query needs its own.
+    ``aggs``: names (``"max"``, ``"mean"``, ... see :data:`spark_ops.spec.READY`;
+    ``sum``, ``min``, ``max``, ``first`` and ``last`` are ``long`` for an
+    integral value column, the others ``double``) or ``(column, Aggregator,
+    spark_type)`` for user monoids.  Exactly one of ``range`` (seconds; the
+    time column may be numeric or a timestamp), ``rows`` (count) or
+    ``policy`` (an :class:`mta.SlidePolicy` over ``(time, value)`` records).
+    ``store``: a store URL (``file:...``, ``redis://...``,
+    ``couchbase://...``) for the windows' level queues, or ``None`` for
+    process memory (batch only).
+
+    ``on_bad_row``: ``"error"`` raises naming the row; ``"flag"`` passes it
+    through with null aggregations and the reason in a ``rejected`` column.
+    Bad rows: a null or NaN key; a null, NaN or infinite time; a null or NaN
+    value; a value the aggregations cannot take (``geomean`` of a value
+    <= 0); and in streaming a time older than its key's newest time in an
+    earlier micro-batch (rows are ordered within a micro-batch, not across
+    them: there is no watermark).
+
+    ``name`` names the windows in the store: required for streaming, where
+    a restarted query finds its windows by it, and each query needs its own.
+    ``expire_after`` (streaming): seconds of processing time, counted from
+    the start of the last micro-batch with rows for a key, after which the
+    key's window is deleted from the store and its Spark state dropped
+    (default: kept forever); rows arriving later start a new window.  Spark
+    then runs a micro-batch every trigger interval to expire keys, so use it
+    with a processing-time trigger: an ``availableNow`` or ``once`` query
+    would not stop.
     """
     _check_columns(df, key, time, value)
+    from pyspark.sql.types import IntegralType
+
     spec = WindowSpec.build(key=key, time=time, value=value, aggs=aggs, range=range, rows=rows,
                             policy=policy, store=store, store_options=store_options, engine=engine,
-                            buffer_size=buffer_size, cache_size=cache_size, on_bad_row=on_bad_row)
+                            buffer_size=buffer_size, cache_size=cache_size, on_bad_row=on_bad_row,
+                            integral=isinstance(df.schema[value].dataType, IntegralType))
+    clash = sorted({n for n, _ in spec.output_columns} & set(df.columns))
+    if clash:
+        raise SlidingWindowError(f"input column {', '.join(map(repr, clash))} has the name of an output column; "
+                                 "rename it (or name a user aggregation differently)")
+    if name is not None and (not isinstance(name, str) or not _NAME.fullmatch(name)):
+        raise SlidingWindowError(f"name must be 1 to 40 letters, digits, '.', '_' or '-', got {name!r}")
+    if expire_after is not None and not (isinstance(expire_after, (int, float)) and expire_after > 0):
+        raise SlidingWindowError(f"expire_after must be a positive number of seconds, got {expire_after!r}")
     if df.isStreaming:
         if not store:
             raise SlidingWindowError("a streaming sliding_window needs store= (the windows live there "
@@ -59,8 +85,17 @@ def sliding_window(df, key: str, time: str, value: str, aggs, *, range=None, row
         if not name:
             raise SlidingWindowError("a streaming sliding_window needs name= (its windows in the store are "
                                      "found by it when the query restarts; give every query its own)")
-        return _streaming(df, spec, name)
+        return _streaming(df, spec, name, expire_after)
+    if expire_after is not None:
+        raise SlidingWindowError("expire_after is for streaming queries; a batch job's windows are deleted "
+                                 "when it is done")
     return _batch(df, spec, name or f"batch-{uuid.uuid4().hex[:12]}")
+
+
+#: The reason of a row whose key is null (or NaN): no window takes it.
+NULL_KEY = "null or NaN key"
+#: What a run's name may be (it becomes part of every window's name in the store).
+_NAME = re.compile(r"[A-Za-z0-9._-]{1,40}")
 
 
 def _check_columns(df, *columns) -> None:
@@ -70,6 +105,10 @@ def _check_columns(df, *columns) -> None:
     for c in columns:
         if c not in fields:
             raise SlidingWindowError(f"no column {c!r} in the input; it has {', '.join(fields)}")
+    internal = sorted(set(fields) & set(INTERNAL))
+    if internal:
+        raise SlidingWindowError(f"input column {', '.join(map(repr, internal))} has a name sliding_window "
+                                 "uses internally; rename it")
     key, time, value = columns
     if not isinstance(fields[time], (NumericType, TimestampType, TimestampNTZType)):
         raise SlidingWindowError(f"time column {time!r} is {fields[time].simpleString()}, "
@@ -124,7 +163,7 @@ def _batch(df, spec: WindowSpec, run: str):
     schema = _output_schema(ordered, spec, internal=True)
     columns = ordered.columns
     names = columns + [n for n, _ in spec.output_columns]
-    key_at, time_at, value_at = (columns.index(c) for c in (spec.key, TIME, VALUE))
+    key_at, time_at, value_at, shown_at = (columns.index(c) for c in (spec.key, TIME, VALUE, spec.time))
 
     def windows_of_partition(batches):
         import pyarrow as pa
@@ -134,36 +173,68 @@ def _batch(df, spec: WindowSpec, run: str):
         # attempt never deletes the windows another attempt is using
         attempt = f"{run}/{TaskContext.get().taskAttemptId()}"
         current, window, last_time = _NO_KEY, None, None
-        for batch in batches:
-            keys = batch.column(key_at)
-            problems = _problems(keys, batch.column(time_at), batch.column(value_at))
-            times = batch.column(time_at).to_pylist()
-            values = batch.column(value_at).to_pylist()
-            out = [[] for _ in spec.output_columns]
-            for start, end in _runs(keys):
-                key = keys[start].as_py()
-                if key is None or not key == current:
-                    _close(window)
-                    current, window, last_time = key, None, None
-                    if key is not None:
-                        window = (SortedWindow(spec, key, attempt) if spec.policy is None
-                                  else spec.open_window(key, attempt, resume=False))
-                run_problems = problems[start:end] if problems else None
-                if window is None:  # null keys: every row is rejected
-                    _push_rejected(spec, key, times[start:end], values[start:end], run_problems, out)
-                elif spec.policy is None:
-                    _push_sorted(spec, window, key, times[start:end], values[start:end], run_problems, out)
-                else:
-                    last_time = push_rows(spec, window, key, times[start:end], values[start:end], last_time, out)
-            arrays = batch.columns + [pa.array(col, type=_arrow_type(t)) for col, (_, t)
-                                      in zip(out, spec.output_columns)]
-            yield pa.RecordBatch.from_arrays(arrays, names=names)
-        _close(window)
+        try:  # the open window is deleted however the task ends (error, early stop)
+            for batch in batches:
+                keys = batch.column(key_at)
+                problems = _problems(keys, batch.column(time_at), batch.column(value_at))
+                times = batch.column(time_at).to_pylist()
+                values = batch.column(value_at).to_pylist()
+                out = [[] for _ in spec.output_columns]
+                for start, end in _runs(keys):
+                    key = keys[start].as_py()
+                    if key is None or not key == current:
+                        _close(window)
+                        current, window, last_time = key, None, None
+                        if problems is None or problems[start] != NULL_KEY:
+                            window = (SortedWindow(spec, key, attempt) if spec.policy is None
+                                      else spec.open_window(key, attempt, resume=False))
+                    span = slice(start, end)
+                    span_problems = problems[span] if problems else None
+                    shown = _InputTimes(batch.column(shown_at), start, end)
+                    if window is None:  # null keys: every row is rejected
+                        _push_rejected(spec, key, shown, values[span], span_problems, out)
+                    elif spec.policy is None:
+                        _push_sorted(spec, window, key, times[span], values[span], span_problems, out, shown)
+                    else:
+                        last_time = push_rows(spec, window, key, times[span], values[span], last_time, out, shown)
+                arrays = batch.columns + [pa.array(col, type=_arrow_type(t)) for col, (_, t)
+                                          in zip(out, spec.output_columns)]
+                yield pa.RecordBatch.from_arrays(arrays, names=names)
+        finally:
+            _close(window)
 
-    out = (ordered.repartition(spec.key)
-                  .sortWithinPartitions(spec.key, TIME, ARRIVAL)
+    key = _column(spec.key)
+    out = (ordered.repartition(key)
+                  .sortWithinPartitions(key, TIME, ARRIVAL)
                   .mapInArrow(windows_of_partition, schema))
     return out.drop(*INTERNAL)
+
+
+def _column(name: str):
+    """A top-level column by its exact name (a name with dots is not a path)."""
+    from pyspark.sql import functions as F
+
+    return F.col(f"`{name}`")
+
+
+class _InputTimes:
+    """Rows ``[start, end)`` of the input's time column as Python values,
+    converted only if a message about a rejected row needs them."""
+
+    def __init__(self, column, start: int, end: int) -> None:
+        self._column, self._start, self._end = column, start, end
+        self._values = None
+
+    def _list(self) -> list:
+        if self._values is None:
+            self._values = self._column.slice(self._start, self._end - self._start).to_pylist()
+        return self._values
+
+    def __getitem__(self, i):
+        return self._list()[i]
+
+    def __iter__(self):
+        return iter(self._list())
 
 
 class _NoKey:
@@ -182,7 +253,7 @@ def _close(window) -> None:
 
 def _runs(keys) -> list[tuple[int, int]]:
     """``(start, end)`` of each run of equal keys in an Arrow array (each null
-    key a run of its own)."""
+    or NaN key a run of its own)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -199,44 +270,50 @@ def _runs(keys) -> list[tuple[int, int]]:
 
 
 def _problems(keys, times, values) -> list | None:
-    """Per row, why it cannot enter a window (null key, null or NaN time or
-    value), or ``None`` when every row of the batch can."""
+    """Per row, why it cannot enter a window (the rules of
+    :func:`spark_ops.spec.check_row` that Arrow can check for a whole batch),
+    or ``None`` when every row of the batch can."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
+    checks = [(pc.is_null(keys, nan_is_null=pa.types.is_floating(keys.type)), NULL_KEY),
+              (pc.is_null(times, nan_is_null=True), "null or NaN time"), (pc.is_inf(times), "infinite time"),
+              (pc.is_null(values, nan_is_null=pa.types.is_floating(values.type)), "null or NaN value")]
     reasons = None
-    for column, reason, nan in ((keys, "null key", False), (times, "null time", True),
-                                (values, "null value", True)):
-        mask = pc.is_null(column, nan_is_null=nan)
+    for mask, reason in checks:
         if pc.any(mask).as_py():
             reasons = reasons or [None] * len(keys)
-            for i in pc.indices_nonzero(mask).to_pylist():
+            for i in pc.indices_nonzero(pc.fill_null(mask, False)).to_pylist():
                 reasons[i] = reasons[i] or reason
     return reasons
 
 
-def _push_rejected(spec, key, times, values, problems, out) -> None:
+def _push_rejected(spec, key, shown, values, problems, out) -> None:
     """Rows that no window takes: raise naming the first, or flag them all."""
-    for t, v, problem in zip(times, values, problems):
+    for t, v, problem in zip(shown, values, problems):
         spec.reject(problem, key, t, v)
     for column in out[: len(spec.aggs)]:
-        column.extend([None] * len(times))
+        column.extend([None] * len(values))
     out[-1].extend(problems)
 
 
-def _push_sorted(spec, window: SortedWindow, key, times, values, problems, out) -> None:
+def _push_sorted(spec, window: SortedWindow, key, times, values, problems, out, shown) -> None:
     """A run of one key's rows, sorted by time, through its SortedWindow
     (rejected rows get null aggregations, and their reason when flagged)."""
+    lifted, lift_problems = window.lift(values)
+    if lift_problems is not None:
+        problems = [p or q for p, q in zip(problems or lift_problems, lift_problems)]
     if problems is None or not any(problems):
-        for column, results in zip(out, window.push(times, values)):
+        for column, results in zip(out, window.push(times, lifted)):
             column.extend(results)
         if spec.on_bad_row == "flag":
             out[-1].extend([None] * len(times))
         return
-    for t, v, problem in zip(times, values, problems):
+    for t, v, problem in zip(shown, values, problems):
         if problem is not None:
             spec.reject(problem, key, t, v)
     good = [i for i, p in enumerate(problems) if p is None]
-    pushed = window.push([times[i] for i in good], [values[i] for i in good])
+    pushed = window.push([times[i] for i in good], [lifted[i] for i in good])
     for column, results in zip(out, pushed):
         full = [None] * len(times)
         for i, r in zip(good, results):
@@ -258,7 +335,7 @@ def _arrow_type(spark_type: str):
 STATE_SCHEMA = "version long, newest double, job string"
 
 
-def _streaming(df, spec: WindowSpec, run: str):
+def _streaming(df, spec: WindowSpec, run: str, expire_after: float | None):
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     ordered = _with_order_columns(df, spec)
@@ -269,24 +346,34 @@ def _streaming(df, spec: WindowSpec, run: str):
     def windows_of_key(key, frames, state):
         import pandas as pd
 
+        k = key[0].item() if hasattr(key[0], "item") else key[0]  # numpy scalars as Python values
+        if state.hasTimedOut:  # no rows for expire_after: the window goes
+            version = state.get[0]
+            spec.open_window(k, run, resume=version).close(delete=True)
+            state.remove()
+            return
         rows = pd.concat(list(frames), ignore_index=True).sort_values([TIME, ARRIVAL], kind="stable")
-        k = key[0]
         version, newest, job = state.get if state.exists else (None, None, None)
         if job is not None and job != fingerprint:
             raise SlidingWindowError(
                 f"{spec.key}={k!r}: the query's windows were built by another job ({job}), not by this one "
                 f"({fingerprint}); restart a changed query with a new name= and checkpoint location")
         window = spec.open_window(k, run, resume=version if version is not None else False)
-        out = [[] for _ in spec.output_columns]
-        newest = push_rows(spec, window, k, rows[TIME].tolist(), rows[VALUE].tolist(), newest, out)
-        version = window.checkpoint()
-        window.close()
+        try:
+            out = [[] for _ in spec.output_columns]
+            newest = push_rows(spec, window, k, rows[TIME].tolist(), rows[VALUE].tolist(), newest, out,
+                               rows[spec.time].tolist())
+            version = window.checkpoint()
+        finally:
+            window.close()
         state.update((version, newest, fingerprint))
+        if expire_after is not None:
+            state.setTimeoutDuration(int(expire_after * 1000))
         result = rows[passthrough].reset_index(drop=True)
         for (name, _), col in zip(spec.output_columns, out):
             result[name] = col
         yield result
 
-    return (ordered.groupBy(spec.key)
-                   .applyInPandasWithState(windows_of_key, schema, STATE_SCHEMA, "append",
-                                           GroupStateTimeout.NoTimeout))
+    timeout = GroupStateTimeout.NoTimeout if expire_after is None else GroupStateTimeout.ProcessingTimeTimeout
+    return (ordered.groupBy(_column(spec.key))
+                   .applyInPandasWithState(windows_of_key, schema, STATE_SCHEMA, "append", timeout))

@@ -145,9 +145,11 @@ def _window_args(p: argparse.ArgumentParser, *, store_required: bool) -> None:
                       help="time window: the rows of the key with time in (t - SECONDS, t]")
     size.add_argument("--rows", type=_positive_int, metavar="N", help="count window: the key's newest N rows")
     cols.add_argument("--on-bad-row", choices=("error", "flag"), default="error",
-                      help="a row with a null key/time/value (or, streaming, a time older than its key's "
-                           "newest): 'error' stops the job naming the row; 'flag' keeps it with null "
-                           "aggregations and the reason in a 'rejected' column (default: %(default)s)")
+                      help="a row with a null or NaN key, time or value, an infinite time, a value an "
+                           "aggregation cannot take (geomean of a value <= 0), or, streaming, a time older "
+                           "than its key's newest in an earlier micro-batch: 'error' stops the job naming the "
+                           "row; 'flag' keeps it with null aggregations and the reason in a 'rejected' column "
+                           "(default: %(default)s)")
     _store_sizes(cols)
     store_help = ("where the windows' level queues live: file:DIR (embedded SQLite), "
                   "redis://HOST:PORT/DB, couchbase://...")
@@ -238,6 +240,9 @@ def build_parser() -> argparse.ArgumentParser:
     stream.add_argument("--schema", metavar="DDL",
                         help="input schema, e.g. 'host STRING, ts TIMESTAMP, mem DOUBLE' (default: "
                              "inferred from the files already in the directory)")
+    stream.add_argument("--expire-after", type=_seconds, metavar="SECONDS",
+                        help="delete the window (and Spark state) of a key that received no rows for this long, "
+                             "in processing time; needs an interval --trigger (default: keep every key)")
     stream.add_argument("--trigger", type=_trigger, default="available-now",
                         help="once, available-now (process what is there and stop; default) or an "
                              "interval such as 10s (run until interrupted)")
@@ -285,10 +290,12 @@ def failure_message(exc: BaseException) -> tuple[str, int]:
     """A one-line message and exit status for an exception from a job:
     the Python exception raised in a worker when there is one, else the
     first line of Spark's message."""
-    from stores.errors import StoreError
+    from stores.errors import StoreAuthenticationError, StoreConfigError, StoreError
 
-    if isinstance(exc, (SlidingWindowError, StoreError)):
+    if isinstance(exc, (SlidingWindowError, StoreConfigError, StoreAuthenticationError)):
         return _clean(str(exc)), EXIT_USAGE
+    if isinstance(exc, StoreError):  # the store failed during the job
+        return f"{type(exc).__name__}: {_clean(str(exc))}", EXIT_FAILED
     text = str(exc)
     lines = text.splitlines()
     starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")
@@ -299,7 +306,7 @@ def failure_message(exc: BaseException) -> tuple[str, int]:
             if m and not line[0].isspace():
                 name, msg = m.group(1), m.group(2)
                 short = name.rsplit(".", 1)[-1]
-                bad_input = short == "SlidingWindowError" or name.startswith("stores.")
+                bad_input = short in ("SlidingWindowError", "StoreConfigError", "StoreAuthenticationError")
                 msg = _clean(msg)
                 return (msg if short == "SlidingWindowError" else f"{short}: {msg}"), \
                     (EXIT_USAGE if bad_input else EXIT_FAILED)
@@ -635,7 +642,8 @@ def _windows(df, args, spec: WindowSpec, store: str | None, name: str | None):
     try:
         out = sliding_window(df, key=args.key, time=args.time, value=args.value, aggs=args.agg,
                              range=args.range, rows=args.rows, store=store, on_bad_row=args.on_bad_row,
-                             name=name, buffer_size=args.buffer_size, cache_size=args.cache_size)
+                             name=name, buffer_size=args.buffer_size, cache_size=args.cache_size,
+                             expire_after=getattr(args, "expire_after", None))
     except SlidingWindowError as e:
         raise CLIError(str(e)) from None
     return out.select(*[F.col(f"`{c}`") for c in keep + outputs])
@@ -675,6 +683,9 @@ def _describe(spec: WindowSpec) -> str:
 # -- stream -----------------------------------------------------------------------------
 def cmd_stream(args, spark=None) -> int:
     spec = _spec(args)
+    if args.expire_after is not None and isinstance(args.trigger, str):
+        raise CLIError(f"--expire-after needs an interval --trigger such as 10s (with {args.trigger} the query "
+                       "would keep running micro-batches to expire keys instead of stopping)")
     local = _check_input(args.input, directory=True)
     empty = local is not None and not _visible_files(local)
     if empty and args.schema is None:

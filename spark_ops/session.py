@@ -1,10 +1,11 @@
 """A SparkSession configured for this project (used by the CLI and tests).
 
 Sets what PySpark needs from the environment when it is not set already:
-``JAVA_HOME`` (from the ``java`` on PATH), ``PYSPARK_PYTHON`` (this
-interpreter, so executors see the same packages) and, for ``local``
-masters only, ``SPARK_LOCAL_IP`` (a cluster's executors must reach the
-driver at its real address).
+``JAVA_HOME`` (from the ``java`` on PATH), ``PYSPARK_DRIVER_PYTHON``, and
+for ``local`` masters only ``PYSPARK_PYTHON`` (this interpreter, so
+executors see the same packages) and ``SPARK_LOCAL_IP`` (a cluster's
+executors have their own Python and must reach the driver at its real
+address).
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ def spark_environment(master: str | None = None) -> None:
         if java is None:
             raise RuntimeError("no java on PATH: install a JDK 17 (apt-get install openjdk-17-jre-headless)")
         os.environ["JAVA_HOME"] = os.path.dirname(os.path.dirname(os.path.realpath(java)))
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    if master is not None and master.startswith("local"):  # a cluster's executors must reach the driver
+    if master is not None and master.startswith("local"):
+        # local executors run on this machine, with this interpreter; a
+        # cluster's have their own Python, and must reach the driver's address
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 

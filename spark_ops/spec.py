@@ -9,6 +9,9 @@ Semantics: one output row per input row.  A row's window holds the rows of
 the same key whose time lies in ``(t - range, t]`` (or the newest ``rows``
 rows, or what a custom policy keeps) and that come at or before it in
 ``(time, arrival)`` order; its outputs are the aggregations over that window.
+In streaming, the order is that of each micro-batch: a row older than its
+key's newest time in an earlier micro-batch cannot enter the window (it is
+a bad row, see ``on_bad_row``).
 """
 
 from __future__ import annotations
@@ -19,12 +22,14 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from mta import Aggregator, AmortizedMTA, LogMTA, MemoryLevelQueue, SlidePolicy, Window, aggregators, policies, product
+from mta import (Aggregator, AmortizedMTA, LiftError, LogMTA, MemoryLevelQueue, SlidePolicy, Window, aggregators,
+                 policies, product)
 from mta.errors import MTAError
 from mta.monoid import identity_function
 
-#: Spark SQL type of each ready aggregation's output column.
-OUTPUT_TYPES = {"count": "long", "collect": "array<double>"}
+#: Ready aggregations whose result is one of the values: typed like the
+#: value column (``long`` for integral values), ``double`` otherwise.
+VALUE_TYPED = ("sum", "min", "max", "first", "last")
 #: Ready aggregations over the value column (see :data:`mta.aggregators.BY_NAME`).
 READY = ("sum", "count", "min", "max", "mean", "geomean", "variance", "stddev",
          "var_pop", "stddev_pop", "first", "last")
@@ -60,8 +65,9 @@ class WindowSpec:
     @classmethod
     def build(cls, *, key, time, value, aggs, range=None, rows=None, policy=None, store=None,
               store_options=None, engine="amta", buffer_size=512, cache_size=512,
-              on_bad_row="error", namespace="mta") -> "WindowSpec":
-        """Check the arguments of :func:`spark_ops.sliding_window`."""
+              on_bad_row="error", namespace="mta", integral: bool = False) -> "WindowSpec":
+        """Check the arguments of :func:`spark_ops.sliding_window`;
+        ``integral``: the value column holds integers."""
         given = [name for name, v in (("range", range), ("rows", rows), ("policy", policy)) if v is not None]
         if len(given) != 1:
             raise SlidingWindowError(
@@ -77,11 +83,14 @@ class WindowSpec:
             raise SlidingWindowError(f"unknown engine {engine!r}; choose one of {sorted(ENGINES)}")
         if on_bad_row not in BAD_ROW_RULES:
             raise SlidingWindowError(f"on_bad_row must be one of {BAD_ROW_RULES}, got {on_bad_row!r}")
+        for option, size in (("buffer_size", buffer_size), ("cache_size", cache_size)):
+            if type(size) is not int or size < 1:
+                raise SlidingWindowError(f"{option} must be a positive int (pairs per level), got {size!r}")
         if isinstance(aggs, str):
             aggs = [a.strip() for a in aggs.split(",") if a.strip()]
         if not aggs:
             raise SlidingWindowError("aggs= needs at least one aggregation, e.g. ['max', 'mean']")
-        resolved = [_resolve_agg(a) for a in aggs]
+        resolved = [_resolve_agg(a, integral) for a in aggs]
         names = [name for name, _, _ in resolved]
         if len(set(names)) != len(names):
             raise SlidingWindowError(f"aggregation output columns must be unique, got {names}")
@@ -115,22 +124,28 @@ class WindowSpec:
         return aggs[0] if len(aggs) == 1 else product(*aggs)
 
     def window_id(self, key: Any, run: str) -> str:
-        """The store's name for one key's window: readable, bounded, no braces."""
-        text = f"{self.namespace}/{run}/{key!r}".replace("{", "(").replace("}", ")")
-        if len(text.encode()) > 120:
-            import hashlib
+        """The store's name for one key's window, ``<namespace>/<run>/<key!r>``:
+        readable when the key's repr fits a store name (no braces or control
+        characters, short), else a readable prefix and the SHA-1 of the
+        whole repr, so that distinct keys never share a window."""
+        readable = repr(key)
+        text = f"{self.namespace}/{run}/{readable}"
+        if len(text.encode("utf-8", "surrogatepass")) <= WINDOW_ID_BYTES and not _UNSAFE_IN_IDS.search(readable):
+            return text
+        import hashlib
 
-            text = text[:80] + "#" + hashlib.sha1(text.encode()).hexdigest()
-        return text
+        digest = hashlib.sha1(readable.encode("utf-8", "surrogatepass")).hexdigest()
+        prefix = _UNSAFE_IN_IDS.sub("?", readable).encode("utf-8", "replace")[:32].decode("utf-8", "ignore")
+        return f"{self.namespace}/{run}/{prefix}#{digest}"
 
     def fingerprint(self) -> str:
-        """What a window's contents depend on: the aggregations, the slide
-        and the engine (a restarted streaming query must not resume windows
-        built by another job)."""
+        """What a window's contents depend on: the columns, the aggregations,
+        the slide and the engine (a restarted streaming query must not
+        resume windows built by another job)."""
         aggs = ",".join(f"{name}={agg.name}" for name, agg, _ in self.aggs)
         slide = (f"range={self.range!r}" if self.range is not None else f"rows={self.rows}" if self.rows is not None
                  else f"policy={self.policy.name}")
-        return f"{aggs}; {slide}; {self.engine}"
+        return f"{aggs}; {slide}; {self.engine}; key={self.key}, time={self.time}, value={self.value}"
 
     def storage_options(self, key: Any, run: str, *, resume: bool | int = False) -> dict:
         """The engine options that put one key's window in the pooled store."""
@@ -160,7 +175,7 @@ def _value_of(record):
     return record[1]
 
 
-def _resolve_agg(agg) -> tuple[str, Aggregator, str]:
+def _resolve_agg(agg, integral: bool) -> tuple[str, Aggregator, str]:
     """``"max"`` or ``(column, Aggregator[, spark type])``."""
     if isinstance(agg, str):
         name = agg.strip().lower()
@@ -168,7 +183,8 @@ def _resolve_agg(agg) -> tuple[str, Aggregator, str]:
             raise SlidingWindowError(
                 f"unknown aggregation {agg!r}; ready ones are {', '.join(READY)}, "
                 "or pass (column, Aggregator, spark_type) for your own")
-        return name, aggregators.get(name), OUTPUT_TYPES.get(name, "double")
+        typed = "long" if name == "count" or (integral and name in VALUE_TYPED) else "double"
+        return name, aggregators.get(name), typed
     if isinstance(agg, tuple) and len(agg) in (2, 3) and isinstance(agg[1], Aggregator):
         return agg[0], agg[1], agg[2] if len(agg) == 3 else "double"
     raise SlidingWindowError(
@@ -192,6 +208,12 @@ def absolute_store_url(url: str | None) -> str | None:
     return url
 
 
+#: Longest readable window id, in UTF-8 bytes (stores take 160).
+WINDOW_ID_BYTES = 120
+#: What a key's repr cannot carry into a store name as is.
+_UNSAFE_IN_IDS = re.compile(r"[{}\x00-\x1f\x7f]|[\ud800-\udfff]")
+
+
 # -- one pooled store per executor process ------------------------------------
 _pool: dict = {}
 _pool_lock = threading.Lock()
@@ -212,12 +234,15 @@ def pooled_store(url: str, options: dict):
 # -- rows ---------------------------------------------------------------------
 def check_row(key, t, v, last_time) -> str | None:
     """Why a row cannot enter its key's window, or ``None``."""
-    if key is None:
-        return "null key"
+    # null and NaN read the same: pandas (streaming) turns null doubles into NaN
+    if key is None or (isinstance(key, float) and math.isnan(key)):
+        return "null or NaN key"
     if t is None or (isinstance(t, float) and math.isnan(t)):
-        return "null time"
+        return "null or NaN time"
+    if isinstance(t, float) and math.isinf(t):
+        return "infinite time"
     if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "null value"
+        return "null or NaN value"
     if not isinstance(v, (int, float)) or isinstance(v, bool):
         return f"value of type {type(v).__name__}, not a number"
     if last_time is not None and t < last_time:
@@ -225,22 +250,33 @@ def check_row(key, t, v, last_time) -> str | None:
     return None
 
 
-def push_rows(spec: WindowSpec, window: Window, key, times, values, last_time, out: list[list]):
+def lift_problem(exc: BaseException) -> str:
+    """A rejected row's reason when the aggregations cannot take its value."""
+    cause = exc.__cause__ if isinstance(exc, LiftError) and exc.__cause__ is not None else exc
+    return f"the aggregations cannot take the value: {type(cause).__name__}: {cause}"
+
+
+def push_rows(spec: WindowSpec, window: Window, key, times, values, last_time, out: list[list], shown=None):
     """Push one key's rows, in order, appending each row's results to ``out``
-    (one list per output column).  Returns the newest time pushed."""
+    (one list per output column).  Returns the newest time pushed.
+    ``shown``: the rows' times as the input has them, for messages."""
     flag = spec.on_bad_row == "flag"
     naggs = len(spec.aggs)
-    for t, v in zip(times, values):
+    for i, (t, v) in enumerate(zip(times, values)):
         problem = check_row(key, t, v, last_time)
+        if problem is None:
+            try:
+                results = window.push((t, v))
+            except LiftError as exc:  # raised before the window changed
+                problem = lift_problem(exc)
         if problem is not None:
-            spec.reject(problem, key, t, v)
-            for i in range(naggs):
-                out[i].append(None)
+            spec.reject(problem, key, t if shown is None else shown[i], v)
+            for column in out[:naggs]:
+                column.append(None)
             out[naggs].append(problem)
             continue
-        results = window.push((t, v))
-        for i in range(naggs):
-            out[i].append(results[i])
+        for column, result in zip(out, results):
+            column.append(result)
         if flag:
             out[naggs].append(None)
         last_time = t
@@ -263,7 +299,7 @@ class SortedWindow:
 
     def __init__(self, spec: WindowSpec, key: Any, run: str) -> None:
         aggregator = spec.value_aggregator()
-        self.lift, self.lower = aggregator.lift, aggregator.lower  # skipped when the identity
+        self._lift, self._lower = aggregator.lift, aggregator.lower  # skipped when the identity
         self.width = len(spec.aggs)
         options = spec.storage_options(key, run)
         self.engine = ENGINES[spec.engine](aggregator.monoid, None, **options)
@@ -279,12 +315,29 @@ class SortedWindow:
             else:
                 self.times = MemoryLevelQueue(0, 0)
 
-    def push(self, times: Sequence[float], values: Sequence) -> list[list]:
-        """Push rows in order; one list of results per aggregation."""
-        lifted = values if self.lift is identity_function else map(self.lift, values)
+    def lift(self, values: Sequence) -> tuple[list, list | None]:
+        """The values lifted into the aggregations' monoid, and per value the
+        reason it cannot be (``None`` for every value that can; ``None``
+        instead of the list when all can)."""
+        lift = self._lift
+        if lift is identity_function:
+            return list(values), None
+        lifted, problems = [], None
+        for i, v in enumerate(values):
+            try:
+                lifted.append(lift(v))
+            except Exception as exc:  # noqa: BLE001 - the row is rejected with the reason
+                problems = problems or [None] * len(values)
+                problems[i] = lift_problem(exc)
+                lifted.append(None)
+        return lifted, problems
+
+    def push(self, times: Sequence[float], lifted: Sequence) -> list[list]:
+        """Push rows in order, their values lifted by :meth:`lift`; one list of
+        results per aggregation."""
         results = self.engine.slide(lifted, self._evictions(times))
-        if self.lower is not identity_function:
-            results = list(map(self.lower, results))
+        if self._lower is not identity_function:
+            results = list(map(self._lower, results))
         if self.width == 1:
             return [results]
         return [list(column) for column in zip(*results)] if results else [[] for _ in range(self.width)]

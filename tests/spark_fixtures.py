@@ -201,12 +201,15 @@ assert set(READY) <= set(ORACLE)
 def is_bad(row: dict) -> str | None:
     """Why the oracle leaves a row out (the rules of spark_ops.spec.check_row,
     minus the streaming out-of-order rule, which depends on micro-batches)."""
-    if row["k"] is None:
-        return "null key"
-    if row["t"] is None or (isinstance(row["t"], float) and math.isnan(row["t"])):
-        return "null time"
-    if row["v"] is None or (isinstance(row["v"], float) and math.isnan(row["v"])):
-        return "null value"
+    k, t, v = row["k"], row["t"], row["v"]
+    if k is None or (isinstance(k, float) and math.isnan(k)):
+        return "null or NaN key"
+    if t is None or (isinstance(t, float) and math.isnan(t)):
+        return "null or NaN time"
+    if isinstance(t, float) and math.isinf(t):
+        return "infinite time"
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "null or NaN value"
     return None
 
 

@@ -238,7 +238,7 @@ def test_run_bad_rows_error_or_flag(spark, tmp_path, capsys):
     assert result.columns == ["key", "t", "v", "max", "count", "rejected"]
     got = result.collect()
     flagged = [r for r in got if r["rejected"] is not None]
-    assert sorted(r["rejected"] for r in flagged) == ["null time", "null value"]
+    assert sorted(r["rejected"] for r in flagged) == ["null or NaN time", "null or NaN value"]
     assert all(r["max"] is None and r["count"] is None for r in flagged)
     assert_matches([r for r in got if r["rejected"] is None], rows, ["max", "count"], range=20)
 
@@ -395,6 +395,15 @@ def test_usage_errors(small_csv, tmp_path, capsys, case, extra, expect):
     assert expect in one_error_line(capsys.readouterr().err)
 
 
+def test_stream_expire_after_needs_an_interval_trigger(tmp_path, capsys):
+    os.makedirs(tmp_path / "in")
+    argv = ["stream", "--input", str(tmp_path / "in"), "--output", str(tmp_path / "o"), "--checkpoint",
+            str(tmp_path / "c"), "--store", f"file:{tmp_path / 's'}", "--key", "k", "--time", "t", "--value", "v",
+            "--agg", "max", "--range", "10", "--expire-after", "60"]
+    assert cli.main(argv) == 2  # the default trigger is available-now
+    assert "--expire-after needs an interval --trigger" in one_error_line(capsys.readouterr().err)
+
+
 def test_error_unreachable_store(small_csv, tmp_path, capsys):
     t0 = time.monotonic()
     assert cli.main(_run_args(small_csv, tmp_path / "o", "--store", "redis://127.0.0.1:1")) == 2
@@ -465,7 +474,7 @@ def test_subprocess_failing_job_prints_one_line(tmp_path):
     assert done.returncode == 2, done.stderr
     err = "\n".join(line for line in done.stderr.splitlines()
                     if not line.startswith("WARNING: Using incubator modules"))
-    assert "row rejected (null value)" in one_error_line(err)
+    assert "row rejected (null or NaN value)" in one_error_line(err)
     assert "Exception" not in done.stderr
 
 

@@ -50,7 +50,9 @@ def check(spec, times, values, windows, split):
     w = SortedWindow(spec, "k", fresh_window("sorted"))
     got = [[] for _ in spec.aggs]
     for lo, hi in ((0, split), (split, len(times))):  # two Arrow batches of one key
-        for column, results in zip(got, w.push(times[lo:hi], values[lo:hi])):
+        lifted, problems = w.lift(values[lo:hi])
+        assert problems is None
+        for column, results in zip(got, w.push(times[lo:hi], lifted)):
             column.extend(results)
     w.close()
     for name, column in zip([n for n, _, _ in spec.aggs], got):
@@ -113,7 +115,7 @@ def test_store_backed_memory_does_not_grow_with_the_window(tmp_path):
     for start in range(0, 60_000, 1_000):
         times = [float(t) for t in range(start, start + 1_000)]
         values = [float(t % 97) for t in times]
-        assert in_store.push(times, values) == in_memory.push(times, values)
+        assert in_store.push(times, in_store.lift(values)[0]) == in_memory.push(times, in_memory.lift(values)[0])
         held = in_store.engine.local_size() + in_store.times.local_size()
         peak = max(peak, held)
     assert len(in_store.engine) == 20_000
@@ -121,3 +123,20 @@ def test_store_backed_memory_does_not_grow_with_the_window(tmp_path):
     assert peak < 1_000
     assert in_memory.engine.local_size() + in_memory.times.local_size() >= 2 * 20_000
     in_store.close()
+
+
+def test_window_ids_are_valid_and_distinct():
+    """Keys become store window names: readable when they can be, else a
+    readable prefix and a digest of the whole key; never two keys one name,
+    never a name a store refuses."""
+    from stores.base import check_window
+
+    spec = WindowSpec.build(key="k", time="t", value="v", aggs=["max"], rows=3)
+    keys = ["a", "{a}", "(a)", "a}", "主机" * 40, "x" * 500, "tab\there", 5, 5.0, "5", None, ("a", 1), "é" * 70]
+    ids = [spec.window_id(k, "run-1/17") for k in keys]
+    assert len(set(ids)) == len(keys), ids
+    for key, wid in zip(keys, ids):
+        assert check_window(wid) == wid
+        assert wid.startswith("mta/run-1/17/")
+        assert spec.window_id(key, "run-1/17") == wid  # the same in every process
+    assert ids[0] == "mta/run-1/17/'a'" and ids[7] == "mta/run-1/17/5"

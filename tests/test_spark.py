@@ -124,10 +124,16 @@ def test_batch_redis_connections_are_pooled_per_worker(spark, redis_url):
     assert connections <= workers * 4, f"{connections} connections for 40 windows"
 
 
+#: A value geomean cannot take, and the reason its row is rejected with.
+NEGATIVE = -3.0
+CANNOT_TAKE = "the aggregations cannot take the value: ValueError: geomean: inputs must be positive, got -3.0"
+
+
 def _with_bad_rows(rng, rows):
-    """Rows with a null/NaN value, a null/NaN time and a null key mixed in."""
+    """Rows with a null/NaN value, a null/NaN/infinite time, a null key and a
+    value geomean cannot take mixed in."""
     bad = [("k03", None, 1.0), ("k03", 7.0, None), ("k05", float("nan"), 2.0), ("k05", 3.0, float("nan")),
-           (None, 4.0, 5.0), ("k07", 0.0, None)]
+           (None, 4.0, 5.0), ("k07", 0.0, None), ("k05", float("inf"), 1.0), ("k06", 5.0, NEGATIVE)]
     rows = list(rows)
     for i, (k, t, v) in enumerate(bad):
         rows.insert(rng.randrange(len(rows) + 1), {"id": 10_000 + i, "k": k, "t": t, "v": v})
@@ -135,18 +141,21 @@ def _with_bad_rows(rng, rows):
 
 
 def test_batch_bad_rows_flag(spark, tmp_path):
-    """on_bad_row="flag": a null key, time or value (or NaN) gives the row null
+    """on_bad_row="flag": a null key, time or value (or NaN, or an infinite
+    time, or a value an aggregation cannot take) gives the row null
     aggregations and the reason in ``rejected``; the other rows' windows are
     as if it were not there.  In the file store."""
     rng = random.Random(4)
     rows = _with_bad_rows(rng, random_rows(rng, keys=8))
     got = _run_batch(spark, rows, aggs=ALL_AGGS, range=6, on_bad_row="flag", store=f"file://{tmp_path}")
-    want = expected(rows, ALL_NAMES, range=6)
-    assert sum(w["rejected"] is not None for w in want.values()) == 6
+    want = expected(rows, ALL_NAMES, range=6, rejected={r["id"]: CANNOT_TAKE for r in rows if r["v"] == NEGATIVE})
+    assert sum(w["rejected"] is not None for w in want.values()) == 8
     assert_outputs(got, rows, want, ALL_NAMES, flag=True)
 
 
-@pytest.mark.parametrize("bad, reason", [(("k03", 6.0, None), "null value"), (("k03", None, 4.0), "null time")])
+@pytest.mark.parametrize("bad, reason", [(("k03", 6.0, None), "null or NaN value"),
+                                         (("k03", None, 4.0), "null or NaN time"),
+                                         (("k03", float("inf"), 4.0), "infinite time")])
 def test_batch_bad_row_error_names_the_row(spark, bad, reason):
     rows = random_rows(random.Random(5), keys=4, per_key=(5, 10))
     rows.insert(len(rows) // 2, {"id": 999, "k": bad[0], "t": bad[1], "v": bad[2]})
@@ -216,6 +225,12 @@ def test_configuration_errors_raise_before_any_job(spark, tmp_path):
         (df, dict(ok, range=-1), "range must be a positive"),
         (df, dict(ok, on_bad_row="skip"), "on_bad_row"),
         (df, dict(ok, aggs=["max", "max"]), "unique"),
+        (df.withColumnRenamed("s", "max"), dict(ok), "has the name of an output column"),
+        (df.withColumnRenamed("s", "__mta_time"), dict(ok), "uses internally"),
+        (df, dict(ok, name="a/b"), "name must be"),
+        (df, dict(ok, buffer_size=0), "buffer_size must be a positive int"),
+        (df, dict(ok, expire_after=60), "expire_after is for streaming"),
+        (stream, dict(ok, store=f"file://{tmp_path}", name="n", expire_after=-1), "expire_after must be"),
         (stream, dict(ok), "needs store="),
         (stream, dict(ok, store=f"file://{tmp_path}"), "needs name="),
         (df, dict(ok, store="file://remote-host/dir"), "bad store URL"),
@@ -227,6 +242,28 @@ def test_configuration_errors_raise_before_any_job(spark, tmp_path):
         assert words in str(info.value), (kwargs, str(info.value))
     assert set(tracker.getJobIdsForGroup()) == jobs_before
     assert not spark.streams.active
+
+
+def test_long_values_keep_their_type_and_exactness(spark):
+    """An integral value column: sum, min, max, first and last are longs,
+    exact beyond 2^53 (nanosecond timestamps, byte counters); mean is a double."""
+    big = 1_700_000_000_000_000_001
+    df = spark.createDataFrame([(1, "a", 1.0, big), (2, "a", 2.0, 3), (3, "a", 3.0, big + 2)],
+                               "id long, k string, t double, v long")
+    out = sliding_window(df, key="k", time="t", value="v", aggs=["max", "min", "first", "last", "count", "mean"],
+                         rows=2)
+    types = dict(out.dtypes)
+    assert [types[c] for c in ("max", "min", "first", "last", "count", "mean")] == ["bigint"] * 5 + ["double"]
+    got = sorted((r.id, r.max, r.min, r.first, r.last, r["count"]) for r in out.collect())
+    assert got == [(1, big, big, big, big, 1), (2, big, 3, big, 3, 2), (3, big + 2, 3, 3, big + 2, 2)]
+
+
+def test_nan_keys_are_rejected_like_null_keys(spark):
+    rows = [(1, 1.0, 1.0, 5.0), (2, float("nan"), 2.0, 6.0), (3, 1.0, 3.0, 7.0), (4, float("nan"), 4.0, 8.0)]
+    df = spark.createDataFrame(rows, "id long, k double, t double, v double")
+    out = sliding_window(df, key="k", time="t", value="v", aggs=["sum"], rows=5, on_bad_row="flag").collect()
+    assert sorted((r.id, r.sum, r.rejected) for r in out) == [
+        (1, 5.0, None), (2, None, "null or NaN key"), (3, 12.0, None), (4, None, "null or NaN key")]
 
 
 def test_decimal_value_column_is_aggregated_or_refused_up_front(spark):
@@ -302,8 +339,60 @@ def test_streaming_restart_with_another_job_is_refused(spark, tmp_path):
     with pytest.raises(Exception) as info:
         _stream_rounds(spark, tmp_path, changed, rounds[1:])
     message = str(info.value)
-    assert "built by another job (max=max; range=10; amta)" in message, message[:3000]
-    assert "not by this one (max=max; range=20; amta)" in message
+    assert "built by another job (max=max; range=10; amta; key=k, time=t, value=v)" in message, message[:3000]
+    assert "not by this one (max=max; range=20; amta; key=k, time=t, value=v)" in message
+
+
+def test_streaming_expire_after_deletes_idle_windows(spark, tmp_path):
+    """expire_after= (a query with a processing-time trigger): keys without
+    rows for that long have their windows deleted from the store and their
+    Spark state dropped; their later rows start new windows."""
+    import time as clock
+
+    source, store = str(tmp_path / "in"), tmp_path / "store"
+    os.makedirs(source)
+    out = sliding_window(stream_source(spark, source), key="k", time="t", value="v", aggs=["count", "sum"],
+                         range=1000, store=f"file://{store}", name="expiring", expire_after=10.0)
+    sink = str(tmp_path / "out")
+    query = (out.writeStream.format("parquet").option("path", sink).option("checkpointLocation", str(tmp_path / "c"))
+             .trigger(processingTime="200 milliseconds").start())
+
+    def wait_for(condition, what):
+        deadline = clock.monotonic() + 120
+        while not condition():
+            assert query.isActive, query.exception()
+            assert clock.monotonic() < deadline, f"timed out waiting for {what}"
+            clock.sleep(0.1)
+
+    def processed():
+        return sum(p["numInputRows"] for p in query.recentProgress)
+
+    def windows():
+        if not os.path.exists(store / "mta.sqlite3"):
+            return set()
+        conn = sqlite3.connect(str(store / "mta.sqlite3"))
+        try:
+            return {w for (w,) in conn.execute("SELECT window FROM meta")}
+        finally:
+            conn.close()
+
+    try:
+        # a first micro-batch starts the Python workers (the timeout counts from a batch's start)
+        write_parquet(source, [{"id": 0, "k": "warm-up", "t": 0.0, "v": 0.0}])
+        wait_for(lambda: processed() == 1, "the warm-up file")
+        write_parquet(source, [{"id": 1, "k": "a", "t": 1.0, "v": 1.0}, {"id": 2, "k": "b", "t": 1.0, "v": 1.0}])
+        wait_for(lambda: processed() == 3, "the first file")
+        write_parquet(source, [{"id": 3, "k": "a", "t": 2.0, "v": 2.0}])
+        wait_for(lambda: processed() == 4, "the second file")
+        assert {"mta/expiring/'a'", "mta/expiring/'b'"} <= windows()
+        wait_for(lambda: not windows(), "every key to expire")  # no rows for 10 s
+        write_parquet(source, [{"id": 4, "k": "a", "t": 3.0, "v": 4.0}])
+        wait_for(lambda: processed() == 5, "the third file")
+        wait_for(lambda: len(read_sink(spark, sink)) == 5, "the sink")
+    finally:
+        query.stop()
+    got = sorted((r.id, r["count"], r["sum"]) for r in read_sink(spark, sink))
+    assert got == [(0, 1, 0.0), (1, 1, 1.0), (2, 1, 1.0), (3, 2, 3.0), (4, 1, 4.0)]  # a's window started afresh
 
 
 def _newest_of_round(batch):
