@@ -280,6 +280,16 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
+def render_tables(tables: list[tuple[str, list[str], list[list[str]]]], *, markdown: bool = False) -> str:
+    """``(title, headers, rows)`` tables as plain text or markdown."""
+    out = []
+    for title, headers, rows in tables:
+        if title:
+            out.append(title + (":" if markdown else ""))
+        out.append(markdown_table(headers, rows) if markdown else table(headers, rows))
+    return "\n\n".join(out)
+
+
 def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
     out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" if i == 0 else "---:" for i in range(len(headers))) + "|"]
     out.extend("| " + " | ".join(str(c) for c in r) + " |" for r in rows)

@@ -7,7 +7,8 @@
 ``--update`` replaces, in the given file, the text between
 ``<!-- BEGIN generated:NAME -->`` and ``<!-- END generated:NAME -->`` with
 section NAME (machine, exp1, exp1_calls, exp2, exp2_calls, exp3, latency,
-targets); the prose around them is left alone.
+targets, spark-batch, spark-growth, spark-stream); the prose around them is
+left alone.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import json
 import re
 from pathlib import Path
 
-from . import exp1, exp2, exp3
+from . import common, exp1, exp2, exp3, spark_batch, spark_growth, spark_stream
 from .common import REPO, fmt_ns, fmt_num, fmt_ratio, markdown_table, pow2
 
 
@@ -226,6 +227,17 @@ def sections(results: Path) -> dict[str, str]:
         out["latency"] = latency_section(dl)
     if d1 or d2:
         out["targets"] = targets(results)
+    for name, mod in (("spark-batch", spark_batch), ("spark-growth", spark_growth), ("spark-stream", spark_stream)):
+        d = _load(results, name)
+        if d is not None:
+            out[name] = "\n\n".join([
+                f"`{d.get('command')}`, {d['machine']['date_utc'][:16]} UTC, {d['machine']['cpu_model']} "
+                f"({d['machine']['logical_cores']} cores), Spark {d['spark']['spark']} on {d['spark']['master']}, "
+                f"load average {d['machine'].get('load_average_at_start', ['?'])[0]} at the start, "
+                f"{d['machine'].get('load_average_at_end', ['?'])[0]} at the end; "
+                f"commit {d['machine'].get('git_commit', '')[:10]}.",
+                common.render_tables(mod.tables(d), markdown=True),
+                "\n".join(f"* {line}" for line in mod.summary_lines(d))])
     return out
 
 

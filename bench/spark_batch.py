@@ -221,14 +221,12 @@ def summarize(data: dict) -> dict:
     return s
 
 
-def report(data: dict) -> str:
+def tables(data: dict) -> list[tuple[str, list[str], list[list[str]]]]:
+    """Rows per second, per frame: one row per window size."""
     cfg = data["config"]
-    lines = [f"Spark batch, per-row sliding max: rows per second ({data['profile']} profile, "
-             f"{data['spark']['master']}, Spark {data['spark']['spark']})"]
-    methods = [m for m in METHODS if any(r["method"] == m for r in data["records"])]
+    methods = [m for m in METHODS if any(r["method"] == m for r in data["records"]) and m != PIPELINE]
+    out = []
     for frame in cfg["frames"]:
-        lines.append("")
-        lines.append(f"{'count windows (ROWS frame)' if frame == 'rows' else 'time windows (RANGE frame)'}")
         head = ["W"] + methods + ["MTA/default", "MTA/segtree", "MTA/pandas"]
         rows = []
         for w in cfg["windows"]:
@@ -238,19 +236,30 @@ def report(data: dict) -> str:
                 o = _rate(data, other, w, frame)
                 row.append(f"{mta / o:.2f}" if mta and o else "-")
             rows.append(row)
-        lines.append(common.table(head, rows))
+        out.append(("count windows (ROWS frame), rows/s" if frame == "rows" else "time windows (RANGE frame), rows/s",
+                    head, rows))
+    return out
+
+
+def summary_lines(data: dict) -> list[str]:
+    lines = []
     ceiling = next((r["rows_per_s"] for r in data["records"] if r["method"] == PIPELINE), None)
     if ceiling:
         best = max((r["rows_per_s"] for r in data["records"] if r["method"] == MTA), default=0)
         lines.append(f"pipeline alone (shuffle, sort, Arrow round trip, no window): {ceiling:,.0f} rows/s; "
                      f"the best MTA max run reaches {best / ceiling:.2f} of it")
-    lines.append("")
     lines.append(f"checksums of the max methods agree: {'yes' if data.get('checksums_agree') else 'NO'}")
-    lines.extend("note: " + n for n in data.get("notes", []))
     for key, v in (data.get("summary") or summarize(data)).items():
         lines.append(f"[target] {key}: {v.get('ratio', v.get('max_over_min')):.2f}, target {v['target']}: "
                      f"{'MET' if v['met'] else 'MISSED'}")
-    return "\n".join(lines)
+    return lines
+
+
+def report(data: dict) -> str:
+    head = (f"Spark batch, per-row sliding max ({data['profile']} profile, {data['spark']['master']}, "
+            f"Spark {data['spark']['spark']})")
+    return "\n".join([head, "", common.render_tables(tables(data)), "", *summary_lines(data), "",
+                      *("note: " + n for n in data.get("notes", []))])
 
 
 def plot(data: dict, path) -> None:

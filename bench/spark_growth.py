@@ -96,14 +96,14 @@ def summarize(data: dict) -> dict:
     return s
 
 
-def report(data: dict) -> str:
-    lines = [f"Spark batch, {', '.join(AGGS)} over time windows: cost and worker memory as W grows "
-             f"({data['profile']} profile, {sparkbench.MASTER})"]
+def tables(data: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     rows = [[r["store"], f"{r['window']:,}", f"{r['rows']:,}", f"{r['rows_per_s']:,.0f}",
              f"{1e6 / r['rows_per_s']:.1f}", f"{r['peak_worker_mb']:.1f}"] for r in data["records"]]
-    lines.append(common.table(["store", "W", "rows", "rows/s", "us/row", "peak worker MB"], rows))
-    lines.append("")
-    lines.extend("note: " + n for n in data.get("notes", []))
+    return [("", ["store", "W", "rows", "rows/s", "us/row (wall, 2 cores)", "peak worker MB"], rows)]
+
+
+def summary_lines(data: dict) -> list[str]:
+    lines = []
     for store, v in (data.get("summary") or summarize(data)).items():
         line = (f"[target] {store}: per-row cost largest/smallest W ({v['windows']}) = "
                 f"{v['per_row_cost_ratio']:.2f}, target {v['cost_target']}: {'MET' if v['cost_met'] else 'MISSED'}; "
@@ -111,7 +111,14 @@ def report(data: dict) -> str:
         if "memory_met" in v:
             line += f", target {v['memory_target']}: {'MET' if v['memory_met'] else 'MISSED'}"
         lines.append(line)
-    return "\n".join(lines)
+    return lines
+
+
+def report(data: dict) -> str:
+    head = (f"Spark batch, {', '.join(AGGS)} over time windows: cost and worker memory as W grows "
+            f"({data['profile']} profile, {sparkbench.MASTER})")
+    return "\n".join([head, common.render_tables(tables(data)), "", *summary_lines(data), "",
+                      *("note: " + n for n in data.get("notes", []))])
 
 
 def plot(data: dict, path) -> None:

@@ -201,22 +201,29 @@ def _flush(url: str) -> None:
         client.close()
 
 
-def report(data: dict) -> str:
-    lines = [f"Spark streaming: per-event max over the last {data['config']['range_s']} s "
-             f"({data['profile']} profile, {sparkbench.MASTER}, Spark {data['spark']['spark']})"]
+def tables(data: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     rows = [[r["input"], f"{r['hosts']} x {r['seconds_of_data']:,} s", f"{r['events']:,}", r["method"],
              f"{r['micro_batches']}", f"{r['events_per_s']:,.0f}", f"{r.get('state_rows', '-')}",
              f"{r['store_bytes'] / 2**20:.1f}" if "store_bytes" in r else "-"] for r in data["records"]]
-    lines.append(common.table(["input", "hosts x time", "events", "method", "batches", "events/s",
-                               "Spark state rows", "store MB"], rows))
+    return [("", ["input", "hosts x time", "events", "method", "micro-batches", "events/s", "Spark state rows",
+                  "store MB"], rows)]
+
+
+def summary_lines(data: dict) -> list[str]:
     by = {(r["input"], r["method"]): r for r in data["records"]}
     hop = by.get(("small", "hopping windows"))
+    lines = []
     for method in ("MTA, file store", "MTA, redis store"):
         mine = by.get(("small", method))
         if hop and mine:
             lines.append(f"[ratio] small input, {method} / hopping windows: events/s "
                          f"{mine['events_per_s'] / hop['events_per_s']:.1f}x, Spark state rows "
                          f"{mine.get('state_rows')} vs {hop.get('state_rows')}")
-    lines.append("")
-    lines.extend("note: " + n for n in data.get("notes", []))
-    return "\n".join(lines)
+    return lines
+
+
+def report(data: dict) -> str:
+    head = (f"Spark streaming: per-event max over the last {data['config']['range_s']} s "
+            f"({data['profile']} profile, {sparkbench.MASTER}, Spark {data['spark']['spark']})")
+    return "\n".join([head, common.render_tables(tables(data)), *summary_lines(data), "",
+                      *("note: " + n for n in data.get("notes", []))])
