@@ -356,6 +356,14 @@ def _local_path(path: str) -> str | None:
     return os.path.abspath(os.path.expanduser(path))
 
 
+def _spark_path(path: str) -> str:
+    """``path`` as Spark should see it: local paths absolute, as ``file:``
+    paths, because Spark's JVM resolves relative paths against the directory
+    it started in, which need not be this process's working directory."""
+    local = _local_path(path)
+    return path if local is None else "file:" + local
+
+
 def _visible_files(directory: str) -> list[str]:
     found = []
     for root, dirs, files in os.walk(directory):
@@ -664,12 +672,12 @@ def cmd_run(args, spark=None) -> int:
     with _session(args, spark, "run", progress) as session:
         t0 = time.monotonic()
         with progress.stage("reading input", session, f"{fmt} {args.input}"):
-            df = _reader(session.read, fmt, streaming=False).load(args.input)
+            df = _reader(session.read, fmt, streaming=False).load(_spark_path(args.input))
             out = _windows(df, args, spec, store, None)
         with progress.stage("running windows", session, f"{_describe(spec)}, into {args.output}"):
-            out.write.mode("overwrite" if args.overwrite else "errorifexists").parquet(args.output)
+            out.write.mode("overwrite" if args.overwrite else "errorifexists").parquet(_spark_path(args.output))
         elapsed = time.monotonic() - t0
-        rows = session.read.parquet(args.output).count()
+        rows = session.read.parquet(_spark_path(args.output)).count()
     print(f"wrote {rows:,} rows to {args.output} (Parquet: {', '.join(out.columns)}) "
           f"in {_duration(elapsed)}, {rows / max(elapsed, 1e-9):,.0f} rows/s")
     return EXIT_OK
@@ -710,11 +718,12 @@ def cmd_stream(args, spark=None) -> int:
                 raise CLIError(f"bad --schema {args.schema!r}: {failure_message(e)[0]}") from None
         else:
             with progress.stage("inferring the schema", session, f"from the files in {args.input}"):
-                schema = _reader(session.read, fmt, streaming=False).load(args.input).schema
-        df = reader.schema(schema).load(args.input)
+                schema = _reader(session.read, fmt, streaming=False).load(_spark_path(args.input)).schema
+        df = reader.schema(schema).load(_spark_path(args.input))
         out = _windows(df, args, spec, store, name)
         writer = (out.writeStream.format("parquet").outputMode("append")
-                  .option("path", args.output).option("checkpointLocation", args.checkpoint))
+                  .option("path", _spark_path(args.output))
+                  .option("checkpointLocation", _spark_path(args.checkpoint)))
         if args.trigger == "once":
             writer = writer.trigger(once=True)
         elif args.trigger == "available-now":

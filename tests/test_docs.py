@@ -129,6 +129,24 @@ def docs_cwd(tmp_path_factory):
     return tmp_path_factory.mktemp("docs-cwd")
 
 
+def _stop_jvm() -> None:
+    """End this process's Spark JVM, so that the next session launches one in
+    the current directory: the examples use relative paths, which the JVM
+    resolves against the directory it started in."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    gateway.shutdown()
+    proc = getattr(gateway, "proc", None)
+    if proc is not None:
+        proc.stdin.close()  # the JVM exits when its stdin closes
+        proc.wait(timeout=60)
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+
+
 @pytest.fixture(scope="module")
 def spark_session_for_docs(docs_cwd):
     """Created only when a file needs it (in ``docs_cwd``); stopped at the end
@@ -144,6 +162,7 @@ def spark_session_for_docs(docs_cwd):
 
             if SparkContext._active_spark_context is not None:
                 SparkSession.builder.getOrCreate().stop()
+            _stop_jvm()  # a JVM started by an earlier module keeps its own cwd
             previous = os.getcwd()
             os.chdir(docs_cwd)
             try:
