@@ -21,32 +21,21 @@ Network backends connect lazily: ``open_store`` does no I/O and a backend
 that is down makes the first operation raise :class:`StoreUnavailable`
 after the bounded retries.
 
-This package depends on :mod:`mta` (errors) and never on pyspark.
+This package depends on :mod:`mta` and msgpack, and never on pyspark.
 """
 
 from __future__ import annotations
 
-import importlib
 import re
 from typing import Any, Callable
 
+from . import codec
 from .base import MAX_WINDOW_BYTES, Store, StoreStats, Token
-from .window import WindowStorage
+from .codec import decode, encode, register_codec, registered_codecs, unregister_codec
 from .errors import (CasMismatch, CodecRegistrationError, CorruptValue, FencingError, FormatVersionError,
                      MissingData, StoreAuthenticationError, StoreClosed, StoreConfigError,
                      StoreError, StoreUnavailable)
-
-_CODEC_NAMES = ("encode", "decode", "register_codec", "unregister_codec", "registered_codecs")
-
-
-def __getattr__(name: str) -> Any:
-    # The codec needs msgpack; import it on first use so that the memory and
-    # file stores work without msgpack installed.
-    if name in _CODEC_NAMES or name == "codec":
-        codec = importlib.import_module(f"{__name__}.codec")
-        return codec if name == "codec" else getattr(codec, name)
-    raise AttributeError(f"module 'stores' has no attribute {name!r}")
-
+from .window import WindowStorage
 
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
 
