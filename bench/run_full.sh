@@ -25,6 +25,7 @@ cp -r "${MTA_FROM:-$root}/mta" "$snap/"
 cp -r "$root/stores" "$snap/"  # the store experiments (kvs1, kvs2, exp4)
 cp -r "$root/spark_ops" "$snap/"  # the Spark experiments
 cp -r "$root/bench" "$snap/"
+cp "$root/.gitignore" "$snap/"  # so that git status in the snapshot ignores __pycache__
 ln -s "$root/.git" "$snap/.git"  # git rev-parse / status for the JSON's commit info
 rm -rf "$snap/bench/results"
 mkdir -p "$out"
