@@ -7,6 +7,8 @@ every number is positive.  No timing assertions.
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -196,3 +198,33 @@ def test_exp4_cli(tmp_path):
         if r["backend"] != "memory":
             assert r["traffic"]["pairs_written"] > 0 and r["store_used_mb"] > 0 and r["checkpoint_version"] >= 1
     assert "peak RSS" in proc.stdout and "Target:" in proc.stdout
+
+
+@pytest.mark.parametrize("page, module", [("benchmarks.md", "bench.report"),
+                                          ("benchmarks-spark.md", "bench.report"),
+                                          ("benchmarks-stores.md", "bench.report_stores")])
+def test_benchmark_pages_match_results(page, module):
+    """The tables of docs/<page> are what ``python -m <module> --update``
+    generates from the committed bench/results: no page shows numbers its
+    JSON does not hold, and every generated section is filled."""
+    import importlib
+
+    secs = importlib.import_module(module).sections(REPO / "bench" / "results")
+    text = (REPO / "docs" / page).read_text()
+    found = re.findall(r"<!-- BEGIN generated:([\w-]+) -->\n(.*?)<!-- END generated:\1 -->", text, re.S)
+    assert found, f"docs/{page} has no generated sections"
+    stale = [name for name, body in found if name not in secs or body != secs[name] + "\n"]
+    assert not stale, (f"docs/{page}: sections {stale} differ from the results; "
+                       f"run .venv/bin/python -m {module} --update docs/{page}")
+
+
+def test_run_full_script(tmp_path):
+    """bench/run_full.sh runs experiments from a snapshot of the sources."""
+    proc = subprocess.run(["bash", str(REPO / "bench" / "run_full.sh"), "--tiny", "--quiet", "--out", str(tmp_path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "EXPERIMENTS": "latency"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "snapshot" in proc.stderr
+    data = json.loads((tmp_path / "latency.json").read_text())
+    assert data["experiment"] == "latency" and data["profile"] == "tiny"
+    assert (tmp_path / "latency.log").stat().st_size > 0
