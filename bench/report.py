@@ -253,14 +253,18 @@ def update(path: Path, secs: dict[str, str]) -> list[str]:
     return done
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.report")
+def cli(argv, *, prog: str, sections, plotted: dict) -> int:
+    """The command line of a report module: print the generated sections of
+    ``sections(results)``, or refresh them in a markdown file (``--update``),
+    or redraw the PNGs of ``plotted`` (name -> experiment module) first."""
+    ap = argparse.ArgumentParser(prog=prog)
     ap.add_argument("--results", type=Path, default=REPO / "bench" / "results")
     ap.add_argument("--update", type=Path, help="markdown file whose generated sections to refresh")
-    ap.add_argument("--replot", action="store_true", help="redraw exp1-3 PNGs from their JSON")
+    ap.add_argument("--replot", action="store_true",
+                    help=f"redraw the {', '.join(plotted)} PNGs from their JSON")
     args = ap.parse_args(argv)
     if args.replot:
-        for name, mod in (("exp1", exp1), ("exp2", exp2), ("exp3", exp3)):
+        for name, mod in plotted.items():
             d = _load(args.results, name)
             if d is not None:
                 mod.plot(d, args.results / f"{name}.png")
@@ -272,6 +276,11 @@ def main(argv=None) -> int:
         for name, body in secs.items():
             print(f"<!-- BEGIN generated:{name} -->\n{body}\n<!-- END generated:{name} -->\n")
     return 0
+
+
+def main(argv=None) -> int:
+    return cli(argv, prog="python -m bench.report", sections=sections,
+               plotted={"exp1": exp1, "exp2": exp2, "exp3": exp3})
 
 
 if __name__ == "__main__":

@@ -12,12 +12,11 @@ exp4); the prose around them is left alone.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from . import exp4, kvs1, kvs2
-from .common import REPO, fmt_ns, markdown_table, pow2
-from .report import _load, update
+from .common import fmt_ns, markdown_table, pow2
+from .report import _load, cli
 
 NAMES = ("kvs1", "kvs2", "exp4")
 
@@ -276,24 +275,8 @@ def sections(results: Path) -> dict[str, str]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.report_stores")
-    ap.add_argument("--results", type=Path, default=REPO / "bench" / "results")
-    ap.add_argument("--update", type=Path, help="markdown file whose generated sections to refresh")
-    ap.add_argument("--replot", action="store_true", help="redraw the kvs1, kvs2 and exp4 PNGs from their JSON")
-    args = ap.parse_args(argv)
-    if args.replot:
-        for name, mod in (("kvs1", kvs1), ("kvs2", kvs2), ("exp4", exp4)):
-            d = _load(args.results, name)
-            if d is not None:
-                mod.plot(d, args.results / f"{name}.png")
-                print("replotted", args.results / f"{name}.png")
-    secs = sections(args.results)
-    if args.update:
-        print("updated:", ", ".join(update(args.update, secs)) or "nothing")
-    else:
-        for name, body in secs.items():
-            print(f"<!-- BEGIN generated:{name} -->\n{body}\n<!-- END generated:{name} -->\n")
-    return 0
+    return cli(argv, prog="python -m bench.report_stores", sections=sections,
+               plotted={"kvs1": kvs1, "kvs2": kvs2, "exp4": exp4})
 
 
 if __name__ == "__main__":
