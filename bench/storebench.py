@@ -320,13 +320,15 @@ COUNTERS = ("round_trips", "pairs_written", "pairs_read", "bytes_written", "byte
 
 def counters(engine, store) -> dict[str, int]:
     """The engine's store traffic so far: the store's round trips and bytes
-    (:class:`stores.StoreStats`), the window's cache hits and misses."""
+    (:class:`stores.StoreStats`); the window's pairs written and read (the
+    store counts values, one per group of pairs) and its cache hits and
+    misses (:class:`stores.window.WindowStats`)."""
     if store is None:
         return {k: 0 for k in COUNTERS}
     s = store.stats.as_dict()
     w = engine.store_stats
-    return {"round_trips": s["round_trips"], "pairs_written": s["pairs_written"],
-            "pairs_read": s["pairs_read"], "bytes_written": s["bytes_written"], "bytes_read": s["bytes_read"],
+    return {"round_trips": s["round_trips"], "pairs_written": w.pairs_written,
+            "pairs_read": w.pairs_read, "bytes_written": s["bytes_written"], "bytes_read": s["bytes_read"],
             "cache_hits": w.cache_hits, "cache_misses": w.cache_misses}
 
 

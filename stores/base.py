@@ -5,9 +5,12 @@ sliding-window aggregation; its name is a ``str``):
 
 * **pairs** -- opaque ``bytes`` blobs keyed by ``(window, epoch, level,
   index)``, written, read and deleted by contiguous ranges of indices
-  ``[first, first + n)``.  ``index`` is the absolute position of an element
-  in its level queue (see :mod:`mta.level_queue`): positions never shift, so
-  a pair is written once and never rewritten.  The *epoch* lets a recovered
+  ``[first, first + n)``.  The level queues (:mod:`stores.window`) store
+  under index ``g`` the group ``g`` of a level's pairs (``group_size``
+  pairs from absolute position ``2 g group_size``, see
+  :mod:`mta.level_queue`): positions never shift, so a group is written
+  once, when complete, and never rewritten.  To this interface a blob is
+  one "pair"; its counters count blobs.  The *epoch* lets a recovered
   window write a fresh generation while the previous one is still readable,
   then drop the old one with one :meth:`Store.drop_epoch`.
 * **metadata** -- one small blob per window, updated with compare-and-set

@@ -125,61 +125,6 @@ def encode(value: Any) -> bytes:
     return _HEADER.pack(FORMAT_VERSION, zlib.crc32(payload)) + payload
 
 
-def _ext_header(code: int, size: int) -> bytes:
-    """msgpack's header of an extension value of ``size`` payload bytes."""
-    fixed = {1: 0xD4, 2: 0xD5, 4: 0xD6, 8: 0xD7, 16: 0xD8}.get(size)
-    if fixed is not None:
-        return bytes((fixed, code))
-    if size < 1 << 8:
-        return bytes((0xC7, size, code))
-    if size < 1 << 16:
-        return b"\xc8" + size.to_bytes(2, "big") + bytes((code,))
-    return b"\xc9" + size.to_bytes(4, "big") + bytes((code,))
-
-
-#: payload size -> (header of a tuple extension of that size, its CRC32)
-_TUPLE_HEADERS = {n: (h, zlib.crc32(h)) for n in range(1, 256) for h in (_ext_header(EXT_TUPLE, n),)}
-#: blob header followed by an ext 8 header (tag 0xC7, size, type); CRC32 of that ext header by size
-_HEADER_EXT8 = struct.Struct(">BIBBB")
-_EXT8_CRC = [zlib.crc32(bytes((0xC7, n, EXT_TUPLE))) for n in range(256)]
-
-
-def encode_pairs(elements: list, count: int) -> list[bytes]:
-    """``[encode((elements[2k], elements[2k + 1])) for k in range(count)]``,
-    byte for byte, in one pass (the level queues' write path).
-
-    Each pair is packed as a two-element array whose tuple-extension header
-    and checksum are assembled here instead of through msgpack's ``default``
-    callback: about four times faster than :func:`encode` on small pairs.
-    """
-    st = _state
-    depth = st.depth
-    if depth == len(st.packers):
-        st.packers.append(_new_packer())
-    pack = st.packers[depth].pack
-    st.depth = depth + 1  # nested extensions (tuples inside the pair) use the next packer
-    crc32, headers, header, header8, crc8 = zlib.crc32, _TUPLE_HEADERS, _HEADER.pack, _HEADER_EXT8.pack, _EXT8_CRC
-    out = []
-    append = out.append
-    it = iter(elements[: 2 * count])
-    try:
-        for a, b in zip(it, it):
-            inner = pack([a, b])
-            n = len(inner)
-            if 2 < n < 256 and n != 4 and n != 8 and n != 16:  # ext 8: blob header and ext header in one
-                append(header8(FORMAT_VERSION, crc32(inner, crc8[n]), 0xC7, n, EXT_TUPLE) + inner)
-                continue
-            entry = headers.get(n)
-            if entry is None:
-                h = _ext_header(EXT_TUPLE, n)
-                entry = (h, crc32(h))
-            h, hcrc = entry
-            append(header(FORMAT_VERSION, crc32(inner, hcrc)) + h + inner)
-    finally:
-        st.depth = depth
-    return out
-
-
 # -------------------------------------------------------------- unpacking
 
 class _UserDecodeError(Exception):
@@ -252,43 +197,6 @@ def decode(blob: bytes | bytearray | memoryview) -> Any:
                            f"{type(exc).__name__}: {exc}") from exc
 
 
-_FIXEXT_SIZES = {0xD4: 1, 0xD5: 2, 0xD6: 4, 0xD7: 8, 0xD8: 16}
-
-
-def decode_pairs(blobs: list) -> list:
-    """The elements of the pairs in ``blobs``, flattened: for blobs made by
-    :func:`encode` of two-element tuples, ``[a0, b0, a1, b1, ...]``.
-
-    Equivalent to extending a list with ``decode(blob)`` for each blob, and
-    raises what :func:`decode` raises (blobs that do not take the fast path
-    -- other values, bad checksums, other versions -- go through it).  The
-    fast path checks the version byte and the checksum, then unpacks the
-    tuple extension's array directly: about twice as fast as :func:`decode`.
-    """
-    out: list = []
-    extend = out.extend
-    crc32, fixext, unpackb, hook, header = zlib.crc32, _FIXEXT_SIZES, msgpack.unpackb, _ext_hook, _HEADER_EXT8.unpack_from
-    for blob in blobs:
-        if type(blob) is bytes and len(blob) > 7:
-            version, crc, tag, size, code = header(blob)
-            if tag == 0xC7:
-                start = 8
-            else:  # fixext: byte 6 is the type code
-                size, code, start = fixext.get(tag), size, 7
-            if (version == FORMAT_VERSION and code == EXT_TUPLE and size == len(blob) - start
-                    and crc32(blob[HEADER_SIZE:]) == crc):
-                try:
-                    items = unpackb(blob[start:], ext_hook=hook, raw=False, strict_map_key=False,
-                                    use_list=True)
-                except Exception:  # decode() below raises the right error
-                    items = None
-                if type(items) is list and len(items) == 2:
-                    extend(items)
-                    continue
-        extend(decode(blob))
-    return out
-
-
 # ----------------------------------------------------------- registration
 
 def register_codec(type_: type, code: int, encode_fn: Callable[[Any], Any],
@@ -344,5 +252,5 @@ def registered_codecs() -> dict[type, int]:
         return {t: c for t, (c, _) in _user_encoders.items()}
 
 
-__all__ = ["encode", "decode", "encode_pairs", "decode_pairs", "register_codec", "unregister_codec", "registered_codecs",
+__all__ = ["encode", "decode", "register_codec", "unregister_codec", "registered_codecs",
            "FORMAT_VERSION", "HEADER_SIZE"]

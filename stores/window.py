@@ -14,11 +14,18 @@ Per level, :class:`StoreLevelQueue` keeps in process memory
   may wait a GIL switch interval, 5 ms, before it runs), synchronously on a
   miss.
 
-Everything else lives in the store, one key per pair.  Process memory is
-bounded by levels x (buffer + cache), whatever the window's length.
+Everything else lives in the store, in *groups*: the pairs ``[g G, (g + 1) G)``
+of a level are one value under key ``g`` (``G`` = ``group_size``, 16 pairs by
+default, fixed when the window is created), so that encoding, checksums and
+the store's protocol cost one call per group rather than per pair.  Only
+whole groups are written; a checkpoint keeps the pairs of the incomplete last
+group in its record.  A group written after a jump of the head (pairs evicted
+before they were stored) starts at its first live pair, so each value is
+``(first pair, elements)``.  Process memory is bounded by levels x
+(buffer + cache), whatever the window's length.
 
-Durability and fencing.  Each pair key is written once and never rewritten:
-pairs are only written when final, and each owner writes under its own
+Durability and fencing.  Each group key is written once and never rewritten:
+groups are only written when complete and final, and each owner writes under its own
 *epoch*.  Opening a window claims it: the epoch in its metadata record is
 raised by compare-and-set, and a former owner becomes stale.  A checkpoint
 flushes the buffers, then commits the levels' bounds, their unflushed tails
@@ -42,18 +49,18 @@ from dataclasses import dataclass
 
 from mta.level_queue import LevelQueue
 
-from .codec import decode, decode_pairs, encode, encode_pairs
+from .codec import decode, encode
 from .errors import CasMismatch, CorruptValue, FencingError, FormatVersionError, MissingData, StoreError
 
-#: Version of the metadata record layout.
-META_FORMAT = 1
+#: Version of the metadata record layout (2: pairs stored in groups).
+META_FORMAT = 2
+#: Pairs per stored value, for new windows (capped by their buffer size).
+GROUP_SIZE = 16
 #: Pairs read synchronously on a cache miss before the background refill.
 MISS_BATCH = 8
 #: Urgent refills of a level with no insert in between before its
 #: prefetches start without waiting for the next insert (a draining window).
 DRAIN_CHECKS = 8
-#: Prefetched pairs decoded at a time, as the head reaches them.
-RAW_CHUNK = 64
 #: Elements at the end of each level that stay in process memory (the tail).
 TAIL_KEPT = 2
 
@@ -152,9 +159,6 @@ class StoreLevelQueue(LevelQueue):
         "_check_at",
         "_fast_end",
         "_hits",
-        "_raw",
-        "_raw_off",
-        "_raw_at",
         "_quiet",
         "_quiet_hi",
     )
@@ -173,11 +177,6 @@ class StoreLevelQueue(LevelQueue):
         self._hits = 0  # cache hits not yet added to the window's stats
         self._check_at = 0  # a cache hit at or after this position tends the cache
         self._fast_end = 0  # [cache_lo, fast_end): cache hits that need no tending
-        # prefetched pairs not decoded yet (blobs), right after the cache:
-        # _raw[_raw_off:] holds positions [_raw_at, ...); decoded when reached
-        self._raw: list | None = None
-        self._raw_off = 0
-        self._raw_at = 0
         self._quiet = 0  # urgent prefetch checks since the leaf level last grew
         self._quiet_hi = -1
         self._rebase()
@@ -261,11 +260,9 @@ class StoreLevelQueue(LevelQueue):
         self.lo = self.hi
         self._recent = []
         self._cache = []
-        self._raw = None
 
     def local_size(self) -> int:
-        raw = 2 * (len(self._raw) - self._raw_off) if self._raw else 0
-        return len(self._recent) + len(self._cache) + raw
+        return len(self._recent) + len(self._cache)
 
     def take_hits(self) -> int:
         """Cache hits since the last call (folded into the window's stats)."""
@@ -274,7 +271,8 @@ class StoreLevelQueue(LevelQueue):
 
     # -- write buffer -----------------------------------------------------
     def _start_flush(self, final: int) -> None:
-        """Write the final pairs not yet in the store, in the background."""
+        """Write the complete groups of final pairs not yet in the store, in
+        the background."""
         if self._flush is not None:
             self._finish_flush()
         dead = min(self.lo >> 1, final) - self.stored
@@ -283,16 +281,22 @@ class StoreLevelQueue(LevelQueue):
             self.stored += dead
             self._rebase()
         first = self.stored
-        count = final - first
+        w = self._w
+        size = w.group
+        count = final - final % size - first
         if count <= 0:
             return
-        blobs = encode_pairs(self._recent, count)
-        w = self._w
+        recent = self._recent
+        blobs = []
+        start = first
+        for end in range(first - first % size + size, first + count + 1, size):
+            blobs.append(encode((start, recent[2 * (start - first) : 2 * (end - first)])))
+            start = end
         if w.background:
-            future = w.start_write(self.level, first, blobs)
+            future = w.start_write(self.level, first // size, blobs, count)
         else:
             future = Future()
-            future.set_result(w.write(self.level, first, blobs))
+            future.set_result(w.write(self.level, first // size, blobs, count))
         self._flush = (future, count)
         self._rebase()
         self._note_written(first, count)
@@ -317,12 +321,13 @@ class StoreLevelQueue(LevelQueue):
         if not self._cache:
             self._cache_lo = max(self._cache_lo, start)
         skip = self._cache_lo + len(self._cache) - start
-        if 0 <= skip < len(flushed) and not self._raw:  # contiguous with the cache
+        if 0 <= skip < len(flushed):  # contiguous with the cache
             room = 2 * self._w.cache_size - len(self._cache)
             self._cache += flushed[skip : skip + max(room, 0)]
 
     def flush_all(self) -> None:
-        """Write every final pair now (for a checkpoint)."""
+        """Write every complete group of final pairs now (for a checkpoint,
+        whose record keeps the rest)."""
         self._start_flush((self.hi - self._w.mutable_tail) >> 1)
         if self._flush is not None:
             self._finish_flush()
@@ -336,14 +341,8 @@ class StoreLevelQueue(LevelQueue):
 
     # -- head cache -------------------------------------------------------
     def _miss(self, i: int):
-        """Position ``i`` is not in the cache: decode it from the prefetched
-        blobs, or take the prefetch that holds it, or read it from the store
-        (extending or restarting the cache)."""
-        if self._raw and self._raw_at <= i < self._end():  # prefetched, not decoded yet
-            self._w._stats.cache_hits += 1
-            self._unraw(i)
-            self._prefetch_ahead()
-            return self._cache[i - self._cache_lo]
+        """Position ``i`` is not in the cache: take the prefetch that holds
+        it, or read it from the store (extending or restarting the cache)."""
         pf = self._prefetch
         if pf is not None:
             future, start, count = pf
@@ -359,74 +358,60 @@ class StoreLevelQueue(LevelQueue):
         c = i - self._cache_lo
         if 0 <= c < len(self._cache):
             self._w._stats.cache_hits += 1
-        elif self._raw and self._raw_at <= i < self._end():  # prefetched, not decoded yet
-            self._w._stats.cache_hits += 1
-            self._unraw(i)
         else:
             w = self._w
             w._stats.cache_misses += 1
             if i < self._cache_lo or i - self._cache_lo >= 4 * w.cache_size - 2:
                 # restart at i's pair (reading the gap would overgrow the cache)
-                self._cache, self._cache_lo, self._raw = [], i & ~1, None
-            elif self._raw:
-                self._unraw(self._end() - 1)  # the gap starts after the prefetched pairs
-            end = self._cache_lo + len(self._cache)
-            count = min(max(MISS_BATCH, ((i - end) >> 1) + 1), self.stored - (end >> 1))
-            self._cache += self._fetch(end >> 1, count)
+                self._cache, self._cache_lo = [], i & ~1
+            end = (self._cache_lo + len(self._cache)) >> 1
+            self._cache += self._fetch(end, self._to_group_end(end, max(MISS_BATCH, ((i >> 1) - end) + 1)))
         self._prefetch_ahead()
         self._check_at = self._fast_end = 0
         return self._cache[i - self._cache_lo]
 
     def _end(self) -> int:
-        """First position after the cache and the prefetched blobs."""
-        if self._raw:
-            return self._raw_at + 2 * (len(self._raw) - self._raw_off)
+        """First position after the cache."""
         return self._cache_lo + len(self._cache)
 
-    def _unraw(self, i: int) -> None:
-        """Decode prefetched pairs up to position ``i``'s, and RAW_CHUNK more,
-        into the cache (whose end is ``_raw_at``)."""
-        raw, off = self._raw, self._raw_off
-        n = min(len(raw) - off, ((i - self._raw_at) >> 1) + 1 + RAW_CHUNK)
-        first = self._raw_at >> 1
-        if not self._cache:
-            self._cache_lo = self._raw_at
-        self._cache += self._decode(first, raw[off : off + n])
-        self._raw_at += 2 * n
-        if off + n >= len(raw):
-            self._raw = None
-            self._raw_off = 0
-        else:
-            self._raw_off = off + n
-        self._check_at = self._fast_end = 0
+    def _to_group_end(self, first: int, count: int) -> int:
+        """``count`` pairs from ``first``, rounded up to the end of their last
+        group (which is read whole anyway), and not beyond the stored pairs."""
+        size = self._w.group
+        return min(-(-(first + count) // size) * size, self.stored) - first
 
     def _fetch(self, first: int, count: int) -> list:
         """Pairs ``[first, first + count)`` as a flat list of elements."""
-        return self._decode(first, self._w.read(self, first, count))
+        return self._w.read(self, first, count)
 
-    def _decode(self, first: int, blobs: list) -> list:
-        """The elements of pairs ``first, first + 1, ...`` from their blobs."""
+    def elements(self, first: int, count: int, group: int, blobs: list) -> list:
+        """The elements of pairs ``[first, first + count)`` from the blobs of
+        groups ``group, group + 1, ...``, checked: a missing group, a corrupt
+        value, another format or a value that is not the expected group is an
+        error naming the window, the level and the group."""
         w = self._w
-        if None in blobs:
-            j = blobs.index(None)
-            raise MissingData(
-                f"window {w.window!r} in {w.store.url}: pair {first + j} of level "
-                f"{self.level} is missing from the store (was it restarted without "
-                "persistence?); resume from a store that kept the data"
-            )
-        try:
-            return decode_pairs(blobs)
-        except (CorruptValue, FormatVersionError):
-            pass
-        for j, blob in enumerate(blobs):  # name the first bad pair
+        size = w.group
+        out: list = []
+        for g, blob in enumerate(blobs, group):
+            lo, hi = g * size, (g + 1) * size
+            where = f"window {w.window!r} in {w.store.url}: group {g} (pairs {lo}..{hi - 1}) of level {self.level}"
+            if blob is None:
+                raise MissingData(
+                    f"{where} is missing from the store (was it restarted without "
+                    "persistence?); resume from a store that kept the data"
+                )
             try:
-                decode(blob)
+                start, items = decode(blob)
             except (CorruptValue, FormatVersionError) as exc:
-                raise type(exc)(
-                    f"window {w.window!r} in {w.store.url}: pair {first + j} of level "
-                    f"{self.level}: {exc}"
-                ) from exc
-        raise AssertionError("decode_pairs failed on blobs that decode")  # pragma: no cover
+                raise type(exc)(f"{where}: {exc}") from exc
+            except (TypeError, ValueError):
+                start = items = None
+            a, b = max(first, lo), min(first + count, hi)
+            if (type(start) is not int or type(items) is not list or not lo <= start <= a
+                    or len(items) != 2 * (hi - start)):
+                raise CorruptValue(f"{where}: the value is not that group's pairs")
+            out += items[2 * (a - start) : 2 * (b - start)]
+        return out
 
     def _trim(self) -> None:
         """Drop cached pairs behind the head's pair: the cache then starts at or
@@ -436,14 +421,6 @@ class StoreLevelQueue(LevelQueue):
         if dead > 0:
             self._fast_end = 0
             if dead >= len(self._cache):
-                if self._raw:  # skip prefetched pairs behind the head without decoding them
-                    skip = (head - self._raw_at) >> 1
-                    if skip >= len(self._raw) - self._raw_off:
-                        self._raw = None
-                        self._raw_off = 0
-                    else:
-                        self._raw_off += skip
-                        self._raw_at += 2 * skip
                 self._cache, self._cache_lo = [], head
             else:
                 del self._cache[:dead]
@@ -461,6 +438,7 @@ class StoreLevelQueue(LevelQueue):
         DRAIN_CHECKS times with fewer than ``cache_size / 2`` elements left
         and no insert since, its prefetches start at once."""
         w = self._w
+        self._trim()  # the head may have moved since the cache was last used
         end = self._end()
         if self._prefetch is None and end - self.lo < 2 * w.cache_size and end < self.stored << 1:
             if not w.background:
@@ -468,7 +446,7 @@ class StoreLevelQueue(LevelQueue):
             if not now and (end - self.lo >= w.cache_size >> 1 or not self._draining()):
                 w.want_prefetch(self)
                 return
-            count = min(w.cache_size, self.stored - (end >> 1))
+            count = self._to_group_end(end >> 1, w.cache_size)
             self._prefetch = (w.start_read(self, end >> 1, count), end, count)
 
     def _draining(self) -> bool:
@@ -488,21 +466,7 @@ class StoreLevelQueue(LevelQueue):
             return
         self._prefetch = None
         self._check_at = self._fast_end = 0
-        if isinstance(future, _Decoded):  # blobs, decoded as the head reaches them
-            blobs = future.blobs()
-            if not self._cache and not self._raw:  # the head went past the cache: start over here
-                self._cache_lo, self._raw, self._raw_off, self._raw_at = start, blobs, 0, start
-                self._trim()
-            elif start == self._end():  # still contiguous
-                if self._raw:
-                    self._raw = self._raw[self._raw_off :] + blobs
-                else:
-                    self._raw, self._raw_at = blobs, start
-                self._raw_off = 0
-            return
         values = future.result()
-        if self._raw:
-            self._unraw(self._end() - 1)
         if not self._cache:  # the head went past the cache: start over from the prefetch
             self._cache, self._cache_lo = values, start
             self._trim()
@@ -574,6 +538,7 @@ class WindowStorage:
         mutable_tail: int,
         buffer_size: int = 512,
         cache_size: int = 512,
+        group_size: int = GROUP_SIZE,
         resume: bool | int = True,
         retain: int = 2,
         background: bool = True,
@@ -601,10 +566,10 @@ class WindowStorage:
         self.levels: list[StoreLevelQueue] | None = None
         self.version: int | None = None  # the checkpoint resumed, then the last committed
         self._written: dict[int, int] = {}  # level -> pairs written up to here by this owner
-        self._claim(resume)
+        self._claim(resume, max(1, min(group_size, buffer_size)))
 
     # -- ownership ----------------------------------------------------------
-    def _claim(self, resume: bool | int) -> None:
+    def _claim(self, resume: bool | int, group: int) -> None:
         """Become the window's owner: raise its epoch by compare-and-set.
 
         The checkpoint to resume is chosen and checked first, so an open that
@@ -614,7 +579,7 @@ class WindowStorage:
             blob, token = self._call(self.store.read_meta, self.window)
             meta = self._decode_meta(blob) if blob is not None else None
             if meta is None:
-                meta = {"format": META_FORMAT, "epoch": 0, "epochs": [],
+                meta = {"format": META_FORMAT, "epoch": 0, "epochs": [], "group": group,
                         "version": 0, "checkpoints": [], "gc": []}
             checkpoint = self._checkpoint_to_resume(meta, resume)
             meta["epoch"] += 1
@@ -627,6 +592,8 @@ class WindowStorage:
         else:
             raise StoreError(f"window {self.window!r} in {self.store.url}: could not claim ownership")
         self.epoch = meta["epoch"]
+        self.group = meta["group"]  # pairs per stored value, fixed for the window's life
+        self.buffer_size = max(self.buffer_size, self.group)  # a group is written once complete
         self._meta = meta
         if checkpoint is not None:
             self.version, _, records, _ = checkpoint
@@ -767,9 +734,10 @@ class WindowStorage:
                 gc.append(0)
             end = min(heads.get(m, ends.get(m, 0)), ends.get(m, 0))
             if gc[m] < end:
+                first, stop = gc[m] // self.group, end // self.group  # groups wholly below end
                 for epoch in meta["epochs"]:
-                    if epoch in live_epochs:
-                        self._call(self.store.delete_pairs, self.window, epoch, m, gc[m], end - gc[m])
+                    if epoch in live_epochs and first < stop:
+                        self._call(self.store.delete_pairs, self.window, epoch, m, first, stop - first)
                 self._stats.pairs_deleted += end - gc[m]
                 gc[m] = end
         # A zombie owner may have written again under an epoch this window
@@ -782,6 +750,8 @@ class WindowStorage:
         meta["gc"] = gc
         meta["epochs"] = sorted(live_epochs)
         for q in levels:  # forget segments wholly below the head
+            if q.written <= gc[q.level]:  # nothing this level wrote is left in the store
+                q.segments.clear()
             while len(q.segments) > 1 and q.segments[1][1] <= gc[q.level]:
                 del q.segments[0]
 
@@ -794,13 +764,18 @@ class WindowStorage:
             self._written[level] = end
 
     # -- store calls --------------------------------------------------------
-    def start_write(self, level: int, first: int, blobs: list):
-        """Start writing a batch: a future-like object (result: None)."""
+    def start_write(self, level: int, group: int, blobs: list, pairs: int):
+        """Start writing the blobs of groups ``group, group + 1, ...``
+        (``pairs`` pairs): a future-like object (result: None)."""
         if self._channel is not None:
             self._stats.round_trips += 1
-            self._stats.pairs_written += len(blobs)
-            return self._channel.write_pairs(self.window, self.epoch, level, first, blobs)
-        return _submit(self.write, level, first, blobs)
+            self._stats.pairs_written += pairs
+            return self._channel.write_pairs(self.window, self.epoch, level, group, blobs)
+        return _submit(self.write, level, group, blobs, pairs)
+
+    def write(self, level: int, group: int, blobs: list, pairs: int) -> None:
+        self._call(self.store.write_pairs, self.window, self.epoch, level, group, blobs)
+        self._stats.pairs_written += pairs
 
     def start_read(self, q: StoreLevelQueue, first: int, count: int):
         """Start reading pairs for ``q``'s cache: a future-like object whose
@@ -809,25 +784,31 @@ class WindowStorage:
         if self._channel is not None and (not nxt or nxt[0] >= first + count):  # one epoch
             self._stats.round_trips += 1
             self._stats.pairs_read += count
-            return _Decoded(self._channel.read_pairs(self.window, q.epoch_of(first), q.level, first, count),
-                            q, first)
+            group, groups = self._groups(first, count)
+            request = self._channel.read_pairs(self.window, q.epoch_of(first), q.level, group, groups)
+            return _Decoded(request, q, first, count, group)
         return _submit(q._fetch, first, count)
 
-    def write(self, level: int, first: int, blobs: list) -> None:
-        self._call(self.store.write_pairs, self.window, self.epoch, level, first, blobs)
-        self._stats.pairs_written += len(blobs)
-
     def read(self, q: StoreLevelQueue, first: int, count: int) -> list:
+        """The elements of ``q``'s pairs ``[first, first + count)``."""
         out: list = []
         while count > 0:  # one round trip per epoch segment crossed
             epoch = q.epoch_of(first)
             nxt = [s[1] for s in q.segments if s[1] > first]
             n = min(count, nxt[0] - first) if nxt else count
-            out += self._call(self.store.read_pairs, self.window, epoch, q.level, first, n)
+            group, groups = self._groups(first, n)
+            blobs = self._call(self.store.read_pairs, self.window, epoch, q.level, group, groups)
+            out += q.elements(first, n, group, blobs)
             self._stats.pairs_read += n
             first += n
             count -= n
         return out
+
+    def _groups(self, first: int, count: int) -> tuple[int, int]:
+        """The first group holding pairs ``[first, first + count)``, and how many."""
+        size = self.group
+        group = first // size
+        return group, (first + count - 1) // size - group + 1
 
     def _call(self, fn, *args):
         with _stats_lock:
@@ -848,10 +829,15 @@ class WindowStorage:
                 f"{meta.get('format') if isinstance(meta, dict) else '?'} is not {META_FORMAT}; "
                 "it was written by an incompatible version"
             )
+        missing = sorted(_META_FIELDS - meta.keys())
+        if missing:
+            raise CorruptValue(f"window {self.window!r} in {self.store.url}: metadata lacks {missing}")
         return meta
 
 
 _stats_lock = threading.Lock()
+#: Fields of a metadata record (format META_FORMAT).
+_META_FIELDS = frozenset({"format", "epoch", "epochs", "group", "version", "checkpoints", "gc"})
 
 
 def _ready(future) -> bool:
@@ -864,10 +850,10 @@ def _ready(future) -> bool:
 class _Decoded:
     """A deferred read whose blobs become a level's elements when taken."""
 
-    __slots__ = ("request", "queue", "first", "value", "error", "taken")
+    __slots__ = ("request", "queue", "first", "count", "group", "value", "error", "taken")
 
-    def __init__(self, request, queue: StoreLevelQueue, first: int) -> None:
-        self.request, self.queue, self.first = request, queue, first
+    def __init__(self, request, queue: StoreLevelQueue, first: int, count: int, group: int) -> None:
+        self.request, self.queue, self.first, self.count, self.group = request, queue, first, count, group
         self.value = self.error = None
         self.taken = False
 
@@ -877,18 +863,11 @@ class _Decoded:
     def ready(self) -> bool:
         return self.taken or self.request.ready()
 
-    def blobs(self) -> list:
-        """The pairs' blobs (checked for missing pairs), not decoded."""
-        blobs = self.request.result()
-        if None in blobs:
-            self.queue._decode(self.first, blobs)  # raises MissingData naming the pair
-        return blobs
-
     def result(self):
         if not self.taken:
             self.taken = True
             try:
-                self.value = self.queue._decode(self.first, self.request.result())
+                self.value = self.queue.elements(self.first, self.count, self.group, self.request.result())
             except BaseException as exc:
                 self.error = exc
         if self.error is not None:

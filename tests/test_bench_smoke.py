@@ -147,7 +147,8 @@ def test_kvs1(tmp_path):
             continue
         assert r["local_size"] > 0
         if r["size"] == max(sizes):  # a window bigger than buffer + cache: the store is used
-            assert t["pairs_written"] > 0 and t["pairs_read"] > 0 and t["bytes_written"] >= 6 * t["pairs_written"]
+            # two elements of at least one byte each per pair (the values are stored in groups)
+            assert t["pairs_written"] > 0 and t["pairs_read"] > 0 and t["bytes_written"] >= 2 * t["pairs_written"]
             assert t["cache_hits"] > 0 and 0 < t["round_trips"] <= r["updates"] / 100
         if r["backend"] == "redis":
             assert r["mean_server_cpu_ns"] is not None and r["mean_server_cpu_ns"] >= 0

@@ -616,6 +616,8 @@ def _corrupt_head_pair(cls, url, blob_of):
         pytest.param(lambda b: b"\x01\x00\x00\x00\x00garbage", id="bad-checksum"),
         pytest.param(lambda b: b[:-3], id="truncated"),
         pytest.param(lambda b: b"\x01", id="header-only"),
+        pytest.param(lambda b: stores.encode((0, [])), id="not-the-group"),
+        pytest.param(lambda b: stores.encode(["a", "list"]), id="not-a-group"),
     ],
 )
 @pytest.mark.parametrize("cls", ENGINES)
@@ -623,7 +625,7 @@ def test_corrupt_pair_raises_corrupt_value(cls, store_url, damage):  # noqa: F81
     window, index, factory, oracle = _corrupt_head_pair(cls, store_url, damage)
     err = _run_until(stores.CorruptValue, factory, oracle)
     msg = str(err)
-    assert repr(window) in msg and f"pair {index} of level 0" in msg, msg
+    assert repr(window) in msg and f"group {index} (pairs {index}..{index}) of level 0" in msg, msg
 
 
 @pytest.mark.parametrize("cls", ENGINES)
@@ -631,7 +633,8 @@ def test_unknown_pair_format_raises_format_version_error(cls, store_url):  # noq
     window, index, factory, oracle = _corrupt_head_pair(cls, store_url, lambda b: bytes([7]) + b[1:])
     err = _run_until(stores.FormatVersionError, factory, oracle)
     msg = str(err)
-    assert repr(window) in msg and f"pair {index} of level 0" in msg and "version 7" in msg, msg
+    assert repr(window) in msg and f"group {index} (pairs {index}..{index}) of level 0" in msg, msg
+    assert "version 7" in msg, msg
 
 
 @pytest.mark.timeout(30)
@@ -653,7 +656,8 @@ def test_store_down_at_start(cls):
 @pytest.mark.parametrize(
     "meta",
     [
-        pytest.param(lambda: stores.encode({"format": 2, "engine": "AmortizedMTA", "epoch": 1}), id="format-2"),
+        pytest.param(lambda: stores.encode({"format": 1, "engine": "AmortizedMTA", "epoch": 1}), id="format-1"),
+        pytest.param(lambda: stores.encode({"format": 3, "engine": "AmortizedMTA", "epoch": 1}), id="format-3"),
         pytest.param(lambda: stores.encode(["not", "a", "record"]), id="not-a-record"),
         pytest.param(lambda: bytes([9]) + stores.encode({"format": 1})[1:], id="version-byte-9"),
     ],
@@ -666,6 +670,18 @@ def test_incompatible_metadata_raises_format_version_error(cls, store_url, meta)
     with pytest.raises(stores.FormatVersionError) as info:
         cls(CONCAT, None, store=store, window_id=window)
     assert repr(window) in str(info.value) and "format" in str(info.value)
+    store.close()
+
+
+@pytest.mark.parametrize("cls", ENGINES)
+def test_incomplete_metadata_raises_corrupt_value(cls, store_url):  # noqa: F811
+    window = fresh_window("meta")
+    store = stores.open_store(store_url)
+    store.cas_meta(window, None, stores.encode({"format": 2, "engine": "AmortizedMTA", "epoch": 1}))
+    with pytest.raises(stores.CorruptValue) as info:
+        cls(CONCAT, None, store=store, window_id=window)
+    msg = str(info.value)
+    assert repr(window) in msg and "metadata lacks" in msg and "'checkpoints'" in msg, msg
     store.close()
 
 

@@ -2,7 +2,8 @@
 
 Both MTA engines keep their levels in every available store -- ``memory://``,
 the SQLite file store (``tmp_path``) and the real Redis fixture -- with
-``buffer_size`` and ``cache_size`` drawn from 1..4 pairs, so nearly every
+``buffer_size``, ``cache_size`` and ``group_size`` (pairs per stored value,
+fixed when the window is created) drawn from 1..4 pairs, so nearly every
 pair travels through the store (written by a flush, read back by a cache
 miss or a prefetch), with background I/O on and off.  Random interleavings
 of insert, evict, enforce, push and query (:func:`tests.strategies.operations`)
@@ -61,7 +62,8 @@ ENGINES = [pytest.param(LogMTA, id="LogMTA"), pytest.param(AmortizedMTA, id="Amo
 
 sizes = st.integers(1, 4)
 storage_options = st.fixed_dictionaries(
-    {"buffer_size": sizes, "cache_size": sizes, "background": st.booleans(), "retain": st.integers(1, 3)}
+    {"buffer_size": sizes, "cache_size": sizes, "group_size": sizes, "background": st.booleans(),
+     "retain": st.integers(1, 3)}
 )
 store_ops = st.one_of(
     st.just(("none",)),
