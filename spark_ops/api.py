@@ -2,10 +2,13 @@
 
 Batch: rows are numbered in input order (their arrival), repartitioned by
 key, sorted within partitions by ``(key, time, arrival)`` and streamed
-through one window per key with ``mapInArrow``; executor memory holds one
-Arrow batch and each open window's O(log n) state, whatever the window's
-length.  A retried task recomputes its partition from the start: batch
-windows never resume, so a retry's output equals a run without failure.
+through one window per key with ``mapInArrow``: an MTA (row by row; with a
+store, executor memory holds one Arrow batch and each open window's
+O(log n) state, whatever the window's length) or, for the built-in
+aggregations it computes, the columnar engine (a batch at a time in NumPy,
+:mod:`spark_ops.columnar`).  A retried task recomputes its partition from
+the start: batch windows never resume, so a retry's output equals a run
+without failure.
 
 Streaming: ``applyInPandasWithState``.  Each key's level queues stay in the
 shared store between micro-batches; Spark's own state holds only the key's
@@ -16,11 +19,13 @@ checkpointed past it), so nothing is lost or counted twice.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import uuid
 
 from mta import Window
 
+from . import columnar
 from .spec import SlidingWindowError, SortedWindow, WindowSpec, push_rows
 
 ARRIVAL = "__mta_arrival"
@@ -30,7 +35,7 @@ INTERNAL = (ARRIVAL, TIME, VALUE)
 
 
 def sliding_window(df, key: str, time: str, value: str, aggs, *, range=None, rows=None, policy=None,
-                   store: str | None = None, store_options: dict | None = None, engine: str = "amta",
+                   store: str | None = None, store_options: dict | None = None, engine: str = "auto",
                    buffer_size: int = 512, cache_size: int = 512, on_bad_row: str = "error",
                    name: str | None = None, expire_after: float | None = None):
     """The input's columns plus one column per aggregation, one row per input row.
@@ -44,6 +49,12 @@ def sliding_window(df, key: str, time: str, value: str, aggs, *, range=None, row
     ``store``: a store URL (``file:...``, ``redis://...``,
     ``couchbase://...``) for the windows' level queues, or ``None`` for
     process memory (batch only).
+
+    ``engine``: ``"amta"`` (Amortized MTA) or ``"lmta"`` (Log MTA) run each
+    row through the window; ``"columnar"`` (batch jobs in executor memory
+    with built-in aggregations only, see :mod:`spark_ops.columnar`)
+    computes a batch of rows at a time in NumPy; ``"auto"`` (the default)
+    is columnar where it can run and the Amortized MTA elsewhere.
 
     ``on_bad_row``: ``"error"`` raises naming the row; ``"flag"`` passes it
     through with null aggregations and the reason in a ``rejected`` column.
@@ -85,6 +96,11 @@ def sliding_window(df, key: str, time: str, value: str, aggs, *, range=None, row
         if not name:
             raise SlidingWindowError("a streaming sliding_window needs name= (its windows in the store are "
                                      "found by it when the query restarts; give every query its own)")
+        if spec.engine == "columnar":
+            raise SlidingWindowError("engine='columnar' is for batch jobs; a streaming query keeps its windows "
+                                     "in the store with engine='amta' or 'lmta'")
+        if spec.engine == "auto":
+            spec = dataclasses.replace(spec, engine="amta")
         return _streaming(df, spec, name, expire_after)
     if expire_after is not None:
         raise SlidingWindowError("expire_after is for streaming queries; a batch job's windows are deleted "
@@ -159,11 +175,15 @@ def _output_schema(df, spec: WindowSpec, *, internal: bool) -> str:
 
 # -- batch ---------------------------------------------------------------------
 def _batch(df, spec: WindowSpec, run: str):
+    from pyspark.sql.types import FractionalType
+
     ordered = _with_order_columns(df, spec)
     schema = _output_schema(ordered, spec, internal=True)
     columns = ordered.columns
     names = columns + [n for n, _ in spec.output_columns]
     key_at, time_at, value_at, shown_at = (columns.index(c) for c in (spec.key, TIME, VALUE, spec.time))
+    floating = isinstance(ordered.schema[VALUE].dataType, FractionalType)
+    use_columnar = _columnar(spec, floating)
 
     def windows_of_partition(batches):
         import pyarrow as pa
@@ -177,8 +197,10 @@ def _batch(df, spec: WindowSpec, run: str):
             for batch in batches:
                 keys = batch.column(key_at)
                 problems = _problems(keys, batch.column(time_at), batch.column(value_at))
-                times = batch.column(time_at).to_pylist()
-                values = batch.column(value_at).to_pylist()
+                if use_columnar:  # Arrow arrays, and the output in pieces of Arrow arrays
+                    times, values = batch.column(time_at), batch.column(value_at)
+                else:
+                    times, values = batch.column(time_at).to_pylist(), batch.column(value_at).to_pylist()
                 out = [[] for _ in spec.output_columns]
                 for start, end in _runs(keys):
                     key = keys[start].as_py()
@@ -186,20 +208,27 @@ def _batch(df, spec: WindowSpec, run: str):
                         _close(window)
                         current, window, last_time = key, None, None
                         if problems is None or problems[start] != NULL_KEY:
-                            window = (SortedWindow(spec, key, attempt) if spec.policy is None
+                            window = (columnar.ColumnarWindow([n for n, _, _ in spec.aggs], rows=spec.rows,
+                                                              range=spec.range) if use_columnar
+                                      else SortedWindow(spec, key, attempt) if spec.policy is None
                                       else spec.open_window(key, attempt, resume=False))
                     span = slice(start, end)
                     span_problems = problems[span] if problems else None
                     shown = _InputTimes(batch.column(shown_at), start, end)
-                    if window is None:  # null keys: every row is rejected
+                    if use_columnar:
+                        _push_columnar(spec, window, key, times[span], values[span], span_problems, out, shown)
+                    elif window is None:  # null keys: every row is rejected
                         _push_rejected(spec, key, shown, values[span], span_problems, out)
                     elif spec.policy is None:
                         _push_sorted(spec, window, key, times[span], values[span], span_problems, out, shown)
                     else:
                         last_time = push_rows(spec, window, key, times[span], values[span], last_time, out, shown)
-                arrays = batch.columns + [pa.array(col, type=_arrow_type(t)) for col, (_, t)
-                                          in zip(out, spec.output_columns)]
-                yield pa.RecordBatch.from_arrays(arrays, names=names)
+                if use_columnar:
+                    arrays = [pa.concat_arrays(pieces) if pieces else pa.array([], type=_arrow_type(t))
+                              for pieces, (_, t) in zip(out, spec.output_columns)]
+                else:
+                    arrays = [pa.array(col, type=_arrow_type(t)) for col, (_, t) in zip(out, spec.output_columns)]
+                yield pa.RecordBatch.from_arrays(batch.columns + arrays, names=names)
         finally:
             _close(window)
 
@@ -208,6 +237,17 @@ def _batch(df, spec: WindowSpec, run: str):
                   .sortWithinPartitions(key, TIME, ARRIVAL)
                   .mapInArrow(windows_of_partition, schema))
     return out.drop(*INTERNAL)
+
+
+def _columnar(spec: WindowSpec, floating: bool) -> bool:
+    """Whether the batch job runs on the columnar engine (``engine="auto"``:
+    where it can; ``"columnar"``: it must, else a clear error)."""
+    if spec.engine not in ("auto", "columnar"):
+        return False
+    why_not = columnar.ineligible(spec, floating)
+    if why_not is not None and spec.engine == "columnar":
+        raise SlidingWindowError(f"engine='columnar' cannot run this job: {why_not}; use engine='auto' or an MTA")
+    return why_not is None
 
 
 def _column(name: str):
@@ -295,6 +335,47 @@ def _push_rejected(spec, key, shown, values, problems, out) -> None:
     for column in out[: len(spec.aggs)]:
         column.extend([None] * len(values))
     out[-1].extend(problems)
+
+
+def _push_columnar(spec, window, key, times, values, problems, out, shown) -> None:
+    """A run of one key's rows (Arrow arrays, sorted by time) through its
+    ColumnarWindow, or rejected whole when the key is null; each output
+    column gets one Arrow array (null where a row is rejected)."""
+    import numpy as np
+    import pyarrow as pa
+
+    n = len(times)
+    types = [_arrow_type(t) for _, t in spec.output_columns]
+    good = None
+    if problems is not None and any(problems):
+        shown_values = values.to_pylist()
+        for t, v, problem in zip(shown, shown_values, problems):
+            if problem is not None:
+                spec.reject(problem, key, t, v)
+        good = np.array([p is None for p in problems])
+        times, values = times.filter(pa.array(good)), values.filter(pa.array(good))
+    if window is None or not len(times):
+        results = [pa.nulls(n, type=t) for t in types[: len(spec.aggs)]]
+    else:
+        dtype = np.float64 if pa.types.is_floating(values.type) else np.int64
+        arrays, empty = window.push(times.to_numpy(), values.to_numpy().astype(dtype, copy=False))
+        if good is not None:  # back to the run's rows, null where rejected
+            arrays = [_scatter(a, good) for a in arrays]
+            empty = ~good if empty is None else ~good | _scatter(empty, good)
+        results = [pa.array(a, mask=empty, type=t) for a, t in zip(arrays, types)]
+    for column, result in zip(out, results):
+        column.append(result)
+    if spec.on_bad_row == "flag":
+        out[-1].append(pa.array(problems, type=pa.string()) if problems else pa.nulls(n, type=pa.string()))
+
+
+def _scatter(values, good):
+    """``values`` placed at the True positions of ``good`` (the others: zero)."""
+    import numpy as np
+
+    full = np.zeros(len(good), dtype=values.dtype)
+    full[good] = values
+    return full
 
 
 def _push_sorted(spec, window: SortedWindow, key, times, values, problems, out, shown) -> None:

@@ -39,7 +39,7 @@ import threading
 import time
 import uuid
 
-from .spec import READY, SlidingWindowError, WindowSpec, absolute_store_url
+from .spec import ENGINE_CHOICES, READY, SlidingWindowError, WindowSpec, absolute_store_url
 
 PROG = "mta-spark"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -150,6 +150,11 @@ def _window_args(p: argparse.ArgumentParser, *, store_required: bool) -> None:
                            "than its key's newest in an earlier micro-batch: 'error' stops the job naming the "
                            "row; 'flag' keeps it with null aggregations and the reason in a 'rejected' column "
                            "(default: %(default)s)")
+    cols.add_argument("--engine", choices=ENGINE_CHOICES, default="auto",
+                      help="auto: the columnar engine (NumPy) for batch jobs in executor memory whose "
+                           "aggregations it computes (max, min, count, first, last; sum and mean of a "
+                           "floating-point column), else the Amortized MTA; columnar: that engine or an "
+                           "error; amta, lmta: every row through that MTA (default: %(default)s)")
     _store_sizes(cols)
     store_help = ("where the windows' level queues live: file:DIR (embedded SQLite), "
                   "redis://HOST:PORT/DB, couchbase://...")
@@ -651,7 +656,7 @@ def _windows(df, args, spec: WindowSpec, store: str | None, name: str | None):
         out = sliding_window(df, key=args.key, time=args.time, value=args.value, aggs=args.agg,
                              range=args.range, rows=args.rows, store=store, on_bad_row=args.on_bad_row,
                              name=name, buffer_size=args.buffer_size, cache_size=args.cache_size,
-                             expire_after=getattr(args, "expire_after", None))
+                             engine=args.engine, expire_after=getattr(args, "expire_after", None))
     except SlidingWindowError as e:
         raise CLIError(str(e)) from None
     return out.select(*[F.col(f"`{c}`") for c in keep + outputs])

@@ -34,6 +34,10 @@ VALUE_TYPED = ("sum", "min", "max", "first", "last")
 READY = ("sum", "count", "min", "max", "mean", "geomean", "variance", "stddev",
          "var_pop", "stddev_pop", "first", "last")
 ENGINES = {"amta": AmortizedMTA, "lmta": LogMTA}
+#: What ``engine=`` takes: an MTA, the columnar engine of batch jobs
+#: (:mod:`spark_ops.columnar`), or ``"auto"``: columnar where it can run, else
+#: the Amortized MTA.
+ENGINE_CHOICES = ("auto", "columnar", *ENGINES)
 #: How rows that cannot enter a window are handled.
 BAD_ROW_RULES = ("error", "flag")
 
@@ -56,7 +60,7 @@ class WindowSpec:
     policy: SlidePolicy | None = None
     store: str | None = None
     store_options: dict = field(default_factory=dict)
-    engine: str = "amta"
+    engine: str = "auto"
     buffer_size: int = 512
     cache_size: int = 512
     on_bad_row: str = "error"
@@ -64,7 +68,7 @@ class WindowSpec:
 
     @classmethod
     def build(cls, *, key, time, value, aggs, range=None, rows=None, policy=None, store=None,
-              store_options=None, engine="amta", buffer_size=512, cache_size=512,
+              store_options=None, engine="auto", buffer_size=512, cache_size=512,
               on_bad_row="error", namespace="mta", integral: bool = False) -> "WindowSpec":
         """Check the arguments of :func:`spark_ops.sliding_window`;
         ``integral``: the value column holds integers."""
@@ -79,8 +83,8 @@ class WindowSpec:
             raise SlidingWindowError(f"rows must be a positive int, got {rows!r}")
         if policy is not None and not isinstance(policy, SlidePolicy):
             raise SlidingWindowError(f"policy must be an mta SlidePolicy, got {type(policy).__name__}")
-        if engine not in ENGINES:
-            raise SlidingWindowError(f"unknown engine {engine!r}; choose one of {sorted(ENGINES)}")
+        if engine not in ENGINE_CHOICES:
+            raise SlidingWindowError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINE_CHOICES)}")
         if on_bad_row not in BAD_ROW_RULES:
             raise SlidingWindowError(f"on_bad_row must be one of {BAD_ROW_RULES}, got {on_bad_row!r}")
         for option, size in (("buffer_size", buffer_size), ("cache_size", cache_size)):
@@ -98,6 +102,12 @@ class WindowSpec:
                    policy=policy, store=absolute_store_url(store), store_options=dict(store_options or {}),
                    engine=engine, buffer_size=buffer_size, cache_size=cache_size,
                    on_bad_row=on_bad_row, namespace=namespace)
+
+    @property
+    def mta_engine(self) -> type:
+        """The MTA class for windows that run through one (``auto`` and
+        ``columnar`` mean the Amortized MTA there)."""
+        return ENGINES.get(self.engine, AmortizedMTA)
 
     @property
     def output_columns(self) -> list[tuple[str, str]]:
@@ -157,7 +167,7 @@ class WindowSpec:
     def open_window(self, key: Any, run: str, *, resume: bool | int = False) -> Window:
         """A fresh or resumed window for one key, in the pooled store if any."""
         options = self.storage_options(key, run, resume=resume)
-        return Window(self.aggregator(), self.slide_policy(), engine=ENGINES[self.engine], **options)
+        return Window(self.aggregator(), self.slide_policy(), engine=self.mta_engine, **options)
 
     def reject(self, problem: str, key, t, v) -> None:
         """A row cannot enter its window: raise naming it, unless flagged."""
@@ -302,7 +312,7 @@ class SortedWindow:
         self._lift, self._lower = aggregator.lift, aggregator.lower  # skipped when the identity
         self.width = len(spec.aggs)
         options = spec.storage_options(key, run)
-        self.engine = ENGINES[spec.engine](aggregator.monoid, None, **options)
+        self.engine = spec.mta_engine(aggregator.monoid, None, **options)
         self.range, self.rows = spec.range, spec.rows
         self._times_storage = None
         self.times = None

@@ -14,6 +14,10 @@ window's values as a comma-joined string), so any ordering mistake shows.
   tiny buffer and cache (nearly every pair goes through SQLite) and in
   Redis, with a timestamp time column and an integer value column; a custom
   slide policy (the paper's "sum at most B"), in batch and streaming;
+* batch on the columnar engine (``engine="columnar"``, NumPy, built-in
+  aggregations only) with Arrow batches of 13 rows, so that windows reach
+  back across batches; the other batch tests run on the MTA (their
+  aggregations include a user monoid, or a store);
 * streaming: a parquet file source that grows between
   ``trigger(availableNow=True)`` runs of one query restarted from its
   checkpoint each time: the union of the sink equals the oracle over all rows;
@@ -40,6 +44,7 @@ import redis
 
 from mta import policies
 from spark_ops import READY, SlidingWindowError, sliding_window
+from spark_ops.columnar import AGGREGATIONS as COLUMNAR
 from tests.spark_fixtures import (SCHEMA, as_tuples, assert_outputs, expected, joined, random_rounds, random_rows,
                                   read_sink, run_available_now, ship_by_value, spark_session,
                                   split_by_key, stream_source, write_parquet)
@@ -153,16 +158,54 @@ def test_batch_bad_rows_flag(spark, tmp_path):
     assert_outputs(got, rows, want, ALL_NAMES, flag=True)
 
 
+@pytest.mark.parametrize("engine", ["amta", "columnar"])
 @pytest.mark.parametrize("bad, reason", [(("k03", 6.0, None), "null or NaN value"),
                                          (("k03", None, 4.0), "null or NaN time"),
                                          (("k03", float("inf"), 4.0), "infinite time")])
-def test_batch_bad_row_error_names_the_row(spark, bad, reason):
+def test_batch_bad_row_error_names_the_row(spark, bad, reason, engine):
     rows = random_rows(random.Random(5), keys=4, per_key=(5, 10))
     rows.insert(len(rows) // 2, {"id": 999, "k": bad[0], "t": bad[1], "v": bad[2]})
+    aggs = ["sum", ("joined", joined(), "string")] if engine == "amta" else ["sum", "max"]
     with pytest.raises(Exception) as info:
-        _run_batch(spark, rows, aggs=["sum", ("joined", joined(), "string")], rows=3)
+        _run_batch(spark, rows, aggs=aggs, rows=3, engine=engine)
     message = str(info.value)
     assert f"row rejected ({reason}): k='k03', t={bad[1]!r}, v={bad[2]!r}" in message, message[:2000]
+
+
+@pytest.fixture
+def small_arrow_batches(spark):
+    """Arrow batches of 13 rows, so most keys' rows span several batches."""
+    conf = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    before = spark.conf.get(conf)
+    spark.conf.set(conf, "13")
+    yield
+    spark.conf.set(conf, before)
+
+
+@pytest.mark.parametrize("size", [dict(rows=7), dict(range=10), dict(rows=1)])
+def test_batch_columnar_engine(spark, small_arrow_batches, size):
+    """engine="columnar" (which raises unless the job runs on it): every
+    aggregation it computes, count and time windows, each key's rows cut
+    into batches of 13 so that windows reach back over batch boundaries."""
+    rows = random_rows(random.Random(21), per_key=(20, 90))
+    got = _run_batch(spark, rows, aggs=list(COLUMNAR), engine="columnar", **size)
+    oracle = dict(count=size["rows"]) if "rows" in size else size
+    assert_outputs(got, rows, expected(rows, list(COLUMNAR), **oracle), list(COLUMNAR))
+
+
+def test_batch_columnar_engine_bad_rows_flag_and_integral_values(spark, small_arrow_batches):
+    """The columnar engine with bad rows flagged (null key, time or value,
+    NaN, infinite time), on a double and on a long value column."""
+    rng = random.Random(22)
+    rows = _with_bad_rows(rng, random_rows(rng, keys=8))
+    names = list(COLUMNAR)
+    got = _run_batch(spark, rows, aggs=names, range=6, on_bad_row="flag", engine="columnar")
+    assert_outputs(got, rows, expected(rows, names, range=6), names, flag=True)
+    rows = [{**r, "v": None if r["v"] is None or r["v"] != r["v"] else int(r["v"])} for r in rows]
+    names = ["max", "min", "count", "first", "last"]
+    got = _run_batch(spark, rows, "id long, k string, t double, v long", aggs=names, rows=4, on_bad_row="flag",
+                     engine="columnar")
+    assert_outputs(got, rows, expected(rows, names, count=4), names, flag=True)
 
 
 def _value(record):
@@ -235,6 +278,11 @@ def test_configuration_errors_raise_before_any_job(spark, tmp_path):
         (stream, dict(ok, store=f"file://{tmp_path}"), "needs name="),
         (df, dict(ok, store="file://remote-host/dir"), "bad store URL"),
         (stream, dict(ok, value="s", store=f"file://{tmp_path}"), "not numeric"),
+        (df, dict(ok, engine="columnar", store=f"file://{tmp_path}"), "engine='columnar' cannot run this job: "
+                                                                         "its windows are in a store"),
+        (df, dict(ok, engine="columnar", aggs=["stddev"]), "'stddev' is not one the columnar engine computes"),
+        (stream, dict(ok, engine="columnar", store=f"file://{tmp_path}", name="n"), "for batch jobs"),
+        (df, dict(ok, engine="fast"), "unknown engine 'fast'"),
     ]
     for frame, kwargs, words in calls:
         with pytest.raises(SlidingWindowError) as info:
