@@ -167,9 +167,9 @@ def _with_order_columns(df, spec: WindowSpec):
     return numbered.withColumn(TIME, time.cast("double")).withColumn(VALUE, value)
 
 
-def _output_schema(df, spec: WindowSpec, *, internal: bool) -> str:
-    fields = [f"`{f.name}` {f.dataType.simpleString()}" for f in df.schema.fields
-              if internal or f.name not in INTERNAL]
+def _output_schema(df, spec: WindowSpec) -> str:
+    """The input's columns (without the internal ones) and the outputs."""
+    fields = [f"`{f.name}` {f.dataType.simpleString()}" for f in df.schema.fields if f.name not in INTERNAL]
     return ", ".join(fields + [f"`{n}` {t}" for n, t in spec.output_columns])
 
 
@@ -178,9 +178,10 @@ def _batch(df, spec: WindowSpec, run: str):
     from pyspark.sql.types import FractionalType
 
     ordered = _with_order_columns(df, spec)
-    schema = _output_schema(ordered, spec, internal=True)
+    schema = _output_schema(ordered, spec)  # the internal columns do not come back
     columns = ordered.columns
-    names = columns + [n for n, _ in spec.output_columns]
+    passed = [i for i, c in enumerate(columns) if c not in INTERNAL]
+    names = [columns[i] for i in passed] + [n for n, _ in spec.output_columns]
     key_at, time_at, value_at, shown_at = (columns.index(c) for c in (spec.key, TIME, VALUE, spec.time))
     floating = isinstance(ordered.schema[VALUE].dataType, FractionalType)
     use_columnar = _columnar(spec, floating)
@@ -228,15 +229,14 @@ def _batch(df, spec: WindowSpec, run: str):
                               for pieces, (_, t) in zip(out, spec.output_columns)]
                 else:
                     arrays = [pa.array(col, type=_arrow_type(t)) for col, (_, t) in zip(out, spec.output_columns)]
-                yield pa.RecordBatch.from_arrays(batch.columns + arrays, names=names)
+                yield pa.RecordBatch.from_arrays([batch.column(i) for i in passed] + arrays, names=names)
         finally:
             _close(window)
 
     key = _column(spec.key)
-    out = (ordered.repartition(key)
-                  .sortWithinPartitions(key, TIME, ARRIVAL)
-                  .mapInArrow(windows_of_partition, schema))
-    return out.drop(*INTERNAL)
+    return (ordered.repartition(key)
+                   .sortWithinPartitions(key, TIME, ARRIVAL)
+                   .mapInArrow(windows_of_partition, schema))
 
 
 def _columnar(spec: WindowSpec, floating: bool) -> bool:
@@ -420,7 +420,7 @@ def _streaming(df, spec: WindowSpec, run: str, expire_after: float | None):
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     ordered = _with_order_columns(df, spec)
-    schema = _output_schema(ordered, spec, internal=False)
+    schema = _output_schema(ordered, spec)
     passthrough = [c for c in ordered.columns if c not in INTERNAL]
     fingerprint = spec.fingerprint()
 

@@ -9,11 +9,14 @@ Arrow batch of one key is answered at once instead of row by row:
 
 * ``count``, ``first`` and ``last`` read the range's ends;
 * ``max``, ``min`` and ``sum`` (and ``mean``, ``sum / count``) reduce each
-  range with B-Int (Arasu and Widom, VLDB 2004, section 4): level 0 is the
-  values, level j + 1 combines the pairs of level j (the MTA's levels with
-  every pair kept), and a range is the combination of at most two aligned
-  blocks per level, found for all rows at once, O(log L) vectorized passes
-  for ranges up to L rows.  No inverse and no idempotence are used.
+  range without an inverse: a window that reaches back before the batch is
+  a suffix of the earlier rows combined with a prefix of the batch (two
+  accumulations, Two-Stacks' front and back stacks built in bulk); a
+  window inside the batch is reduced with B-Int (Arasu and Widom, VLDB
+  2004, section 4): level 0 is the values, level j + 1 combines the pairs
+  of level j (the MTA's levels with every pair kept), and a range is the
+  combination of at most two aligned blocks per level, found for all rows
+  at once, O(log L) vectorized passes for ranges up to L rows.
 
 Between batches a key keeps the rows its next windows can still reach (the
 newest N - 1, or those newer than the last time minus the range): O(window)
@@ -79,14 +82,14 @@ class ColumnarWindow:
             start = np.minimum(start, end)  # any value: masked
         else:
             empty = None
-        return [_aggregate(name, x, start, end) for name in self.names], empty
+        return [_aggregate(name, x, start, end, carried) for name in self.names], empty
 
     def close(self) -> None:
         """The key is done: drop the carried rows."""
         self._values = self._times = None
 
 
-def _aggregate(name: str, x: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+def _aggregate(name: str, x: np.ndarray, start: np.ndarray, end: np.ndarray, carried: int) -> np.ndarray:
     if name == "count":
         return end - start + 1
     if name == "first":
@@ -94,8 +97,30 @@ def _aggregate(name: str, x: np.ndarray, start: np.ndarray, end: np.ndarray) -> 
     if name == "last":
         return x[end]
     if name == "mean":
-        return reduce_ranges(np.add, x, start, end + 1) / (end - start + 1)
-    return reduce_ranges(_UFUNCS[name], x, start, end + 1)
+        return reduce_windows(np.add, x, start, end, carried) / (end - start + 1)
+    return reduce_windows(_UFUNCS[name], x, start, end, carried)
+
+
+def reduce_windows(ufunc, x: np.ndarray, start: np.ndarray, end: np.ndarray, carried: int) -> np.ndarray:
+    """``ufunc.reduce(x[start[i] : end[i] + 1])`` for the rows of a batch:
+    ``x`` is the carried rows then the batch's (from ``carried`` on), ``end``
+    the rows' own positions, ``start`` non-decreasing, and ``ufunc``
+    commutative (max, min, add).  A window that starts among the carried
+    rows is a suffix of them and a prefix of the batch (two accumulations,
+    as Two-Stacks' two stacks: O(carried + batch)); one that starts in the
+    batch is reduced by :func:`reduce_ranges` over the batch alone."""
+    out = np.empty(len(end), dtype=x.dtype)
+    crossing = int(np.searchsorted(start, carried))  # rows [0, crossing) start among the carried rows
+    if crossing:
+        first = int(start[0])
+        with np.errstate(all="ignore"):
+            suffix = ufunc.accumulate(x[first:carried][::-1])[::-1]  # suffix[j] = x[first + j : carried]
+            prefix = ufunc.accumulate(x[carried : int(end[crossing - 1]) + 1])
+            out[:crossing] = ufunc(suffix[start[:crossing] - first], prefix[end[:crossing] - carried])
+    if crossing < len(end):
+        batch = x[carried:]
+        out[crossing:] = reduce_ranges(ufunc, batch, start[crossing:] - carried, end[crossing:] + 1 - carried)
+    return out
 
 
 _UFUNCS = {"max": np.maximum, "min": np.minimum, "sum": np.add}
