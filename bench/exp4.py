@@ -221,11 +221,7 @@ def child(spec: dict) -> dict:
 # -- summary, table, plot --------------------------------------------------------
 
 def by_config(data: dict) -> dict[str, dict[int, dict]]:
-    out: dict[str, dict[int, dict]] = {}
-    for r in data["records"]:
-        if "error" not in r:
-            out.setdefault(r["config"], {})[r["size"]] = r
-    return out
+    return storebench.by_config(data, "size")
 
 
 def summarize(data: dict) -> dict:
@@ -263,16 +259,10 @@ def summarize(data: dict) -> dict:
 
 
 def report(data: dict) -> str:
-    cfgs = by_config(data)
-    keys = list(data.get("configs") or cfgs)
-    labels = {k: data["configs"].get(k, k) for k in keys}
+    cfgs, keys, labels = storebench.report_configs(data, "size")
     sizes = data["config"]["sizes"]
-    m = data["machine"]
-    lines = [f"Experiment 4 (Fig. 8): process memory of a window of N elements, one child process each, "
-             f"{data['profile']} profile; {m.get('cpu_model')}, {m.get('logical_cores')} cores, "
-             f"{m.get('memory_gb')} GB RAM, Python {m.get('python')}, redis-server "
-             f"{data.get('stores', {}).get('redis_server_version')}; load average "
-             f"{m.get('load_average_at_start', ['?'])[0]} at start, {m.get('load_average_at_end', ['?'])[0]} at end"]
+    lines = [storebench.heading(data, "Experiment 4 (Fig. 8): process memory of a window of N elements, one child "
+                                      "process each", ram=True)]
 
     def cell(key, n, fmt):
         r = cfgs.get(key, {}).get(n)

@@ -193,12 +193,7 @@ def measure(confs, n: int, m: int, chunk: int, b, cfg: RunConfig) -> list[dict]:
 # -- summary, table, plot --------------------------------------------------------
 
 def by_config(data: dict) -> dict[str, dict[int, dict]]:
-    out: dict[str, dict[int, dict]] = {}
-    for r in data["records"]:
-        if "error" in r:
-            continue
-        out.setdefault(r["config"], {})[r["size"]] = r
-    return out
+    return storebench.by_config(data, "size")
 
 
 def _geomean(xs) -> float | None:
@@ -258,15 +253,9 @@ def summarize(data: dict) -> dict:
 
 
 def report(data: dict) -> str:
-    cfgs = by_config(data)
-    keys = list(data.get("configs") or cfgs)
-    labels = {k: data["configs"].get(k, k) for k in keys}
+    cfgs, keys, labels = storebench.report_configs(data, "size")
     sizes = data["config"]["sizes"]
-    m = data["machine"]
-    lines = [f"Store-backed Experiment 1: mean latency per update (insert + enforce + query), {data['profile']} "
-             f"profile; {m.get('cpu_model')}, {m.get('logical_cores')} cores, Python {m.get('python')}, "
-             f"redis-server {data.get('stores', {}).get('redis_server_version')}; load average "
-             f"{m.get('load_average_at_start', ['?'])[0]} at start, {m.get('load_average_at_end', ['?'])[0]} at end"]
+    lines = [storebench.heading(data, "Store-backed Experiment 1: mean latency per update (insert + enforce + query)")]
 
     def get(k, n, field):
         r = cfgs.get(k, {}).get(n)

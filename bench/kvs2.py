@@ -212,10 +212,7 @@ def _record(e: _Engine, k: int, samples: list[dict]) -> dict:
 # -- summary, table, plot --------------------------------------------------------
 
 def by_config(data: dict) -> dict[str, dict[int, dict]]:
-    out: dict[str, dict[int, dict]] = {}
-    for r in data["records"]:
-        out.setdefault(r["config"], {})[r["k"]] = r
-    return out
+    return storebench.by_config(data, "k")
 
 
 def summarize(data: dict) -> dict:
@@ -252,16 +249,11 @@ def summarize(data: dict) -> dict:
 
 
 def report(data: dict) -> str:
-    cfgs = by_config(data)
-    keys = list(data.get("configs") or cfgs)
-    labels = {k: data["configs"].get(k, k) for k in keys}
+    cfgs, keys, labels = storebench.report_configs(data, "k")
     ks = data["config"]["evictions"]
     n = data["config"]["window"]
-    m = data["machine"]
-    lines = [f"Store-backed Experiment 2: latency of one enforce() evicting k of N = {pow2(n)} elements, "
-             f"{data['profile']} profile; {m.get('cpu_model')}, {m.get('logical_cores')} cores, Python {m.get('python')}, "
-             f"redis-server {data.get('stores', {}).get('redis_server_version')}; load average "
-             f"{m.get('load_average_at_start', ['?'])[0]} at start, {m.get('load_average_at_end', ['?'])[0]} at end"]
+    lines = [storebench.heading(data, f"Store-backed Experiment 2: latency of one enforce() evicting k of "
+                                      f"N = {pow2(n)} elements")]
 
     def get(key, k, field):
         r = cfgs.get(key, {}).get(k)

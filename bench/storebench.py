@@ -346,3 +346,32 @@ def drain(timeout: float = 120.0) -> None:
     from stores.window import drain_background
 
     drain_background(timeout)
+
+
+# -- reports --------------------------------------------------------------------------
+
+def by_config(data: dict, field: str) -> dict[str, dict[int, dict]]:
+    """The records that did not fail, by configuration, then by ``field``
+    (the window size, or the eviction size k)."""
+    out: dict[str, dict[int, dict]] = {}
+    for r in data["records"]:
+        if "error" not in r:
+            out.setdefault(r["config"], {})[r[field]] = r
+    return out
+
+
+def report_configs(data: dict, field: str) -> tuple[dict, list[str], dict[str, str]]:
+    """``by_config``, the configurations in the order they ran, and their labels."""
+    cfgs = by_config(data, field)
+    keys = list(data.get("configs") or cfgs)
+    return cfgs, keys, {k: data["configs"].get(k, k) for k in keys}
+
+
+def heading(data: dict, what: str, *, ram: bool = False) -> str:
+    """A report's first line: what, the profile, the machine, the load."""
+    m = data["machine"]
+    return (f"{what}, {data['profile']} profile; {m.get('cpu_model')}, {m.get('logical_cores')} cores, "
+            + (f"{m.get('memory_gb')} GB RAM, " if ram else "")
+            + f"Python {m.get('python')}, redis-server {data.get('stores', {}).get('redis_server_version')}; "
+            f"load average {m.get('load_average_at_start', ['?'])[0]} at start, "
+            f"{m.get('load_average_at_end', ['?'])[0]} at end")
