@@ -358,11 +358,11 @@ def _push_columnar(spec, window, key, times, values, problems, out, shown) -> No
         results = [pa.nulls(n, type=t) for t in types[: len(spec.aggs)]]
     else:
         dtype = np.float64 if pa.types.is_floating(values.type) else np.int64
-        arrays, empty = window.push(times.to_numpy(), values.to_numpy().astype(dtype, copy=False))
-        if good is not None:  # back to the run's rows, null where rejected
-            arrays = [_scatter(a, good) for a in arrays]
-            empty = ~good if empty is None else ~good | _scatter(empty, good)
-        results = [pa.array(a, mask=empty, type=t) for a, t in zip(arrays, types)]
+        results = []
+        for (a, null), t in zip(window.push(times.to_numpy(), values.to_numpy().astype(dtype, copy=False)), types):
+            if good is not None:  # back to the run's rows, null where rejected
+                a, null = _scatter(a, good), ~good if null is None else ~good | _scatter(null, good)
+            results.append(pa.array(a, mask=null, type=t))
     for column, result in zip(out, results):
         column.append(result)
     if spec.on_bad_row == "flag":

@@ -34,6 +34,8 @@ import numpy as np
 #: only over a floating-point value column.
 AGGREGATIONS = ("max", "min", "count", "first", "last", "sum", "mean")
 FLOAT_ONLY = ("sum", "mean")
+#: What an empty window gives (as the MTA's identities): 0 for these, null for the others.
+ZERO_WHEN_EMPTY = ("count", "sum")
 
 
 def ineligible(spec, floating: bool) -> str | None:
@@ -58,13 +60,18 @@ class ColumnarWindow:
     """One key's window in a batch job: rows pushed in batches, sorted by time."""
 
     def __init__(self, names, *, rows: int | None = None, range: float | None = None) -> None:
-        self.names, self.rows, self.range = list(names), rows, range
+        # a count beyond any key's rows behaves as "all of them" (and fits an int64)
+        self.names, self.rows, self.range = list(names), rows if rows is None else min(rows, 1 << 62), range
         self._values = self._times = None  # the carried rows
 
-    def push(self, times: np.ndarray, values: np.ndarray) -> tuple[list[np.ndarray], np.ndarray | None]:
-        """The next rows of the key, in order: one result array per aggregation,
-        and a mask of the rows whose window is empty (``None`` if none is:
-        only a range too small to tell a time from itself, e.g. 1 at 1e17)."""
+    def push(self, times: np.ndarray, values: np.ndarray) -> list[tuple[np.ndarray, np.ndarray | None]]:
+        """The next rows of the key, in order: per aggregation, the results
+        and the mask of the rows whose result is null (``None`` if none is).
+        Only an empty window gives null (or 0 for ``count`` and ``sum``),
+        and only a range too small to tell a time from itself makes one
+        (e.g. 1 at 1e17)."""
+        if not len(values):
+            return [(values[:0], None) for _ in self.names]
         carried = 0 if self._values is None else len(self._values)
         x = values if not carried else np.concatenate((self._values, values))
         end = np.arange(carried, len(x))
@@ -78,11 +85,16 @@ class ColumnarWindow:
         if self.range is not None:
             self._times = t[keep:].copy()
         empty = start > end
-        if empty.any():
-            start = np.minimum(start, end)  # any value: masked
-        else:
-            empty = None
-        return [_aggregate(name, x, start, end, carried) for name in self.names], empty
+        if not empty.any():
+            return [(_aggregate(name, x, start, end, carried), None) for name in self.names]
+        start = np.minimum(start, end)  # the rows' own values stand in, then are masked or zeroed
+        out = []
+        for name in self.names:
+            result = _aggregate(name, x, start, end, carried)
+            if name in ZERO_WHEN_EMPTY:
+                result[empty] = 0
+            out.append((result, None if name in ZERO_WHEN_EMPTY else empty))
+        return out
 
     def close(self) -> None:
         """The key is done: drop the carried rows."""
@@ -98,7 +110,24 @@ def _aggregate(name: str, x: np.ndarray, start: np.ndarray, end: np.ndarray, car
         return x[end]
     if name == "mean":
         return reduce_windows(np.add, x, start, end, carried) / (end - start + 1)
-    return reduce_windows(_UFUNCS[name], x, start, end, carried)
+    result = reduce_windows(_UFUNCS[name], x, start, end, carried)
+    if name != "sum" and x.dtype.kind == "f":
+        _oldest_zero(x, start, result)
+    return result
+
+
+def _oldest_zero(x: np.ndarray, start: np.ndarray, result: np.ndarray) -> None:
+    """A max or min of 0 is the window's oldest zero, sign included (as the
+    MTA keeps the older of two equal values; NumPy keeps either): only when
+    the rows hold a -0.0."""
+    zeros = x == 0
+    if not np.signbit(x[zeros]).any():
+        return
+    hit = np.flatnonzero(result == 0)
+    if len(hit):
+        nearest = np.where(zeros, np.arange(len(x)), len(x))
+        next_zero = np.minimum.accumulate(nearest[::-1])[::-1]  # first zero at or after each position
+        result[hit] = x[next_zero[start[hit]]]
 
 
 def reduce_windows(ufunc, x: np.ndarray, start: np.ndarray, end: np.ndarray, carried: int) -> np.ndarray:
@@ -128,7 +157,7 @@ _UFUNCS = {"max": np.maximum, "min": np.minimum, "sum": np.add}
 
 def _identity(ufunc, dtype):
     if ufunc is np.add:
-        return dtype.type(0)
+        return dtype.type(-0.0) if dtype.kind == "f" else dtype.type(0)  # -0.0 + x is x, sign of zero included
     bounds = np.iinfo(dtype) if dtype.kind in "iu" else None
     if ufunc is np.maximum:
         return bounds.min if bounds is not None else -np.inf
