@@ -750,7 +750,7 @@ class WindowStorage:
         meta["gc"] = gc
         meta["epochs"] = sorted(live_epochs)
         for q in levels:  # forget segments wholly below the head
-            if q.written <= gc[q.level]:  # nothing this level wrote is left in the store
+            if q.written <= q.lo >> 1:  # the head is past every pair this level wrote
                 q.segments.clear()
             while len(q.segments) > 1 and q.segments[1][1] <= gc[q.level]:
                 del q.segments[0]

@@ -101,7 +101,8 @@ def test_check_monoid_detects_non_neutral_identity():
 @given(st.lists(st.floats(-1e6, 1e6, allow_nan=False), max_size=12))
 def test_check_monoid_accepts_lawful_monoids(xs):
     check_monoid(SUM, [round(x) for x in xs])
-    check_monoid(Monoid(operator.add, 0.0), xs)  # float rounding within math.isclose
+    # float rounding stays within math.isclose without cancellation (a + b + c near 0 would not)
+    check_monoid(Monoid(operator.add, 0.0), [abs(x) for x in xs])
     check_monoid(Monoid(max, -math.inf), xs)
     check_monoid(CONCAT, [tuple(xs[:i]) for i in range(len(xs))])
 
