@@ -88,7 +88,7 @@ def top2():
 
 
 # -- methods --------------------------------------------------------------------------
-def _mta(df, w, frame, aggs, store=None, engine="amta"):
+def _sliding_window(df, w, frame, aggs, store=None, engine="amta"):
     from spark_ops import sliding_window
 
     size = {"rows": w} if frame == "rows" else {"range": w}
@@ -157,10 +157,10 @@ def run(cfg: RunConfig) -> dict:
         for w in p["windows"]:
             for frame in p["frames"]:
                 jobs = {
-                    COLUMNAR: lambda: _mta(df, w, frame, ["max"], engine="auto"),
-                    MTA: lambda: _mta(df, w, frame, ["max"]),
-                    MTA_FILE: lambda: _mta(df, w, frame, ["max"], store=f"file://{state}"),
-                    MTA_TOP2: lambda: _mta(df, w, frame, [("top2", top2(), "double")]),
+                    COLUMNAR: lambda: _sliding_window(df, w, frame, ["max"], engine="auto"),
+                    MTA: lambda: _sliding_window(df, w, frame, ["max"]),
+                    MTA_FILE: lambda: _sliding_window(df, w, frame, ["max"], store=f"file://{state}"),
+                    MTA_TOP2: lambda: _sliding_window(df, w, frame, [("top2", top2(), "double")]),
                     SQL_TREE: lambda: _sql(spark, df, w, frame, True),
                 }
                 if w <= p["default_frame_max"]:
@@ -170,8 +170,8 @@ def run(cfg: RunConfig) -> dict:
                     if w == p["windows"][0]:
                         jobs[PIPELINE] = lambda: _pipeline(df)
                 if not records:  # start the Python workers (and import NumPy) before the first timed job
-                    sparkbench.timed(_mta(df, w, frame, ["max"]), "max")
-                    sparkbench.timed(_mta(df, w, frame, ["max"], engine="auto"), "max")
+                    sparkbench.timed(_sliding_window(df, w, frame, ["max"]), "max")
+                    sparkbench.timed(_sliding_window(df, w, frame, ["max"], engine="auto"), "max")
                 for method in METHODS:
                     if method not in jobs:
                         continue

@@ -185,6 +185,7 @@ def _batch(df, spec: WindowSpec, run: str):
     key_at, time_at, value_at, shown_at = (columns.index(c) for c in (spec.key, TIME, VALUE, spec.time))
     floating = isinstance(ordered.schema[VALUE].dataType, FractionalType)
     use_columnar = _columnar(spec, floating)
+    agg_names = [n for n, _, _ in spec.aggs]
 
     def windows_of_partition(batches):
         import pyarrow as pa
@@ -209,8 +210,8 @@ def _batch(df, spec: WindowSpec, run: str):
                         _close(window)
                         current, window, last_time = key, None, None
                         if problems is None or problems[start] != NULL_KEY:
-                            window = (columnar.ColumnarWindow([n for n, _, _ in spec.aggs], rows=spec.rows,
-                                                              range=spec.range) if use_columnar
+                            window = (columnar.ColumnarWindow(agg_names, rows=spec.rows, range=spec.range)
+                                      if use_columnar
                                       else SortedWindow(spec, key, attempt) if spec.policy is None
                                       else spec.open_window(key, attempt, resume=False))
                     span = slice(start, end)
@@ -353,7 +354,8 @@ def _push_columnar(spec, window, key, times, values, problems, out, shown) -> No
             if problem is not None:
                 spec.reject(problem, key, t, v)
         good = np.array([p is None for p in problems])
-        times, values = times.filter(pa.array(good)), values.filter(pa.array(good))
+        keep = pa.array(good)
+        times, values = times.filter(keep), values.filter(keep)
     if window is None or not len(times):
         results = [pa.nulls(n, type=t) for t in types[: len(spec.aggs)]]
     else:

@@ -80,20 +80,21 @@ class ColumnarWindow:
         else:
             t = times if not carried else np.concatenate((self._times, times))
             start = np.searchsorted(t, t[carried:] - self.range, side="right")
-        keep = int(start[-1]) if len(start) else len(x)  # later windows start there or later
+        keep = int(start[-1])  # later windows start there or later
         self._values = x[keep:].copy()
         if self.range is not None:
             self._times = t[keep:].copy()
         empty = start > end
-        if not empty.any():
-            return [(_aggregate(name, x, start, end, carried), None) for name in self.names]
-        start = np.minimum(start, end)  # the rows' own values stand in, then are masked or zeroed
+        if empty.any():
+            start = np.minimum(start, end)  # the rows' own values stand in, then are masked or zeroed
+        else:
+            empty = None
         out = []
         for name in self.names:
-            result = _aggregate(name, x, start, end, carried)
-            if name in ZERO_WHEN_EMPTY:
-                result[empty] = 0
-            out.append((result, None if name in ZERO_WHEN_EMPTY else empty))
+            result, null = _aggregate(name, x, start, end, carried), empty
+            if empty is not None and name in ZERO_WHEN_EMPTY:
+                result[empty], null = 0, None
+            out.append((result, null))
         return out
 
     def close(self) -> None:
@@ -176,22 +177,18 @@ def reduce_ranges(ufunc, x: np.ndarray, lo: np.ndarray, hi: np.ndarray, identity
     lo, hi = lo.astype(np.int64), hi.astype(np.int64)
     level = x
     with np.errstate(all="ignore"):  # inf + -inf is nan, as in Python
-        return _reduce(ufunc, level, lo, hi, left, right)
-
-
-def _reduce(ufunc, level, lo, hi, left, right):
-    while True:
-        take = (lo < hi) & (lo & 1).astype(bool)  # an odd left end: its block, then move right
-        if take.any():
-            left = np.where(take, ufunc(left, level[np.where(take, lo, 0)]), left)
-            lo += take
-        take = (lo < hi) & (hi & 1).astype(bool)  # an odd right end: its block, then move left
-        if take.any():
-            hi -= take
-            right = np.where(take, ufunc(level[np.where(take, hi, 0)], right), right)
-        lo >>= 1
-        hi >>= 1
-        if not (lo < hi).any():
-            return ufunc(left, right)
-        pairs = len(level) >> 1
-        level = ufunc(level[0 : 2 * pairs : 2], level[1 : 2 * pairs : 2])
+        while True:
+            take = (lo < hi) & (lo & 1).astype(bool)  # an odd left end: its block, then move right
+            if take.any():
+                left = np.where(take, ufunc(left, level[np.where(take, lo, 0)]), left)
+                lo += take
+            take = (lo < hi) & (hi & 1).astype(bool)  # an odd right end: its block, then move left
+            if take.any():
+                hi -= take
+                right = np.where(take, ufunc(level[np.where(take, hi, 0)], right), right)
+            lo >>= 1
+            hi >>= 1
+            if not (lo < hi).any():
+                return ufunc(left, right)
+            pairs = len(level) >> 1
+            level = ufunc(level[0 : 2 * pairs : 2], level[1 : 2 * pairs : 2])
