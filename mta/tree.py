@@ -9,20 +9,9 @@
   process memory by default, or in a shared store (section 4.1.5), with
   checkpoints to resume a window in another process.
 
-Store protocol.  ``mta`` never imports a store; an engine built with
-``store=s, window_id=w`` calls ``s.open_window(w, engine=..., mutable_tail=...,
-buffer_size=..., cache_size=...)`` and uses the returned window storage:
-
-* ``.levels``: the checkpointed level queues when resuming, else ``None``;
-* ``.new_level(level, lo)``: a fresh level queue;
-* ``.checkpoint(levels) -> int``: make the levels durable, fenced by owner
-  epoch; returns the checkpoint's version;
-* ``.close(levels, delete)``: wait for background I/O, optionally delete
-  the window from the store;
-* ``.stats``: round trips, pairs written and read, cache hits and misses.
-
-The package ``stores`` implements it for memory, SQLite files, Redis and
-Couchbase.
+Store protocol: :mod:`mta.storage` (``mta`` never imports a store; an engine
+built with ``store=s, window_id=w`` asks ``s.open_window`` for its
+:class:`~mta.storage.WindowStorage`).
 """
 
 from __future__ import annotations
@@ -33,6 +22,7 @@ from .engine import Engine
 from .errors import MTAError
 from .level_queue import LevelQueue, MemoryLevelQueue
 from .monoid import Monoid
+from .storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
 #: Private "no value" marker.  Never the monoid's identity: a value equal to
 #: the identity is an ordinary element.
@@ -108,7 +98,8 @@ class LevelEngine(Engine):
     """Base of the two MTA engines: level queues, storage options, checkpoints.
 
     Options: ``store`` and ``window_id`` keep the level queues in a shared
-    store (``buffer_size`` and ``cache_size`` pairs per level, default 512,
+    store (``buffer_size`` and ``cache_size`` pairs per level, default
+    :data:`mta.storage.DEFAULT_BUFFER_SIZE` and ``DEFAULT_CACHE_SIZE``,
     as in the paper's section 5.1; further ``storage_options`` such as
     ``resume=`` and ``retain=`` go to ``store.open_window``);
     ``level_queue(level, lo)`` builds in-memory levels otherwise.
@@ -125,8 +116,8 @@ class LevelEngine(Engine):
         *,
         store=None,
         window_id: str | None = None,
-        buffer_size: int = 512,
-        cache_size: int = 512,
+        buffer_size: int = DEFAULT_BUFFER_SIZE,
+        cache_size: int = DEFAULT_CACHE_SIZE,
         level_queue=MemoryLevelQueue,
         **storage_options,
     ) -> None:

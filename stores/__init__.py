@@ -26,7 +26,6 @@ This package depends on :mod:`mta` and msgpack, and never on pyspark.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Callable
 
 from . import codec
@@ -35,9 +34,9 @@ from .codec import decode, encode, register_codec, registered_codecs, unregister
 from .errors import (CasMismatch, CodecRegistrationError, CorruptValue, FencingError, FormatVersionError,
                      MissingData, StoreAuthenticationError, StoreClosed, StoreConfigError,
                      StoreError, StoreUnavailable)
+from .pool import pooled_store
+from .urls import normalize_url, redact_url, scheme_of
 from .window import WindowStorage
-
-_SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
 
 _backends: dict[str, Callable[..., Store]] = {}
 
@@ -85,9 +84,8 @@ def open_store(url: str, **options: Any) -> Store:
     """
     if not isinstance(url, str) or not url:
         raise StoreConfigError("store URL must be a non-empty str")
-    m = _SCHEME_RE.match(url)
-    scheme = m.group(1).lower() if m else None
-    if scheme is None or (len(scheme) == 1 and "://" not in url):
+    scheme = scheme_of(url)
+    if scheme is None:
         return _file(url, **options)  # a plain path
     factory = _backends.get(scheme)
     if factory is None:
@@ -100,7 +98,8 @@ def open_store(url: str, **options: Any) -> Store:
 __all__ = [
     "FencingError",
     "WindowStorage",
-    "open_store", "register_backend", "Store", "StoreStats", "Token", "MAX_WINDOW_BYTES",
+    "open_store", "register_backend", "normalize_url", "redact_url", "scheme_of", "pooled_store",
+    "Store", "StoreStats", "Token", "MAX_WINDOW_BYTES",
     "encode", "decode", "register_codec", "unregister_codec", "registered_codecs",
     "StoreError", "StoreConfigError", "StoreClosed", "StoreUnavailable",
     "StoreAuthenticationError", "CasMismatch", "CorruptValue", "FormatVersionError",

@@ -40,6 +40,8 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar
 
+from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
+
 from .errors import (CasMismatch, StoreAuthenticationError, StoreClosed, StoreConfigError,
                      StoreError, StoreUnavailable)
 
@@ -377,6 +379,18 @@ class Store:
         from .window import WindowStorage
 
         return WindowStorage(self, check_window(window), **options)
+
+    def open_fifo(self, window: str, *, buffer_size: int = DEFAULT_BUFFER_SIZE,
+                  cache_size: int = DEFAULT_CACHE_SIZE):
+        """A fresh FIFO under the name ``window``: a level queue (``append``,
+        ``q[i]``, ``q.lo`` moved forward to drop the oldest) whose middle lives
+        in the store like an engine's levels, closed with ``close(delete=)``.
+        It is never resumed: opening it starts it empty."""
+        from .window import StoreFifo, WindowStorage
+
+        storage = WindowStorage(self, check_window(window), engine=StoreFifo.LAYOUT, mutable_tail=0,
+                                buffer_size=buffer_size, cache_size=cache_size, resume=False)
+        return StoreFifo(storage, 0, 0)
 
     def delete_window(self, window: str) -> None:
         """Delete the window's metadata and every pair of every epoch

@@ -49,10 +49,10 @@ import sqlite3
 import threading
 import weakref
 from typing import Any, Optional
-from urllib.parse import unquote, urlsplit
 
 from .base import Store, Token, TRANSIENT, cas_mismatch
 from .errors import FormatVersionError, StoreClosed, StoreConfigError, StoreError
+from .urls import parse_file_url
 
 SCHEMA_VERSION = 1
 DB_NAME = "mta.sqlite3"
@@ -79,24 +79,6 @@ class _Connection(sqlite3.Connection):
     """A connection that can be weakly referenced (the store tracks its
     connections in a WeakSet, so a thread's connection is freed when the
     thread ends)."""
-
-
-def parse_file_url(url: str) -> str:
-    """The absolute directory of a ``file:`` URL or plain path."""
-    if url.startswith("file:"):
-        parts = urlsplit(url)
-        if parts.query or parts.fragment:
-            raise StoreConfigError(f"file: URLs take no query or fragment: {url!r}")
-        if parts.netloc not in ("", "localhost"):
-            raise StoreConfigError(
-                f"file: URL {url!r} names host {parts.netloc!r}; only local paths are "
-                f"supported (file:///abs/dir or file:relative/dir)")
-        path = unquote(parts.path)
-    else:
-        path = url
-    if not path:
-        raise StoreConfigError(f"file: URL {url!r} has no path")
-    return os.path.abspath(os.path.expanduser(path))
 
 
 class SQLiteStore(Store):

@@ -48,6 +48,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from mta.level_queue import LevelQueue
+from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
 from .codec import decode, encode
 from .errors import CasMismatch, CorruptValue, FencingError, FormatVersionError, MissingData, StoreError
@@ -520,6 +521,20 @@ class StoreLevelQueue(LevelQueue):
         return epoch
 
 
+class StoreFifo(StoreLevelQueue):
+    """A level queue of its own in the store, for values that leave in
+    arrival order (a range window's times); see :meth:`stores.Store.open_fifo`."""
+
+    __slots__ = ()
+
+    #: The "engine" a FIFO's storage is claimed for: no engine resumes it.
+    LAYOUT = "fifo"
+
+    def close(self, *, delete: bool = False) -> None:
+        """Wait for its background I/O; ``delete=True`` removes it from the store."""
+        self._w.close([self], delete=delete)
+
+
 class WindowStorage:
     """One window in one store: ownership (epochs), level queues, checkpoints.
 
@@ -536,8 +551,8 @@ class WindowStorage:
         *,
         engine: str,
         mutable_tail: int,
-        buffer_size: int = 512,
-        cache_size: int = 512,
+        buffer_size: int = DEFAULT_BUFFER_SIZE,
+        cache_size: int = DEFAULT_CACHE_SIZE,
         group_size: int = GROUP_SIZE,
         resume: bool | int = True,
         retain: int = 2,

@@ -1,0 +1,88 @@
+"""Store URLs (stores.urls), the per-process pool (stores.pool) and the
+FIFO level queues of Store.open_fifo, on every backend."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import stores
+from stores import StoreConfigError, normalize_url, pooled_store, redact_url, scheme_of
+
+from .test_stores import backend, make_store, store  # noqa: F401 - fixtures
+
+
+@pytest.mark.parametrize("url, scheme", [
+    ("redis://h:1/0", "redis"), ("REDIS://h", "redis"), ("rediss+cluster://h:1", "rediss+cluster"),
+    ("file:rel/dir", "file"), ("file:///abs", "file"), ("memory://", "memory"),
+    ("rel/dir", None), ("/abs/dir", None), ("C:\\dir", None), ("c:/dir", None),
+])
+def test_scheme_of(url, scheme):
+    assert scheme_of(url) == scheme
+
+
+def test_normalize_url_makes_file_stores_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    here = os.path.realpath(str(tmp_path))
+    assert normalize_url("state") == f"file://{os.path.join(os.getcwd(), 'state')}"
+    assert normalize_url("file:state") == f"file://{os.path.join(os.getcwd(), 'state')}"
+    assert normalize_url(f"file://{here}/x") == f"file://{here}/x"
+    assert normalize_url("~/mta-x") == "file://" + os.path.expanduser("~/mta-x")
+    for url in ("redis://:pw@127.0.0.1:6379/0", "memory://name", "couchbase://h/b"):
+        assert normalize_url(url) == url
+
+
+@pytest.mark.parametrize("url", ["", "file://otherhost/x", "file:x?q=1", "file:"])
+def test_normalize_url_refuses_bad_file_urls(url):
+    with pytest.raises(StoreConfigError):
+        normalize_url(url)
+
+
+def test_redact_url():
+    assert redact_url("redis://:s3cret@h:1/0") == "redis://:***@h:1/0"
+    assert redact_url("rediss://user:s3cret@h:1/0?x=1") == "rediss://user:***@h:1/0?x=1"
+    assert redact_url("couchbase://admin@h/b") == "couchbase://admin@h/b"
+    assert redact_url("redis://h:1/0") == "redis://h:1/0"
+    assert redact_url("file:///a@b") == "file:///a@b"
+    with pytest.raises(StoreConfigError) as e:
+        normalize_url("file://u:s3cret@otherhost/x")
+    assert "s3cret" not in str(e.value)
+
+
+def test_pooled_store_is_one_per_url_and_options(tmp_path):
+    url = f"file://{tmp_path}/pool"
+    a = pooled_store(url, {"retries": 1})
+    assert pooled_store(url, {"retries": 1}) is a
+    assert pooled_store(url, {"retries": 2}) is not a
+    a.close()
+    b = pooled_store(url, {"retries": 1})
+    assert b is not a and not b.closed
+
+
+def test_open_fifo(store):
+    fifo = store.open_fifo("w~fifo", buffer_size=2, cache_size=2)
+    values = [float(i) for i in range(40)]
+    for v in values:
+        fifo.append(v)
+    fifo.lo += 25  # the 25 oldest leave
+    assert [fifo[i] for i in range(fifo.lo, fifo.hi)] == values[25:]
+    fifo.append(40.0)
+    assert fifo[fifo.hi - 1] == 40.0 and len(fifo) == 16
+    fifo.close(delete=True)
+    assert store.list_epochs("w~fifo") == []
+
+
+def test_open_fifo_starts_empty(store):
+    first = store.open_fifo("w~fifo", buffer_size=2, cache_size=2)
+    for v in range(10):
+        first.append(v)
+    first.close()
+    again = store.open_fifo("w~fifo", buffer_size=2, cache_size=2)
+    assert len(again) == 0
+    again.close(delete=True)
+
+
+def test_stores_exports_the_url_and_pool_api():
+    for name in ("normalize_url", "redact_url", "scheme_of", "pooled_store", "FencingError"):
+        assert name in stores.__all__ and hasattr(stores, name)
