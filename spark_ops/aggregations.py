@@ -4,6 +4,8 @@ spark_type)``, and the Spark and Arrow types of their output columns."""
 
 from __future__ import annotations
 
+import functools
+
 from mta import Aggregator, aggregators
 
 
@@ -17,6 +19,7 @@ def spark_type(result: str, integral: bool) -> str:
     return "long" if result == "count" or (integral and result == "value") else "double"
 
 
+@functools.cache  # called for every key's window
 def arrow_type(spark: str):
     """The Arrow type of an output column of Spark type ``spark`` (``None``:
     let Arrow infer it from the values)."""

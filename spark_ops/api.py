@@ -21,7 +21,7 @@ from . import columnar
 from .batch import batch_plan
 from .plan import INTERNAL
 from .spec import SlidingWindowError, WindowSpec
-from .store_access import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
+from ._store_access import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 from .streaming import streaming_plan
 
 

@@ -2,7 +2,7 @@
 
 A task opens one window per key (:func:`spark_ops.windows.open_key_window`)
 and pushes the key's rows through it in runs, in ``(time, arrival)``
-order; each push gives the runs's output columns.  Every implementation
+order; each push gives the run's output columns.  Every implementation
 derives from :class:`RowWindow`, which leaves it one job, aggregating the
 rows it accepts; rejected rows are settled in one place for all of them
 (:func:`spark_ops.rows.settle`).

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 from mta import MemoryLevelQueue
 from mta.monoid import identity_function
 
-from . import rows, store_access
+from . import _store_access as store_access, rows
 from .key_window import RowWindow
 from .spec import WindowSpec
 

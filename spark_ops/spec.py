@@ -24,7 +24,7 @@ from typing import Any
 from mta import Aggregator, AmortizedMTA, LogMTA, SlidePolicy, policies, product
 from mta.errors import MTAError
 
-from . import aggregations, store_access
+from . import _store_access as store_access, aggregations
 from .aggregations import READY
 
 __all__ = ["BAD_ROW_RULES", "ENGINES", "ENGINE_CHOICES", "READY", "SlidingWindowError", "WindowSpec",
