@@ -165,3 +165,24 @@ def test_which_jobs_are_columnar(kwargs, floating, reason):
     spec = WindowSpec.build(key="k", time="t", value="v", integral=not floating, **kwargs)
     why = ineligible(spec, floating)
     assert (why is None) if reason is None else (reason in why), why
+
+
+def test_kernels_are_ready_aggregations_with_their_declared_empty_result():
+    """The columnar engine's eligibility comes from its kernel table: each
+    kernel computes a ready aggregation (mta.aggregators.READY), an empty
+    window gives what that declaration says, and a user aggregation under
+    a ready name is not eligible."""
+    from mta import Aggregator, aggregators
+
+    assert set(AGGREGATIONS) <= set(aggregators.READY)
+    window = ColumnarWindow(list(AGGREGATIONS), range=1.0)
+    results = window.push(np.array([1e17, 1e17 + 4096]), np.array([3.0, 4.0]))  # t - 1 == t: every window empty
+    for name, (values, null) in zip(AGGREGATIONS, results):
+        empty = aggregators.READY[name].empty
+        if empty is None:
+            assert null is not None and null.all(), name
+        else:
+            assert null is None and values.tolist() == [empty, empty], name
+    renamed = WindowSpec.build(key="k", time="t", value="v", aggs=[("max", Aggregator(aggregators.MAX.monoid))],
+                               rows=3)
+    assert "'max' is not one the columnar engine computes" in ineligible(renamed, True)
