@@ -21,6 +21,10 @@ are selective monoids whose identity is ``None``; like SQL's MIN/MAX they
 skip ``None`` inputs.  ``argmax``/``argmin``/``latest`` from :data:`BY_NAME`
 read ``(label, value)`` records (e.g. ``(timestamp, reading)``); build others
 with :func:`argmax`, :func:`argmin`, :func:`latest`.
+
+The ready aggregations over one numeric value (what ``sliding_window`` and
+``mta-spark`` take by name) are declared once, in :data:`READY`, with their
+result kind, help text and empty result; :data:`BY_NAME` adds the others.
 """
 
 from __future__ import annotations
@@ -29,13 +33,14 @@ import hashlib
 import math
 import operator
 import struct
+from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from .monoid import Aggregator, Monoid
 
 __all__ = [
-    "BY_NAME", "get", "variance", "stddev", "argmax", "argmin", "latest", "longest_run",
+    "READY", "Ready", "describe", "BY_NAME", "get", "variance", "stddev", "argmax", "argmin", "latest", "longest_run",
     "count_min", "CountMinQuery", "SUM", "COUNT", "MIN", "MAX", "MEAN", "GEOMEAN",
     "VARIANCE", "STDDEV", "VAR_POP", "STDDEV_POP", "FIRST", "LAST", "COLLECT", "ARGMAX",
     "ARGMIN", "LATEST", "LONGEST_RUN", "COUNT_MIN", "MOMENTS",
@@ -362,12 +367,50 @@ def count_min(width: int = 64, depth: int = 4) -> Aggregator:
 COUNT_MIN = count_min()
 
 
+# -- ready aggregations over one numeric value, declared once ---------------------
+
+@dataclass(frozen=True)
+class Ready:
+    """A ready aggregation over one numeric value: what every user of it
+    needs to know (the Spark integration's output types, the columnar
+    engine's empty windows, the command line's help)."""
+
+    name: str
+    aggregator: Aggregator
+    #: "value": one of the values, typed like the value column (integers for an
+    #: integral column); "floating": a floating-point number; "count": an integer.
+    result: Literal["value", "floating", "count"]
+    help: str  # one line
+    empty: Any = None  # what an empty window gives
+
+
+#: The ready aggregations, by name; adding one is one line here (and its tests).
+READY: dict[str, Ready] = {r.name: r for r in (
+    Ready("sum", SUM, "value", "sum of the values", empty=0),
+    Ready("count", COUNT, "count", "number of rows", empty=0),
+    Ready("min", MIN, "value", "smallest value"),
+    Ready("max", MAX, "value", "largest value"),
+    Ready("mean", MEAN, "floating", "arithmetic mean"),
+    Ready("geomean", GEOMEAN, "floating", "geometric mean (values must be > 0)"),
+    Ready("variance", VARIANCE, "floating", "sample variance (n - 1; null below 2 rows)"),
+    Ready("stddev", STDDEV, "floating", "sample standard deviation (n - 1; null below 2 rows)"),
+    Ready("var_pop", VAR_POP, "floating", "population variance (n)"),
+    Ready("stddev_pop", STDDEV_POP, "floating", "population standard deviation (n)"),
+    Ready("first", FIRST, "value", "oldest value"),
+    Ready("last", LAST, "value", "newest value"),
+)}
+
+
+def describe() -> list[tuple[str, str]]:
+    """``(name, one-line help)`` of each ready aggregation, in order (for help texts)."""
+    return [(r.name, r.help) for r in READY.values()]
+
+
 # -- lookup by name (the CLI's --agg) ------------------------------------------
 
 BY_NAME: dict[str, Aggregator | Callable[[], Aggregator]] = {
-    a.name: a
-    for a in (SUM, COUNT, MIN, MAX, MEAN, GEOMEAN, VARIANCE, STDDEV, VAR_POP, STDDEV_POP,
-              FIRST, LAST, COLLECT, ARGMAX, ARGMIN, LATEST, LONGEST_RUN, COUNT_MIN)
+    **{name: r.aggregator for name, r in READY.items()},
+    **{a.name: a for a in (COLLECT, ARGMAX, ARGMIN, LATEST, LONGEST_RUN, COUNT_MIN)},
 }
 
 

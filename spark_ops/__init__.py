@@ -5,6 +5,7 @@ works on batch and streaming DataFrames; ``mta-spark`` is the command line.
 """
 
 from .api import sliding_window
-from .spec import READY, SlidingWindowError, WindowSpec
+from .aggregations import READY
+from .spec import SlidingWindowError, WindowSpec
 
 __all__ = ["READY", "SlidingWindowError", "WindowSpec", "sliding_window"]

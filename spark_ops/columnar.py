@@ -4,7 +4,7 @@ A batch job knows each key's rows in advance, sorted by (time, arrival), so
 every row's window is a contiguous range ``[s_i, i]`` of them: ``s_i = i - N
 + 1`` for ``rows=N``, the first row newer than ``t_i - range`` for
 ``range=``.  When the aggregations are built-in ones that NumPy computes
-(:data:`AGGREGATIONS`) and the windows stay in executor memory, a whole
+(:data:`KERNELS`) and the windows stay in executor memory, a whole
 Arrow batch of one key is answered at once instead of row by row:
 
 * ``count``, ``first`` and ``last`` read the range's ends;
@@ -23,37 +23,58 @@ newest N - 1, or those newer than the last time minus the range): O(window)
 values in a NumPy array, as the in-memory MTA keeps O(window) pairs.  Jobs
 with a store, a custom policy, a user or other aggregation, or sums of an
 integral column (which NumPy would let overflow) run through the MTA
-(:class:`spark_ops.spec.SortedWindow`).
+(:class:`spark_ops.sorted_window.SortedWindow`).
 """
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
-#: Built-in aggregations the columnar engine computes; ``sum`` and ``mean``
-#: only over a floating-point value column.
-AGGREGATIONS = ("max", "min", "count", "first", "last", "sum", "mean")
-FLOAT_ONLY = ("sum", "mean")
-#: What an empty window gives (as the MTA's identities): 0 for these, null for the others.
-ZERO_WHEN_EMPTY = ("count", "sum")
+from mta import aggregators
+
+from .key_window import RowWindow
 
 
 def ineligible(spec, floating: bool) -> str | None:
     """Why ``spec``'s batch job cannot run on the columnar engine, or ``None``
     when it can; ``floating``: the value column holds floating-point numbers."""
-    from mta import aggregators
-
     if spec.store:
         return "its windows are in a store (the columnar engine keeps them in executor memory)"
     if spec.policy is not None:
         return "it has a custom slide policy (the columnar engine does rows= and range=)"
     for name, agg, _ in spec.aggs:
-        if name not in AGGREGATIONS or agg is not aggregators.BY_NAME.get(name):
+        if name not in KERNELS or agg is not aggregators.READY[name].aggregator:
             return (f"aggregation {name!r} is not one the columnar engine computes "
                     f"({', '.join(AGGREGATIONS)})")
         if name in FLOAT_ONLY and not floating:
             return f"aggregation {name!r} of an integral column is exact only in the MTA (NumPy sums overflow)"
     return None
+
+
+class ColumnarKeyWindow(RowWindow):
+    """A key's :class:`ColumnarWindow` behind the per-key window interface:
+    Arrow arrays in and out, NumPy in between, no Python per row."""
+
+    def __init__(self, spec, key) -> None:
+        super().__init__(spec, key)
+        self.window = ColumnarWindow([name for name, _, _ in spec.aggs], rows=spec.rows, range=spec.range)
+
+    def aggregate(self, times, values, problems):
+        import pyarrow as pa
+
+        if problems is not None and any(problems):
+            keep = pa.array([p is None for p in problems])
+            times, values = times.filter(keep), values.filter(keep)
+        if not len(times):
+            return [pa.nulls(0, type=t) for t in self.types], problems
+        dtype = np.float64 if pa.types.is_floating(values.type) else np.int64
+        results = self.window.push(times.to_numpy(), values.to_numpy().astype(dtype, copy=False))
+        return [pa.array(a, mask=null, type=t) for (a, null), t in zip(results, self.types)], problems
+
+    def close(self) -> None:
+        self.window.close()
 
 
 class ColumnarWindow:
@@ -63,13 +84,16 @@ class ColumnarWindow:
         # a count beyond any key's rows behaves as "all of them" (and fits an int64)
         self.names, self.rows, self.range = list(names), rows if rows is None else min(rows, 1 << 62), range
         self._values = self._times = None  # the carried rows
+        self._kernels = [KERNELS[name] for name in self.names]
+        self._empty = [aggregators.READY[name].empty for name in self.names]
 
     def push(self, times: np.ndarray, values: np.ndarray) -> list[tuple[np.ndarray, np.ndarray | None]]:
         """The next rows of the key, in order: per aggregation, the results
         and the mask of the rows whose result is null (``None`` if none is).
-        Only an empty window gives null (or 0 for ``count`` and ``sum``),
-        and only a range too small to tell a time from itself makes one
-        (e.g. 1 at 1e17)."""
+        An empty window gives what the aggregation declares
+        (:attr:`mta.aggregators.Ready.empty`: 0 for ``count`` and ``sum``,
+        else null), and only a range too small to tell a time from itself
+        makes one (e.g. 1 at 1e17)."""
         if not len(values):
             return [(values[:0], None) for _ in self.names]
         carried = 0 if self._values is None else len(self._values)
@@ -86,14 +110,14 @@ class ColumnarWindow:
             self._times = t[keep:].copy()
         empty = start > end
         if empty.any():
-            start = np.minimum(start, end)  # the rows' own values stand in, then are masked or zeroed
+            start = np.minimum(start, end)  # the rows' own values stand in, then are masked or replaced
         else:
             empty = None
         out = []
-        for name in self.names:
-            result, null = _aggregate(name, x, start, end, carried), empty
-            if empty is not None and name in ZERO_WHEN_EMPTY:
-                result[empty], null = 0, None
+        for kernel, when_empty in zip(self._kernels, self._empty):
+            result, null = kernel(x, start, end, carried), empty
+            if empty is not None and when_empty is not None:
+                result[empty], null = when_empty, None
             out.append((result, null))
         return out
 
@@ -102,17 +126,26 @@ class ColumnarWindow:
         self._values = self._times = None
 
 
-def _aggregate(name: str, x: np.ndarray, start: np.ndarray, end: np.ndarray, carried: int) -> np.ndarray:
-    if name == "count":
-        return end - start + 1
-    if name == "first":
-        return x[start]
-    if name == "last":
-        return x[end]
-    if name == "mean":
-        return reduce_windows(np.add, x, start, end, carried) / (end - start + 1)
-    result = reduce_windows(_UFUNCS[name], x, start, end, carried)
-    if name != "sum" and x.dtype.kind == "f":
+# -- kernels: (values, window starts, window ends, carried rows) -> results ------
+def _count(x, start, end, carried):
+    return end - start + 1
+
+
+def _first(x, start, end, carried):
+    return x[start]
+
+
+def _last(x, start, end, carried):
+    return x[end]
+
+
+def _mean(x, start, end, carried):
+    return reduce_windows(np.add, x, start, end, carried) / (end - start + 1)
+
+
+def _reduce(ufunc, x, start, end, carried):
+    result = reduce_windows(ufunc, x, start, end, carried)
+    if ufunc is not np.add and x.dtype.kind == "f":
         _oldest_zero(x, start, result)
     return result
 
@@ -129,6 +162,15 @@ def _oldest_zero(x: np.ndarray, start: np.ndarray, result: np.ndarray) -> None:
         nearest = np.where(zeros, np.arange(len(x)), len(x))
         next_zero = np.minimum.accumulate(nearest[::-1])[::-1]  # first zero at or after each position
         result[hit] = x[next_zero[start[hit]]]
+
+
+#: The ready aggregations the columnar engine computes (a job runs on it
+#: only if it has a kernel for each of its aggregations).
+KERNELS = {"max": partial(_reduce, np.maximum), "min": partial(_reduce, np.minimum), "count": _count,
+           "first": _first, "last": _last, "sum": partial(_reduce, np.add), "mean": _mean}
+AGGREGATIONS = tuple(KERNELS)
+#: Kernels exact only on floating-point values (an integral sum may overflow int64).
+FLOAT_ONLY = ("sum", "mean")
 
 
 def reduce_windows(ufunc, x: np.ndarray, start: np.ndarray, end: np.ndarray, carried: int) -> np.ndarray:
@@ -151,9 +193,6 @@ def reduce_windows(ufunc, x: np.ndarray, start: np.ndarray, end: np.ndarray, car
         batch = x[carried:]
         out[crossing:] = reduce_ranges(ufunc, batch, start[crossing:] - carried, end[crossing:] + 1 - carried)
     return out
-
-
-_UFUNCS = {"max": np.maximum, "min": np.minimum, "sum": np.add}
 
 
 def _identity(ufunc, dtype):

@@ -37,7 +37,7 @@ os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 from mta import Aggregator, Monoid  # noqa: E402
-from spark_ops.spec import READY  # noqa: E402
+from spark_ops import READY  # noqa: E402
 
 SCHEMA = "id long, k string, t double, v double"
 #: Absolute and relative tolerance for float aggregations.
@@ -199,7 +199,7 @@ assert set(READY) <= set(ORACLE)
 
 
 def is_bad(row: dict) -> str | None:
-    """Why the oracle leaves a row out (the rules of spark_ops.spec.check_row,
+    """Why the oracle leaves a row out (the rules of spark_ops.rows.check_row,
     minus the streaming out-of-order rule, which depends on micro-batches)."""
     k, t, v = row["k"], row["t"], row["v"]
     if k is None or (isinstance(k, float) and math.isnan(k)):

@@ -117,6 +117,20 @@ def test_by_name_and_get():
         A.get("median")
 
 
+def test_ready_declarations():
+    """Each ready aggregation is declared once (mta.aggregators.READY): BY_NAME
+    and the help texts come from it, and what it says an empty window gives
+    is what its aggregator gives."""
+    assert list(A.READY) == ["sum", "count", "min", "max", "mean", "geomean", "variance", "stddev", "var_pop",
+                             "stddev_pop", "first", "last"]
+    assert [name for name, _ in A.describe()] == list(A.READY)
+    for name, ready in A.READY.items():
+        assert ready.name == name and A.BY_NAME[name] is ready.aggregator and ready.aggregator.name == name
+        assert ready.result in ("value", "floating", "count")
+        assert ready.help and "\n" not in ready.help
+        assert ready.aggregator.aggregate([]) == ready.empty
+
+
 EMPTY = {"sum": 0, "count": 0, "collect": ()}
 
 

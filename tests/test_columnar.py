@@ -7,7 +7,7 @@ count and time windows over times with bursts (equal times), gaps longer
 than the window and fractional steps; values include the identities of
 max and min (-inf, +inf, the int64 bounds) and both zeros (a max or min of
 zero must be the window's oldest zero, as Python's ``max`` and the MTA
-give).  The same rows also go through ``spark_ops.spec.SortedWindow`` (the
+give).  The same rows also go through ``spark_ops.sorted_window.SortedWindow`` (the
 MTA path), including windows emptied by a range too small for the times.
 ``reduce_ranges`` is also run with a non-commutative monoid (string
 concatenation), so an ordering mistake in the block decomposition shows.
@@ -23,7 +23,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spark_ops.columnar import AGGREGATIONS, ColumnarWindow, ineligible, reduce_ranges
-from spark_ops.spec import SortedWindow, WindowSpec
+from spark_ops.sorted_window import SortedWindow
+from spark_ops.spec import WindowSpec
 from tests.strategies import sane_settings
 from tests.test_sorted_window import brute, steps
 
@@ -122,7 +123,7 @@ def test_same_results_as_the_mta_path(data, span, rows, far):
     want = [[] for _ in names]
     for lo, hi in zip([0] + cuts, cuts + [len(times)]):
         lifted, _ = mta.lift(values[lo:hi])
-        for column, results in zip(want, mta.push(times[lo:hi], lifted)):
+        for column, results in zip(want, mta.slide(times[lo:hi], lifted)):
             column += results
     for name, g_column, w_column in zip(names, got, want):
         for g, w in zip(g_column, w_column):
@@ -164,3 +165,24 @@ def test_which_jobs_are_columnar(kwargs, floating, reason):
     spec = WindowSpec.build(key="k", time="t", value="v", integral=not floating, **kwargs)
     why = ineligible(spec, floating)
     assert (why is None) if reason is None else (reason in why), why
+
+
+def test_kernels_are_ready_aggregations_with_their_declared_empty_result():
+    """The columnar engine's eligibility comes from its kernel table: each
+    kernel computes a ready aggregation (mta.aggregators.READY), an empty
+    window gives what that declaration says, and a user aggregation under
+    a ready name is not eligible."""
+    from mta import Aggregator, aggregators
+
+    assert set(AGGREGATIONS) <= set(aggregators.READY)
+    window = ColumnarWindow(list(AGGREGATIONS), range=1.0)
+    results = window.push(np.array([1e17, 1e17 + 4096]), np.array([3.0, 4.0]))  # t - 1 == t: every window empty
+    for name, (values, null) in zip(AGGREGATIONS, results):
+        empty = aggregators.READY[name].empty
+        if empty is None:
+            assert null is not None and null.all(), name
+        else:
+            assert null is None and values.tolist() == [empty, empty], name
+    renamed = WindowSpec.build(key="k", time="t", value="v", aggs=[("max", Aggregator(aggregators.MAX.monoid))],
+                               rows=3)
+    assert "'max' is not one the columnar engine computes" in ineligible(renamed, True)

@@ -1,4 +1,4 @@
-"""spark_ops.spec.SortedWindow (the batch path's per-key window) against brute force.
+"""spark_ops.sorted_window.SortedWindow (the batch path's per-key window) against brute force.
 
 No Spark: the window is driven directly with sorted times, as a batch task
 drives it, on the memory, file and Redis stores with buffers and caches of
@@ -13,10 +13,12 @@ from __future__ import annotations
 import math
 import statistics
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spark_ops.spec import SortedWindow, WindowSpec, leading_at_most
+from spark_ops.sorted_window import SortedWindow, leading_at_most
+from spark_ops.spec import WindowSpec
 from mta import MemoryLevelQueue
 from tests.store_fixtures import fresh_window, store_url  # noqa: F401  (fixture)
 from tests.strategies import sane_settings
@@ -52,7 +54,7 @@ def check(spec, times, values, windows, split):
     for lo, hi in ((0, split), (split, len(times))):  # two Arrow batches of one key
         lifted, problems = w.lift(values[lo:hi])
         assert problems is None
-        for column, results in zip(got, w.push(times[lo:hi], lifted)):
+        for column, results in zip(got, w.slide(times[lo:hi], lifted)):
             column.extend(results)
     w.close()
     for name, column in zip([n for n, _, _ in spec.aggs], got):
@@ -115,7 +117,7 @@ def test_store_backed_memory_does_not_grow_with_the_window(tmp_path):
     for start in range(0, 60_000, 1_000):
         times = [float(t) for t in range(start, start + 1_000)]
         values = [float(t % 97) for t in times]
-        assert in_store.push(times, in_store.lift(values)[0]) == in_memory.push(times, in_memory.lift(values)[0])
+        assert in_store.slide(times, in_store.lift(values)[0]) == in_memory.slide(times, in_memory.lift(values)[0])
         held = in_store.engine.local_size() + in_store.times.local_size()
         peak = max(peak, held)
     assert len(in_store.engine) == 20_000
@@ -140,3 +142,35 @@ def test_window_ids_are_valid_and_distinct():
         assert wid.startswith("mta/run-1/17/")
         assert spec.window_id(key, "run-1/17") == wid  # the same in every process
     assert ids[0] == "mta/run-1/17/'a'" and ids[7] == "mta/run-1/17/5"
+
+
+@pytest.mark.parametrize("engine", ["columnar", "amta", "policy"])
+def test_key_windows_settle_rejected_rows_alike(engine):
+    """Every batch key window (spark_ops.windows.open_key_window) gives the
+    same output columns for a run with rejected rows: null aggregations and
+    the reason when flagged, an error naming the first one otherwise; a
+    null key's rows are all rejected."""
+    import pyarrow as pa
+
+    from mta import policies
+    from spark_ops import SlidingWindowError, rows
+    from spark_ops.windows import open_key_window
+
+    size = dict(policy=policies.Count(3)) if engine == "policy" else dict(rows=3)
+    common = dict(key="k", time="t", value="v", aggs=["max", "count"], engine="amta" if engine == "policy" else engine,
+                  **size)
+    times, values = pa.array([1.0, 2.0, None, 4.0, 5.0]), pa.array([5.0, None, 1.0, 7.0, 2.0])
+    problems = rows.check_columns(pa.array(["k"] * 5), times, values)
+    window = open_key_window(WindowSpec.build(on_bad_row="flag", **common), "k", "run")
+    maxes, counts, rejected = window.push(times, values, problems)
+    window.close()
+    assert maxes.to_pylist() == [5.0, None, None, 7.0, 7.0]
+    assert counts.to_pylist() == [1, None, None, 2, 3]
+    assert rejected.to_pylist() == [None, "null or NaN value", "null or NaN time", None, None]
+    window = open_key_window(WindowSpec.build(**common), "k", "run")
+    with pytest.raises(SlidingWindowError, match=r"row rejected \(null or NaN value\): k='k', t=2.0, v=None"):
+        window.push(times, values, problems)
+    window.close()
+    nulls = open_key_window(WindowSpec.build(on_bad_row="flag", **common), None, "run")
+    assert [c.to_pylist() for c in nulls.push(times, values, None)] == [[None] * 5, [None] * 5,
+                                                                         [rows.NULL_KEY] * 5]

@@ -1,0 +1,117 @@
+"""The batch plan: rows numbered in input order (their arrival),
+repartitioned by key, sorted within partitions by ``(key, time, arrival)``
+and streamed through one window per key with ``mapInArrow``.
+
+Each Arrow batch is cut into runs of one key; a run goes through the key's
+window (:func:`spark_ops.windows.open_key_window`) in one push.  A retried
+task recomputes its partition from the start: batch windows never resume,
+so a retry's output equals a run without failure.
+"""
+
+from __future__ import annotations
+
+from . import rows
+from .plan import ARRIVAL, INTERNAL, TIME, VALUE, column, output_schema, with_order_columns
+from .spec import WindowSpec
+from .windows import open_key_window
+
+
+def batch_plan(df, spec: WindowSpec, run: str):
+    """``df`` with the windows' output columns (``spec.engine`` as chosen for the job)."""
+    ordered = with_order_columns(df, spec)
+    schema = output_schema(ordered, spec)  # the internal columns do not come back
+    columns = ordered.columns
+    passed = [i for i, c in enumerate(columns) if c not in INTERNAL]
+    names = [columns[i] for i in passed] + [n for n, _ in spec.output_columns]
+    key_at, time_at, value_at, shown_at = (columns.index(c) for c in (spec.key, TIME, VALUE, spec.time))
+
+    def windows_of_partition(batches):
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        from .aggregations import arrow_type
+
+        types = [arrow_type(t) for _, t in spec.output_columns]
+        # each task attempt has windows of its own: a speculative or retried
+        # attempt never deletes the windows another attempt is using
+        attempt = f"{run}/{TaskContext.get().taskAttemptId()}"
+        current, window = _NO_KEY, None
+        try:  # the open window is deleted however the task ends (error, early stop)
+            for batch in batches:
+                keys, times, values = batch.column(key_at), batch.column(time_at), batch.column(value_at)
+                problems = rows.check_columns(keys, times, values)
+                out = [[] for _ in spec.output_columns]
+                for start, end in runs(keys):
+                    key = keys[start].as_py()
+                    if key is None or not key == current:
+                        if window is not None:
+                            window.close()
+                        current, window = key, open_key_window(spec, key, attempt)
+                    n = end - start
+                    pieces = window.push(times.slice(start, n), values.slice(start, n),
+                                         problems[start:end] if problems else None,
+                                         shown=_InputTimes(batch.column(shown_at), start, end))
+                    for column_pieces, piece in zip(out, pieces):
+                        column_pieces.append(piece)
+                arrays = [_concat(pieces, t) for pieces, t in zip(out, types)]
+                yield pa.RecordBatch.from_arrays([batch.column(i) for i in passed] + arrays, names=names)
+        finally:
+            if window is not None:
+                window.close()
+
+    key = column(spec.key)
+    return (ordered.repartition(key)
+                   .sortWithinPartitions(key, TIME, ARRIVAL)
+                   .mapInArrow(windows_of_partition, schema))
+
+
+def _concat(pieces: list, arrow_type):
+    """One output column from the runs' pieces."""
+    import pyarrow as pa
+
+    if not pieces:
+        return pa.array([], type=arrow_type)
+    try:
+        return pa.concat_arrays(pieces)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # a user type Arrow inferred differently in different runs
+        return pa.array([v for piece in pieces for v in piece.to_pylist()], type=arrow_type)
+
+
+class _InputTimes:
+    """Rows ``[start, end)`` of the input's time column as Python values,
+    converted only if a message about a rejected row needs them."""
+
+    def __init__(self, column, start: int, end: int) -> None:
+        self._column, self._start, self._end = column, start, end
+        self._values = None
+
+    def __getitem__(self, i):
+        if self._values is None:
+            self._values = self._column.slice(self._start, self._end - self._start).to_pylist()
+        return self._values[i]
+
+
+class _NoKey:
+    def __eq__(self, other):
+        return False
+
+
+_NO_KEY = _NoKey()
+
+
+def runs(keys) -> list[tuple[int, int]]:
+    """``(start, end)`` of each run of equal keys in an Arrow array (each null
+    or NaN key a run of its own)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(keys)
+    if n < 2:
+        return [(0, n)] if n else []
+    try:
+        change = pc.fill_null(pc.not_equal(keys.slice(1), keys.slice(0, n - 1)), True)
+        starts = [0] + [i + 1 for i in pc.indices_nonzero(change).to_pylist()]
+    except pa.ArrowNotImplementedError:  # key types Arrow cannot compare: in Python
+        values = keys.to_pylist()
+        starts = [0] + [i for i in range(1, n) if values[i] is None or values[i] != values[i - 1]]
+    return list(zip(starts, starts[1:] + [n]))

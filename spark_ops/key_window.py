@@ -1,0 +1,70 @@
+"""The per-key window interface: what batch and streaming tasks call.
+
+A task opens one window per key (:func:`spark_ops.windows.open_key_window`)
+and pushes the key's rows through it in runs, in ``(time, arrival)``
+order; each push gives the run's output columns.  Every implementation
+derives from :class:`RowWindow`, which leaves it one job, aggregating the
+rows it accepts; rejected rows are settled in one place for all of them
+(:func:`spark_ops.rows.settle`).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, Sequence
+
+from . import rows
+from .aggregations import arrow_type
+from .spec import WindowSpec
+
+
+class KeyWindow(Protocol):
+    """One key's window in a task."""
+
+    def push(self, times, values, problems: Sequence | None, *, shown: Sequence | None = None) -> list:
+        """The key's next rows: ``times`` (double seconds) and ``values``
+        as Arrow arrays; ``problems``, per row the reason it is rejected
+        (:mod:`spark_ops.rows`) or ``None`` (``None`` for all); ``shown``,
+        the rows' times as the input has them, for messages.  Returns one
+        Arrow array per :attr:`WindowSpec.output_columns` entry (with
+        ``rejected`` when flagging), or raises naming the first rejected
+        row (``on_bad_row="error"``)."""
+
+    def close(self) -> None:
+        """The key is done in this task: a batch window deletes its data,
+        a streaming window keeps what it checkpointed."""
+
+
+class StreamingKeyWindow(KeyWindow, Protocol):
+    """A window that outlives the micro-batch, in the store."""
+
+    #: The newest time the window took (``None`` before its first row).
+    newest: float | None
+
+    def checkpoint(self) -> int:
+        """Make the window durable; the version to resume it at."""
+
+    def expire(self) -> None:
+        """Delete the window from the store (the key has been idle too long)."""
+
+
+class RowWindow:
+    """The shared half of every key window: :meth:`push` settles the rows
+    that :meth:`aggregate` did not accept."""
+
+    def __init__(self, spec: WindowSpec, key) -> None:
+        self.spec, self.key = spec, key
+        self.types = [arrow_type(t) for _, _, t in spec.aggs]
+
+    def push(self, times, values, problems: Sequence | None, *, shown: Sequence | None = None) -> list:
+        accepted, problems = self.aggregate(times, values, problems)
+        return rows.settle(self.spec, self.key, accepted, problems, times, values, shown)
+
+    def aggregate(self, times, values, problems: Sequence | None) -> tuple[list, Sequence | None]:
+        """The results of the rows without a problem (per aggregation, an
+        Arrow array of :attr:`types`, in row order), and the problems, with
+        any the window found itself (a value its aggregations cannot take,
+        a row out of order)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,58 @@
+"""The columns a sliding-window plan adds and returns, shared by the batch
+and streaming plans."""
+
+from __future__ import annotations
+
+from .spec import WindowSpec
+
+ARRIVAL = "__mta_arrival"
+TIME = "__mta_time"
+VALUE = "__mta_value"
+INTERNAL = (ARRIVAL, TIME, VALUE)
+
+
+def column(name: str):
+    """A top-level column by its exact name (a name with dots is not a path)."""
+    from pyspark.sql import functions as F
+
+    return F.col(f"`{name}`")
+
+
+def with_order_columns(df, spec: WindowSpec):
+    """Add the arrival number (input order: partition, then position), the
+    time as double seconds and the value as the engine takes it (decimals
+    as doubles, like the aggregations' outputs)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DecimalType, TimestampNTZType
+
+    if not df.isStreaming:
+        numbered = df.withColumn(ARRIVAL, F.monotonically_increasing_id())
+    else:  # monotonically_increasing_id is not allowed on streams: same scheme by hand
+        schema = ", ".join([f"`{f.name}` {f.dataType.simpleString()}" for f in df.schema.fields]
+                           + [f"{ARRIVAL} long"])
+
+        def number_rows(batches):
+            import pyarrow as pa
+            from pyspark import TaskContext
+
+            n = TaskContext.get().partitionId() << 33
+            for batch in batches:
+                ids = pa.array(range(n, n + batch.num_rows), pa.int64())
+                n += batch.num_rows
+                yield pa.RecordBatch.from_arrays(batch.columns + [ids], names=batch.schema.names + [ARRIVAL])
+
+        numbered = df.mapInArrow(number_rows, schema)
+    types = {f.name: f.dataType for f in df.schema.fields}
+    time = column(spec.time)
+    if isinstance(types[spec.time], TimestampNTZType):  # no zone: seconds since the epoch's wall clock
+        time = F.timestamp_diff("MICROSECOND", F.lit("1970-01-01 00:00:00").cast("timestamp_ntz"), time) / 1e6
+    value = column(spec.value)
+    if isinstance(types[spec.value], DecimalType):
+        value = value.cast("double")
+    return numbered.withColumn(TIME, time.cast("double")).withColumn(VALUE, value)
+
+
+def output_schema(df, spec: WindowSpec) -> str:
+    """The input's columns (without the internal ones) and the outputs."""
+    fields = [f"`{f.name}` {f.dataType.simpleString()}" for f in df.schema.fields if f.name not in INTERNAL]
+    return ", ".join(fields + [f"`{n}` {t}" for n, t in spec.output_columns])

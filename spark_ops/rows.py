@@ -1,0 +1,122 @@
+"""Which rows can enter a window, and what becomes of those that cannot.
+
+A row is rejected for a null or NaN key, a null, NaN or infinite time, a
+null or NaN value, a value that is not a number, a time older than its
+key's newest (possible only across streaming micro-batches: a batch job
+sorts each key's rows), or a value the aggregations cannot take (their
+``lift`` raises, e.g. ``geomean`` of a value <= 0).  The reasons are
+written here once; batch and streaming, and every per-key window
+(:mod:`spark_ops.windows`), use them.
+
+:func:`check_columns` applies the rules Arrow can check to a whole batch;
+:func:`check_row` applies them all to one row, for windows that take rows
+one at a time.  :func:`settle` is the one place where ``on_bad_row``
+acts: ``"error"`` raises naming the first rejected row, ``"flag"`` gives
+rejected rows null aggregations and their reason in ``rejected``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from mta import LiftError
+
+from .spec import SlidingWindowError, WindowSpec
+
+# null and NaN read the same: pandas (streaming) turns null doubles into NaN
+NULL_KEY = "null or NaN key"
+NULL_TIME = "null or NaN time"
+INFINITE_TIME = "infinite time"
+NULL_VALUE = "null or NaN value"
+
+
+def not_a_number(v) -> str:
+    return f"value of type {type(v).__name__}, not a number"
+
+
+def out_of_order(t, newest) -> str:
+    return f"time {t} is older than the key's newest time {newest} (out of order)"
+
+
+def cannot_lift(exc: BaseException) -> str:
+    """The reason when the aggregations' ``lift`` raised ``exc`` for the value."""
+    cause = exc.__cause__ if isinstance(exc, LiftError) and exc.__cause__ is not None else exc
+    return f"the aggregations cannot take the value: {type(cause).__name__}: {cause}"
+
+
+def _missing(x) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def null_key(key) -> bool:
+    """No window takes the rows of this key."""
+    return _missing(key)
+
+
+def check_row(key, t, v, newest) -> str | None:
+    """Why a row cannot enter its key's window (whose newest time is
+    ``newest``, ``None`` if it has none), or ``None``."""
+    if _missing(key):
+        return NULL_KEY
+    if _missing(t):
+        return NULL_TIME
+    if isinstance(t, float) and math.isinf(t):
+        return INFINITE_TIME
+    if _missing(v):
+        return NULL_VALUE
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return not_a_number(v)
+    if newest is not None and t < newest:
+        return out_of_order(t, newest)
+    return None
+
+
+def check_columns(keys, times, values) -> list | None:
+    """Per row of an Arrow batch, why it cannot enter a window (the rules of
+    :func:`check_row` that hold whatever came before: null or NaN key, time
+    or value, infinite time; the first that applies), or ``None`` when
+    every row can."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    checks = [(pc.is_null(keys, nan_is_null=pa.types.is_floating(keys.type)), NULL_KEY),
+              (pc.is_null(times, nan_is_null=True), NULL_TIME), (pc.is_inf(times), INFINITE_TIME),
+              (pc.is_null(values, nan_is_null=pa.types.is_floating(values.type)), NULL_VALUE)]
+    reasons = None
+    for mask, reason in checks:
+        if pc.any(mask).as_py():
+            reasons = reasons or [None] * len(keys)
+            for i in pc.indices_nonzero(pc.fill_null(mask, False)).to_pylist():
+                reasons[i] = reasons[i] or reason
+    return reasons
+
+
+def rejected(spec: WindowSpec, problem: str, key, t, v) -> SlidingWindowError:
+    """The error that names a rejected row (``on_bad_row="error"``)."""
+    return SlidingWindowError(f"row rejected ({problem}): {spec.key}={key!r}, {spec.time}={t!r}, "
+                              f"{spec.value}={v!r}; fix the input or pass on_bad_row='flag'")
+
+
+def settle(spec: WindowSpec, key, accepted: list, problems: Sequence | None, times, values,
+           shown: Sequence | None = None) -> list:
+    """The output columns (Arrow arrays) of a run of one key's rows.
+
+    ``accepted``: per aggregation, the results of the rows whose problem is
+    ``None``, in order; ``problems``: per row its reason or ``None``
+    (``None`` for all); ``times`` and ``values``: the rows (Arrow arrays);
+    ``shown``: their times as the input has them, for the message."""
+    import numpy as np
+    import pyarrow as pa
+
+    flag = spec.on_bad_row == "flag"
+    n = len(times)
+    if problems is not None and any(problems):
+        if not flag:
+            i = next(i for i, p in enumerate(problems) if p is not None)
+            t = shown[i] if shown is not None else times[i].as_py()
+            raise rejected(spec, problems[i], key, t, values[i].as_py())
+        good = np.fromiter((p is None for p in problems), dtype=bool, count=n)
+        at = pa.array(np.cumsum(good) - 1, mask=~good)  # each row's place among the accepted, null if none
+        return [column.take(at) for column in accepted] + [pa.array(problems, type=pa.string())]
+    return accepted + [pa.nulls(n, type=pa.string())] if flag else accepted

@@ -1,0 +1,97 @@
+"""Which window a key gets (:func:`open_key_window`), and the two windows
+not tied to an engine of their own: :class:`PolicyWindow` (an
+:class:`mta.Window`, any slide policy, one row at a time; the streaming
+window) and :class:`RejectingWindow` (a null or NaN key's rows)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from mta import LiftError, Window
+
+from . import rows
+from .columnar import ColumnarKeyWindow
+from .key_window import KeyWindow, RowWindow, StreamingKeyWindow
+from .sorted_window import SortedWindow
+from .spec import WindowSpec
+
+__all__ = ["KeyWindow", "PolicyWindow", "RejectingWindow", "StreamingKeyWindow", "open_key_window"]
+
+
+def open_key_window(spec: WindowSpec, key: Any, run: str, *, streaming: bool = False,
+                    resume: bool | int = False, newest: float | None = None) -> KeyWindow:
+    """The window of ``key`` in run ``run`` (its windows' names in the store).
+
+    Batch (``spec.engine`` as chosen for the job: ``"columnar"``, ``"amta"``
+    or ``"lmta"``): a null or NaN key's rows are rejected, the columnar
+    engine's jobs get a :class:`ColumnarKeyWindow`, ``range=`` and
+    ``rows=`` a :class:`SortedWindow`, custom policies a
+    :class:`PolicyWindow`; every one is deleted when closed.  Streaming: a
+    :class:`PolicyWindow` kept in the store, fresh or resumed at checkpoint
+    version ``resume`` with its newest time ``newest``."""
+    if streaming:
+        return PolicyWindow(spec, key, run, resume=resume, newest=newest, keep=True)
+    if rows.null_key(key):
+        return RejectingWindow(spec, key)
+    if spec.engine == "columnar":
+        return ColumnarKeyWindow(spec, key)
+    if spec.policy is None:
+        return SortedWindow(spec, key, run)
+    return PolicyWindow(spec, key, run)
+
+
+class PolicyWindow(RowWindow):
+    """One key's :class:`mta.Window` over ``(time, value)`` records, rows
+    pushed one at a time (the policy decides what leaves); in the pooled
+    store when the job names one."""
+
+    def __init__(self, spec: WindowSpec, key: Any, run: str, *, resume: bool | int = False,
+                 newest: float | None = None, keep: bool = False) -> None:
+        super().__init__(spec, key)
+        self.window = Window(spec.aggregator(), spec.slide_policy(), engine=spec.mta_engine,
+                             **spec.storage_options(key, run, resume=resume))
+        self.newest = newest
+        self._keep = keep
+
+    def aggregate(self, times, values, problems: Sequence | None):
+        import pyarrow as pa
+
+        key, window, newest = self.key, self.window, self.newest
+        found = list(problems) if problems is not None else None
+        columns = [[] for _ in self.types]
+        for i, (t, v) in enumerate(zip(times.to_pylist(), values.to_pylist())):
+            problem = found[i] if found is not None else None
+            if problem is None:
+                problem = rows.check_row(key, t, v, newest)
+            if problem is None:
+                try:
+                    results = window.push((t, v))
+                except LiftError as exc:  # raised before the window changed
+                    problem = rows.cannot_lift(exc)
+                else:
+                    for column, result in zip(columns, results):
+                        column.append(result)
+                    newest = t
+                    continue
+            found = found if found is not None else [None] * len(times)
+            found[i] = problem
+        self.newest = newest
+        return [pa.array(c, type=t) for c, t in zip(columns, self.types)], found
+
+    def checkpoint(self) -> int:
+        return self.window.checkpoint()
+
+    def close(self) -> None:
+        self.window.close(delete=not self._keep)
+
+    def expire(self) -> None:
+        self.window.close(delete=True)
+
+
+class RejectingWindow(RowWindow):
+    """The rows of a null or NaN key: no window takes them."""
+
+    def aggregate(self, times, values, problems: Sequence | None):
+        import pyarrow as pa
+
+        return [pa.nulls(0, type=t) for t in self.types], [rows.NULL_KEY] * len(times)
