@@ -17,11 +17,12 @@ import dataclasses
 import re
 import uuid
 
+from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
+
 from . import columnar
 from .batch import batch_plan
 from .plan import INTERNAL
 from .spec import SlidingWindowError, WindowSpec
-from ._store_access import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 from .streaming import streaming_plan
 
 

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 from mta import MemoryLevelQueue
 from mta.monoid import identity_function
 
-from . import _store_access as store_access, rows
+from . import rows
 from .key_window import RowWindow
 from .spec import WindowSpec
 
@@ -36,8 +36,8 @@ class SortedWindow(RowWindow):
         self.range, self.rows = spec.range, spec.rows
         self.times = None
         if self.range is not None:
-            self.times = (store_access.open_fifo(options["store"], options["window_id"] + "~times",
-                                                 buffer_size=spec.buffer_size, cache_size=spec.cache_size)
+            self.times = (options["store"].open_fifo(options["window_id"] + "~times", buffer_size=spec.buffer_size,
+                                                   cache_size=spec.cache_size)
                           if options else MemoryLevelQueue(0, 0))
         self._in_store = bool(options)
 

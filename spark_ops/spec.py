@@ -21,10 +21,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import stores
 from mta import Aggregator, AmortizedMTA, LogMTA, SlidePolicy, policies, product
 from mta.errors import MTAError
+from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
-from . import _store_access as store_access, aggregations
+from . import aggregations
 from .aggregations import READY
 
 __all__ = ["BAD_ROW_RULES", "ENGINES", "ENGINE_CHOICES", "READY", "SlidingWindowError", "WindowSpec",
@@ -58,15 +60,15 @@ class WindowSpec:
     store: str | None = None
     store_options: dict = field(default_factory=dict)
     engine: str = "auto"
-    buffer_size: int = store_access.DEFAULT_BUFFER_SIZE
-    cache_size: int = store_access.DEFAULT_CACHE_SIZE
+    buffer_size: int = DEFAULT_BUFFER_SIZE
+    cache_size: int = DEFAULT_CACHE_SIZE
     on_bad_row: str = "error"
     namespace: str = "mta"
 
     @classmethod
     def build(cls, *, key, time, value, aggs, range=None, rows=None, policy=None, store=None,
-              store_options=None, engine="auto", buffer_size=store_access.DEFAULT_BUFFER_SIZE,
-              cache_size=store_access.DEFAULT_CACHE_SIZE,
+              store_options=None, engine="auto", buffer_size=DEFAULT_BUFFER_SIZE,
+              cache_size=DEFAULT_CACHE_SIZE,
               on_bad_row="error", namespace="mta", integral: bool = False) -> "WindowSpec":
         """Check the arguments of :func:`spark_ops.sliding_window`;
         ``integral``: the value column holds integers."""
@@ -152,7 +154,7 @@ class WindowSpec:
         """The engine options that put one key's window in the pooled store."""
         if not self.store:
             return {}
-        store = store_access.pooled_store(self.store, self.store_options)
+        store = stores.pooled_store(self.store, self.store_options)
         return dict(store=store, window_id=self.window_id(key, run), buffer_size=self.buffer_size,
                     cache_size=self.cache_size, resume=resume)
 
@@ -171,12 +173,10 @@ def absolute_store_url(url: str | None) -> str | None:
     :class:`SlidingWindowError`."""
     if not url:
         return url
-    from stores.errors import StoreConfigError
-
     try:
-        return store_access.normalize_url(url)
-    except StoreConfigError as e:
-        raise SlidingWindowError(f"bad store URL {url}: {e}") from None
+        return stores.normalize_url(url)
+    except stores.StoreConfigError as e:
+        raise SlidingWindowError(str(e)) from None
 
 
 #: Longest readable window id, in UTF-8 bytes (stores take 160).
