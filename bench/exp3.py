@@ -1,6 +1,6 @@
 """Experiment 3 (MTA paper Table 2): stream analytics latency.
 
-A synthetic memory-usage stream (:func:`mta.streams.memory_usage_stream`,
+A synthetic memory-usage stream (:func:`bench.streams.memory_usage_stream`,
 one reading per second) is aggregated with sum, mean, geometric mean,
 standard deviation, max and the longest increasing run, over a COUNT
 window of at most ``N`` readings (the paper's "the window contains at most
@@ -29,7 +29,7 @@ import time
 from mta.aggregators import BY_NAME
 from mta.monoid import product_monoid
 from mta.policies import COUNT_MONOID, Count, OlderThanMax
-from mta.streams import memory_usage_stream
+from .streams import memory_usage_stream
 
 from . import common
 from .common import RunConfig, fmt_ns, fmt_ratio, pow2
@@ -82,7 +82,7 @@ def run(cfg: RunConfig) -> dict:
     m = n
     data = common.header(NAME, cfg, {
         "window": n, "updates": m, "budget_s_per_run": p["budget_s"],
-        "stream": f"mta.streams.memory_usage_stream({n + m}, seed=0): (t, MB) one per second, values used",
+        "stream": f"bench.streams.memory_usage_stream({n + m}, seed=0): (t, MB) one per second, values used",
         "window_kind": f"count window of at most {n} readings (~{n / 86400:.1f} days at 1/s)",
         "monoid": "product_monoid([aggregation.monoid, COUNT_MONOID]) (as mta.window.Window builds it)",
         "policies": {"default": f"Count({n})", "max": f"Count({n}) | OlderThanMax() (on the max dimension)",
