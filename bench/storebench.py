@@ -1,6 +1,6 @@
 """Shared pieces of the store benchmarks (kvs1, kvs2, exp4).
 
-* :class:`RedisServer` and :func:`backends`: the stores the engines use.  The
+* :func:`backends`: the stores the engines use.  The
   benchmarks start their own ``redis-server`` on a free loopback port with
   persistence off (``--save "" --appendonly no``) unless ``--redis URL`` is
   given, and put the file store (SQLite) in a temporary directory unless
@@ -21,11 +21,9 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import socket
 import sqlite3
 import subprocess
 import tempfile
-import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -35,6 +33,7 @@ from mta.amortized_mta import AmortizedMTA
 from mta.log_mta import LogMTA
 
 from .common import REPO, RunConfig
+from .redis_server import RedisServer, redis_server_version
 
 #: The storage backends the store benchmarks know, in report order.
 BACKENDS = ("redis", "file")
@@ -42,83 +41,6 @@ BACKENDS = ("redis", "file")
 #: Buffer and cache per level, in pairs (paper section 5.1).
 BUFFER_SIZE = 512
 CACHE_SIZE = 512
-
-
-# -- redis-server ---------------------------------------------------------------
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def redis_binary() -> str | None:
-    return shutil.which("redis-server") or (
-        "/usr/bin/redis-server" if os.path.exists("/usr/bin/redis-server") else None)
-
-
-def redis_server_version(binary: str | None = None) -> str | None:
-    binary = binary or redis_binary()
-    if binary is None:
-        return None
-    try:
-        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    for part in out.split():
-        if part.startswith("v="):
-            return part[2:]
-    return out.strip() or None
-
-
-class RedisServer:
-    """A private ``redis-server`` on 127.0.0.1, persistence off."""
-
-    def __init__(self, directory: str, port: int | None = None) -> None:
-        binary = redis_binary()
-        if binary is None:
-            raise RuntimeError("redis-server not found (apt-get install redis-server), or pass --redis URL")
-        self.binary = binary
-        self.directory = directory
-        self.port = port or free_port()
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self, timeout: float = 10.0) -> "RedisServer":
-        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                "--appendonly", "no", "--dir", self.directory, "--daemonize", "no",
-                "--loglevel", "warning", "--maxmemory", "0"]
-        log = open(os.path.join(self.directory, "redis.log"), "ab")
-        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        log.close()
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"redis-server exited with {self.proc.returncode}; see {self.directory}/redis.log")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
-                    s.sendall(b"PING\r\n")
-                    if s.recv(64).startswith(b"+PONG"):
-                        return self
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"redis-server did not start on port {self.port}")
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
 
 
 @dataclass
@@ -171,7 +93,10 @@ def backends(cfg: RunConfig, wanted=BACKENDS) -> Iterator[Backends]:
             else:
                 tmp = tempfile.mkdtemp(prefix="mta-bench-redis-")
                 cleanup.append(lambda: shutil.rmtree(tmp, ignore_errors=True))
-                server = RedisServer(tmp).start()
+                try:
+                    server = RedisServer(tmp).start()
+                except RuntimeError as exc:
+                    raise RuntimeError(f"{exc}; or pass --redis URL") from None
                 cleanup.append(server.stop)
                 urls["redis"] = server.url
                 info["redis"] = {"started_by_benchmark": True, "binary": server.binary,
