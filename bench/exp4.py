@@ -35,6 +35,7 @@ from itertools import repeat
 
 from . import common, storebench
 from .common import REPO, RunConfig, fmt_ns, pow2
+from .experiment import Run, report_text, save_figure
 
 NAME = "exp4"
 
@@ -53,13 +54,12 @@ TARGET_WINDOW = 1 << 25
 
 
 def run(cfg: RunConfig) -> dict:
-    started = time.perf_counter()
     p = PROFILES[cfg.profile]
     sizes = [1 << k for k in p["log2_sizes"]]
     lmta_max = 1 << p.get("lmta_max_log2", p["log2_sizes"][-1])
     confs = storebench.configs(cfg)
     with storebench.backends(cfg, cfg.store_backends) as b:
-        data = common.header(NAME, cfg, {
+        job = Run(NAME, cfg, {
             "sizes": sizes, "slide_updates": p["slide"], "chunk": p["chunk"],
             "monoid": "count: int +, identity 0 (as exp1)", "value": "every update is the int 1",
             "wsp": "total - prefix >= N", "operation": "a fresh child process per (configuration, N): "
@@ -67,6 +67,7 @@ def run(cfg: RunConfig) -> dict:
             "buffer_size": storebench.BUFFER_SIZE, "cache_size": storebench.CACHE_SIZE,
             "gc": "enabled (the default)", "lmta_max_size": lmta_max,
         })
+        data = job.data
         data["stores"] = storebench.store_info(b)
         data["configs"] = {c.key: c.label for c in confs}
         data["notes"] = [
@@ -97,13 +98,8 @@ def run(cfg: RunConfig) -> dict:
                                and conf.backend == "redis" else "")
                             + (f", SQLite file {rec['store_used_mb']:.0f} MB" if rec.get("store_used_mb")
                                and conf.backend == "file" else ""))
-                common.write_json(cfg.out / f"{NAME}.json", common.finish(data, started))  # progress
-    data["summary"] = summarize(data)
-    common.finish(data, started)
-    common.write_json(cfg.out / f"{NAME}.json", data)
-    if cfg.plot:
-        plot(data, cfg.out / f"{NAME}.png")
-    return data
+                job.save()
+    return job.finish(plot, summary=summarize)
 
 
 def run_child(spec: dict, cfg: RunConfig) -> dict:
@@ -281,9 +277,7 @@ def report(data: dict) -> str:
     errors = [r for r in data["records"] if "error" in r]
     for r in errors:
         lines.append(f"ERROR {r['label']} N = {pow2(r['size'])}: {r['error']}")
-    lines.extend(["", *("note: " + x for x in data.get("notes", []))])
-    lines.extend(summary_lines(data))
-    return "\n".join(lines)
+    return report_text(lines, data, summary_lines(data))
 
 
 def summary_lines(data: dict) -> list[str]:
@@ -348,14 +342,7 @@ def plot(data: dict, path) -> None:
     ax.set_ylabel("RSS (MB)")
     ax.set_title(f"RSS while filling the window of {pow2(largest)}", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    m = data["machine"]
-    fig.suptitle(common.machine_caption(m) + f", {m.get('memory_gb')} GB RAM; redis-server "
-                 f"{data.get('stores', {}).get('redis_server_version')}; load avg "
-                 f"{m.get('load_average_at_start', ['?'])[0]} -> {m.get('load_average_at_end', ['?'])[0]}",
-                 fontsize=8, y=0.005, va="bottom")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(plt, fig, path, storebench.caption(data, ram=True), y=0.005)
 
 
 def _main(argv: list[str]) -> int:

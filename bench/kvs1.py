@@ -31,8 +31,9 @@ import time
 from itertools import repeat
 
 from . import common, storebench
-from .common import RunConfig, fmt_ns, fmt_num, pow2
+from .common import RunConfig, fmt_ns, pow2
 from .exp1 import COUNT, SizeWSP
+from .experiment import Run, report_text, save_figure
 
 NAME = "kvs1"
 
@@ -52,12 +53,11 @@ def updates_for(n: int, m_min: int) -> int:
 
 
 def run(cfg: RunConfig) -> dict:
-    started = time.perf_counter()
     p = PROFILES[cfg.profile]
     sizes = [1 << k for k in p["log2_sizes"]]
     confs = storebench.configs(cfg)
     with storebench.backends(cfg, cfg.store_backends) as b:
-        data = common.header(NAME, cfg, {
+        job = Run(NAME, cfg, {
             "sizes": sizes,
             "updates_per_size": {str(n): updates_for(n, p["m_min"]) for n in sizes},
             "m_min": p["m_min"],
@@ -69,6 +69,7 @@ def run(cfg: RunConfig) -> dict:
                          "interleaved in chunks, store-backed chunks include waiting for their background I/O",
             "buffer_size": storebench.BUFFER_SIZE, "cache_size": storebench.CACHE_SIZE,
         })
+        data = job.data
         data["stores"] = storebench.store_info(b)
         data["configs"] = {c.key: c.label for c in confs}
         data["notes"] = [
@@ -79,8 +80,7 @@ def run(cfg: RunConfig) -> dict:
             "Round trips and bytes are the store's own counters (stores.StoreStats): pair blobs, metadata "
             "excluded (no checkpoints here).",
         ]
-        if not cfg.gc_enabled:
-            data["notes"].append("The cyclic garbage collector is off during the timed loops (as timeit does).")
+        job.gc_note()
         records = data["records"] = []
         for n in sizes:
             m = updates_for(n, p["m_min"])
@@ -91,13 +91,8 @@ def run(cfg: RunConfig) -> dict:
                 cfg.log(f"  kvs1 N={pow2(n):>5} ERROR {exc!r}")
                 continue
             records.extend(recs)
-            common.write_json(cfg.out / f"{NAME}.json", common.finish(data, started))  # progress
-    data["summary"] = summarize(data)
-    common.finish(data, started)
-    common.write_json(cfg.out / f"{NAME}.json", data)
-    if cfg.plot:
-        plot(data, cfg.out / f"{NAME}.png")
-    return data
+            job.save()
+    return job.finish(plot, summary=summarize)
 
 
 class _Run:
@@ -298,9 +293,7 @@ def report(data: dict) -> str:
                          + (f" | {get(k, n, 'local_size')}" if get(k, n, "local_size") is not None else "")
                          for k in keys] for n in sizes]
     lines.append(common.table(["N"] + [labels[k] for k in keys], rows))
-    lines.extend(["", *("note: " + x for x in data.get("notes", []))])
-    lines.extend(summary_lines(data))
-    return "\n".join(lines)
+    return report_text(lines, data, summary_lines(data))
 
 
 def summary_lines(data: dict) -> list[str]:
@@ -396,10 +389,4 @@ def plot(data: dict, path) -> None:
         ax.set_xlabel("window size N (elements)")
         ax.grid(True, which="both", alpha=0.3)
     axes[0][0].legend(fontsize=8)
-    m = data["machine"]
-    fig.suptitle(common.machine_caption(m) + f"; redis-server {data.get('stores', {}).get('redis_server_version')}; "
-                 f"load avg {m.get('load_average_at_start', ['?'])[0]} -> {m.get('load_average_at_end', ['?'])[0]}",
-                 fontsize=8, y=0.005, va="bottom")
-    fig.tight_layout(rect=(0, 0.02, 1, 1))
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(plt, fig, path, storebench.caption(data), y=0.005, bottom=0.02)

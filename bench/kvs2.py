@@ -31,6 +31,7 @@ from . import common, storebench
 from .common import RunConfig, fmt_ns, pow2
 from .exp1 import COUNT, SizeWSP
 from .exp2 import NEXT_INSERTS, evictions, reps_for
+from .experiment import Run, report_text, save_figure
 
 NAME = "kvs2"
 
@@ -48,13 +49,12 @@ TRAFFIC = ("round_trips", "pairs_read", "bytes_read", "pairs_written", "bytes_wr
 
 
 def run(cfg: RunConfig) -> dict:
-    started = time.perf_counter()
     p = PROFILES[cfg.profile]
     n = 1 << p["log2_n"]
     ks = evictions(n)
     confs = storebench.configs(cfg)
     with storebench.backends(cfg, cfg.store_backends) as b:
-        data = common.header(NAME, cfg, {
+        job = Run(NAME, cfg, {
             "window": n,
             "evictions": ks,
             "reps": {str(k): reps_for(k, p) for k in ks},
@@ -65,6 +65,7 @@ def run(cfg: RunConfig) -> dict:
                          "drain (untimed); configurations interleaved per (k, repetition)",
             "buffer_size": storebench.BUFFER_SIZE, "cache_size": storebench.CACHE_SIZE,
         })
+        data = job.data
         data["stores"] = storebench.store_info(b)
         data["configs"] = {c.key: c.label for c in confs}
         data["notes"] = [
@@ -74,15 +75,9 @@ def run(cfg: RunConfig) -> dict:
             "synchronous round trip (a cache miss).",
             "Ratios are store-backed / in-memory of the same engine, same k, measured in the same rounds.",
         ]
-        if not cfg.gc_enabled:
-            data["notes"].append("The cyclic garbage collector is off during the measurements (as timeit does).")
-        data["records"], data["builds"] = measure(confs, n, ks, p, b, cfg, data, started)
-    data["summary"] = summarize(data)
-    common.finish(data, started)
-    common.write_json(cfg.out / f"{NAME}.json", data)
-    if cfg.plot:
-        plot(data, cfg.out / f"{NAME}.png")
-    return data
+        job.gc_note("The cyclic garbage collector is off during the measurements (as timeit does).")
+        data["records"], data["builds"] = measure(confs, n, ks, p, b, cfg, job)
+    return job.finish(plot, summary=summarize)
 
 
 class _Engine:
@@ -99,7 +94,7 @@ def _traffic(e: _Engine) -> dict:
     return c
 
 
-def measure(confs, n, ks, p, b, cfg: RunConfig, data: dict, started: float):
+def measure(confs, n, ks, p, b, cfg: RunConfig, job: Run):
     pc, tt = time.perf_counter_ns, time.thread_time_ns
     engines: list[_Engine] = []
     builds: dict[str, dict] = {}
@@ -139,8 +134,8 @@ def measure(confs, n, ks, p, b, cfg: RunConfig, data: dict, started: float):
                             + (f"  trips {t['round_trips']:.1f}, misses {t['cache_misses']:.1f}, "
                                f"read {t['pairs_read']:.0f} pairs / {t['bytes_read']:.0f} B"
                                if e.store is not None else ""))
-                data["records"], data["builds"] = records, builds
-                common.write_json(cfg.out / f"{NAME}.json", common.finish(data, started))  # progress
+                job.data["records"], job.data["builds"] = records, builds
+                job.save()
         for e in engines:
             if e.store is not None:
                 builds[e.conf.key]["local_size_at_end"] = e.engine.local_size()
@@ -305,9 +300,7 @@ def report(data: dict) -> str:
     builds = data.get("builds", {})
     lines.append("Build of the window: " + ", ".join(
         f"{labels.get(x, x)} {b['build_s']:.1f} s" for x, b in builds.items() if "build_s" in b))
-    lines.extend(["", *("note: " + x for x in data.get("notes", []))])
-    lines.extend(summary_lines(data))
-    return "\n".join(lines)
+    return report_text(lines, data, summary_lines(data))
 
 
 def summary_lines(data: dict) -> list[str]:
@@ -372,10 +365,4 @@ def plot(data: dict, path) -> None:
         ax.set_xscale("log", base=2)
         ax.set_xlabel("elements evicted by one enforce (k)")
         ax.grid(True, which="both", alpha=0.3)
-    m = data["machine"]
-    fig.suptitle(common.machine_caption(m) + f"; redis-server {data.get('stores', {}).get('redis_server_version')}; "
-                 f"load avg {m.get('load_average_at_start', ['?'])[0]} -> {m.get('load_average_at_end', ['?'])[0]}",
-                 fontsize=8, y=0.005, va="bottom")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(plt, fig, path, storebench.caption(data), y=0.005)

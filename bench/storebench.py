@@ -32,6 +32,7 @@ from typing import Any, Iterator
 from mta.amortized_mta import AmortizedMTA
 from mta.log_mta import LogMTA
 
+from . import common
 from .common import REPO, RunConfig
 from .redis_server import RedisServer, redis_server_version
 
@@ -300,3 +301,11 @@ def heading(data: dict, what: str, *, ram: bool = False) -> str:
             + f"Python {m.get('python')}, redis-server {data.get('stores', {}).get('redis_server_version')}; "
             f"load average {m.get('load_average_at_start', ['?'])[0]} at start, "
             f"{m.get('load_average_at_end', ['?'])[0]} at end")
+
+
+def caption(data: dict, *, ram: bool = False) -> str:
+    """A plot's bottom line: the machine, the redis-server, the load."""
+    m = data["machine"]
+    return (common.machine_caption(m) + (f", {m.get('memory_gb')} GB RAM" if ram else "")
+            + f"; redis-server {data.get('stores', {}).get('redis_server_version')}; "
+            f"load avg {m.get('load_average_at_start', ['?'])[0]} -> {m.get('load_average_at_end', ['?'])[0]}")
