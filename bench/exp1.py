@@ -27,7 +27,7 @@ from mta.monoid import CountingMonoid, Monoid
 from . import common
 from .common import RunConfig, fmt_ns, fmt_num, fmt_ratio, pow2
 from .engines import applicable, class_name
-from .experiment import Run, report_text, save_figure
+from .experiment import Run, report_text, save_figure, verdict
 
 NAME = "exp1"
 
@@ -104,7 +104,8 @@ def run(cfg: RunConfig) -> dict:
             cfg.log(f"  exp1 N={pow2(n):>5} {spec.name:<16} {rec['mean_ns']:>10.0f} ns/update  "
                     f"{rec['calls_per_update']:>7.3f} calls/update  (M={m}, fill {rec['fill_ns_per_insert']:.0f} ns/insert)")
         job.save()
-    return job.finish(plot, summary=lambda d: summarize(d, "mean_ns"), summary_cpu=lambda d: summarize(d, "mean_cpu_ns"))
+    return job.finish(plot, summary=lambda d: summarize(d, "mean_ns"),
+                      summary_cpu=lambda d: summarize(d, "mean_cpu_ns"))
 
 
 def measure(spec, monoid, wsp, n: int, m: int, cfg: RunConfig) -> dict:
@@ -220,13 +221,13 @@ def summary_lines(data: dict) -> list[str]:
             f = s["amta_flatness"]
             out.append(f"[{label}] AMTA flatness {f['sizes']}: max/min = {f['max_over_min']:.2f} "
                        f"({fmt_ns(f['min_ns'])} .. {fmt_ns(f['max_ns'])}), largest/smallest size "
-                       f"{f['largest_over_smallest_size']:.2f}; target <= 1.5: {'MET' if f['met'] else 'MISSED'}")
+                       f"{f['largest_over_smallest_size']:.2f}; target <= 1.5: {verdict(f['met'])}")
         for k, name in (("amta_over_daba", "AMTA/DABA"), ("amta_over_twostacks", "AMTA/TwoStacks")):
             if k in s:
                 r = s[k]
                 out.append(f"[{label}] {name} for N >= 2^9: max {r['max']:.2f}, min {r['min']:.2f}, "
                            f"geomean {r['geomean']:.2f}, {r['sizes_meeting']}/{len(r['ratios'])} sizes meet; "
-                           f"target {r['target']}: {'MET' if r['met'] else 'MISSED'}")
+                           f"target {r['target']}: {verdict(r['met'])}")
     return out
 
 
@@ -242,11 +243,6 @@ def plot(data: dict, path) -> None:
             color, marker = common.STYLE.get(name, (None, "o"))
             ns = [n for n in sorted(recs) if key in recs[n]]
             ax.plot(ns, [max(recs[n][key] / scale, 1e-2) for n in ns], marker=marker, color=color, label=name, ms=4)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("window size N (elements)")
-        ax.set_ylabel(ylabel)
-        ax.set_title(title, fontsize=10)
-        ax.grid(True, which="both", alpha=0.3)
+        common.log_axes(ax, "window size N (elements)", ylabel, title)
     axes[0].legend(fontsize=8, ncol=2)
     save_figure(plt, fig, path, common.machine_caption(data["machine"]))

@@ -29,7 +29,7 @@ from . import common
 from .common import RunConfig, fmt_ns, fmt_num, fmt_ratio, pow2
 from .engines import MTA_ENGINES, applicable, class_name
 from .exp1 import COUNT, SizeWSP
-from .experiment import Run, report_text, save_figure
+from .experiment import Run, report_text, save_figure, verdict
 
 NAME = "exp2"
 
@@ -290,7 +290,7 @@ def summary_lines(data: dict) -> list[str]:
         if t:
             out.append(f"[{label}] MTA bulk eviction of {pow2(s['largest_eviction'])}: "
                        + ", ".join(f"{m} {fmt_ns(v)}" for m, v in t["latency_ns"].items())
-                       + f"; target < 500 us: {'MET' if t['met'] else 'MISSED'} {t['note']}".rstrip())
+                       + f"; target < 500 us: {verdict(t['met'])} {t['note']}".rstrip())
             for m in t["latency_ns"]:
                 e = s["engines"][m]
                 out.append(f"[{label}]   {m}: worst over all k {fmt_ns(e['max_over_k_ns'])} at k = {e['worst_k']}"
@@ -301,7 +301,7 @@ def summary_lines(data: dict) -> list[str]:
         if b:
             out.append(f"[{label}] Baseline log-log slopes for k >= {pow2(s['slope_fit_from_k'])}: "
                        + ", ".join(f"{e} {v:.2f}" for e, v in b["slopes"].items() if v is not None)
-                       + f"; linear growth: {'MET' if b['met'] else 'MISSED'}")
+                       + f"; linear growth: {verdict(b['met'])}")
     return out
 
 
@@ -322,11 +322,6 @@ def plot(data: dict, path) -> None:
         if scale != 1:
             ax.axhline(500, color="k", ls=":", lw=1)
             ax.text(1, 500, " 500 us", va="bottom", fontsize=8)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("elements evicted by one enforce (k)")
-        ax.set_ylabel(ylabel)
-        ax.set_title(title, fontsize=10)
-        ax.grid(True, which="both", alpha=0.3)
+        common.log_axes(ax, "elements evicted by one enforce (k)", ylabel, title)
     axes[0].legend(fontsize=8, ncol=2)
     save_figure(plt, fig, path, common.machine_caption(data["machine"]))

@@ -40,6 +40,9 @@ class Experiment(Protocol):
     def plot(self, data: dict, path: Path) -> None: ...
 
 
+GC_OFF = "The cyclic garbage collector is off during the timed loops (as timeit does)."
+
+
 class Run:
     """One run of an experiment: its JSON (``data``, opened with the shared
     header), the progress writes and the shared end."""
@@ -50,7 +53,7 @@ class Run:
         self.started = time.perf_counter()
         self.data = common.header(name, cfg, config)
 
-    def gc_note(self, text: str = "The cyclic garbage collector is off during the timed loops (as timeit does).") -> None:
+    def gc_note(self, text: str = GC_OFF) -> None:
         """Say in the notes that the cyclic GC was off while timing (unless ``--gc``)."""
         if not self.cfg.gc_enabled:
             self.data["notes"].append(text)
@@ -88,3 +91,9 @@ def save_figure(plt, fig, path, caption: str, *, y: float = 0.01, bottom: float 
     fig.tight_layout(rect=(0, bottom, 1, 1))
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
+
+
+def verdict(met: bool, applies: bool = True, otherwise: str = "not checked") -> str:
+    """A target's verdict in a report: MET or MISSED where the run's sizes
+    are the target's, ``otherwise`` where they are not."""
+    return ("MET" if met else "MISSED") if applies else otherwise

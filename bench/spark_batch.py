@@ -44,7 +44,7 @@ import time
 
 from . import common, sparkbench
 from .common import RunConfig, fmt_num
-from .experiment import Run, report_text, save_figure
+from .experiment import Run, report_text, save_figure, verdict
 
 NAME = "spark-batch"
 
@@ -271,7 +271,7 @@ def summary_lines(data: dict) -> list[str]:
     lines.append(f"checksums of the max methods agree: {'yes' if data.get('checksums_agree') else 'NO'}")
     for key, v in (data.get("summary") or summarize(data)).items():
         lines.append(f"[target] {key}: {v.get('ratio', v.get('max_over_min')):.2f}, target {v['target']}: "
-                     f"{'MET' if v['met'] else 'MISSED'}")
+                     f"{verdict(v['met'])}")
     return lines
 
 

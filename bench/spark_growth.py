@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from . import common, sparkbench, storebench
 from .common import RunConfig
-from .experiment import Run, report_text, save_figure
+from .experiment import Run, report_text, save_figure, verdict
 
 NAME = "spark-growth"
 
@@ -101,10 +101,10 @@ def summary_lines(data: dict) -> list[str]:
     lines = []
     for store, v in (data.get("summary") or summarize(data)).items():
         line = (f"[target] {store}: per-row cost largest/smallest W ({v['windows']}) = "
-                f"{v['per_row_cost_ratio']:.2f}, target {v['cost_target']}: {'MET' if v['cost_met'] else 'MISSED'}; "
+                f"{v['per_row_cost_ratio']:.2f}, target {v['cost_target']}: {verdict(v['cost_met'])}; "
                 f"peak worker memory ratio {v['peak_worker_mb_ratio']:.2f}")
         if "memory_met" in v:
-            line += f", target {v['memory_target']}: {'MET' if v['memory_met'] else 'MISSED'}"
+            line += f", target {v['memory_target']}: {verdict(v['memory_met'])}"
         lines.append(line)
     return lines
 

@@ -33,7 +33,8 @@ from mta.amortized_mta import AmortizedMTA
 from mta.log_mta import LogMTA
 
 from . import common
-from .common import REPO, RunConfig
+from .common import REPO, RunConfig, fmt_ns, pow2
+from .experiment import Run
 from .redis_server import RedisServer, redis_server_version
 
 #: The storage backends the store benchmarks know, in report order.
@@ -309,3 +310,35 @@ def caption(data: dict, *, ram: bool = False) -> str:
     return (common.machine_caption(m) + (f", {m.get('memory_gb')} GB RAM" if ram else "")
             + f"; redis-server {data.get('stores', {}).get('redis_server_version')}; "
             f"load avg {m.get('load_average_at_start', ['?'])[0]} -> {m.get('load_average_at_end', ['?'])[0]}")
+
+
+def grid(cfgs: dict, keys, xs, cell) -> list[list[str]]:
+    """A report table's rows: one per ``x`` of ``xs`` (a window size or an
+    eviction size, shown as a power of two), then ``cell(record)`` per
+    configuration of ``keys`` ("-" where it has no record)."""
+    return [[pow2(x)] + ["-" if (r := cfgs.get(k, {}).get(x)) is None else cell(r) for k in keys] for x in xs]
+
+
+def to_memory(cfgs: dict, key: str, x: int, field: str, digits: int = 2) -> str:
+    """``field`` of configuration ``key`` over the in-memory run of the same
+    engine at ``x``, as text ("-" when either is missing)."""
+    mem = cfgs.get(key.split("/")[0] + "/memory", {}).get(x, {}).get(field)
+    v = cfgs.get(key, {}).get(x, {}).get(field)
+    return f"{v / mem:.{digits}f}" if v is not None and mem else "-"
+
+
+def open_run(name: str, cfg: RunConfig, b: Backends, confs: list[Config], config: dict) -> Run:
+    """A store experiment's :class:`~bench.experiment.Run`: the shared
+    header, then the stores' versions and the configurations measured."""
+    job = Run(name, cfg, config)
+    job.data["stores"] = store_info(b)
+    job.data["configs"] = {c.key: c.label for c in confs}
+    return job
+
+
+def with_ratios(cfgs: dict, keys, xs, field: str, digits: int = 2) -> list[list[str]]:
+    """:func:`grid` of ``field`` (a duration), then one column per
+    store-backed configuration: its :func:`to_memory` ratio."""
+    stored = [k for k in keys if not k.endswith("/memory")]
+    return [row + [to_memory(cfgs, k, x, field, digits) for k in stored]
+            for x, row in zip(xs, grid(cfgs, keys, xs, lambda r: fmt_ns(r.get(field))))]
