@@ -11,5 +11,6 @@ IBM's sliding-window-aggregators benchmark driver)::
 
 Each experiment writes ``<out>/<experiment>.json`` (with machine info) and
 ``<out>/<experiment>.png`` and prints a table.  Engines come from
-:data:`bench.engines.ENGINES`.  Nothing here asserts on timings.
+:data:`bench.engines.ENGINES`; each experiment follows the contract of
+:mod:`bench.experiment`.  Nothing here asserts on timings.
 """

@@ -129,22 +129,22 @@ def gc_paused(cfg: RunConfig):
             gc.enable()
 
 
-def fill(engine, values: Iterable) -> int:
-    """Insert ``values`` (no enforcement); returns the wall time in ns."""
-    insert = engine.insert
+def _timed_loop(call, values: Iterable) -> int:
+    """``call(v)`` for every value; the wall time in ns."""
     t0 = time.perf_counter_ns()
     for v in values:
-        insert(v)
+        call(v)
     return time.perf_counter_ns() - t0
+
+
+def fill(engine, values: Iterable) -> int:
+    """Insert ``values`` (no enforcement); returns the wall time in ns."""
+    return _timed_loop(engine.insert, values)
 
 
 def push_all(engine, values: Iterable) -> int:
     """Push ``values`` untimed-style (returns the wall time in ns)."""
-    push = engine.push
-    t0 = time.perf_counter_ns()
-    for v in values:
-        push(v)
-    return time.perf_counter_ns() - t0
+    return _timed_loop(engine.push, values)
 
 
 def time_pushes(engine, values: Iterable, m: int, *, budget_s: float | None = None,
@@ -319,6 +319,16 @@ def pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def log_axes(ax, xlabel: str, ylabel: str, title: str, *, base: int = 2) -> None:
+    """A panel with both axes logarithmic (x in powers of ``base``), labelled, gridded."""
+    ax.set_xscale("log", base=base)
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
 
 
 def machine_caption(machine: dict) -> str:

@@ -1,17 +1,24 @@
-"""The engines the benchmark driver knows: name -> constructor + requirements.
+"""Every engine configuration, once: the benchmarks' and the tests' table.
 
-Every engine is built as ``spec.factory(monoid, wsp)`` and has the shared
+Every engine is built as ``spec(monoid, wsp)`` (or ``spec.build(monoid,
+wsp)``), i.e. ``spec.cls(monoid, wsp, **spec.options)``, and has the shared
 interface of :mod:`mta.engine` (insert, evict, enforce, query, push, len).
-``requires`` lists the monoid flags an engine needs; ``"inverse|selective"``
-means either one (SlickDeque picks its Inv variant for an invertible monoid,
-its NonInv variant for a selective one).  Each experiment calls
-:func:`applicable` with its monoid to pick the engines that can run it.
+``needs`` names the monoid flag an engine requires: None (any monoid),
+``"inverse"``, ``"selective"`` or ``"inverse|selective"`` (either one:
+SlickDeque picks its Inv variant for an invertible monoid, its NonInv
+variant for a selective one).
+
+:data:`ENGINES` is what the benchmark driver runs (each experiment calls
+:func:`applicable` with its monoid to pick the engines that can run it);
+``tests/strategies.py`` runs every configuration of :data:`CONFIGURATIONS`
+with a single requirement (SlickDeque's two variants rather than its choice
+between them).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from mta.amortized_mta import AmortizedMTA
 from mta.baselines.daba import DABA
@@ -25,64 +32,75 @@ from mta.log_mta import LogMTA
 from mta.monoid import Monoid
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class EngineSpec:
+    """One engine configuration: ``cls(monoid, wsp, **options)``."""
+
     name: str
-    factory: Callable[[Monoid, Any], Any]
-    #: "" (any monoid), "inverse", "selective" or "inverse|selective" (either).
-    requires: str = ""
+    cls: type
+    options: dict[str, Any] = field(default_factory=dict)
+    #: None (any monoid), "inverse", "selective" or "inverse|selective" (either).
+    needs: str | None = None
     #: Monoid calls per update on a constant window (from the papers).
     complexity: str = ""
     description: str = ""
 
+    def __call__(self, monoid: Monoid, wsp=None):
+        return self.cls(monoid, wsp, **self.options)
+
+    def build(self, monoid: Monoid, wsp):
+        return self(monoid, wsp)
+
     def supports(self, monoid: Monoid) -> bool:
-        if not self.requires:
+        if self.needs is None:
             return True
         flags = {"inverse": monoid.inverse is not None, "selective": bool(monoid.selective)}
-        return any(flags[r] for r in self.requires.split("|"))
+        return any(flags[r] for r in self.needs.split("|"))
 
     def why_not(self, monoid: Monoid) -> str:
         """Why :meth:`supports` is False (empty when it is True)."""
         if self.supports(monoid):
             return ""
-        need = " or ".join(self.requires.split("|"))
+        need = " or ".join(self.needs.split("|"))
         return f"needs an {need} monoid; {monoid.name} is not"
 
-    def build(self, monoid: Monoid, wsp):
-        return self.factory(monoid, wsp)
+    def __repr__(self) -> str:
+        return self.name
 
 
-def _daba(monoid, wsp):
-    return DABA(monoid, wsp, cached=True)
+#: Every configuration, in the order tables and plots list the engines.
+CONFIGURATIONS: tuple[EngineSpec, ...] = (
+    EngineSpec("AMTA", AmortizedMTA, complexity="O(1) amortized, O(log n) worst; bulk O(log n)",
+               description="Amortized MTA (paper section 4.2), in-memory level queues"),
+    EngineSpec("LMTA", LogMTA, complexity="O(log n); bulk O(log n)",
+               description="Log MTA (paper section 4.1), in-memory level queues"),
+    EngineSpec("DABA", DABA, {"cached": True}, complexity="O(1) worst case",
+               description="De-Amortized Banker's Aggregator, cached (DABA paper Fig. 17)"),
+    EngineSpec("DABA-uncached", DABA, {"cached": False}, complexity="O(1) worst case",
+               description="De-Amortized Banker's Aggregator, no query cache"),
+    EngineSpec("TwoStacks", TwoStacks, complexity="O(1) amortized, O(n) worst",
+               description="Two-Stacks with query cache (DABA paper section 4)"),
+    EngineSpec("FlatFAT", FlatFAT, complexity="O(log n)",
+               description="Flat Fixed-sized Aggregator (Reactive Aggregator), resizable"),
+    EngineSpec("FlatFIT", FlatFIT, complexity="O(1) amortized, O(n) worst",
+               description="Flat and Fast Index Traverser, resizable"),
+    EngineSpec("SlickDeque", SlickDeque, {"variant": "auto"}, "inverse|selective",
+               "O(1) (Inv), O(1) amortized (NonInv)",
+               "SlickDeque: Inv variant for invertible monoids, NonInv for selective ones"),
+    EngineSpec("SlickDeque-inv", SlickDeque, {"variant": "inv"}, "inverse", "O(1)", "SlickDeque, Inv variant"),
+    EngineSpec("SlickDeque-noninv", SlickDeque, {"variant": "noninv"}, "selective", "O(1) amortized",
+               "SlickDeque, NonInv variant"),
+    EngineSpec("Recalc", Recalc, complexity="O(n) per eviction",
+               description="Recalculate from scratch with a result cache (MTA paper's Naive)"),
+    EngineSpec("SubtractOnEvict", SubtractOnEvict, needs="inverse", complexity="O(1)",
+               description="Running aggregate, inverse on evict (DABA paper Fig. 19)"),
+)
+BY_NAME: dict[str, EngineSpec] = {s.name: s for s in CONFIGURATIONS}
 
-
-def _slickdeque(monoid, wsp):
-    return SlickDeque(monoid, wsp, variant="auto")
-
-
-#: Registry, in the order tables and plots list the engines.
+#: What the benchmark driver runs: one configuration per engine.
 ENGINES: dict[str, EngineSpec] = {
-    s.name: s
-    for s in (
-        EngineSpec("AMTA", AmortizedMTA, "", "O(1) amortized, O(log n) worst; bulk O(log n)",
-                   "Amortized MTA (paper section 4.2), in-memory level queues"),
-        EngineSpec("LMTA", LogMTA, "", "O(log n); bulk O(log n)",
-                   "Log MTA (paper section 4.1), in-memory level queues"),
-        EngineSpec("DABA", _daba, "", "O(1) worst case",
-                   "De-Amortized Banker's Aggregator, cached (DABA paper Fig. 17)"),
-        EngineSpec("TwoStacks", TwoStacks, "", "O(1) amortized, O(n) worst",
-                   "Two-Stacks with query cache (DABA paper section 4)"),
-        EngineSpec("FlatFAT", FlatFAT, "", "O(log n)",
-                   "Flat Fixed-sized Aggregator (Reactive Aggregator), resizable"),
-        EngineSpec("FlatFIT", FlatFIT, "", "O(1) amortized, O(n) worst",
-                   "Flat and Fast Index Traverser, resizable"),
-        EngineSpec("SlickDeque", _slickdeque, "inverse|selective", "O(1) (Inv), O(1) amortized (NonInv)",
-                   "SlickDeque: Inv variant for invertible monoids, NonInv for selective ones"),
-        EngineSpec("Recalc", Recalc, "", "O(n) per eviction",
-                   "Recalculate from scratch with a result cache (MTA paper's Naive)"),
-        EngineSpec("SubtractOnEvict", SubtractOnEvict, "inverse", "O(1)",
-                   "Running aggregate, inverse on evict (DABA paper Fig. 19)"),
-    )
+    name: BY_NAME[name]
+    for name in ("AMTA", "LMTA", "DABA", "TwoStacks", "FlatFAT", "FlatFIT", "SlickDeque", "Recalc", "SubtractOnEvict")
 }
 
 #: Engines with O(log n) bulk eviction.

@@ -20,14 +20,14 @@ from __future__ import annotations
 import gc
 import math
 import operator
-import time
 from itertools import repeat
 
 from mta.monoid import CountingMonoid, Monoid
 
 from . import common
 from .common import RunConfig, fmt_ns, fmt_num, fmt_ratio, pow2
-from .engines import ENGINES, applicable, class_name
+from .engines import applicable, class_name
+from .experiment import Run, report_text, save_figure, verdict
 
 NAME = "exp1"
 
@@ -59,12 +59,11 @@ def updates_for(n: int, m_min: int) -> int:
 
 
 def run(cfg: RunConfig) -> dict:
-    started = time.perf_counter()
     p = PROFILES[cfg.profile]
     sizes = [1 << k for k in p["log2_sizes"]]
     specs, skipped = applicable(COUNT, cfg.engines)
     wsp = SizeWSP()
-    data = common.header(NAME, cfg, {
+    job = Run(NAME, cfg, {
         "sizes": sizes,
         "updates_per_size": {str(n): updates_for(n, p["m_min"]) for n in sizes},
         "m_min": p["m_min"],
@@ -76,6 +75,7 @@ def run(cfg: RunConfig) -> dict:
         "operation": "engine.push(1) = insert + enforce + query, after an untimed fill of N inserts",
         "harness_overhead_ns": round(common.harness_overhead_ns(), 1),
     })
+    data = job.data
     data["engines"] = {s.name: {"description": s.description, "complexity": s.complexity} for s in specs}
     data["skipped_engines"] = skipped
     notes = [
@@ -84,9 +84,8 @@ def run(cfg: RunConfig) -> dict:
         f"with M = max(N, {p['recalc_m_min']}).",
         "Monoid calls come from a separate run with CountingMonoid (not timed).",
     ]
-    if not cfg.gc_enabled:
-        notes.append("The cyclic garbage collector is off during the timed loops (as timeit does).")
     data["notes"] = notes
+    job.gc_note()
     records = data["records"] = []
     for n in sizes:
         wsp.n = n
@@ -104,14 +103,9 @@ def run(cfg: RunConfig) -> dict:
             records.append(rec)
             cfg.log(f"  exp1 N={pow2(n):>5} {spec.name:<16} {rec['mean_ns']:>10.0f} ns/update  "
                     f"{rec['calls_per_update']:>7.3f} calls/update  (M={m}, fill {rec['fill_ns_per_insert']:.0f} ns/insert)")
-        common.write_json(cfg.out / f"{NAME}.json", common.finish(data, started))  # progress
-    data["summary"] = summarize(data, "mean_ns")
-    data["summary_cpu"] = summarize(data, "mean_cpu_ns")
-    common.finish(data, started)
-    common.write_json(cfg.out / f"{NAME}.json", data)
-    if cfg.plot:
-        plot(data, cfg.out / f"{NAME}.png")
-    return data
+        job.save()
+    return job.finish(plot, summary=lambda d: summarize(d, "mean_ns"),
+                      summary_cpu=lambda d: summarize(d, "mean_cpu_ns"))
 
 
 def measure(spec, monoid, wsp, n: int, m: int, cfg: RunConfig) -> dict:
@@ -216,9 +210,7 @@ def report(data: dict) -> str:
     lines.append("Monoid calls (combine + inverse) per update")
     rows = [[pow2(n)] + [fmt_num(get(e, n, "calls_per_update")) for e in names] for n in sizes]
     lines.append(common.table(["N"] + names, rows))
-    lines.extend(["", *("note: " + n for n in data.get("notes", []))])
-    lines.extend(summary_lines(data))
-    return "\n".join(lines)
+    return report_text(lines, data, summary_lines(data))
 
 
 def summary_lines(data: dict) -> list[str]:
@@ -229,13 +221,13 @@ def summary_lines(data: dict) -> list[str]:
             f = s["amta_flatness"]
             out.append(f"[{label}] AMTA flatness {f['sizes']}: max/min = {f['max_over_min']:.2f} "
                        f"({fmt_ns(f['min_ns'])} .. {fmt_ns(f['max_ns'])}), largest/smallest size "
-                       f"{f['largest_over_smallest_size']:.2f}; target <= 1.5: {'MET' if f['met'] else 'MISSED'}")
+                       f"{f['largest_over_smallest_size']:.2f}; target <= 1.5: {verdict(f['met'])}")
         for k, name in (("amta_over_daba", "AMTA/DABA"), ("amta_over_twostacks", "AMTA/TwoStacks")):
             if k in s:
                 r = s[k]
                 out.append(f"[{label}] {name} for N >= 2^9: max {r['max']:.2f}, min {r['min']:.2f}, "
                            f"geomean {r['geomean']:.2f}, {r['sizes_meeting']}/{len(r['ratios'])} sizes meet; "
-                           f"target {r['target']}: {'MET' if r['met'] else 'MISSED'}")
+                           f"target {r['target']}: {verdict(r['met'])}")
     return out
 
 
@@ -251,14 +243,6 @@ def plot(data: dict, path) -> None:
             color, marker = common.STYLE.get(name, (None, "o"))
             ns = [n for n in sorted(recs) if key in recs[n]]
             ax.plot(ns, [max(recs[n][key] / scale, 1e-2) for n in ns], marker=marker, color=color, label=name, ms=4)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("window size N (elements)")
-        ax.set_ylabel(ylabel)
-        ax.set_title(title, fontsize=10)
-        ax.grid(True, which="both", alpha=0.3)
+        common.log_axes(ax, "window size N (elements)", ylabel, title)
     axes[0].legend(fontsize=8, ncol=2)
-    fig.suptitle(common.machine_caption(data["machine"]), fontsize=8, y=0.01, va="bottom")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(plt, fig, path, common.machine_caption(data["machine"]))

@@ -29,6 +29,7 @@ from . import common
 from .common import RunConfig, fmt_ns, fmt_num, fmt_ratio, pow2
 from .engines import MTA_ENGINES, applicable, class_name
 from .exp1 import COUNT, SizeWSP
+from .experiment import Run, report_text, save_figure, verdict
 
 NAME = "exp2"
 
@@ -57,13 +58,12 @@ def reps_for(k: int, p: dict) -> int:
 
 
 def run(cfg: RunConfig) -> dict:
-    started = time.perf_counter()
     p = PROFILES[cfg.profile]
     n = 1 << p["log2_n"]
     ks = evictions(n)
     specs, skipped = applicable(COUNT, cfg.engines)
     wsp = SizeWSP(n)
-    data = common.header(NAME, cfg, {
+    job = Run(NAME, cfg, {
         "window": n,
         "evictions": ks,
         "reps": {str(k): reps_for(k, p) for k in ks},
@@ -73,6 +73,7 @@ def run(cfg: RunConfig) -> dict:
         "operation": "insert(1) (untimed); enforce() timed; query() timed separately; k - 1 inserts refill to N "
                      f"(the first {NEXT_INSERTS} timed one by one: next_inserts_max_ns)",
     })
+    data = job.data
     data["engines"] = {s.name: {"description": s.description} for s in specs}
     data["skipped_engines"] = skipped
     data["notes"] = [
@@ -80,8 +81,7 @@ def run(cfg: RunConfig) -> dict:
         "Latency = wall time of the one enforce() call that evicts k elements (mean over reps).",
         "The baselines have no bulk eviction: their enforce pops and checks the head one element at a time.",
     ]
-    if not cfg.gc_enabled:
-        data["notes"].append("The cyclic garbage collector is off during the measurements (as timeit does).")
+    job.gc_note("The cyclic garbage collector is off during the measurements (as timeit does).")
     records = data["records"] = []
     builds = data["builds"] = {}
     for spec in specs:
@@ -93,14 +93,9 @@ def run(cfg: RunConfig) -> dict:
             continue
         records.extend(recs)
         builds[spec.name] = build
-        common.write_json(cfg.out / f"{NAME}.json", common.finish(data, started))  # progress
-    data["summary"] = summarize(data, "enforce_ns")
-    data["summary_cpu"] = summarize(data, "enforce_cpu_ns")
-    common.finish(data, started)
-    common.write_json(cfg.out / f"{NAME}.json", data)
-    if cfg.plot:
-        plot(data, cfg.out / f"{NAME}.png")
-    return data
+        job.save()
+    return job.finish(plot, summary=lambda d: summarize(d, "enforce_ns"),
+                      summary_cpu=lambda d: summarize(d, "enforce_cpu_ns"))
 
 
 def measure(spec, n, ks, p, wsp, cfg):
@@ -284,9 +279,7 @@ def report(data: dict) -> str:
     builds = data.get("builds", {})
     lines.append("Build of the window: " + ", ".join(
         f"{e} {b['build_s']:.1f} s" for e, b in builds.items() if "build_s" in b))
-    lines.extend(["", *("note: " + x for x in data.get("notes", []))])
-    lines.extend(summary_lines(data))
-    return "\n".join(lines)
+    return report_text(lines, data, summary_lines(data))
 
 
 def summary_lines(data: dict) -> list[str]:
@@ -297,7 +290,7 @@ def summary_lines(data: dict) -> list[str]:
         if t:
             out.append(f"[{label}] MTA bulk eviction of {pow2(s['largest_eviction'])}: "
                        + ", ".join(f"{m} {fmt_ns(v)}" for m, v in t["latency_ns"].items())
-                       + f"; target < 500 us: {'MET' if t['met'] else 'MISSED'} {t['note']}".rstrip())
+                       + f"; target < 500 us: {verdict(t['met'])} {t['note']}".rstrip())
             for m in t["latency_ns"]:
                 e = s["engines"][m]
                 out.append(f"[{label}]   {m}: worst over all k {fmt_ns(e['max_over_k_ns'])} at k = {e['worst_k']}"
@@ -308,7 +301,7 @@ def summary_lines(data: dict) -> list[str]:
         if b:
             out.append(f"[{label}] Baseline log-log slopes for k >= {pow2(s['slope_fit_from_k'])}: "
                        + ", ".join(f"{e} {v:.2f}" for e, v in b["slopes"].items() if v is not None)
-                       + f"; linear growth: {'MET' if b['met'] else 'MISSED'}")
+                       + f"; linear growth: {verdict(b['met'])}")
     return out
 
 
@@ -329,14 +322,6 @@ def plot(data: dict, path) -> None:
         if scale != 1:
             ax.axhline(500, color="k", ls=":", lw=1)
             ax.text(1, 500, " 500 us", va="bottom", fontsize=8)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("elements evicted by one enforce (k)")
-        ax.set_ylabel(ylabel)
-        ax.set_title(title, fontsize=10)
-        ax.grid(True, which="both", alpha=0.3)
+        common.log_axes(ax, "elements evicted by one enforce (k)", ylabel, title)
     axes[0].legend(fontsize=8, ncol=2)
-    fig.suptitle(common.machine_caption(data["machine"]), fontsize=8, y=0.01, va="bottom")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(plt, fig, path, common.machine_caption(data["machine"]))

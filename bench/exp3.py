@@ -1,6 +1,6 @@
 """Experiment 3 (MTA paper Table 2): stream analytics latency.
 
-A synthetic memory-usage stream (:func:`mta.streams.memory_usage_stream`,
+A synthetic memory-usage stream (:func:`bench.streams.memory_usage_stream`,
 one reading per second) is aggregated with sum, mean, geometric mean,
 standard deviation, max and the longest increasing run, over a COUNT
 window of at most ``N`` readings (the paper's "the window contains at most
@@ -29,11 +29,12 @@ import time
 from mta.aggregators import BY_NAME
 from mta.monoid import product_monoid
 from mta.policies import COUNT_MONOID, Count, OlderThanMax
-from mta.streams import memory_usage_stream
+from .streams import memory_usage_stream
 
 from . import common
 from .common import RunConfig, fmt_ns, fmt_ratio, pow2
 from .engines import applicable, class_name
+from .experiment import Run, report_text, save_figure
 
 NAME = "exp3"
 
@@ -76,26 +77,25 @@ def make_wsp(extra: str | None, n: int):
 
 
 def run(cfg: RunConfig) -> dict:
-    started = time.perf_counter()
     p = PROFILES[cfg.profile]
     n = 1 << p["log2_n"]
     m = n
-    data = common.header(NAME, cfg, {
+    job = Run(NAME, cfg, {
         "window": n, "updates": m, "budget_s_per_run": p["budget_s"],
-        "stream": f"mta.streams.memory_usage_stream({n + m}, seed=0): (t, MB) one per second, values used",
+        "stream": f"bench.streams.memory_usage_stream({n + m}, seed=0): (t, MB) one per second, values used",
         "window_kind": f"count window of at most {n} readings (~{n / 86400:.1f} days at 1/s)",
         "monoid": "product_monoid([aggregation.monoid, COUNT_MONOID]) (as mta.window.Window builds it)",
         "policies": {"default": f"Count({n})", "max": f"Count({n}) | OlderThanMax() (on the max dimension)",
                      "longest_run": f"Count({n}) | evict prefix while prefix.length <= run start"},
         "operation": "engine.push(pre-lifted value) = insert + enforce + query; fill with N pushes untimed",
     })
+    data = job.data
     data["notes"] = [
         f"Each (aggregation, engine) run times M = {m} pushes after the fill, or fewer if its timed "
         f"updates exceed {p['budget_s']} s (reported as 'updates').",
         "Lifting is done before timing and is identical for all engines.",
     ]
-    if not cfg.gc_enabled:
-        data["notes"].append("The cyclic garbage collector is off during the timed loops (as timeit does).")
+    job.gc_note()
     cfg.log(f"  exp3 generating {n + m} readings ...")
     readings = [v for _, v in memory_usage_stream(n + m, seed=0)]
     data["config"]["stream_stats"] = {"min": min(readings), "max": max(readings),
@@ -127,13 +127,8 @@ def run(cfg: RunConfig) -> dict:
                     f"evicted {rec['evicted']}, fill {rec['fill_s']:.1f} s)")
         del values
         gc.collect()
-        common.write_json(cfg.out / f"{NAME}.json", common.finish(data, started))  # progress
-    data["summary"] = summarize(data)
-    common.finish(data, started)
-    common.write_json(cfg.out / f"{NAME}.json", data)
-    if cfg.plot:
-        plot(data, cfg.out / f"{NAME}.png")
-    return data
+        job.save()
+    return job.finish(plot, summary=summarize)
 
 
 def _jsonable(x):
@@ -257,8 +252,7 @@ def report(data: dict) -> str:
     s = data.get("summary") or summarize(data)
     bad = [k for k, v in s["results_agree"].items() if v is False]
     lines.append("Final results agree across engines that completed: " + ("yes" if not bad else "NO for " + ", ".join(bad)))
-    lines.extend(["", *("note: " + x for x in data.get("notes", []))])
-    return "\n".join(lines)
+    return report_text(lines, data)
 
 
 def plot(data: dict, path) -> None:
@@ -287,7 +281,4 @@ def plot(data: dict, path) -> None:
     axes[0].set_title(f"Exp. 3: memory-usage stream, count window of {pow2(data['config']['window'])}, wall", fontsize=10)
     axes[1].set_title("CPU time (thread_time)", fontsize=10)
     axes[0].legend(fontsize=8, ncol=3)
-    fig.suptitle(common.machine_caption(data["machine"]), fontsize=8, y=0.01, va="bottom")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(plt, fig, path, common.machine_caption(data["machine"]))

@@ -35,6 +35,7 @@ from itertools import repeat
 
 from . import common, storebench
 from .common import REPO, RunConfig, fmt_ns, pow2
+from .experiment import report_text, save_figure, verdict
 
 NAME = "exp4"
 
@@ -53,13 +54,12 @@ TARGET_WINDOW = 1 << 25
 
 
 def run(cfg: RunConfig) -> dict:
-    started = time.perf_counter()
     p = PROFILES[cfg.profile]
     sizes = [1 << k for k in p["log2_sizes"]]
     lmta_max = 1 << p.get("lmta_max_log2", p["log2_sizes"][-1])
     confs = storebench.configs(cfg)
     with storebench.backends(cfg, cfg.store_backends) as b:
-        data = common.header(NAME, cfg, {
+        job = storebench.open_run(NAME, cfg, b, confs, {
             "sizes": sizes, "slide_updates": p["slide"], "chunk": p["chunk"],
             "monoid": "count: int +, identity 0 (as exp1)", "value": "every update is the int 1",
             "wsp": "total - prefix >= N", "operation": "a fresh child process per (configuration, N): "
@@ -67,8 +67,7 @@ def run(cfg: RunConfig) -> dict:
             "buffer_size": storebench.BUFFER_SIZE, "cache_size": storebench.CACHE_SIZE,
             "gc": "enabled (the default)", "lmta_max_size": lmta_max,
         })
-        data["stores"] = storebench.store_info(b)
-        data["configs"] = {c.key: c.label for c in confs}
+        data = job.data
         data["notes"] = [
             "Peak RSS = VmHWM of the child process (everything it ever held: interpreter, imports, "
             "redis-py, the engine); baseline = RSS after the imports, before the engine and the store client.",
@@ -97,13 +96,8 @@ def run(cfg: RunConfig) -> dict:
                                and conf.backend == "redis" else "")
                             + (f", SQLite file {rec['store_used_mb']:.0f} MB" if rec.get("store_used_mb")
                                and conf.backend == "file" else ""))
-                common.write_json(cfg.out / f"{NAME}.json", common.finish(data, started))  # progress
-    data["summary"] = summarize(data)
-    common.finish(data, started)
-    common.write_json(cfg.out / f"{NAME}.json", data)
-    if cfg.plot:
-        plot(data, cfg.out / f"{NAME}.png")
-    return data
+                job.save()
+    return job.finish(plot, summary=summarize)
 
 
 def run_child(spec: dict, cfg: RunConfig) -> dict:
@@ -261,29 +255,22 @@ def summarize(data: dict) -> dict:
 def report(data: dict) -> str:
     cfgs, keys, labels = storebench.report_configs(data, "size")
     sizes = data["config"]["sizes"]
-    lines = [storebench.heading(data, "Experiment 4 (Fig. 8): process memory of a window of N elements, one child "
-                                      "process each", ram=True)]
+    head = ["N"] + [labels[k] for k in keys]
 
-    def cell(key, n, fmt):
-        r = cfgs.get(key, {}).get(n)
-        return "-" if r is None else fmt(r)
+    def speed(r):
+        return (f"{fmt_ns(r['fill_ns_per_insert'])} | {fmt_ns(r['slide_ns_per_update'])}"
+                + (f" | {r['store_used_mb']:.0f}" if r.get("store_used_mb") else ""))
 
-    lines.append("Peak RSS (MB) | local_size() (elements in process memory)")
-    rows = [[pow2(n)] + [cell(k, n, lambda r: f"{r['peak_rss_mb']:.1f} | {r['local_size']:,}") for k in keys]
-            for n in sizes]
-    lines.append(common.table(["N"] + [labels[k] for k in keys], rows))
-    lines.append("")
-    lines.append("Fill per insert | slide per update | where the window went (redis used_memory / SQLite file, MB)")
-    rows = [[pow2(n)] + [cell(k, n, lambda r: f"{fmt_ns(r['fill_ns_per_insert'])} | {fmt_ns(r['slide_ns_per_update'])}"
-                              + (f" | {r['store_used_mb']:.0f}" if r.get("store_used_mb") else ""))
-                         for k in keys] for n in sizes]
-    lines.append(common.table(["N"] + [labels[k] for k in keys], rows))
-    errors = [r for r in data["records"] if "error" in r]
-    for r in errors:
-        lines.append(f"ERROR {r['label']} N = {pow2(r['size'])}: {r['error']}")
-    lines.extend(["", *("note: " + x for x in data.get("notes", []))])
-    lines.extend(summary_lines(data))
-    return "\n".join(lines)
+    return report_text([
+        storebench.heading(data, "Experiment 4 (Fig. 8): process memory of a window of N elements, one child "
+                                 "process each", ram=True),
+        "Peak RSS (MB) | local_size() (elements in process memory)",
+        common.table(head, storebench.grid(cfgs, keys, sizes, lambda r: f"{r['peak_rss_mb']:.1f} | {r['local_size']:,}")),
+        "",
+        "Fill per insert | slide per update | where the window went (redis used_memory / SQLite file, MB)",
+        common.table(head, storebench.grid(cfgs, keys, sizes, speed)),
+        *(f"ERROR {r['label']} N = {pow2(r['size'])}: {r['error']}" for r in data["records"] if "error" in r),
+    ], data, summary_lines(data))
 
 
 def summary_lines(data: dict) -> list[str]:
@@ -299,11 +286,10 @@ def summary_lines(data: dict) -> list[str]:
         out.append(line)
     t = s["targets"].get("redis_2_25_under_150mb")
     if t:
-        verdict = ("MET" if t["met"] else "MISSED") if t["applies"] else \
-            f"not checked (largest window here {t['window']}; the target is for 2^25)"
         out.append(f"Target: {t['window']}-element window on Redis with peak RSS < {RSS_TARGET_MB} MB: "
                    + ", ".join(f"{k.split('/')[0]} {v:.1f} MB" for k, v in t["peak_rss_mb"].items())
-                   + f": {verdict}")
+                   + ": " + verdict(t["met"], t["applies"],
+                                    f"not checked (largest window here {t['window']}; the target is for 2^25)"))
     return out
 
 
@@ -311,8 +297,7 @@ def plot(data: dict, path) -> None:
     from .kvs1 import style
 
     plt = common.pyplot()
-    cfgs = by_config(data)
-    labels = data.get("configs", {})
+    cfgs, labels = by_config(data), data.get("configs", {})
     fig, axes = plt.subplots(1, 3, figsize=(18, 5.4))
     ax = axes[0]
     for key, recs in cfgs.items():
@@ -348,14 +333,7 @@ def plot(data: dict, path) -> None:
     ax.set_ylabel("RSS (MB)")
     ax.set_title(f"RSS while filling the window of {pow2(largest)}", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    m = data["machine"]
-    fig.suptitle(common.machine_caption(m) + f", {m.get('memory_gb')} GB RAM; redis-server "
-                 f"{data.get('stores', {}).get('redis_server_version')}; load avg "
-                 f"{m.get('load_average_at_start', ['?'])[0]} -> {m.get('load_average_at_end', ['?'])[0]}",
-                 fontsize=8, y=0.005, va="bottom")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(plt, fig, path, storebench.caption(data, ram=True), y=0.005)
 
 
 def _main(argv: list[str]) -> int:

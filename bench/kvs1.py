@@ -31,8 +31,9 @@ import time
 from itertools import repeat
 
 from . import common, storebench
-from .common import RunConfig, fmt_ns, fmt_num, pow2
+from .common import RunConfig, fmt_ns, pow2
 from .exp1 import COUNT, SizeWSP
+from .experiment import report_text, save_figure, verdict
 
 NAME = "kvs1"
 
@@ -52,12 +53,11 @@ def updates_for(n: int, m_min: int) -> int:
 
 
 def run(cfg: RunConfig) -> dict:
-    started = time.perf_counter()
     p = PROFILES[cfg.profile]
     sizes = [1 << k for k in p["log2_sizes"]]
     confs = storebench.configs(cfg)
     with storebench.backends(cfg, cfg.store_backends) as b:
-        data = common.header(NAME, cfg, {
+        job = storebench.open_run(NAME, cfg, b, confs, {
             "sizes": sizes,
             "updates_per_size": {str(n): updates_for(n, p["m_min"]) for n in sizes},
             "m_min": p["m_min"],
@@ -69,8 +69,7 @@ def run(cfg: RunConfig) -> dict:
                          "interleaved in chunks, store-backed chunks include waiting for their background I/O",
             "buffer_size": storebench.BUFFER_SIZE, "cache_size": storebench.CACHE_SIZE,
         })
-        data["stores"] = storebench.store_info(b)
-        data["configs"] = {c.key: c.label for c in confs}
+        data = job.data
         data["notes"] = [
             "Ratios are store-backed / in-memory of the same engine, measured in the same rounds.",
             "Wall time includes waiting for the engine's background store I/O at the end of each chunk.",
@@ -79,8 +78,7 @@ def run(cfg: RunConfig) -> dict:
             "Round trips and bytes are the store's own counters (stores.StoreStats): pair blobs, metadata "
             "excluded (no checkpoints here).",
         ]
-        if not cfg.gc_enabled:
-            data["notes"].append("The cyclic garbage collector is off during the timed loops (as timeit does).")
+        job.gc_note()
         records = data["records"] = []
         for n in sizes:
             m = updates_for(n, p["m_min"])
@@ -91,13 +89,8 @@ def run(cfg: RunConfig) -> dict:
                 cfg.log(f"  kvs1 N={pow2(n):>5} ERROR {exc!r}")
                 continue
             records.extend(recs)
-            common.write_json(cfg.out / f"{NAME}.json", common.finish(data, started))  # progress
-    data["summary"] = summarize(data)
-    common.finish(data, started)
-    common.write_json(cfg.out / f"{NAME}.json", data)
-    if cfg.plot:
-        plot(data, cfg.out / f"{NAME}.png")
-    return data
+            job.save()
+    return job.finish(plot, summary=summarize)
 
 
 class _Run:
@@ -255,52 +248,28 @@ def summarize(data: dict) -> dict:
 def report(data: dict) -> str:
     cfgs, keys, labels = storebench.report_configs(data, "size")
     sizes = data["config"]["sizes"]
-    lines = [storebench.heading(data, "Store-backed Experiment 1: mean latency per update (insert + enforce + query)")]
-
-    def get(k, n, field):
-        r = cfgs.get(k, {}).get(n)
-        return None if r is None else r.get(field)
-
     ratio_keys = [k for k in keys if not k.endswith("/memory")]
 
-    def ratio(k, n, field):
-        mem = get(k.split("/")[0] + "/memory", n, field)
-        v = get(k, n, field)
-        return f"{v / mem:.2f}" if v is not None and mem else "-"
+    def traffic(r):
+        pu, t = r["per_update"], r["traffic"]
+        return (f"{pu['round_trips']:.4f} | {pu['bytes_written']:.1f} / {pu['bytes_read']:.1f} B | "
+                f"{t['cache_misses']}/{t['cache_hits'] + t['cache_misses']}")
+
+    def fill(r):
+        local = r.get("local_size")
+        return fmt_ns(r.get("fill_ns_per_insert")) + (f" | {local}" if local is not None else "")
 
     head = ["N"] + [labels[k] for k in keys] + [labels[k] + " /Mem" for k in ratio_keys]
-    rows = [[pow2(n)] + [fmt_ns(get(k, n, "mean_ns")) for k in keys] + [ratio(k, n, "mean_ns") for k in ratio_keys]
-            for n in sizes]
-    lines.append(common.table(head, rows))
-    lines.append("")
-    lines.append("Total CPU per update (this process, all threads + the redis-server), and its ratio")
-    rows = [[pow2(n)] + [fmt_ns(get(k, n, "mean_total_cpu_ns")) for k in keys]
-            + [ratio(k, n, "mean_total_cpu_ns") for k in ratio_keys] for n in sizes]
-    lines.append(common.table(head, rows))
-    lines.append("")
-    lines.append("Store traffic per update: round trips, bytes written / read, cache misses (of hits + misses)")
-    rows = []
-    for n in sizes:
-        row = [pow2(n)]
-        for k in ratio_keys:
-            r = cfgs.get(k, {}).get(n)
-            if r is None:
-                row.append("-")
-                continue
-            pu, t = r["per_update"], r["traffic"]
-            row.append(f"{pu['round_trips']:.4f} | {pu['bytes_written']:.1f} / {pu['bytes_read']:.1f} B | "
-                       f"{t['cache_misses']}/{t['cache_hits'] + t['cache_misses']}")
-        rows.append(row)
-    lines.append(common.table(["N"] + [labels[k] for k in ratio_keys], rows))
-    lines.append("")
-    lines.append("Fill (N inserts) per insert, and local_size() at the end (elements in process memory)")
-    rows = [[pow2(n)] + [f"{fmt_ns(get(k, n, 'fill_ns_per_insert'))}"
-                         + (f" | {get(k, n, 'local_size')}" if get(k, n, "local_size") is not None else "")
-                         for k in keys] for n in sizes]
-    lines.append(common.table(["N"] + [labels[k] for k in keys], rows))
-    lines.extend(["", *("note: " + x for x in data.get("notes", []))])
-    lines.extend(summary_lines(data))
-    return "\n".join(lines)
+    return report_text([
+        storebench.heading(data, "Store-backed Experiment 1: mean latency per update (insert + enforce + query)"),
+        common.table(head, storebench.with_ratios(cfgs, keys, sizes, "mean_ns")), "",
+        "Total CPU per update (this process, all threads + the redis-server), and its ratio",
+        common.table(head, storebench.with_ratios(cfgs, keys, sizes, "mean_total_cpu_ns")), "",
+        "Store traffic per update: round trips, bytes written / read, cache misses (of hits + misses)",
+        common.table(["N"] + [labels[k] for k in ratio_keys], storebench.grid(cfgs, ratio_keys, sizes, traffic)), "",
+        "Fill (N inserts) per insert, and local_size() at the end (elements in process memory)",
+        common.table(["N"] + [labels[k] for k in keys], storebench.grid(cfgs, keys, sizes, fill)),
+    ], data, summary_lines(data))
 
 
 def summary_lines(data: dict) -> list[str]:
@@ -317,12 +286,12 @@ def summary_lines(data: dict) -> list[str]:
     if t:
         out.append("Target: Redis per-update latency within 2x of in-memory: "
                    + ", ".join(f"{k.split('/')[0]} {v:.2f}x (N = {t['at'][k]})" for k, v in t["max_ratio"].items())
-                   + f": {'MET' if t['met'] else 'MISSED'}")
+                   + f": {verdict(t['met'])}")
     t = s["targets"].get("round_trips_per_update")
     if t:
         out.append("Target: store round trips per update <= 1/100 (constant windows): max "
                    + ", ".join(f"{k} {v:.5f}" for k, v in t["max"].items())
-                   + f": {'MET' if t['met'] else 'MISSED'}")
+                   + f": {verdict(t['met'])}")
     return out
 
 
@@ -396,10 +365,4 @@ def plot(data: dict, path) -> None:
         ax.set_xlabel("window size N (elements)")
         ax.grid(True, which="both", alpha=0.3)
     axes[0][0].legend(fontsize=8)
-    m = data["machine"]
-    fig.suptitle(common.machine_caption(m) + f"; redis-server {data.get('stores', {}).get('redis_server_version')}; "
-                 f"load avg {m.get('load_average_at_start', ['?'])[0]} -> {m.get('load_average_at_end', ['?'])[0]}",
-                 fontsize=8, y=0.005, va="bottom")
-    fig.tight_layout(rect=(0, 0.02, 1, 1))
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(plt, fig, path, storebench.caption(data), y=0.005, bottom=0.02)

@@ -27,18 +27,17 @@ import gc
 import time
 from itertools import repeat
 
-from . import common, storebench
+from . import common, exp2, storebench
 from .common import RunConfig, fmt_ns, pow2
 from .exp1 import COUNT, SizeWSP
 from .exp2 import NEXT_INSERTS, evictions, reps_for
+from .experiment import Run, report_text, save_figure, verdict
 
 NAME = "kvs2"
 
-PROFILES = {
-    "full": dict(log2_n=22, rep_budget=1 << 20, max_reps=8),
-    "quick": dict(log2_n=17, rep_budget=1 << 14, max_reps=4),
-    "tiny": dict(log2_n=12, rep_budget=1 << 8, max_reps=2),
-}
+#: Experiment 2's repetitions; the window of each profile is this experiment's own.
+PROFILES = {name: {**exp2.PROFILES[name], "log2_n": log2_n}
+            for name, log2_n in (("full", 22), ("quick", 17), ("tiny", 12))}
 
 #: Target (issue 3): one enforce evicting 2^22 - 1 elements on Redis.
 BULK_TARGET_NS = 5_000_000
@@ -48,13 +47,12 @@ TRAFFIC = ("round_trips", "pairs_read", "bytes_read", "pairs_written", "bytes_wr
 
 
 def run(cfg: RunConfig) -> dict:
-    started = time.perf_counter()
     p = PROFILES[cfg.profile]
     n = 1 << p["log2_n"]
     ks = evictions(n)
     confs = storebench.configs(cfg)
     with storebench.backends(cfg, cfg.store_backends) as b:
-        data = common.header(NAME, cfg, {
+        job = storebench.open_run(NAME, cfg, b, confs, {
             "window": n,
             "evictions": ks,
             "reps": {str(k): reps_for(k, p) for k in ks},
@@ -65,8 +63,7 @@ def run(cfg: RunConfig) -> dict:
                          "drain (untimed); configurations interleaved per (k, repetition)",
             "buffer_size": storebench.BUFFER_SIZE, "cache_size": storebench.CACHE_SIZE,
         })
-        data["stores"] = storebench.store_info(b)
-        data["configs"] = {c.key: c.label for c in confs}
+        data = job.data
         data["notes"] = [
             "Latency = wall time of the one enforce() call that evicts k elements (mean over reps).",
             "Traffic during the enforce = the store's counters across the call (a background prefetch "
@@ -74,15 +71,9 @@ def run(cfg: RunConfig) -> dict:
             "synchronous round trip (a cache miss).",
             "Ratios are store-backed / in-memory of the same engine, same k, measured in the same rounds.",
         ]
-        if not cfg.gc_enabled:
-            data["notes"].append("The cyclic garbage collector is off during the measurements (as timeit does).")
-        data["records"], data["builds"] = measure(confs, n, ks, p, b, cfg, data, started)
-    data["summary"] = summarize(data)
-    common.finish(data, started)
-    common.write_json(cfg.out / f"{NAME}.json", data)
-    if cfg.plot:
-        plot(data, cfg.out / f"{NAME}.png")
-    return data
+        job.gc_note("The cyclic garbage collector is off during the measurements (as timeit does).")
+        data["records"], data["builds"] = measure(confs, n, ks, p, b, cfg, job)
+    return job.finish(plot, summary=summarize)
 
 
 class _Engine:
@@ -99,7 +90,7 @@ def _traffic(e: _Engine) -> dict:
     return c
 
 
-def measure(confs, n, ks, p, b, cfg: RunConfig, data: dict, started: float):
+def measure(confs, n, ks, p, b, cfg: RunConfig, job: Run):
     pc, tt = time.perf_counter_ns, time.thread_time_ns
     engines: list[_Engine] = []
     builds: dict[str, dict] = {}
@@ -139,8 +130,8 @@ def measure(confs, n, ks, p, b, cfg: RunConfig, data: dict, started: float):
                             + (f"  trips {t['round_trips']:.1f}, misses {t['cache_misses']:.1f}, "
                                f"read {t['pairs_read']:.0f} pairs / {t['bytes_read']:.0f} B"
                                if e.store is not None else ""))
-                data["records"], data["builds"] = records, builds
-                common.write_json(cfg.out / f"{NAME}.json", common.finish(data, started))  # progress
+                job.data["records"], job.data["builds"] = records, builds
+                job.save()
         for e in engines:
             if e.store is not None:
                 builds[e.conf.key]["local_size_at_end"] = e.engine.local_size()
@@ -252,62 +243,34 @@ def report(data: dict) -> str:
     cfgs, keys, labels = storebench.report_configs(data, "k")
     ks = data["config"]["evictions"]
     n = data["config"]["window"]
-    lines = [storebench.heading(data, f"Store-backed Experiment 2: latency of one enforce() evicting k of "
-                                      f"N = {pow2(n)} elements")]
-
-    def get(key, k, field):
-        r = cfgs.get(key, {}).get(k)
-        return None if r is None else r.get(field)
-
     store_keys = [k for k in keys if not k.endswith("/memory")]
+    store_head = ["k"] + [labels[x] for x in store_keys]
 
-    def ratio(key, k):
-        mem = get(key.split("/")[0] + "/memory", k, "enforce_ns")
-        v = get(key, k, "enforce_ns")
-        return f"{v / mem:.1f}" if v is not None and mem else "-"
+    def traffic(r):
+        t = r["enforce_traffic"]
+        return f"{t['round_trips']:.1f} ({t['cache_misses']:.1f}) | {t['pairs_read']:.0f} / {t['bytes_read']:.0f} B"
 
-    head = ["k"] + [labels[x] for x in keys] + [labels[x] + " /Mem" for x in store_keys]
-    rows = [[pow2(k)] + [fmt_ns(get(x, k, "enforce_ns")) for x in keys] + [ratio(x, k) for x in store_keys]
-            for k in ks]
-    lines.append(common.table(head, rows))
-    lines.append("")
-    lines.append("Store traffic per enforce: round trips (cache misses) | pairs read / bytes read")
-    rows = []
-    for k in ks:
-        row = [pow2(k)]
-        for x in store_keys:
-            r = cfgs.get(x, {}).get(k)
-            if r is None:
-                row.append("-")
-                continue
-            t = r["enforce_traffic"]
-            row.append(f"{t['round_trips']:.1f} ({t['cache_misses']:.1f}) | {t['pairs_read']:.0f} / {t['bytes_read']:.0f} B")
-        rows.append(row)
-    lines.append(common.table(["k"] + [labels[x] for x in store_keys], rows))
-    lines.append("")
-    lines.append("Refill after the eviction, per insert: round trips | bytes written / read")
-    rows = []
-    for k in ks:
-        row = [pow2(k)]
-        for x in store_keys:
-            r = cfgs.get(x, {}).get(k)
-            t = r and r["refill_traffic_per_insert"]
-            row.append("-" if not t or t["round_trips"] is None else
-                       f"{t['round_trips']:.4f} | {t['bytes_written']:.1f} / {t['bytes_read']:.1f} B")
-        rows.append(row)
-    lines.append(common.table(["k"] + [labels[x] for x in store_keys], rows))
-    lines.append("")
-    lines.append(f"Slowest of the first {NEXT_INSERTS} inserts after the enforce, and query() after it")
-    rows = [[pow2(k)] + [f"{fmt_ns(get(x, k, 'next_inserts_max_ns'))} / {fmt_ns(get(x, k, 'query_ns'))}" for x in keys]
-            for k in ks]
-    lines.append(common.table(["k"] + [labels[x] for x in keys], rows))
-    lines.append("")
+    def refill(r):
+        t = r["refill_traffic_per_insert"]
+        return ("-" if not t or t["round_trips"] is None else
+                f"{t['round_trips']:.4f} | {t['bytes_written']:.1f} / {t['bytes_read']:.1f} B")
+
+    latency = storebench.with_ratios(cfgs, keys, ks, "enforce_ns", 1)
     builds = data.get("builds", {})
-    lines.append("Build of the window: " + ", ".join(
-        f"{labels.get(x, x)} {b['build_s']:.1f} s" for x, b in builds.items() if "build_s" in b))
-    lines.extend(["", *("note: " + x for x in data.get("notes", []))])
-    lines.extend(summary_lines(data))
-    return "\n".join(lines)
+    return report_text([
+        storebench.heading(data, f"Store-backed Experiment 2: latency of one enforce() evicting k of "
+                                 f"N = {pow2(n)} elements"),
+        common.table(["k"] + [labels[x] for x in keys] + [labels[x] + " /Mem" for x in store_keys], latency), "",
+        "Store traffic per enforce: round trips (cache misses) | pairs read / bytes read",
+        common.table(store_head, storebench.grid(cfgs, store_keys, ks, traffic)), "",
+        "Refill after the eviction, per insert: round trips | bytes written / read",
+        common.table(store_head, storebench.grid(cfgs, store_keys, ks, refill)), "",
+        f"Slowest of the first {NEXT_INSERTS} inserts after the enforce, and query() after it",
+        common.table(["k"] + [labels[x] for x in keys], storebench.grid(
+            cfgs, keys, ks, lambda r: f"{fmt_ns(r.get('next_inserts_max_ns'))} / {fmt_ns(r.get('query_ns'))}")), "",
+        "Build of the window: " + ", ".join(
+            f"{labels.get(x, x)} {b['build_s']:.1f} s" for x, b in builds.items() if "build_s" in b),
+    ], data, summary_lines(data))
 
 
 def summary_lines(data: dict) -> list[str]:
@@ -322,11 +285,11 @@ def summary_lines(data: dict) -> list[str]:
         out.append(line)
     t = s["targets"].get("redis_bulk_eviction")
     if t:
-        verdict = ("MET" if t["met"] else "MISSED") if t["applies"] else \
-            f"not checked ({t['note']}; at this size it would be {'met' if t['met'] else 'missed'})"
-        out.append(f"Target: bulk eviction of 2^22 - 1 on Redis < 5 ms: "
+        out.append("Target: bulk eviction of 2^22 - 1 on Redis < 5 ms: "
                    + ", ".join(f"{k.split('/')[0]} {fmt_ns(v)}" for k, v in t["latency_ns"].items())
-                   + f": {verdict}")
+                   + ": " + verdict(t["met"], t["applies"],
+                                    f"not checked ({t['note']}; at this size it would be "
+                                    f"{'met' if t['met'] else 'missed'})"))
     return out
 
 
@@ -334,9 +297,7 @@ def plot(data: dict, path) -> None:
     from .kvs1 import style
 
     plt = common.pyplot()
-    cfgs = by_config(data)
-    labels = data.get("configs", {})
-    n = data["config"]["window"]
+    cfgs, labels, n = by_config(data), data.get("configs", {}), data["config"]["window"]
     fig, axes = plt.subplots(1, 3, figsize=(18, 5.4))
     ax = axes[0]
     for key, recs in cfgs.items():
@@ -372,10 +333,4 @@ def plot(data: dict, path) -> None:
         ax.set_xscale("log", base=2)
         ax.set_xlabel("elements evicted by one enforce (k)")
         ax.grid(True, which="both", alpha=0.3)
-    m = data["machine"]
-    fig.suptitle(common.machine_caption(m) + f"; redis-server {data.get('stores', {}).get('redis_server_version')}; "
-                 f"load avg {m.get('load_average_at_start', ['?'])[0]} -> {m.get('load_average_at_end', ['?'])[0]}",
-                 fontsize=8, y=0.005, va="bottom")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(plt, fig, path, storebench.caption(data), y=0.005)

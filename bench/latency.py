@@ -23,6 +23,7 @@ from . import common
 from .common import RunConfig, fmt_ns, fmt_ratio, pow2
 from .engines import applicable, class_name
 from .exp1 import COUNT, SizeWSP
+from .experiment import Run, report_text, save_figure
 
 NAME = "latency"
 
@@ -56,24 +57,23 @@ def timer_overhead(m: int = 1 << 16) -> float:
 
 
 def run(cfg: RunConfig) -> dict:
-    started = time.perf_counter()
     p = PROFILES[cfg.profile]
     n, m = 1 << p["log2_n"], p["m"]
     specs, skipped = applicable(COUNT, cfg.engines)
     wsp = SizeWSP(n)
-    data = common.header(NAME, cfg, {
+    job = Run(NAME, cfg, {
         "window": n, "updates": m, "recalc_updates": p["recalc_m"],
         "monoid": "count: int +, identity 0, inverse - (as exp1)",
         "wsp": f"total - prefix >= {n}",
         "operation": "engine.push(1) timed individually with time.perf_counter_ns after an untimed fill",
         "timer_overhead_p50_ns": timer_overhead(),
     })
+    data = job.data
     data["engines"] = {s.name: s.description for s in specs}
     data["skipped_engines"] = skipped
     data["notes"] = ["Per-update times include the timer overhead (config.timer_overhead_p50_ns).",
                      f"Recalc (O(N) per update) is timed over {p['recalc_m']} updates only."]
-    if not cfg.gc_enabled:
-        data["notes"].append("The cyclic garbage collector is off during the timed loop.")
+    job.gc_note("The cyclic garbage collector is off during the timed loop.")
     records = data["records"] = []
     series = {}
     for spec in specs:
@@ -87,11 +87,7 @@ def run(cfg: RunConfig) -> dict:
         series[spec.name] = head
         cfg.log(f"  latency N={pow2(n)} {spec.name:<16} mean {fmt_ns(rec['mean_ns'])}  p50 {fmt_ns(rec['p50_ns'])}  "
                 f"p99 {fmt_ns(rec['p99_ns'])}  p99.9 {fmt_ns(rec['p99.9_ns'])}  max {fmt_ns(rec['max_ns'])}")
-    common.finish(data, started)
-    common.write_json(cfg.out / f"{NAME}.json", data)
-    if cfg.plot:
-        plot(data, series, cfg.out / f"{NAME}.png")
-    return data
+    return job.finish(lambda d, path: plot(d, series, path))
 
 
 def measure(spec, n, m, wsp, cfg):
@@ -148,8 +144,7 @@ def report(data: dict) -> str:
                 rows.append([f"AMTA/{other}"] + [fmt_ratio(a[k], o[k]) for k in
                                                  ("mean_ns", "p50_ns", "p99_ns", "p99.9_ns", "max_ns")])
         lines.append(common.table(["ratio", "mean", "p50", "p99", "p99.9", "max"], rows))
-    lines.extend(["", *("note: " + x for x in data.get("notes", []))])
-    return "\n".join(lines)
+    return report_text(lines, data)
 
 
 def plot(data: dict, series: dict, path) -> None:
@@ -179,7 +174,4 @@ def plot(data: dict, series: dict, path) -> None:
     ax2.set_title("per-update latency, first rounds (cf. DABA paper Fig. 18)")
     ax2.grid(True, which="both", alpha=0.3)
     ax2.legend(fontsize=8, markerscale=8)
-    fig.suptitle(common.machine_caption(data["machine"]), fontsize=8, y=0.01, va="bottom")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(plt, fig, path, common.machine_caption(data["machine"]), dpi=110)

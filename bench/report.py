@@ -27,14 +27,19 @@ def _load(results: Path, name: str) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+def platform_rows(m: dict) -> list[list]:
+    """The machine table's memory, Python and platform rows."""
+    return [["memory", f"{m.get('memory_gb', '?')} GB"],
+            ["Python", f"{m.get('python_implementation')} {m.get('python')} ({m.get('python_build')})"],
+            ["platform", m.get("platform")]]
+
+
 def machine(d: dict) -> str:
     m = d["machine"]
     rows = [
         ["CPU", f"{m.get('cpu_model')} ({m.get('logical_cores')} logical / {m.get('physical_cores', '?')} physical cores, "
                 f"{m.get('cpu_mhz', '?')} MHz)"],
-        ["memory", f"{m.get('memory_gb', '?')} GB"],
-        ["Python", f"{m.get('python_implementation')} {m.get('python')} ({m.get('python_build')})"],
-        ["platform", m.get("platform")],
+        *platform_rows(m),
         ["code", f"commit {m.get('git_commit', '')[:10]}"
                  + (f" + uncommitted {', '.join(m.get('git_changed_files', []))}" if m.get("git_changed_files") else "")
                  + f"; mta sources sha256 {m.get('mta_source_sha256', '?')}"],
@@ -171,61 +176,71 @@ def latency_section(d: dict) -> str:
     return "\n\n".join(out)
 
 
+def _clocks(d: dict | None):
+    """``(clock, summary)`` for the wall and CPU summaries of ``d`` (none
+    without results)."""
+    for key, label in (("summary", "wall"), ("summary_cpu", "CPU")):
+        if d:
+            yield label, d.get(key) or {}
+
+
+def _met(met: bool) -> str:
+    return "met" if met else "**missed**"
+
+
 def targets(results: Path) -> str:
     rows = []
-    d1 = _load(results, "exp1")
-    if d1:
-        for skey, label in (("summary", "wall"), ("summary_cpu", "CPU")):
-            s = d1.get(skey) or {}
-            f = s.get("amta_flatness")
-            if f:
-                rows.append([f"AMTA flat over {f['sizes']}: max/min <= 1.5", label,
-                             f"{f['max_over_min']:.2f} ({fmt_ns(f['min_ns'])} .. {fmt_ns(f['max_ns'])}); "
-                             f"2^22 / 2^10 = {f['largest_over_smallest_size']:.2f}", "met" if f["met"] else "**missed**"])
-            for key, name, lim in (("amta_over_daba", "DABA", "1"), ("amta_over_twostacks", "TwoStacks", "1.5")):
-                r = s.get(key)
-                if r:
-                    rows.append([f"AMTA/{name} <= {lim} for N >= 2^9", label,
-                                 f"max {r['max']:.2f}, geomean {r['geomean']:.2f}, min {r['min']:.2f} "
-                                 f"({r['sizes_meeting']}/{len(r['ratios'])} sizes meet)",
-                                 "met" if r["met"] else "**missed**"])
-    d2 = _load(results, "exp2")
-    if d2:
-        for skey, label in (("summary", "wall"), ("summary_cpu", "CPU")):
-            s = d2.get(skey) or {}
-            t = s.get("mta_bulk_target")
-            if t:
-                rows.append([f"bulk eviction of {pow2(s['largest_eviction'])} < 500 us (AMTA, LMTA)", label,
-                             ", ".join(f"{m} {fmt_ns(v)}" for m, v in t["latency_ns"].items())
-                             + "; worst k: " + ", ".join(f"{m} {fmt_ns(s['engines'][m]['max_over_k_ns'])} at "
-                                                         f"{s['engines'][m]['worst_k']}" for m in t["latency_ns"]),
-                             "met" if t["met"] else "**missed**"])
-            b = s.get("baselines_linear")
-            if b:
-                rows.append([f"baselines grow linearly in k (log-log slope, k >= {pow2(s['slope_fit_from_k'])})", label,
-                             ", ".join(f"{e} {v:.2f}" for e, v in b["slopes"].items() if v is not None),
-                             "met" if b["met"] else "**missed**"])
+    for label, s in _clocks(_load(results, "exp1")):
+        f = s.get("amta_flatness")
+        if f:
+            rows.append([f"AMTA flat over {f['sizes']}: max/min <= 1.5", label,
+                         f"{f['max_over_min']:.2f} ({fmt_ns(f['min_ns'])} .. {fmt_ns(f['max_ns'])}); "
+                         f"2^22 / 2^10 = {f['largest_over_smallest_size']:.2f}", _met(f["met"])])
+        for key, name, lim in (("amta_over_daba", "DABA", "1"), ("amta_over_twostacks", "TwoStacks", "1.5")):
+            r = s.get(key)
+            if r:
+                rows.append([f"AMTA/{name} <= {lim} for N >= 2^9", label,
+                             f"max {r['max']:.2f}, geomean {r['geomean']:.2f}, min {r['min']:.2f} "
+                             f"({r['sizes_meeting']}/{len(r['ratios'])} sizes meet)", _met(r["met"])])
+    for label, s in _clocks(_load(results, "exp2")):
+        t = s.get("mta_bulk_target")
+        if t:
+            rows.append([f"bulk eviction of {pow2(s['largest_eviction'])} < 500 us (AMTA, LMTA)", label,
+                         ", ".join(f"{m} {fmt_ns(v)}" for m, v in t["latency_ns"].items())
+                         + "; worst k: " + ", ".join(f"{m} {fmt_ns(s['engines'][m]['max_over_k_ns'])} at "
+                                                     f"{s['engines'][m]['worst_k']}" for m in t["latency_ns"]),
+                         _met(t["met"])])
+        b = s.get("baselines_linear")
+        if b:
+            rows.append([f"baselines grow linearly in k (log-log slope, k >= {pow2(s['slope_fit_from_k'])})", label,
+                         ", ".join(f"{e} {v:.2f}" for e, v in b["slopes"].items() if v is not None), _met(b["met"])])
     return markdown_table(["target", "clock", "measured", "verdict"], rows)
 
 
+#: The sections each experiment's results give, in page order.
+SECTIONS = {
+    "exp1": (("exp1", exp1_section), ("exp1_calls", exp1_calls)),
+    "exp2": (("exp2", exp2_section), ("exp2_calls", exp2_calls)),
+    "exp3": (("exp3", exp3_section),),
+    "latency": (("latency", latency_section),),
+}
+
+
+def sections_of(loaded: dict[str, dict | None], table: dict[str, tuple]) -> dict[str, str]:
+    """``{section: render(data)}`` for every experiment of ``table`` whose
+    results were found."""
+    return {section: render(loaded[name]) for name, pairs in table.items() if loaded.get(name)
+            for section, render in pairs}
+
+
 def sections(results: Path) -> dict[str, str]:
+    loaded = {name: _load(results, name) for name in SECTIONS}
+    first = next((d for d in loaded.values() if d), None)
     out: dict[str, str] = {}
-    d1, d2, d3, dl = (_load(results, n) for n in ("exp1", "exp2", "exp3", "latency"))
-    first = d1 or d2 or d3 or dl
     if first:
-        out["machine"] = machine(first)
-        out["runs"] = runs(results)
-    if d1:
-        out["exp1"] = exp1_section(d1)
-        out["exp1_calls"] = exp1_calls(d1)
-    if d2:
-        out["exp2"] = exp2_section(d2)
-        out["exp2_calls"] = exp2_calls(d2)
-    if d3:
-        out["exp3"] = exp3_section(d3)
-    if dl:
-        out["latency"] = latency_section(dl)
-    if d1 or d2:
+        out.update(machine=machine(first), runs=runs(results))
+    out.update(sections_of(loaded, SECTIONS))
+    if loaded["exp1"] or loaded["exp2"]:
         out["targets"] = targets(results)
     for name, mod in (("spark-batch", spark_batch), ("spark-growth", spark_growth), ("spark-stream", spark_stream)):
         d = _load(results, name)

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import exp4, kvs1, kvs2
+from . import exp4, kvs1, kvs2, storebench
 from .common import fmt_ns, markdown_table, pow2
-from .report import _load, cli
+from .report import _load, cli, platform_rows, sections_of
 
 NAMES = ("kvs1", "kvs2", "exp4")
 
@@ -29,9 +29,7 @@ def machine(d: dict) -> str:
     rows = [
         ["CPU", f"{m.get('cpu_model')} ({m.get('logical_cores')} logical / {m.get('physical_cores', '?')} physical "
                 f"cores, {m.get('cpu_mhz', '?')} MHz), shared with other work"],
-        ["memory", f"{m.get('memory_gb', '?')} GB"],
-        ["Python", f"{m.get('python_implementation')} {m.get('python')} ({m.get('python_build')})"],
-        ["platform", m.get("platform")],
+        *platform_rows(m),
         ["Redis", f"redis-server {s.get('redis_server_version')}, "
                   + ("started by the benchmark on a free loopback port, persistence off (`--save '' --appendonly no`)"
                      if redis.get("started_by_benchmark") else f"given with --redis ({redis.get('url')})")
@@ -64,43 +62,41 @@ def runs(results: Path) -> str:
                            "load avg at end"], rows)
 
 
+def _targets(results: Path, mod) -> dict:
+    """The targets in the summary of ``mod``'s results ({} without results)."""
+    d = _load(results, mod.NAME)
+    return {} if d is None else (d.get("summary") or mod.summarize(d))["targets"]
+
+
 def targets(results: Path) -> str:
     rows = []
-    d4 = _load(results, "exp4")
-    if d4:
-        s = d4.get("summary") or exp4.summarize(d4)
-        t = s["targets"].get("redis_2_25_under_150mb")
-        if t:
-            rows.append([f"a 2^25-element window on Redis, peak process memory < {exp4.RSS_TARGET_MB} MB", "exp4",
-                         ", ".join(f"{k.split('/')[0]} {v:.1f} MB" for k, v in t["peak_rss_mb"].items())
-                         + f" (window {t['window']})",
-                         _verdict(t["met"], t["applies"])])
+    t = _targets(results, exp4).get("redis_2_25_under_150mb")
+    if t:
+        rows.append([f"a 2^25-element window on Redis, peak process memory < {exp4.RSS_TARGET_MB} MB", "exp4",
+                     ", ".join(f"{k.split('/')[0]} {v:.1f} MB" for k, v in t["peak_rss_mb"].items())
+                     + f" (window {t['window']})",
+                     _verdict(t["met"], t["applies"])])
     d1 = _load(results, "kvs1")
-    if d1:
-        s = d1.get("summary") or kvs1.summarize(d1)
-        t = s["targets"].get("redis_latency_within_2x")
-        if t:
-            r = s["ratios"]
-            rows.append(["constant-window per-update latency on Redis within 2x of the in-memory engine", "kvs1",
-                         "; ".join(f"{k.split('/')[0]}: max {v:.2f}x (N = {t['at'][k]}), geomean "
-                                   f"{r[k]['geomean_wall']:.2f}x, total CPU max {r[k]['max_total_cpu']:.2f}x"
-                                   for k, v in t["max_ratio"].items()),
-                         _verdict(t["met"], True)])
-        t = s["targets"].get("round_trips_per_update")
-        if t:
-            rows.append(["store round trips per update <= 1/100, constant windows", "kvs1",
-                         ", ".join(f"{k} {v:.4f} (1 per {1 / v:,.0f})" if v else f"{k} 0"
-                                   for k, v in t["max"].items()),
-                         _verdict(t["met"], True)])
-    d2 = _load(results, "kvs2")
-    if d2:
-        s = d2.get("summary") or kvs2.summarize(d2)
-        t = s["targets"].get("redis_bulk_eviction")
-        if t:
-            rows.append([f"bulk eviction of 2^22 - 1 elements on Redis < 5 ms", "kvs2",
-                         ", ".join(f"{k.split('/')[0]} {fmt_ns(v)}" for k, v in t["latency_ns"].items())
-                         + f" (N = {pow2(s['window'])})",
-                         _verdict(t["met"], t["applies"])])
+    t = _targets(results, kvs1).get("redis_latency_within_2x")
+    if t:
+        r = (d1.get("summary") or kvs1.summarize(d1))["ratios"]
+        rows.append(["constant-window per-update latency on Redis within 2x of the in-memory engine", "kvs1",
+                     "; ".join(f"{k.split('/')[0]}: max {v:.2f}x (N = {t['at'][k]}), geomean "
+                               f"{r[k]['geomean_wall']:.2f}x, total CPU max {r[k]['max_total_cpu']:.2f}x"
+                               for k, v in t["max_ratio"].items()),
+                     _verdict(t["met"], True)])
+    t = _targets(results, kvs1).get("round_trips_per_update")
+    if t:
+        rows.append(["store round trips per update <= 1/100, constant windows", "kvs1",
+                     ", ".join(f"{k} {v:.4f} (1 per {1 / v:,.0f})" if v else f"{k} 0" for k, v in t["max"].items()),
+                     _verdict(t["met"], True)])
+    t = _targets(results, kvs2).get("redis_bulk_eviction")
+    if t:
+        window = _load(results, "kvs2")["config"]["window"]
+        rows.append(["bulk eviction of 2^22 - 1 elements on Redis < 5 ms", "kvs2",
+                     ", ".join(f"{k.split('/')[0]} {fmt_ns(v)}" for k, v in t["latency_ns"].items())
+                     + f" (N = {pow2(window)})",
+                     _verdict(t["met"], t["applies"])])
     return markdown_table(["target (issue 3)", "experiment", "measured", "verdict"], rows)
 
 
@@ -111,28 +107,15 @@ def _verdict(met: bool, applies: bool) -> str:
 
 
 def kvs1_section(d: dict) -> str:
-    cfgs = kvs1.by_config(d)
-    keys = list(d["configs"])
-    labels = d["configs"]
-    store_keys = [k for k in keys if not k.endswith("/memory")]
-
-    def get(k, n, f):
-        r = cfgs.get(k, {}).get(n)
-        return None if r is None else r.get(f)
-
-    def ratio(k, n, f):
-        mem, v = get(k.split("/")[0] + "/memory", n, f), get(k, n, f)
-        return f"{v / mem:.2f}" if v is not None and mem else "-"
-
-    out = ["Mean wall time per update, and store-backed / in-memory (same engine, same rounds):"]
-    rows = [[pow2(n)] + [fmt_ns(get(k, n, "mean_ns")) for k in keys] + [ratio(k, n, "mean_ns") for k in store_keys]
-            for n in d["config"]["sizes"]]
-    out.append(markdown_table(["N"] + [labels[k] for k in keys] + [f"{labels[k]} / Mem" for k in store_keys], rows))
-    out.append("Total CPU per update (every thread of the process + the redis-server), and its ratio:")
-    rows = [[pow2(n)] + [fmt_ns(get(k, n, "mean_total_cpu_ns")) for k in keys]
-            + [ratio(k, n, "mean_total_cpu_ns") for k in store_keys] for n in d["config"]["sizes"]]
-    out.append(markdown_table(["N"] + [labels[k] for k in keys] + [f"{labels[k]} / Mem" for k in store_keys], rows))
-    return "\n\n".join(out)
+    cfgs, keys, labels = storebench.report_configs(d, "size")
+    head = ["N"] + [labels[k] for k in keys] + [f"{labels[k]} / Mem" for k in keys if not k.endswith("/memory")]
+    sizes = d["config"]["sizes"]
+    return "\n\n".join([
+        "Mean wall time per update, and store-backed / in-memory (same engine, same rounds):",
+        markdown_table(head, storebench.with_ratios(cfgs, keys, sizes, "mean_ns")),
+        "Total CPU per update (every thread of the process + the redis-server), and its ratio:",
+        markdown_table(head, storebench.with_ratios(cfgs, keys, sizes, "mean_total_cpu_ns")),
+    ])
 
 
 def kvs1_traffic(d: dict) -> str:
@@ -169,25 +152,11 @@ def kvs1_traffic(d: dict) -> str:
 
 
 def kvs2_section(d: dict) -> str:
-    cfgs = kvs2.by_config(d)
-    keys = list(d["configs"])
-    labels = d["configs"]
-    store_keys = [k for k in keys if not k.endswith("/memory")]
-
-    def get(k, kk, f):
-        r = cfgs.get(k, {}).get(kk)
-        return None if r is None else r.get(f)
-
-    rows = []
-    for k in d["config"]["evictions"]:
-        row = [pow2(k)] + [fmt_ns(get(x, k, "enforce_ns")) for x in keys]
-        for x in store_keys:
-            mem, v = get(x.split("/")[0] + "/memory", k, "enforce_ns"), get(x, k, "enforce_ns")
-            row.append(f"{v / mem:.1f}" if v is not None and mem else "-")
-        rows.append(row)
+    cfgs, keys, labels = storebench.report_configs(d, "k")
+    head = ["k"] + [labels[x] for x in keys] + [f"{labels[x]} / Mem" for x in keys if not x.endswith("/memory")]
     out = [f"Wall time of the one `enforce()` evicting k of N = {pow2(d['config']['window'])} elements "
            "(mean over the repetitions), and store-backed / in-memory:",
-           markdown_table(["k"] + [labels[x] for x in keys] + [f"{labels[x]} / Mem" for x in store_keys], rows)]
+           markdown_table(head, storebench.with_ratios(cfgs, keys, d["config"]["evictions"], "enforce_ns", 1))]
     rows = [[labels[x], f"{b['build_s']:.1f} s"] + ([f"{b.get('local_size', 0):,}", str(b.get("height", ""))]
                                                    if "local_size" in b else ["-", "-"])
             for x, b in d.get("builds", {}).items() if "build_s" in b]
@@ -214,30 +183,19 @@ def kvs2_traffic(d: dict) -> str:
 def exp4_section(d: dict) -> str:
     cfgs = exp4.by_config(d)
     keys = list(d["configs"])
-    labels = d["configs"]
-    rows = []
-    for n in d["config"]["sizes"]:
-        row = [pow2(n)]
-        for k in keys:
-            r = cfgs.get(k, {}).get(n)
-            row.append("-" if r is None else f"{r['peak_rss_mb']:.1f} MB ({r['local_size']:,})")
-        rows.append(row)
+    head = ["N"] + [d["configs"][k] for k in keys]
+    sizes = d["config"]["sizes"]
+
+    def speed(r):
+        where = f"; {r['store_used_mb']:.0f} MB in the store" if r.get("store_used_mb") else ""
+        return f"{fmt_ns(r['fill_ns_per_insert'])} / {fmt_ns(r['slide_ns_per_update'])}{where}"
+
     out = ["Peak RSS of the process (`VmHWM`) and, in brackets, `local_size()` (elements in process memory):",
-           markdown_table(["N"] + [labels[k] for k in keys], rows)]
-    rows = []
-    for n in d["config"]["sizes"]:
-        row = [pow2(n)]
-        for k in keys:
-            r = cfgs.get(k, {}).get(n)
-            if r is None:
-                row.append("-")
-                continue
-            where = f"; {r['store_used_mb']:.0f} MB in the store" if r.get("store_used_mb") else ""
-            row.append(f"{fmt_ns(r['fill_ns_per_insert'])} / {fmt_ns(r['slide_ns_per_update'])}{where}")
-        rows.append(row)
-    out.append("Fill per insert / slide per update at constant size, and where the window went "
-               "(redis-server `used_memory`, or the SQLite files):")
-    out.append(markdown_table(["N"] + [labels[k] for k in keys], rows))
+           markdown_table(head, storebench.grid(
+               cfgs, keys, sizes, lambda r: f"{r['peak_rss_mb']:.1f} MB ({r['local_size']:,})")),
+           "Fill per insert / slide per update at constant size, and where the window went "
+           "(redis-server `used_memory`, or the SQLite files):",
+           markdown_table(head, storebench.grid(cfgs, keys, sizes, speed))]
     s = d.get("summary") or exp4.summarize(d)
     lines = []
     for k, c in s["configs"].items():
@@ -255,22 +213,21 @@ def exp4_section(d: dict) -> str:
     return "\n\n".join(out)
 
 
+#: The sections each experiment's results give, in page order.
+SECTIONS = {
+    "kvs1": (("kvs1", kvs1_section), ("kvs1_traffic", kvs1_traffic)),
+    "kvs2": (("kvs2", kvs2_section), ("kvs2_traffic", kvs2_traffic)),
+    "exp4": (("exp4", exp4_section),),
+}
+
+
 def sections(results: Path) -> dict[str, str]:
+    loaded = {name: _load(results, name) for name in NAMES}
+    first = next((d for d in loaded.values() if d), None)
     out: dict[str, str] = {}
-    d1, d2, d4 = (_load(results, n) for n in NAMES)
-    first = d1 or d2 or d4
     if first:
-        out["machine"] = machine(first)
-        out["runs"] = runs(results)
-        out["targets"] = targets(results)
-    if d1:
-        out["kvs1"] = kvs1_section(d1)
-        out["kvs1_traffic"] = kvs1_traffic(d1)
-    if d2:
-        out["kvs2"] = kvs2_section(d2)
-        out["kvs2_traffic"] = kvs2_traffic(d2)
-    if d4:
-        out["exp4"] = exp4_section(d4)
+        out.update(machine=machine(first), runs=runs(results), targets=targets(results))
+    out.update(sections_of(loaded, SECTIONS))
     return out
 
 

@@ -44,6 +44,7 @@ import time
 
 from . import common, sparkbench
 from .common import RunConfig, fmt_num
+from .experiment import Run, report_text, save_figure, verdict
 
 NAME = "spark-batch"
 
@@ -132,10 +133,9 @@ def run(cfg: RunConfig) -> dict:
     from pyspark import cloudpickle
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # executors need not import bench
-    started = time.perf_counter()
     p = PROFILES[cfg.profile]
-    data = common.header(NAME, cfg, {**p, "methods": METHODS, "master": sparkbench.MASTER,
-                                     "shuffle_partitions": p["keys"]})
+    job = Run(NAME, cfg, {**p, "methods": METHODS, "master": sparkbench.MASTER, "shuffle_partitions": p["keys"]})
+    data = job.data
     data["notes"] = [
         "Rows/s = all rows of the job / its wall time; each job ends in sum() of its result column.",
         f"Each job runs {p.get('repeats', 1)} time(s) in a row and its median wall time counts "
@@ -187,17 +187,11 @@ def run(cfg: RunConfig) -> dict:
                     records.append(rec)
                     cfg.log(f"  spark-batch W={w:>7,} {frame:<5} {method:<26} {rec['rows_per_s']:>10,.0f} rows/s "
                             f"({seconds:.1f} s, {rows:,} rows)")
-                common.write_json(cfg.out / f"{NAME}.json", common.finish(data, started))
+                job.save()
     finally:
         spark.stop()
         shutil.rmtree(state, ignore_errors=True)
-    data["checksums_agree"] = checksums_agree(records)
-    data["summary"] = summarize(data)
-    common.finish(data, started)
-    common.write_json(cfg.out / f"{NAME}.json", data)
-    if cfg.plot:
-        plot(data, cfg.out / f"{NAME}.png")
-    return data
+    return job.finish(plot, checksums_agree=lambda d: checksums_agree(d["records"]), summary=summarize)
 
 
 def checksums_agree(records) -> bool:
@@ -277,15 +271,14 @@ def summary_lines(data: dict) -> list[str]:
     lines.append(f"checksums of the max methods agree: {'yes' if data.get('checksums_agree') else 'NO'}")
     for key, v in (data.get("summary") or summarize(data)).items():
         lines.append(f"[target] {key}: {v.get('ratio', v.get('max_over_min')):.2f}, target {v['target']}: "
-                     f"{'MET' if v['met'] else 'MISSED'}")
+                     f"{verdict(v['met'])}")
     return lines
 
 
 def report(data: dict) -> str:
     head = (f"Spark batch, per-row sliding max ({data['profile']} profile, {data['spark']['master']}, "
             f"Spark {data['spark']['spark']})")
-    return "\n".join([head, "", common.render_tables(tables(data)), "", *summary_lines(data), "",
-                      *("note: " + n for n in data.get("notes", []))])
+    return report_text([head, "", common.render_tables(tables(data)), "", *summary_lines(data)], data)
 
 
 def plot(data: dict, path) -> None:
@@ -307,8 +300,4 @@ def plot(data: dict, path) -> None:
         ax.set_title(f"per-row sliding max, {'count' if frame == 'rows' else 'time'} windows", fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle(common.machine_caption(data["machine"]) + f", Spark {data['spark']['spark']} {sparkbench.MASTER}",
-                 fontsize=8, y=0.01, va="bottom")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(plt, fig, path, sparkbench.caption(data))

@@ -15,10 +15,10 @@ its memory should not grow with W; in process memory it holds the window.
 
 from __future__ import annotations
 
-import time
 
 from . import common, sparkbench, storebench
 from .common import RunConfig
+from .experiment import Run, report_text, save_figure, verdict
 
 NAME = "spark-growth"
 
@@ -34,10 +34,10 @@ STORES = ["memory", "file", "redis"]
 def run(cfg: RunConfig) -> dict:
     from spark_ops import sliding_window
 
-    started = time.perf_counter()
     p = PROFILES[cfg.profile]
-    data = common.header(NAME, cfg, {**p, "aggs": AGGS, "stores": STORES, "master": sparkbench.MASTER,
-                                     "buffer_size": 512, "cache_size": 512})
+    job = Run(NAME, cfg, {**p, "aggs": AGGS, "stores": STORES, "master": sparkbench.MASTER,
+                          "buffer_size": 512, "cache_size": 512})
+    data = job.data
     data["machine"]["redis_server"] = storebench.redis_server_version()
     data["notes"] = [
         "One key per core (2 tasks at a time), rows per key = 2 W, one reading a second, range = W seconds.",
@@ -66,13 +66,8 @@ def run(cfg: RunConfig) -> dict:
                 records.append(rec)
                 cfg.log(f"  spark-growth {store:<6} W={w:>9,} {rec['rows_per_s']:>9,.0f} rows/s  "
                         f"peak worker {rec['peak_worker_mb']:>7.1f} MB  ({seconds:.1f} s)")
-                common.write_json(cfg.out / f"{NAME}.json", common.finish(data, started))
-    data["summary"] = summarize(data)
-    common.finish(data, started)
-    common.write_json(cfg.out / f"{NAME}.json", data)
-    if cfg.plot:
-        plot(data, cfg.out / f"{NAME}.png")
-    return data
+                job.save()
+    return job.finish(plot, summary=summarize)
 
 
 def _by_store(data) -> dict:
@@ -106,10 +101,10 @@ def summary_lines(data: dict) -> list[str]:
     lines = []
     for store, v in (data.get("summary") or summarize(data)).items():
         line = (f"[target] {store}: per-row cost largest/smallest W ({v['windows']}) = "
-                f"{v['per_row_cost_ratio']:.2f}, target {v['cost_target']}: {'MET' if v['cost_met'] else 'MISSED'}; "
+                f"{v['per_row_cost_ratio']:.2f}, target {v['cost_target']}: {verdict(v['cost_met'])}; "
                 f"peak worker memory ratio {v['peak_worker_mb_ratio']:.2f}")
         if "memory_met" in v:
-            line += f", target {v['memory_target']}: {'MET' if v['memory_met'] else 'MISSED'}"
+            line += f", target {v['memory_target']}: {verdict(v['memory_met'])}"
         lines.append(line)
     return lines
 
@@ -117,8 +112,7 @@ def summary_lines(data: dict) -> list[str]:
 def report(data: dict) -> str:
     head = (f"Spark batch, {', '.join(AGGS)} over time windows: cost and worker memory as W grows "
             f"({data['profile']} profile, {sparkbench.MASTER})")
-    return "\n".join([head, common.render_tables(tables(data)), "", *summary_lines(data), "",
-                      *("note: " + n for n in data.get("notes", []))])
+    return report_text([head, common.render_tables(tables(data)), "", *summary_lines(data)], data)
 
 
 def plot(data: dict, path) -> None:
@@ -137,7 +131,4 @@ def plot(data: dict, path) -> None:
         ax.legend(fontsize=8, title="windows in")
     axes[0].set_title("per-row cost", fontsize=10)
     axes[1].set_title("executor (Python worker) memory", fontsize=10)
-    fig.suptitle(common.machine_caption(data["machine"]), fontsize=8, y=0.01, va="bottom")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(plt, fig, path, common.machine_caption(data["machine"]))

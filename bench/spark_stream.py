@@ -29,6 +29,7 @@ import time
 
 from . import common, sparkbench, storebench
 from .common import RunConfig
+from .experiment import Run, report_text, save_figure
 
 NAME = "spark-stream"
 
@@ -97,10 +98,10 @@ def run(cfg: RunConfig) -> dict:
 
     from spark_ops import sliding_window
 
-    started = time.perf_counter()
     p = PROFILES[cfg.profile]
     span = p.get("range_s", RANGE_S)
-    data = common.header(NAME, cfg, {**p, "range_s": span, "slide_s": 1, "master": sparkbench.MASTER})
+    job = Run(NAME, cfg, {**p, "range_s": span, "slide_s": 1, "master": sparkbench.MASTER})
+    data = job.data
     data["machine"]["redis_server"] = storebench.redis_server_version()
     data["notes"] = [
         "Events/s = events / wall time of an availableNow query, one file per micro-batch, noop sink.",
@@ -150,15 +151,11 @@ def run(cfg: RunConfig) -> dict:
                     records.append(rec)
                     cfg.log(f"  spark-stream {size:<5} {method:<18} {rec['events_per_s']:>9,.0f} events/s "
                             f"({secs:.1f} s, {state['micro_batches']} batches, state rows {state.get('state_rows')})")
-                    common.write_json(cfg.out / f"{NAME}.json", common.finish(data, started))
+                    job.save()
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
-    common.finish(data, started)
-    common.write_json(cfg.out / f"{NAME}.json", data)
-    if cfg.plot:
-        plot(data, cfg.out / f"{NAME}.png")
-    return data
+    return job.finish(plot)
 
 
 def plot(data: dict, path) -> None:
@@ -175,11 +172,7 @@ def plot(data: dict, path) -> None:
         ax.invert_yaxis()
         ax.set_title(title, fontsize=10)
         ax.grid(True, axis="x", which="both", alpha=0.3)
-    fig.suptitle(common.machine_caption(data["machine"]) + f", Spark {data['spark']['spark']} {sparkbench.MASTER}",
-                 fontsize=8, y=0.01, va="bottom")
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(plt, fig, path, sparkbench.caption(data), bottom=0.04)
 
 
 def _warm_up(spark, work: str) -> None:
@@ -225,5 +218,4 @@ def summary_lines(data: dict) -> list[str]:
 def report(data: dict) -> str:
     head = (f"Spark streaming: per-event max over the last {data['config']['range_s']} s "
             f"({data['profile']} profile, {sparkbench.MASTER}, Spark {data['spark']['spark']})")
-    return "\n".join([head, common.render_tables(tables(data)), *summary_lines(data), "",
-                      *("note: " + n for n in data.get("notes", []))])
+    return report_text([head, common.render_tables(tables(data)), *summary_lines(data)], data)

@@ -14,6 +14,7 @@ import os
 import threading
 import time
 
+from . import common
 from .common import RunConfig
 
 MASTER = "local[2]"
@@ -118,3 +119,8 @@ def spark_versions(spark) -> dict:
 
     return {"pyspark": pyspark.__version__, "spark": spark.version, "master": MASTER,
             "java_home": os.environ.get("JAVA_HOME")}
+
+
+def caption(data: dict) -> str:
+    """A plot's bottom line: the machine, Spark and its master."""
+    return common.machine_caption(data["machine"]) + f", Spark {data['spark']['spark']} {MASTER}"

@@ -1,6 +1,6 @@
 """Shared pieces of the store benchmarks (kvs1, kvs2, exp4).
 
-* :class:`RedisServer` and :func:`backends`: the stores the engines use.  The
+* :func:`backends`: the stores the engines use.  The
   benchmarks start their own ``redis-server`` on a free loopback port with
   persistence off (``--save "" --appendonly no``) unless ``--redis URL`` is
   given, and put the file store (SQLite) in a temporary directory unless
@@ -21,11 +21,9 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import socket
 import sqlite3
 import subprocess
 import tempfile
-import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,7 +32,10 @@ from typing import Any, Iterator
 from mta.amortized_mta import AmortizedMTA
 from mta.log_mta import LogMTA
 
-from .common import REPO, RunConfig
+from . import common
+from .common import REPO, RunConfig, fmt_ns, pow2
+from .experiment import Run
+from .redis_server import RedisServer, redis_server_version
 
 #: The storage backends the store benchmarks know, in report order.
 BACKENDS = ("redis", "file")
@@ -42,83 +43,6 @@ BACKENDS = ("redis", "file")
 #: Buffer and cache per level, in pairs (paper section 5.1).
 BUFFER_SIZE = 512
 CACHE_SIZE = 512
-
-
-# -- redis-server ---------------------------------------------------------------
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def redis_binary() -> str | None:
-    return shutil.which("redis-server") or (
-        "/usr/bin/redis-server" if os.path.exists("/usr/bin/redis-server") else None)
-
-
-def redis_server_version(binary: str | None = None) -> str | None:
-    binary = binary or redis_binary()
-    if binary is None:
-        return None
-    try:
-        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    for part in out.split():
-        if part.startswith("v="):
-            return part[2:]
-    return out.strip() or None
-
-
-class RedisServer:
-    """A private ``redis-server`` on 127.0.0.1, persistence off."""
-
-    def __init__(self, directory: str, port: int | None = None) -> None:
-        binary = redis_binary()
-        if binary is None:
-            raise RuntimeError("redis-server not found (apt-get install redis-server), or pass --redis URL")
-        self.binary = binary
-        self.directory = directory
-        self.port = port or free_port()
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self, timeout: float = 10.0) -> "RedisServer":
-        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                "--appendonly", "no", "--dir", self.directory, "--daemonize", "no",
-                "--loglevel", "warning", "--maxmemory", "0"]
-        log = open(os.path.join(self.directory, "redis.log"), "ab")
-        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        log.close()
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"redis-server exited with {self.proc.returncode}; see {self.directory}/redis.log")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
-                    s.sendall(b"PING\r\n")
-                    if s.recv(64).startswith(b"+PONG"):
-                        return self
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"redis-server did not start on port {self.port}")
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
 
 
 @dataclass
@@ -171,7 +95,10 @@ def backends(cfg: RunConfig, wanted=BACKENDS) -> Iterator[Backends]:
             else:
                 tmp = tempfile.mkdtemp(prefix="mta-bench-redis-")
                 cleanup.append(lambda: shutil.rmtree(tmp, ignore_errors=True))
-                server = RedisServer(tmp).start()
+                try:
+                    server = RedisServer(tmp).start()
+                except RuntimeError as exc:
+                    raise RuntimeError(f"{exc}; or pass --redis URL") from None
                 cleanup.append(server.stop)
                 urls["redis"] = server.url
                 info["redis"] = {"started_by_benchmark": True, "binary": server.binary,
@@ -375,3 +302,43 @@ def heading(data: dict, what: str, *, ram: bool = False) -> str:
             + f"Python {m.get('python')}, redis-server {data.get('stores', {}).get('redis_server_version')}; "
             f"load average {m.get('load_average_at_start', ['?'])[0]} at start, "
             f"{m.get('load_average_at_end', ['?'])[0]} at end")
+
+
+def caption(data: dict, *, ram: bool = False) -> str:
+    """A plot's bottom line: the machine, the redis-server, the load."""
+    m = data["machine"]
+    return (common.machine_caption(m) + (f", {m.get('memory_gb')} GB RAM" if ram else "")
+            + f"; redis-server {data.get('stores', {}).get('redis_server_version')}; "
+            f"load avg {m.get('load_average_at_start', ['?'])[0]} -> {m.get('load_average_at_end', ['?'])[0]}")
+
+
+def grid(cfgs: dict, keys, xs, cell) -> list[list[str]]:
+    """A report table's rows: one per ``x`` of ``xs`` (a window size or an
+    eviction size, shown as a power of two), then ``cell(record)`` per
+    configuration of ``keys`` ("-" where it has no record)."""
+    return [[pow2(x)] + ["-" if (r := cfgs.get(k, {}).get(x)) is None else cell(r) for k in keys] for x in xs]
+
+
+def to_memory(cfgs: dict, key: str, x: int, field: str, digits: int = 2) -> str:
+    """``field`` of configuration ``key`` over the in-memory run of the same
+    engine at ``x``, as text ("-" when either is missing)."""
+    mem = cfgs.get(key.split("/")[0] + "/memory", {}).get(x, {}).get(field)
+    v = cfgs.get(key, {}).get(x, {}).get(field)
+    return f"{v / mem:.{digits}f}" if v is not None and mem else "-"
+
+
+def open_run(name: str, cfg: RunConfig, b: Backends, confs: list[Config], config: dict) -> Run:
+    """A store experiment's :class:`~bench.experiment.Run`: the shared
+    header, then the stores' versions and the configurations measured."""
+    job = Run(name, cfg, config)
+    job.data["stores"] = store_info(b)
+    job.data["configs"] = {c.key: c.label for c in confs}
+    return job
+
+
+def with_ratios(cfgs: dict, keys, xs, field: str, digits: int = 2) -> list[list[str]]:
+    """:func:`grid` of ``field`` (a duration), then one column per
+    store-backed configuration: its :func:`to_memory` ratio."""
+    stored = [k for k in keys if not k.endswith("/memory")]
+    return [row + [to_memory(cfgs, k, x, field, digits) for k in stored]
+            for x, row in zip(xs, grid(cfgs, keys, xs, lambda r: fmt_ns(r.get(field))))]

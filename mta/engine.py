@@ -35,32 +35,71 @@ from .monoid import Monoid
 GUARDED_OPERATIONS = ("insert", "evict", "bulk_evict", "enforce", "query", "push", "slide")
 
 
-_GUARD = """
-def guarded(self{params}):
-    if self._failure is not None:
-        self._check_usable()
-    try:
-        return method(self{params})
-    except OperationRefused:
-        raise  # raised before any change: the state is intact
-    except BaseException as exc:
-        self._failure = exc
-        self._failed_in = name
-        raise
-"""
-
-
 def _guard(name: str, method: Callable) -> Callable:
     """``method`` wrapped so that an exception from user code marks the
-    engine failed.  The wrapper takes the method's own parameters (a
-    ``*args`` wrapper costs a tuple per call, some 8 % of a push)."""
+    engine failed.
+
+    The calls made once per element (``insert(v)``, ``push(v)``, ``evict()``,
+    ``enforce()``, ``query()``) get a wrapper written out with the method's
+    own parameters: a ``*args`` wrapper would build a tuple on every call, a
+    measurable share of a push.  The calls that take a count or a batch
+    (``bulk_evict``, ``slide``) do enough work per call that the generic
+    wrapper costs nothing visible.
+    """
     params = list(inspect.signature(method).parameters.values())[1:]
     if any(p.kind is not p.POSITIONAL_OR_KEYWORD or p.default is not p.empty for p in params):
         raise TypeError(f"{name}: guarded operations take plain positional parameters")
-    namespace = {"method": method, "name": name, "OperationRefused": OperationRefused}
-    exec(_GUARD.format(params="".join(", " + p.name for p in params)), namespace)  # noqa: S102 - names from a signature
-    guarded = functools.wraps(method)(namespace["guarded"])
+    names = tuple(p.name for p in params)
+    wrap = _guard_none if not names else _guard_v if names == ("v",) else _guard_any
+    guarded = functools.wraps(method)(wrap(name, method))
     guarded.unguarded = method
+    return guarded
+
+
+def _failed(engine: "Engine", name: str, exc: BaseException) -> None:
+    """Mark ``engine`` failed in ``name``, unless ``exc`` refused the call
+    before any change (then the state is intact)."""
+    if not isinstance(exc, OperationRefused):
+        engine._failure = exc
+        engine._failed_in = name
+
+
+def _guard_none(name: str, method: Callable) -> Callable:
+    def guarded(self):
+        if self._failure is not None:
+            self._check_usable()
+        try:
+            return method(self)
+        except BaseException as exc:
+            _failed(self, name, exc)
+            raise
+
+    return guarded
+
+
+def _guard_v(name: str, method: Callable) -> Callable:
+    def guarded(self, v):
+        if self._failure is not None:
+            self._check_usable()
+        try:
+            return method(self, v)
+        except BaseException as exc:
+            _failed(self, name, exc)
+            raise
+
+    return guarded
+
+
+def _guard_any(name: str, method: Callable) -> Callable:
+    def guarded(self, *args, **kwargs):
+        if self._failure is not None:
+            self._check_usable()
+        try:
+            return method(self, *args, **kwargs)
+        except BaseException as exc:
+            _failed(self, name, exc)
+            raise
+
     return guarded
 
 

@@ -146,16 +146,110 @@ class Aggregator:
         return f"Aggregator({self.name})"
 
 
-def _componentwise(functions: Sequence[Callable], *, binary: bool, name: str) -> Callable:
-    """``(a, b) -> (f0(a[0], b[0]), f1(a[1], b[1]), ...)`` (``binary``) or
-    ``v -> (f0(v[0]), f1(v[1]), ...)``, written out for the given functions:
-    a product's combine runs on every insert and eviction, and an unrolled
-    tuple display costs a fraction of a loop over ``zip``."""
-    items = [f"f{i}(a[{i}], b[{i}])" if binary else f"f{i}(v[{i}])" for i in range(len(functions))]
-    source = f"def {name}({'a, b' if binary else 'v'}):\n    return ({', '.join(items)},)\n"
-    namespace = {f"f{i}": f for i, f in enumerate(functions)}
-    exec(source, namespace)  # noqa: S102 - the source is built from indices only
-    return namespace[name]
+def _componentwise2(functions: Sequence[Callable], name: str) -> Callable:
+    """``(a, b) -> (f0(a[0], b[0]), f1(a[1], b[1]), ...)``.
+
+    A product's combine runs on every insert and eviction, so the common
+    widths get a tuple display written out (a loop over ``zip`` or a
+    comprehension costs a good share of the call); wider products take the
+    loop.
+    """
+    fs = tuple(functions)
+    n = len(fs)
+    if n == 1:
+        (f0,) = fs
+
+        def combine(a, b):
+            return (f0(a[0], b[0]),)
+    elif n == 2:
+        f0, f1 = fs
+
+        def combine(a, b):
+            return (f0(a[0], b[0]), f1(a[1], b[1]))
+    elif n == 3:
+        f0, f1, f2 = fs
+
+        def combine(a, b):
+            return (f0(a[0], b[0]), f1(a[1], b[1]), f2(a[2], b[2]))
+    elif n == 4:
+        f0, f1, f2, f3 = fs
+
+        def combine(a, b):
+            return (f0(a[0], b[0]), f1(a[1], b[1]), f2(a[2], b[2]), f3(a[3], b[3]))
+    else:
+        indexed = tuple(enumerate(fs))
+
+        def combine(a, b):
+            return tuple([f(a[i], b[i]) for i, f in indexed])
+    combine.__name__ = combine.__qualname__ = name
+    return combine
+
+
+def _componentwise1(functions: Sequence[Callable], name: str) -> Callable:
+    """``v -> (f0(v[0]), f1(v[1]), ...)``, written out for the common widths
+    (see :func:`_componentwise2`)."""
+    fs = tuple(functions)
+    n = len(fs)
+    if n == 1:
+        (f0,) = fs
+
+        def apply(v):
+            return (f0(v[0]),)
+    elif n == 2:
+        f0, f1 = fs
+
+        def apply(v):
+            return (f0(v[0]), f1(v[1]))
+    elif n == 3:
+        f0, f1, f2 = fs
+
+        def apply(v):
+            return (f0(v[0]), f1(v[1]), f2(v[2]))
+    elif n == 4:
+        f0, f1, f2, f3 = fs
+
+        def apply(v):
+            return (f0(v[0]), f1(v[1]), f2(v[2]), f3(v[3]))
+    else:
+        indexed = tuple(enumerate(fs))
+
+        def apply(v):
+            return tuple([f(v[i]) for i, f in indexed])
+    apply.__name__ = apply.__qualname__ = name
+    return apply
+
+
+def _fan_out(functions: Sequence[Callable], name: str) -> Callable:
+    """``raw -> (f0(raw), f1(raw), ...)``, written out for the common widths
+    (see :func:`_componentwise2`)."""
+    fs = tuple(functions)
+    n = len(fs)
+    if n == 1:
+        (f0,) = fs
+
+        def lift(raw):
+            return (f0(raw),)
+    elif n == 2:
+        f0, f1 = fs
+
+        def lift(raw):
+            return (f0(raw), f1(raw))
+    elif n == 3:
+        f0, f1, f2 = fs
+
+        def lift(raw):
+            return (f0(raw), f1(raw), f2(raw))
+    elif n == 4:
+        f0, f1, f2, f3 = fs
+
+        def lift(raw):
+            return (f0(raw), f1(raw), f2(raw), f3(raw))
+    else:
+
+        def lift(raw):
+            return tuple([f(raw) for f in fs])
+    lift.__name__ = lift.__qualname__ = name
+    return lift
 
 
 def product_monoid(monoids: Sequence[Monoid]) -> Monoid:
@@ -166,9 +260,9 @@ def product_monoid(monoids: Sequence[Monoid]) -> Monoid:
     name = "(" + " x ".join(m.name for m in monoids) + ")"
     inverse = None
     if all(m.inverse is not None for m in monoids):
-        inverse = _componentwise([m.inverse for m in monoids], binary=True, name="product_inverse")
+        inverse = _componentwise2([m.inverse for m in monoids], "product_inverse")
     return Monoid(
-        _componentwise([m.combine for m in monoids], binary=True, name="product_combine"),
+        _componentwise2([m.combine for m in monoids], "product_combine"),
         tuple(m.identity for m in monoids),
         name=name,
         inverse=inverse,
@@ -190,12 +284,9 @@ def product(*aggregators: Aggregator, name: str | None = None) -> Aggregator:
     for a in aggregators:
         if not isinstance(a, Aggregator):
             raise TypeError(f"product() takes Aggregators, got {type(a).__name__}")
-    lifts = tuple(a.lift for a in aggregators)
-    namespace = {f"f{i}": f for i, f in enumerate(lifts)}
-    exec(f"def lift(raw):\n    return ({', '.join(f'f{i}(raw)' for i in range(len(lifts)))},)\n", namespace)  # noqa: S102
     return Aggregator(
         product_monoid([a.monoid for a in aggregators]),
-        namespace["lift"],
-        _componentwise([a.lower for a in aggregators], binary=False, name="product_lower"),
+        _fan_out([a.lift for a in aggregators], "lift"),
+        _componentwise1([a.lower for a in aggregators], "product_lower"),
         name=name or "product(" + ", ".join(a.name for a in aggregators) + ")",
     )

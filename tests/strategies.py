@@ -3,8 +3,9 @@
 Everything an engine test needs to compare an engine with the brute-force
 oracle (:class:`tests.oracle.BruteForceWindow`):
 
-* :data:`ENGINES` -- every engine configuration, with the monoid property it
-  needs (``None``, ``"inverse"`` or ``"selective"``);
+* :data:`ENGINES` -- every engine configuration of ``bench/engines.py``'s
+  table with the monoid property it needs (``None``, ``"inverse"`` or
+  ``"selective"``);
 * :data:`MONOIDS` -- test monoids (:data:`~tests.oracle.CONCAT` first), each
   with a strategy for its values (the identity included) and a strategy for
   prefix-monotone WSPs over those values;
@@ -24,14 +25,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
+from bench.engines import CONFIGURATIONS, EngineSpec
 from mta.amortized_mta import AmortizedMTA
-from mta.baselines.daba import DABA
-from mta.baselines.flatfat import FlatFAT
-from mta.baselines.flatfit import FlatFIT
-from mta.baselines.recalc import Recalc
-from mta.baselines.slickdeque import SlickDeque
-from mta.baselines.subtract_on_evict import SubtractOnEvict
-from mta.baselines.two_stacks import TwoStacks
 from mta.log_mta import LogMTA
 from mta.monoid import Monoid, product_monoid
 from mta.policies import COUNT_MONOID
@@ -56,45 +51,13 @@ def sane_settings(max_examples: int) -> settings:
 # engines
 
 
-class EngineSpec:
-    """One engine configuration: ``cls(monoid, wsp, **options)``."""
-
-    def __init__(self, name: str, cls: type, options: dict | None = None, needs: str | None = None) -> None:
-        self.name = name
-        self.cls = cls
-        self.options = dict(options or {})
-        self.needs = needs  # "inverse", "selective" or None
-
-    def __call__(self, monoid: Monoid, wsp=None):
-        return self.cls(monoid, wsp, **self.options)
-
-    def supports(self, monoid: Monoid) -> bool:
-        if self.needs == "inverse":
-            return monoid.inverse is not None
-        if self.needs == "selective":
-            return bool(monoid.selective)
-        return True
-
-    def __repr__(self) -> str:
-        return self.name
-
-
-MTA_ENGINES = [EngineSpec("LogMTA", LogMTA), EngineSpec("AmortizedMTA", AmortizedMTA)]
-GENERAL_BASELINES = [
-    EngineSpec("Recalc", Recalc),
-    EngineSpec("TwoStacks", TwoStacks),
-    EngineSpec("DABA-cached", DABA, {"cached": True}),
-    EngineSpec("DABA-uncached", DABA, {"cached": False}),
-    EngineSpec("FlatFAT", FlatFAT),
-    EngineSpec("FlatFIT", FlatFIT),
-]
-INVERSE_BASELINES = [
-    EngineSpec("SubtractOnEvict", SubtractOnEvict, needs="inverse"),
-    EngineSpec("SlickDeque-inv", SlickDeque, {"variant": "inv"}, needs="inverse"),
-]
-SELECTIVE_BASELINES = [EngineSpec("SlickDeque-noninv", SlickDeque, {"variant": "noninv"}, needs="selective")]
-#: Every engine configuration.
-ENGINES = MTA_ENGINES + GENERAL_BASELINES + INVERSE_BASELINES + SELECTIVE_BASELINES
+#: Every engine configuration with a single requirement (bench/engines.py's
+#: table: one for the benchmarks and the tests).
+ENGINES = [e for e in CONFIGURATIONS if e.needs is None or "|" not in e.needs]
+MTA_ENGINES = [e for e in ENGINES if e.cls in (LogMTA, AmortizedMTA)]
+GENERAL_BASELINES = [e for e in ENGINES if e.needs is None and e not in MTA_ENGINES]
+INVERSE_BASELINES = [e for e in ENGINES if e.needs == "inverse"]
+SELECTIVE_BASELINES = [e for e in ENGINES if e.needs == "selective"]
 BY_NAME = {e.name: e for e in ENGINES}
 
 # ---------------------------------------------------------------------------

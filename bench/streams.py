@@ -1,4 +1,4 @@
-"""Synthetic streams for examples and benchmarks.
+"""A synthetic stream for the benchmarks (Experiment 3).
 
 :func:`memory_usage_stream` stands in for the MTA paper's Experiment 3 data
 (section 5.6: "computer memory usage, one reading per second for two
