@@ -2,7 +2,7 @@
 
 :func:`fleet_memory` returns one reading per row ``(host, ts, mem_mb)`` for
 hundreds of hosts, in arrival order (by time).  Each host follows the memory
-model of :func:`mta.streams.memory_usage_stream` -- base load with daily and
+model of :func:`bench.streams.memory_usage_stream` -- base load with daily and
 weekly cycles, a mean-reverting drift, a leak with restarts, a
 garbage-collector sawtooth, decaying bursts and measurement noise, clamped to
 ``[2 %, 98 %]`` of the host's RAM -- but evaluated with numpy at irregular
