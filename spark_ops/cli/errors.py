@@ -64,7 +64,7 @@ def _chain(exc: BaseException):
     seen, todo = set(), [exc]
     while todo and len(seen) < 32:
         e = todo.pop(0)
-        if e is None or id(e) in seen:
+        if not isinstance(e, BaseException) or id(e) in seen:
             continue
         seen.add(id(e))
         yield e
