@@ -14,21 +14,14 @@ The session comes from spark-submit's own configuration (``--master``,
 ``--master`` is ignored here.  Like a session started by ``mta-spark`` it
 reads timestamps without a zone as UTC and keeps every shuffle partition a
 task (adaptive coalescing off), unless the submit configuration says
-otherwise; the shuffle partitions default to 4 x the application's cores
-(``--partitions`` overrides).  Exit status as ``mta-spark``: 0 done, 1 the
-job failed, 2 a usage or input error.
+otherwise (``spark_ops.session.SESSION_DEFAULTS``); the shuffle partitions
+default to 4 x the application's cores (``--partitions`` overrides).  Exit
+status as ``mta-spark``: 0 done, 1 the job failed, 2 a usage or input error.
 """
 
 from __future__ import annotations
 
 import sys
-
-#: Settings a session started by ``mta-spark`` has; applied unless the
-#: spark-submit configuration sets them.
-SESSION_DEFAULTS = {
-    "spark.sql.session.timeZone": "UTC",
-    "spark.sql.adaptive.coalescePartitions.enabled": "false",
-}
 
 
 def main(argv=None) -> int:
@@ -45,34 +38,16 @@ def main(argv=None) -> int:
 
     from pyspark.sql import SparkSession
 
+    from spark_ops.session import apply_session_defaults
+
     spark = SparkSession.builder.getOrCreate()
     try:
         if not args.verbose:  # as mta-spark: Spark's own logs with --verbose only
             spark.sparkContext.setLogLevel("WARN")
-        conf = spark.sparkContext.getConf()
-        for key, value in SESSION_DEFAULTS.items():
-            if not conf.contains(key):
-                spark.conf.set(key, value)
-        if not conf.contains("spark.sql.shuffle.partitions"):
-            spark.conf.set("spark.sql.shuffle.partitions", str(4 * _cores(spark)))
+        apply_session_defaults(spark)
         return cli.main(argv, spark=spark)
     finally:
         spark.stop()
-
-
-def _cores(spark) -> int:
-    """The application's cores: from the submit configuration when it says,
-    else what the cluster has registered so far (at least 2)."""
-    conf = spark.sparkContext.getConf()
-    instances, cores = conf.get("spark.executor.instances"), conf.get("spark.executor.cores")
-    try:
-        if instances and cores:
-            return max(1, int(instances) * int(cores))
-        if conf.get("spark.cores.max"):
-            return max(1, int(conf.get("spark.cores.max")))
-    except ValueError:
-        pass
-    return max(2, spark.sparkContext.defaultParallelism)
 
 
 if __name__ == "__main__":

@@ -1,18 +1,83 @@
-"""A SparkSession configured for this project (used by the CLI and tests).
+"""SparkSession settings of this project, in one place (used by the CLI,
+``deploy/mta_spark_main.py`` and the tests).
 
-Sets what PySpark needs from the environment when it is not set already:
-``JAVA_HOME`` (from the ``java`` on PATH), ``PYSPARK_DRIVER_PYTHON``, and
-for ``local`` masters only ``PYSPARK_PYTHON`` (this interpreter, so
-executors see the same packages) and ``SPARK_LOCAL_IP`` (a cluster's
-executors have their own Python and must reach the driver at its real
-address).
+:func:`spark_environment` sets what PySpark needs from the environment when
+it is not set already: ``JAVA_HOME`` (from the ``java`` on PATH),
+``PYSPARK_DRIVER_PYTHON``, and for ``local`` masters only ``PYSPARK_PYTHON``
+(this interpreter, so executors see the same packages) and
+``SPARK_LOCAL_IP`` (a cluster's executors have their own Python and must
+reach the driver at its real address).
+
+:data:`SESSION_DEFAULTS` and :func:`shuffle_partitions` are what a session
+running ``mta-spark`` jobs has, whether ``mta-spark`` starts it or
+spark-submit does (:func:`apply_session_defaults`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
+
+#: Settings of a session that runs ``mta-spark`` jobs, unless its own
+#: configuration says otherwise: timestamps without a zone are read as UTC,
+#: and every shuffle partition stays a task (adaptive execution would merge
+#: the window partitions into fewer, longer tasks).
+SESSION_DEFAULTS = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.adaptive.coalescePartitions.enabled": "false",
+}
+
+#: What :func:`local_session` sets for small machines and notebooks.
+LOCAL_SESSION_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+}
+
+
+def shuffle_partitions(cores: int) -> int:
+    """Shuffle partitions of an ``mta-spark`` job: four window tasks a core,
+    so that a key-heavy partition does not leave the other cores idle."""
+    return 4 * cores
+
+
+def master_cores(master: str) -> int:
+    """The cores of a ``local[N]`` master (``local``: 1); this machine's for
+    ``local[*]`` and any other master."""
+    m = re.fullmatch(r"local\[(\d+|\*)(?:,\d+)?\]", master.strip())
+    if master.strip() == "local":
+        return 1
+    if m and m.group(1) != "*":
+        return int(m.group(1))
+    return os.cpu_count() or 2
+
+
+def application_cores(spark) -> int:
+    """A running application's cores: from its configuration when it says,
+    else what the cluster has registered so far (at least 2)."""
+    conf = spark.sparkContext.getConf()
+    instances, cores = conf.get("spark.executor.instances"), conf.get("spark.executor.cores")
+    try:
+        if instances and cores:
+            return max(1, int(instances) * int(cores))
+        if conf.get("spark.cores.max"):
+            return max(1, int(conf.get("spark.cores.max")))
+    except ValueError:
+        pass
+    return max(2, spark.sparkContext.defaultParallelism)
+
+
+def apply_session_defaults(spark) -> None:
+    """Give a session started elsewhere (spark-submit) the settings of
+    :data:`SESSION_DEFAULTS` and :func:`shuffle_partitions` that its own
+    configuration does not set."""
+    conf = spark.sparkContext.getConf()
+    for key, value in SESSION_DEFAULTS.items():
+        if not conf.contains(key):
+            spark.conf.set(key, value)
+    if not conf.contains("spark.sql.shuffle.partitions"):
+        spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions(application_cores(spark))))
 
 
 def spark_environment(master: str | None = None) -> None:
@@ -44,9 +109,7 @@ def local_session(master: str | None = "local[2]", app: str = "mta", **conf):
         conf["spark.sql.shuffle.partitions"] = str(partitions)
     elif master is not None:  # a small machine's default; spark-submit's own otherwise
         conf.setdefault("spark.sql.shuffle.partitions", "4")
-    builder = (builder.config("spark.ui.enabled", "false")
-               .config("spark.sql.execution.arrow.pyspark.enabled", "true"))
-    for k, v in conf.items():
+    for k, v in {**LOCAL_SESSION_CONF, **conf}.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -440,6 +440,29 @@ def test_error_unreadable_input(small_csv, tmp_path):
     assert "permission denied" in one_error_line(done.stderr)
 
 
+def test_failure_message_from_the_exception_chain():
+    """The project's errors count wherever they are in the chain; a worker's,
+    known only from its traceback text, by the class that text names."""
+    from spark_ops.spec import SlidingWindowError
+    from stores.errors import StoreUnavailable
+
+    try:
+        try:
+            raise SlidingWindowError("row rejected (null or NaN value): pass on_bad_row='flag'")
+        except SlidingWindowError as e:
+            raise RuntimeError("wrapped") from e
+    except RuntimeError as e:
+        assert cli.failure_message(e) == ("row rejected (null or NaN value): pass --on-bad-row flag", 2)
+    assert cli.failure_message(StoreUnavailable("down")) == ("StoreUnavailable: down", 1)
+
+    def worker(last_line):
+        return RuntimeError(f'Traceback (most recent call last):\n  File "w.py", line 1, in f\n{last_line}\n')
+
+    assert cli.failure_message(worker("stores.errors.StoreConfigError: bad x")) == ("StoreConfigError: bad x", 2)
+    assert cli.failure_message(worker("ValueError: nope")) == ("ValueError: nope", 1)
+    assert cli.failure_message(worker("elsewhere.SlidingWindowError: nope")) == ("SlidingWindowError: nope", 1)
+
+
 def test_help_in_process(capsys):
     assert cli.main(["--help"]) == 0
     text = capsys.readouterr().out

@@ -1170,12 +1170,13 @@ def test_standalone_cluster_from_the_compose_commands_runs_the_stream_job(tmp_pa
         _wait_for("the worker registers", lambda: _master_json(master_ui)["aliveworkers"] == 1, 90, procs)
 
         # input: the demo's readings, as Parquet files in the stream's input directory
+        from spark_ops.cli.demo_report import write_parquet_input
         from spark_ops.telemetry import fleet_memory
 
         readings = fleet_memory(5, 1500, seed=3, span=3 * 3600.0)
         stream_args = adapt(argv(services["stream"]))
         ns = cli.build_parser().parse_args(mta_spark_args(stream_args))
-        assert cli._write_parquet_input(readings, ns.input, rows_per_file=500) == 3
+        assert write_parquet_input(readings, ns.input, rows_per_file=500) == 3
 
         done = subprocess.run(["bash", str(ENTRYPOINT), *stream_args],
                               env={**image_env, **environment(services["stream"])},

@@ -1,0 +1,126 @@
+"""``mta-spark demo``: generated fleet telemetry, per-host one-hour max, mean
+and stddev on local Spark with the windows in the embedded file store, a
+summary checked against pandas, and a plot (:mod:`.demo_report`)."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+
+from .demo_report import DEMO_AGGS, report, write_parquet_input
+from .errors import EXIT_FAILED, EXIT_OK, PROG, CLIError
+from .options import Command, positive_int, store_sizes
+from .progress import Progress, duration
+from .session import active_session, session
+from .store import check_store, normalize_store
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--hosts", type=positive_int, default=300, help="hosts (default: %(default)s)")
+    p.add_argument("--rows", type=positive_int, default=1_000_000,
+                   help="readings in all (default: %(default)s)")
+    p.add_argument("--hours", type=float, default=24.0,
+                   help="time the readings span (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
+    p.add_argument("--out", default="demo-output", metavar="DIR",
+                   help="output directory (default: ./%(default)s)")
+    p.add_argument("--store", metavar="URL", help="store URL (default: file:OUT/state)")
+    store_sizes(p)
+
+
+def _output_directory(path: str) -> str:
+    out = os.path.abspath(os.path.expanduser(path))
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as e:
+        raise CLIError(f"cannot create the output directory {out}: {e.strerror}") from None
+    if not os.access(out, os.W_OK):
+        raise CLIError(f"cannot write to the output directory {out}")
+    return out
+
+
+def run(args, spark=None) -> int:
+    from ..telemetry import fleet_memory
+
+    if args.rows < args.hosts:
+        raise CLIError(f"--rows ({args.rows}) must be at least --hosts ({args.hosts})")
+    if not (args.hours > 0 and math.isfinite(args.hours)):
+        raise CLIError(f"--hours must be positive, got {args.hours}")
+    out = _output_directory(args.out)
+    input_dir, windows_dir, plot = (os.path.join(out, n) for n in ("input", "windows", "host.png"))
+    store = normalize_store(args.store or "file:" + os.path.join(out, "state"))
+    check_store(store)
+
+    new_session = spark is None and active_session() is None
+    progress = Progress(stages=4 + new_session)
+    started = time.monotonic()
+    with progress.stage("generating telemetry", None,
+                        f"{args.rows:,} readings from {args.hosts:,} hosts over {args.hours:g} h"):
+        readings = fleet_memory(args.hosts, args.rows, seed=args.seed, span=args.hours * 3600.0)
+    with progress.stage("writing input", None, f"Parquet to {input_dir}"):
+        files = write_parquet_input(readings, input_dir)
+    with session(args, spark, "demo", progress) as spark:
+        from ..api import sliding_window
+
+        label = "running windows"
+        with progress.stage(label, spark, f"one hour per host: {', '.join(DEMO_AGGS)}, store {store}"):
+            df = spark.read.parquet(input_dir)
+            windows = sliding_window(df, key="host", time="ts", value="mem_mb", aggs=list(DEMO_AGGS),
+                                     range=3600, store=store, buffer_size=args.buffer_size,
+                                     cache_size=args.cache_size)
+            windows.write.mode("overwrite").parquet(windows_dir)
+        window_seconds = progress.times[label]
+        master = spark.sparkContext.master
+    with progress.stage("summary and plot", None, plot):
+        summary = report(readings, windows_dir, plot)
+    total = time.monotonic() - started
+
+    n = len(readings)
+    ts = readings["ts"]
+    print()
+    print(f"{PROG} demo: one-hour sliding max / mean / stddev of memory, per host, on Spark "
+          f"({master if new_session else 'the active session'}), store {store}")
+    print(f"  readings       {n:,} from {readings['host'].nunique():,} hosts, "
+          f"{ts.min():%Y-%m-%d %H:%M:%S} to {ts.max():%Y-%m-%d %H:%M:%S} UTC")
+    print(f"  windows        {summary['rows']:,} output rows in {duration(window_seconds)}: "
+          f"{summary['rows'] / max(window_seconds, 1e-9):,.0f} rows/s "
+          f"({n / max(total, 1e-9):,.0f} rows/s end to end, {duration(total)} in all)")
+    print("  stage times    " + ", ".join(f"{k} {duration(v)}" for k, v in progress.times.items()))
+    print()
+    print("  window outputs over all readings (MB):")
+    print(_indent(summary["overall"], 4))
+    print()
+    print("  top 5 hosts by peak memory:")
+    print(_indent(summary["top"], 4))
+    print()
+    check = summary["check"]
+    print(f"  check          {check['host']}: {check['rows']:,} windows "
+          f"{'match' if check['ok'] else 'DO NOT match'} pandas rolling('1h') max/mean/std "
+          f"(largest difference {check['diff']:.3g})")
+    print(f"  input          {input_dir} ({files} Parquet file{'s' * (files != 1)}: host, ts, mem_mb)")
+    print(f"  windows        {windows_dir} (Parquet: host, ts, mem_mb, {', '.join(DEMO_AGGS)})")
+    print(f"  state          {store}")
+    print(f"  plot           {plot} ({check['host']})")
+    sys.stdout.flush()
+    if not check["ok"]:
+        raise CLIError(f"the windows of {check['host']} differ from pandas' rolling windows", EXIT_FAILED)
+    return EXIT_OK
+
+
+def _indent(text: str, n: int) -> str:
+    return "\n".join(" " * n + line for line in text.splitlines())
+
+
+COMMAND = Command(
+    name="demo",
+    summary="the main job: generated fleet telemetry, per-host one-hour max/mean/stddev, summary and plot",
+    description="Generate a fleet's memory telemetry (bursty, irregular readings from many hosts), "
+                "write it as Parquet, compute every reading's one-hour max, mean and stddev per host "
+                "on Spark with the windows in the embedded file store, write Parquet, print a "
+                "summary and plot the host with the highest peak.",
+    epilog=f"example:\n  {PROG} demo --hosts 50 --rows 100000 --out /tmp/demo\n\n"
+           "Writes OUT/input (Parquet: host, ts, mem_mb), OUT/windows (Parquet: host, ts, "
+           "mem_mb, max, mean, stddev), OUT/host.png and the store's state under OUT/state.",
+    add_arguments=add_arguments, run=run, master="local[2]")

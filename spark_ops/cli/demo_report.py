@@ -1,0 +1,115 @@
+"""The demo's files and report: its input written as Parquet, the summary
+tables, the check of one host against pandas' rolling windows, and the plot."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+#: The demo's aggregations, over one hour per host.
+DEMO_AGGS = ("max", "mean", "stddev")
+
+
+def write_parquet_input(readings, directory: str, rows_per_file: int = 125_000) -> int:
+    """Write the readings as a few Parquet files, in time order, cutting only
+    between distinct timestamps (ties stay in one file, so their input order
+    is unambiguous).  Returns the number of files."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    shutil.rmtree(directory, ignore_errors=True)
+    os.makedirs(directory)
+    table = pa.Table.from_pandas(readings, preserve_index=False)
+    ts = readings["ts"].to_numpy()
+    cuts, start, n = [], 0, len(readings)
+    while start < n:
+        end = min(n, start + rows_per_file)
+        while end < n and ts[end] == ts[end - 1]:
+            end += 1
+        cuts.append((start, end))
+        start = end
+    for i, (a, b) in enumerate(cuts):
+        pq.write_table(table.slice(a, b - a), os.path.join(directory, f"part-{i:05d}.parquet"))
+    return len(cuts)
+
+
+def report(readings, windows_dir: str, plot: str) -> dict:
+    """Summary tables of the windows, the check of the top host against
+    pandas, and its plot written to ``plot``."""
+    import pyarrow.parquet as pq
+
+    w = pq.read_table(windows_dir).to_pandas()
+    stats = w[["mem_mb", *DEMO_AGGS]].describe(percentiles=[0.5, 0.99]).T
+    stats = stats[["mean", "50%", "99%", "max"]].rename(columns={"50%": "p50", "99%": "p99"})
+    stats.index = ["reading", "1 h max", "1 h mean", "1 h stddev"]
+    overall = stats.to_string(float_format=lambda x: f"{x:,.1f}")
+
+    per_host = w.groupby("host").agg(readings=("mem_mb", "size"), peak=("mem_mb", "max"),
+                                     top_mean=("mean", "max"), top_stddev=("stddev", "max"),
+                                     median_max=("max", "median"))
+    top = per_host.sort_values(["peak", "top_mean"], ascending=False).head(5)
+    top.columns = ["readings", "peak MB", "highest 1h mean", "highest 1h stddev", "median 1h max"]
+    top.index.name = None
+    top_text = top.to_string(float_format=lambda x: f"{x:,.1f}", formatters={"readings": "{:,}".format})
+
+    host = top.index[0]
+    mine = w[w["host"] == host].sort_values("ts", kind="stable").reset_index(drop=True)
+    source = readings[readings["host"] == host].sort_values("ts", kind="stable")
+    same, diff = _check(mine, source, len(w) == len(readings))
+    _plot_host(mine, host, plot)
+    return {"rows": len(w), "overall": overall, "top": top_text,
+            "check": {"host": host, "rows": len(mine), "ok": same, "diff": diff}}
+
+
+def _check(mine, source, same: bool) -> tuple[bool, float]:
+    """Whether one host's windows match pandas' rolling one-hour windows of
+    its readings, and their largest difference."""
+    import numpy as np
+
+    rolled = source.set_index("ts")["mem_mb"].rolling("3600s")
+    expected = {"max": rolled.max().to_numpy(), "mean": rolled.mean().to_numpy(),
+                "stddev": rolled.std().to_numpy()}
+    same = same and len(mine) == len(source) and np.array_equal(mine["mem_mb"].to_numpy(),
+                                                                 source["mem_mb"].to_numpy())
+    diff = 0.0
+    if same:
+        for name, want in expected.items():
+            got = mine[name].to_numpy(dtype=float)
+            both_nan = np.isnan(got) & np.isnan(want)
+            close = np.isclose(got, want, rtol=1e-6, atol=1e-3) | both_nan
+            same = same and bool(close.all())
+            finite = ~np.isnan(got) & ~np.isnan(want)
+            if finite.any():
+                diff = max(diff, float(np.abs(got[finite] - want[finite]).max()))
+    return same, diff
+
+
+def _plot_host(frame, host: str, path: str) -> None:
+    """One host's readings with its sliding one-hour max and mean (and mean +- stddev)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+    from matplotlib.figure import Figure
+
+    ts = frame["ts"].dt.tz_convert("UTC").dt.tz_localize(None) if frame["ts"].dt.tz is not None else frame["ts"]
+    fig = Figure(figsize=(12, 5), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    mean, std = frame["mean"].to_numpy(dtype=float), frame["stddev"].to_numpy(dtype=float)
+    ax.plot(ts, frame["mem_mb"], ".", ms=2.5, color="0.35", alpha=0.7, label="readings")
+    ax.fill_between(ts, mean - std, mean + std, step="post", color="tab:blue", alpha=0.15, lw=0,
+                    label="1 h mean \u00b1 stddev")
+    ax.step(ts, frame["max"], where="post", color="tab:red", lw=1.2, label="1 h sliding max")
+    ax.step(ts, mean, where="post", color="tab:blue", lw=1.2, label="1 h sliding mean")
+    locator = AutoDateLocator()
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+    ax.set_xlabel("time (UTC)")
+    ax.set_ylabel("memory used (MB)")
+    ax.set_title(f"{host}: {len(frame):,} readings and their one-hour sliding windows (mta-spark demo)")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", fontsize="small", markerscale=6)
+    fig.tight_layout()
+    fig.savefig(path)

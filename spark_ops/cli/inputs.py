@@ -1,0 +1,96 @@
+"""Input paths and formats: local or remote paths, the format of a file or
+directory, and Spark readers for them."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from .errors import CLIError
+
+FORMATS = ("csv", "parquet", "json")
+_EXTENSIONS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet",
+               ".json": "json", ".jsonl": "json", ".ndjson": "json"}
+_COMPRESSION = (".gz", ".bz2", ".deflate", ".lz4", ".snappy", ".zst", ".xz")
+
+#: A Hadoop file system URI's scheme (hdfs:, s3a:, abfss:, ...).  Two
+#: characters at least: ``C:`` is a local path's drive, not a scheme.  Store
+#: URLs follow the stores' own rules, not this one.
+_URI_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]+:")
+
+
+def local_path(path: str) -> str | None:
+    """The local file system path of ``path``, or None for remote URIs (hdfs:, s3a:, ...)."""
+    if path.startswith("file:"):
+        from urllib.parse import unquote, urlsplit
+
+        return os.path.abspath(unquote(urlsplit(path).path))
+    if _URI_SCHEME.match(path):
+        return None
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def spark_path(path: str) -> str:
+    """``path`` as Spark should see it: local paths absolute, as ``file:``
+    paths, because Spark's JVM resolves relative paths against the directory
+    it started in, which need not be this process's working directory."""
+    local = local_path(path)
+    return path if local is None else "file:" + local
+
+
+def visible_files(directory: str) -> list[str]:
+    """The files Spark reads in ``directory``: not hidden, not ``_``-prefixed, no checksums."""
+    found = []
+    for root, dirs, files in os.walk(directory):
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
+        found += [os.path.join(root, f) for f in sorted(files)
+                  if not f.startswith((".", "_")) and not f.endswith(".crc")]
+    return found
+
+
+def check_input(path: str, *, directory: bool = False) -> str | None:
+    """Fail clearly if a local input is missing or unreadable; its local path."""
+    local = local_path(path)
+    if local is None:
+        return None
+    if not os.path.exists(local):
+        raise CLIError(f"input {path} does not exist")
+    if directory and not os.path.isdir(local):
+        raise CLIError(f"input {path} is not a directory (stream reads the files arriving in a directory)")
+    readable = os.access(local, os.R_OK) and (not os.path.isdir(local) or os.access(local, os.X_OK))
+    if not readable:
+        raise CLIError(f"cannot read input {path}: permission denied")
+    if os.path.isdir(local):
+        for f in visible_files(local):
+            if not os.access(f, os.R_OK):
+                raise CLIError(f"cannot read input file {f}: permission denied")
+    return local
+
+
+def format_of(path: str, local: str | None, given: str | None) -> str:
+    """``given``, else the format the file names tell (compression suffixes aside)."""
+    if given:
+        return given
+    names = [path]
+    if local is not None and os.path.isdir(local):
+        names = visible_files(local)
+    for name in names:
+        base = name.lower()
+        for ext in _COMPRESSION:
+            if base.endswith(ext):
+                base = base[: -len(ext)]
+        fmt = _EXTENSIONS.get(os.path.splitext(base)[1])
+        if fmt:
+            return fmt
+    raise CLIError(f"cannot tell the format of {path} from its file names; pass --format csv|parquet|json")
+
+
+def reader(reader, fmt: str, *, streaming: bool):
+    """``reader`` (``spark.read`` or ``spark.readStream``) for ``fmt``: CSV with
+    a header line, its column types inferred in batch."""
+    reader = reader.format(fmt)
+    if fmt == "csv":
+        reader = reader.option("header", "true")
+        if not streaming:
+            reader = reader.option("inferSchema", "true")
+    return reader

@@ -1,0 +1,165 @@
+"""What the subcommands share in their parsers: the :class:`Command` entry of
+the subcommand table, argument types, and the Spark, window and store
+option groups."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import shutil
+import textwrap
+from dataclasses import dataclass
+from typing import Callable
+
+from ..spec import ENGINE_CHOICES
+from .errors import CLIError
+
+#: Pairs per level a store round trip writes or reads ahead, unless given.
+DEFAULT_STORE_PAIRS = 512  # switch point: mta.storage.DEFAULT_BUFFER_SIZE / DEFAULT_CACHE_SIZE
+
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: its name, its help texts, what adds its options to its
+    parser, and what runs it (``run(args, spark) -> exit status``)."""
+
+    name: str
+    summary: str  # its line in ``mta-spark --help``
+    description: str
+    epilog: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[..., int]
+    #: the Spark master it starts by default; None for a command without Spark
+    master: str | None = "local[*]"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but usage errors raise :class:`CLIError` (one line, status 2)
+    instead of printing the usage and exiting."""
+
+    def error(self, message):  # noqa: D102 - argparse API
+        raise CLIError(f"{message} (see '{self.prog} --help')")
+
+
+def aggregation_names() -> tuple[str, ...]:
+    """The ready aggregations ``--agg`` takes, in the order the help lists them."""
+    from ..spec import READY  # switch point: the aggregation declarations
+
+    return READY
+
+
+def wrap(text: str) -> str:
+    width = min(shutil.get_terminal_size((80, 24)).columns, 100) - 2
+    return textwrap.fill(text, width=max(40, width))
+
+
+# -- argument types -------------------------------------------------------------
+def positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def seconds(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not (x > 0 and math.isfinite(x)):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return int(x) if x.is_integer() else x
+
+
+_INTERVAL_UNITS = {"ms": 0.001, "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
+                   "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
+                   "h": 3600, "hour": 3600, "hours": 3600}
+
+
+def trigger(text: str):
+    """``once``, ``available-now`` or an interval such as ``10s``, ``500ms``, ``1 minute``."""
+    t = text.strip().lower()
+    if t in ("once", "available-now", "availablenow", "available_now"):
+        return "once" if t == "once" else "available-now"
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([a-z]*)", t)
+    if m and (m.group(2) or "s") in _INTERVAL_UNITS:
+        ms = round(float(m.group(1)) * _INTERVAL_UNITS[m.group(2) or "s"] * 1000)
+        if ms > 0:
+            return ms
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is not a trigger: use once, available-now or an interval such as 10s, 500ms, 2min")
+
+
+def conf(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
+
+
+# -- option groups ---------------------------------------------------------------
+def spark_options(master: str) -> argparse.ArgumentParser:
+    """A parent parser with the Spark options of a command whose default master is ``master``."""
+    common = Parser(add_help=False)
+    spark = common.add_argument_group("Spark")
+    spark.add_argument("--master", default=None,
+                       help=f"Spark master URL (default: spark-submit's when run under it, else {master}; "
+                            "ignored when a session is already active)")
+    spark.set_defaults(default_master=master)
+    spark.add_argument("--conf", type=conf, action="append", default=[], metavar="KEY=VALUE",
+                       help="a Spark setting for the session mta-spark starts (repeatable), "
+                            "e.g. --conf spark.executor.memory=2g")
+    spark.add_argument("--partitions", type=positive_int, default=None, metavar="N",
+                       help="shuffle partitions, i.e. parallel window tasks (default: 4 x the cores)")
+    spark.add_argument("-v", "--verbose", action="store_true",
+                       help="show Spark's logs and full tracebacks")
+    return common
+
+
+def window_options(p: argparse.ArgumentParser, *, store_required: bool) -> None:
+    """The window's columns, aggregations, size, bad-row rule, engine and store."""
+    cols = p.add_argument_group("window")
+    cols.add_argument("--key", required=True, metavar="COL", help="column whose values each get their own window")
+    cols.add_argument("--time", required=True, metavar="COL",
+                      help="time column: a number of seconds or a timestamp (a session started by "
+                           "mta-spark reads timestamps without a zone as UTC); orders each key's rows, "
+                           "ties keep input order")
+    cols.add_argument("--value", required=True, metavar="COL", help="numeric column aggregated")
+    cols.add_argument("--agg", required=True, metavar="NAMES",
+                      help=f"comma-separated aggregations, each becoming an output column of that name: "
+                           f"{', '.join(aggregation_names())}")
+    size = cols.add_mutually_exclusive_group(required=True)
+    size.add_argument("--range", type=seconds, metavar="SECONDS",
+                      help="time window: the rows of the key with time in (t - SECONDS, t]")
+    size.add_argument("--rows", type=positive_int, metavar="N", help="count window: the key's newest N rows")
+    cols.add_argument("--on-bad-row", choices=("error", "flag"), default="error",
+                      help="a row with a null or NaN key, time or value, an infinite time, a value an "
+                           "aggregation cannot take (geomean of a value <= 0), or, streaming, a time older "
+                           "than its key's newest in an earlier micro-batch: 'error' stops the job naming the "
+                           "row; 'flag' keeps it with null aggregations and the reason in a 'rejected' column "
+                           "(default: %(default)s)")
+    cols.add_argument("--engine", choices=ENGINE_CHOICES, default="auto",
+                      help="auto: the columnar engine (NumPy) for batch jobs in executor memory whose "
+                           "aggregations it computes (max, min, count, first, last; sum and mean of a "
+                           "floating-point column), else the Amortized MTA; columnar: that engine or an "
+                           "error; amta, lmta: every row through that MTA (default: %(default)s)")
+    store_sizes(cols)
+    store_help = ("where the windows' level queues live: file:DIR (embedded SQLite), "
+                  "redis://HOST:PORT/DB, couchbase://...")
+    if store_required:
+        cols.add_argument("--store", required=True, metavar="URL",
+                          help=store_help + "; streaming windows stay there between micro-batches")
+    else:
+        cols.add_argument("--store", metavar="URL",
+                          help=store_help + " (default: the executors' memory)")
+
+
+def store_sizes(group) -> None:
+    group.add_argument("--buffer-size", type=positive_int, default=DEFAULT_STORE_PAIRS, metavar="PAIRS",
+                       help="pairs per level written to the store in one round trip (default: %(default)s)")
+    group.add_argument("--cache-size", type=positive_int, default=DEFAULT_STORE_PAIRS, metavar="PAIRS",
+                       help="pairs per level read ahead from the store (default: %(default)s)")

@@ -1,0 +1,60 @@
+"""``mta-spark run``: batch sliding windows over a CSV, Parquet or JSON input,
+Parquet output."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from . import inputs
+from .errors import EXIT_OK, PROG, CLIError
+from .options import Command, window_options
+from .progress import Progress, duration
+from .session import session
+from .store import check_store, normalize_store
+from .window import describe, window_spec, windows
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--input", required=True, metavar="PATH", help="a file or a directory of files")
+    p.add_argument("--output", required=True, metavar="DIR", help="Parquet output directory")
+    p.add_argument("--format", choices=inputs.FORMATS,
+                   help="input format (default: from the file extension; csv has a header line)")
+    p.add_argument("--overwrite", action="store_true", help="replace the output directory if it exists")
+    window_options(p, store_required=False)
+
+
+def run(args, spark=None) -> int:
+    spec = window_spec(args)
+    local = inputs.check_input(args.input)
+    fmt = inputs.format_of(args.input, local, args.format)
+    out_local = inputs.local_path(args.output)
+    if out_local is not None and os.path.exists(out_local) and not args.overwrite:
+        raise CLIError(f"output {args.output} exists; pass --overwrite to replace it")
+    store = normalize_store(args.store)
+    if store:
+        check_store(store)
+    progress = Progress()
+    with session(args, spark, "run", progress) as spark:
+        t0 = time.monotonic()
+        with progress.stage("reading input", spark, f"{fmt} {args.input}"):
+            df = inputs.reader(spark.read, fmt, streaming=False).load(inputs.spark_path(args.input))
+            out = windows(df, args, spec, store, None)
+        with progress.stage("running windows", spark, f"{describe(spec)}, into {args.output}"):
+            out.write.mode("overwrite" if args.overwrite else "errorifexists").parquet(
+                inputs.spark_path(args.output))
+        elapsed = time.monotonic() - t0
+        rows = spark.read.parquet(inputs.spark_path(args.output)).count()
+    print(f"wrote {rows:,} rows to {args.output} (Parquet: {', '.join(out.columns)}) "
+          f"in {duration(elapsed)}, {rows / max(elapsed, 1e-9):,.0f} rows/s")
+    return EXIT_OK
+
+
+COMMAND = Command(
+    name="run",
+    summary="batch: sliding windows over a CSV/Parquet/JSON input, Parquet output",
+    description="Read the input, compute each row's window aggregations per key, write Parquet with "
+                "the key, time and value columns and one column per aggregation (named after it).",
+    epilog=f"example:\n  {PROG} run --input readings.csv --output windows --key host --time ts "
+           "--value mem --agg max,mean,stddev --range 3600",
+    add_arguments=add_arguments, run=run)

@@ -1,0 +1,78 @@
+"""The Spark session a command runs on: the given one, the active one, or a
+new one with the project's session defaults (:mod:`spark_ops.session`),
+quiet unless ``--verbose``."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import tempfile
+
+from ..session import SESSION_DEFAULTS, local_session, master_cores, shuffle_partitions
+from .errors import PROG
+
+_LOG4J = """\
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+logger.native.name = org.apache.hadoop.util.NativeCodeLoader
+logger.native.level = error
+"""
+
+
+def active_session():
+    """The active SparkSession, or None (also without pyspark)."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        return None
+    return SparkSession.getActiveSession()
+
+
+@contextlib.contextmanager
+def session(args, spark, app: str, progress=None):
+    """The given session, the active one, or a new local one (stopped at the end)."""
+    if not args.verbose:
+        # pyspark logs analysis errors with their JVM stack trace; the CLI prints one line instead
+        for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
+            logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    if spark is None:
+        spark = active_session()
+    if spark is not None:
+        if args.partitions:
+            spark.conf.set("spark.sql.shuffle.partitions", str(args.partitions))
+        yield spark
+        return
+    conf = {"spark.ui.showConsoleProgress": "false", **SESSION_DEFAULTS}
+    log_dir = None
+    if not args.verbose:
+        log_dir = tempfile.mkdtemp(prefix="mta-spark-log4j-")
+        config = os.path.join(log_dir, "log4j2.properties")
+        with open(config, "w") as f:
+            f.write(_LOG4J)
+        conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{config}"
+        os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning,ignore::DeprecationWarning")
+    # under spark-submit the session takes its master (and the rest) from spark-submit
+    master = args.master or (None if "PYSPARK_GATEWAY_PORT" in os.environ else args.default_master)
+    if args.partitions or master is not None:
+        conf["spark.sql.shuffle.partitions"] = str(args.partitions or shuffle_partitions(master_cores(master)))
+    conf.update(args.conf)
+    started = None
+    try:
+        with (progress.stage("starting Spark", detail=master or "spark-submit's master")
+              if progress else contextlib.nullcontext()):
+            started = local_session(master, app=f"{PROG} {app}", **conf)
+            if not args.verbose:
+                started.sparkContext.setLogLevel("OFF")
+        yield started
+    finally:
+        if started is not None:
+            started.stop()
+        if log_dir:
+            shutil.rmtree(log_dir, ignore_errors=True)

@@ -1,0 +1,38 @@
+"""The ``--store`` URL: normalised, and checked before Spark starts."""
+
+from __future__ import annotations
+
+import contextlib
+
+from ..spec import SlidingWindowError, absolute_store_url
+from .errors import CLIError
+
+
+def normalize_store(url: str | None) -> str | None:
+    """File stores as absolute ``file://`` URLs (executors may not share the cwd)."""
+    try:
+        return absolute_store_url(url)  # switch point: stores.normalize_url (raises StoreConfigError)
+    except SlidingWindowError as e:
+        raise CLIError(str(e)) from None
+
+
+def check_store(url: str, *, retries: int = 1) -> None:
+    """Open the store and ping it (few retries): fail clearly before Spark starts."""
+    import stores
+    from stores.errors import StoreError
+
+    try:
+        store = stores.open_store(url, retries=retries, backoff=0.05, backoff_max=0.2)
+    except StoreError as e:
+        raise CLIError(f"bad store URL {url}: {e}") from None
+    except ImportError as e:
+        raise CLIError(f"store {url} needs a package that is not installed: {e}") from None
+    try:
+        store.ping()
+    except StoreError as e:
+        raise CLIError(f"cannot use --store: {e}") from None
+    except ImportError as e:
+        raise CLIError(f"store {url} needs a package that is not installed: {e}") from None
+    finally:
+        with contextlib.suppress(Exception):
+            store.close()

@@ -1,0 +1,140 @@
+"""``mta-spark stream``: sliding windows over the files arriving in a
+directory, with a checkpoint and the windows in a store; resumable."""
+
+from __future__ import annotations
+
+import hashlib
+import signal
+import threading
+
+from . import inputs
+from .errors import EXIT_OK, PROG, CLIError, failure_message
+from .options import Command, seconds, trigger, window_options
+from .progress import Progress, duration, rows
+from .session import session
+from .store import check_store, normalize_store
+from .window import describe, window_spec, windows
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--input", required=True, metavar="DIR", help="directory where input files arrive")
+    p.add_argument("--output", required=True, metavar="DIR", help="Parquet output directory (appended)")
+    p.add_argument("--checkpoint", required=True, metavar="DIR", help="Spark checkpoint directory")
+    p.add_argument("--format", choices=inputs.FORMATS,
+                   help="input format (default: from the extension of the files already there)")
+    p.add_argument("--schema", metavar="DDL",
+                   help="input schema, e.g. 'host STRING, ts TIMESTAMP, mem DOUBLE' (default: "
+                        "inferred from the files already in the directory)")
+    p.add_argument("--expire-after", type=seconds, metavar="SECONDS",
+                   help="delete the window (and Spark state) of a key that received no rows for this long, "
+                        "in processing time; needs an interval --trigger (default: keep every key)")
+    p.add_argument("--trigger", type=trigger, default="available-now",
+                   help="once, available-now (process what is there and stop; default) or an "
+                        "interval such as 10s (run until interrupted)")
+    window_options(p, store_required=True)
+
+
+def run(args, spark=None) -> int:
+    spec = window_spec(args)
+    if args.expire_after is not None and isinstance(args.trigger, str):
+        raise CLIError(f"--expire-after needs an interval --trigger such as 10s (with {args.trigger} the query "
+                       "would keep running micro-batches to expire keys instead of stopping)")
+    local = inputs.check_input(args.input, directory=True)
+    empty = local is not None and not inputs.visible_files(local)
+    if empty and args.schema is None:
+        raise CLIError(f"input directory {args.input} is empty, so there is nothing to infer the schema "
+                       "from; pass --schema 'col TYPE, ...' (and --format) to wait for files")
+    if empty and args.format is None:
+        raise CLIError(f"input directory {args.input} is empty; pass --format csv|parquet|json")
+    fmt = inputs.format_of(args.input, local, args.format)
+    store = normalize_store(args.store)
+    check_store(store)
+    checkpoint = inputs.local_path(args.checkpoint) or args.checkpoint
+    name = "stream-" + hashlib.sha1(checkpoint.encode()).hexdigest()[:12]
+    progress = Progress()
+    with session(args, spark, "stream", progress) as spark:
+        schema = _schema(args, spark, fmt, progress)
+        df = inputs.reader(spark.readStream, fmt, streaming=True).schema(schema).load(inputs.spark_path(args.input))
+        out = windows(df, args, spec, store, name)
+        writer = (out.writeStream.format("parquet").outputMode("append")
+                  .option("path", inputs.spark_path(args.output))
+                  .option("checkpointLocation", inputs.spark_path(args.checkpoint)))
+        if args.trigger == "once":
+            writer = writer.trigger(once=True)
+        elif args.trigger == "available-now":
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=f"{args.trigger} milliseconds")
+        what = ("until the files there are done" if isinstance(args.trigger, str)
+                else f"every {args.trigger / 1000:g} s until interrupted (Ctrl-C stops cleanly)")
+        with progress.stage("streaming", None, f"{args.input} -> {args.output} ({describe(spec)}), {what}"):
+            query = writer.start()
+            total, batches, stopped = _watch(query, progress)
+    print(f"processed {rows(total)} in {batches} micro-batch{'es' * (batches != 1)}"
+          f"{' (stopped on request)' if stopped else ''}; output {args.output} (Parquet: "
+          f"{', '.join(out.columns)}), checkpoint {args.checkpoint}, store {store}")
+    return EXIT_OK
+
+
+def _schema(args, spark, fmt: str, progress: Progress):
+    """``--schema``, else the schema of the files already in the directory."""
+    if args.schema is not None:
+        try:
+            from pyspark.sql.types import _parse_datatype_string
+
+            return _parse_datatype_string(args.schema)
+        except Exception as e:  # noqa: BLE001
+            raise CLIError(f"bad --schema {args.schema!r}: {failure_message(e)[0]}") from None
+    with progress.stage("inferring the schema", spark, f"from the files in {args.input}"):
+        return inputs.reader(spark.read, fmt, streaming=False).load(inputs.spark_path(args.input)).schema
+
+
+def _watch(query, progress: Progress) -> tuple[int, int, bool]:
+    """Wait for the query, printing each micro-batch; SIGINT/SIGTERM stop it
+    cleanly (a second SIGINT interrupts).  Returns rows, batches, stopped."""
+    stop = threading.Event()
+    previous = {}
+
+    def request_stop(signum, frame):
+        if stop.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        stop.set()
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, request_stop)
+    seen, total, batches = -1, 0, 0
+    try:
+        while True:
+            finished = query.awaitTermination(0.5)
+            for p in query.recentProgress:
+                if p["batchId"] > seen and p.get("numInputRows", 0) > 0:
+                    seen = p["batchId"]
+                    total += p["numInputRows"]
+                    batches += 1
+                    ms = (p.get("durationMs") or {}).get("triggerExecution", 0)
+                    progress.line(f"    micro-batch {p['batchId']}: {rows(p['numInputRows'])} "
+                                  f"in {duration(ms / 1000)}")
+            if finished:
+                return total, batches, False
+            if stop.is_set():
+                progress.line("    stopping the query ...")
+                query.stop()
+                return total, batches, True
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+COMMAND = Command(
+    name="stream",
+    summary="streaming: the same over a directory where files arrive, with a checkpoint",
+    description="Process the files arriving in a directory (Spark's file source) with per-key "
+                "sliding windows that live in --store between micro-batches; append Parquet to "
+                "--output.  Restart with the same --checkpoint and --store to continue where it "
+                "stopped: each file is processed exactly once.",
+    epilog=f"examples:\n  {PROG} stream --input incoming/ --output windows/ --checkpoint ckpt/ "
+           "--store file:state --key host --time ts --value mem --agg max --range 3600 "
+           "--trigger available-now\n"
+           "  ... --trigger 10s     runs a micro-batch every 10 s until Ctrl-C, which stops it cleanly",
+    add_arguments=add_arguments, run=run)
