@@ -29,8 +29,7 @@ from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 from . import aggregations
 from .aggregations import READY
 
-__all__ = ["BAD_ROW_RULES", "ENGINES", "ENGINE_CHOICES", "READY", "SlidingWindowError", "WindowSpec",
-           "absolute_store_url"]
+__all__ = ["BAD_ROW_RULES", "ENGINES", "ENGINE_CHOICES", "READY", "SlidingWindowError", "WindowSpec"]
 
 ENGINES = {"amta": AmortizedMTA, "lmta": LogMTA}
 #: What ``engine=`` takes: an MTA, the columnar engine of batch jobs
@@ -92,7 +91,7 @@ class WindowSpec:
                 raise SlidingWindowError(f"{option} must be a positive int (pairs per level), got {size!r}")
         resolved = aggregations.resolve(aggs, integral)
         return cls(key=key, time=time, value=value, aggs=resolved, range=range, rows=rows,
-                   policy=policy, store=absolute_store_url(store), store_options=dict(store_options or {}),
+                   policy=policy, store=_store_url(store), store_options=dict(store_options or {}),
                    engine=engine, buffer_size=buffer_size, cache_size=cache_size,
                    on_bad_row=on_bad_row, namespace=namespace)
 
@@ -167,7 +166,7 @@ def _value_of(record):
     return record[1]
 
 
-def absolute_store_url(url: str | None) -> str | None:
+def _store_url(url: str | None) -> str | None:
     """File stores as absolute ``file://`` URLs (executors may not share the
     driver's working directory), other URLs unchanged; a bad one is a
     :class:`SlidingWindowError`."""

@@ -12,11 +12,11 @@ import textwrap
 from dataclasses import dataclass
 from typing import Callable
 
+from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
+
+from ..aggregations import READY
 from ..spec import ENGINE_CHOICES
 from .errors import CLIError
-
-#: Pairs per level a store round trip writes or reads ahead, unless given.
-DEFAULT_STORE_PAIRS = 512  # switch point: mta.storage.DEFAULT_BUFFER_SIZE / DEFAULT_CACHE_SIZE
 
 
 @dataclass(frozen=True)
@@ -44,8 +44,6 @@ class Parser(argparse.ArgumentParser):
 
 def aggregation_names() -> tuple[str, ...]:
     """The ready aggregations ``--agg`` takes, in the order the help lists them."""
-    from ..spec import READY  # switch point: the aggregation declarations
-
     return READY
 
 
@@ -159,7 +157,7 @@ def window_options(p: argparse.ArgumentParser, *, store_required: bool) -> None:
 
 
 def store_sizes(group) -> None:
-    group.add_argument("--buffer-size", type=positive_int, default=DEFAULT_STORE_PAIRS, metavar="PAIRS",
+    group.add_argument("--buffer-size", type=positive_int, default=DEFAULT_BUFFER_SIZE, metavar="PAIRS",
                        help="pairs per level written to the store in one round trip (default: %(default)s)")
-    group.add_argument("--cache-size", type=positive_int, default=DEFAULT_STORE_PAIRS, metavar="PAIRS",
+    group.add_argument("--cache-size", type=positive_int, default=DEFAULT_CACHE_SIZE, metavar="PAIRS",
                        help="pairs per level read ahead from the store (default: %(default)s)")

@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import contextlib
 
-from ..spec import SlidingWindowError, absolute_store_url
+import stores
+
 from .errors import CLIError
 
 
 def normalize_store(url: str | None) -> str | None:
     """File stores as absolute ``file://`` URLs (executors may not share the cwd)."""
+    if not url:
+        return url
     try:
-        return absolute_store_url(url)  # switch point: stores.normalize_url (raises StoreConfigError)
-    except SlidingWindowError as e:
+        return stores.normalize_url(url)
+    except stores.StoreConfigError as e:
         raise CLIError(str(e)) from None
 
 
 def check_store(url: str, *, retries: int = 1) -> None:
     """Open the store and ping it (few retries): fail clearly before Spark starts."""
-    import stores
     from stores.errors import StoreError
 
     try:
