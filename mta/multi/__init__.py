@@ -1,0 +1,1 @@
+"""Multi-query sliding-window aggregation (issue 13)."""

@@ -1,0 +1,599 @@
+"""The multi-query cost model: monoid calls per input element of a plan.
+
+Shein and Chrysanthis, "Multi-Query Optimization of Incrementally Evaluated
+Sliding-Window Aggregations" (TKDE 2022; mqo-shein-chrysanthis-tkde):
+
+* section 2.1, Table 1: partials per window for Panes, Pairs and Cutty;
+* section 3.1: the composite slide (the LCM of the slides) and its edges;
+  section 3.1.2, equation (2): F1, the number of unique edges per composite
+  slide by inclusion-exclusion over the slides;
+* section 3.1.1, equation (1): the plan cost ``C = m*lambda + sum E_i*Omega_i``;
+* section 4.1, equations (3)-(7) and Table 3: Omega, the final-aggregation
+  operations per edge, of Panes, FlatFAT, FlatFIT, SlickDeque (Inv) and
+  SlickDeque (Non-Inv).
+
+The paper gives no Omega for B-Int, R-Int and L-Int (Arasu and Widom, VLDB
+2004, sections 3.1.1, 3.2 and 3.1.2); the ones here are derived below, each
+marked "derived".
+
+Inputs are numbers, never objects: a query is a ``(range, slide)`` pair in
+one unit -- elements for count-based queries, or time units for time-based
+ones together with ``rate``, the elements per time unit (the paper's lambda).
+
+Two estimates are offered.  :func:`paper_plan_cost` is equation (1) with the
+paper's Omega, in operations per time unit.  :func:`plan_cost` is what the
+planners use: the same decomposition (partial aggregation per element, final
+aggregation per edge) in monoid calls per element, with two refinements the
+paper's per-edge Omega leaves out, because a multi-query tree answers each
+query only at its own slide, not at every edge of the composite slide:
+
+* the work of a final technique is split into an *update* part, paid for
+  every partial the tree receives, and an *answer* part, paid once per
+  answer of each query (``1 / slide`` answers per time unit);
+* a query's window holds ``k = range * edges / period`` partials of the
+  tree (the edge density times the range), not ``range / slide``.
+
+Every function states its complexity; ``n`` is the number of queries.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from functools import lru_cache
+from itertools import combinations
+from typing import Iterable, Sequence
+
+__all__ = [
+    "PARTIALS", "FINALS", "INVERTIBLE_FINALS", "SELECTIVE_FINALS", "GENERAL_FINALS",
+    "applicable_finals", "composite_slide", "f1_edge_count", "progressions", "Edges",
+    "edges", "partials_per_window", "dyadic_pieces", "mean_dyadic_pieces",
+    "omega_panes", "omega_flatfat", "omega_flatfit", "omega_slickdeque_inv",
+    "omega_slickdeque_noninv", "omega_bint", "omega_rint", "omega_lint", "omega",
+    "paper_plan_cost", "update_calls", "answer_calls", "tree_cost", "tree_costs", "plan_cost",
+    "partials_held",
+]
+
+#: Partial aggregation (slicing) techniques, section 2.1; ``none`` makes every
+#: element its own partial.
+PARTIALS = ("panes", "pairs", "cutty", "none")
+
+#: Final aggregation techniques, section 2.2 (and Arasu-Widom's R-Int, L-Int).
+FINALS = ("naive", "slickdeque_inv", "rint", "slickdeque_noninv", "bint", "flatfat", "flatfit", "lint")
+#: Finals that need an inverse (subtract-on-evict family).
+INVERTIBLE_FINALS = ("slickdeque_inv", "rint")
+#: Finals that need a selective monoid (combine(a, b) is a or b).
+SELECTIVE_FINALS = ("slickdeque_noninv",)
+#: Finals that work for any monoid.
+GENERAL_FINALS = ("naive", "bint", "flatfat", "flatfit", "lint")
+
+#: Composite slides up to this many positions are enumerated exactly; longer
+#: ones are counted by inclusion-exclusion (equation (2) generalised).
+ENUMERATE_LIMIT = 1 << 20
+
+
+def applicable_finals(invertible: bool, selective: bool, available: Iterable[str] | None = None) -> tuple[str, ...]:
+    """The final techniques an aggregation can use, in :data:`FINALS` order.
+    O(1)."""
+    out = [f for f in FINALS
+           if f in GENERAL_FINALS or (f in INVERTIBLE_FINALS and invertible)
+           or (f in SELECTIVE_FINALS and selective)]
+    if available is not None:
+        allowed = set(available)
+        out = [f for f in out if f in allowed]
+    return tuple(out)
+
+
+# -- composite slide and edges (section 3.1) -----------------------------------
+
+def composite_slide(slides: Iterable[int]) -> int:
+    """The composite slide: the LCM of the slides (section 3.1).  O(n)."""
+    out = 1
+    for s in slides:
+        s = int(s)
+        if s <= 0:
+            raise ValueError(f"slides must be positive integers, got {s}")
+        out = out * s // math.gcd(out, s)
+    return out
+
+
+def f1_edge_count(slides: Sequence[int]) -> int:
+    """Equation (2), F1: unique edges in one composite slide of ``slides``,
+    ``LCM_n * sum_i (-1)^(i+1) G1(n, i)``, ``G1(n, i)`` the sum of ``1/LCM``
+    over every ``i``-subset of the slides.  Exact (integer arithmetic).
+
+    Duplicates are dropped first (they add no edge).  O(2^n) subsets, so it is
+    for small sets and for checking :func:`edges`; the planners call
+    :func:`edges`."""
+    distinct = sorted(set(int(s) for s in slides))
+    if not distinct:
+        return 0
+    lcm_n = composite_slide(distinct)
+    total = 0
+    for i in range(1, len(distinct) + 1):
+        g1 = sum(lcm_n // composite_slide(group) for group in combinations(distinct, i))
+        total += g1 if i % 2 else -g1
+    return total
+
+
+def progressions(query: tuple[int, int], partial: str) -> tuple[tuple[int, int], ...]:
+    """The edges one query marks, as progressions ``(offset, modulus)``: an
+    edge after every element at a position ``p`` with ``p % modulus ==
+    offset`` (positions count from 1; a query answers after the elements at
+    multiples of its slide).  Section 2.1:
+
+    * Panes: panes of ``gcd(range, slide)`` elements;
+    * Pairs: each slide split into fragments ``f1 = slide - range % slide``
+      and ``f2 = range % slide``: edges at the window ends (multiples of the
+      slide) and at the window starts (``-range`` modulo the slide);
+    * Cutty: a partial starts only where a window starts (``-range`` modulo
+      the slide); window ends read the open partial;
+    * none: every element is a partial.
+
+    O(1)."""
+    r, s = _query(query)
+    if partial == "panes":
+        return ((0, math.gcd(r, s)),)
+    if partial == "pairs":
+        if r % s == 0:
+            return ((0, s),)
+        return ((0, s), ((-r) % s, s))
+    if partial == "cutty":
+        return (((-r) % s, s),)
+    if partial == "none":
+        return ((0, 1),)
+    raise ValueError(f"unknown partial aggregation {partial!r}; known: {', '.join(PARTIALS)}")
+
+
+def _query(query) -> tuple[int, int]:
+    r, s = query
+    r, s = int(r), int(s)
+    if r <= 0 or s <= 0:
+        raise ValueError(f"a query needs a positive range and slide, got ({r}, {s})")
+    return r, s
+
+
+class Edges:
+    """The edges of a set of queries under one partial technique within one
+    composite slide: ``count`` edges every ``period`` elements (or time
+    units).  ``positions`` is the sorted tuple of edge offsets in
+    ``[0, period)`` when the period was enumerated (at most
+    :data:`ENUMERATE_LIMIT`), else None."""
+
+    __slots__ = ("period", "count", "positions")
+
+    def __init__(self, period: int, count: int, positions: tuple[int, ...] | None) -> None:
+        self.period, self.count, self.positions = period, count, positions
+
+    @property
+    def density(self) -> float:
+        """Edges (partials) per unit."""
+        return self.count / self.period
+
+    def is_edge(self, position: int) -> bool:
+        """Whether an edge follows ``position`` (only when enumerated; O(log count))."""
+        if self.positions is None:
+            raise ValueError("edge positions were not enumerated (period too long)")
+        p = position % self.period
+        i = bisect_right(self.positions, p)
+        return i > 0 and self.positions[i - 1] == p
+
+    def in_range(self, lo: int, hi: int) -> int:
+        """Edges following positions ``lo < p <= hi`` (O(log count))."""
+        if self.positions is None:
+            return round((hi - lo) * self.density)
+        full, rest = divmod(hi - lo, self.period)
+        a = lo % self.period
+        b = a + rest
+        pos = self.positions
+        n = full * self.count + bisect_right(pos, min(b, self.period - 1)) - bisect_right(pos, a)
+        if b >= self.period:
+            n += bisect_right(pos, b - self.period)
+        return n
+
+    def __repr__(self) -> str:
+        return f"Edges(period={self.period}, count={self.count})"
+
+
+def edges(queries: Iterable[tuple[int, int]], partial: str = "panes") -> Edges:
+    """Unique edges per composite slide of ``queries`` under ``partial``.
+
+    The period is the LCM of the progressions' moduli.  Up to
+    :data:`ENUMERATE_LIMIT` positions it is enumerated (a bit set over the
+    period, the paper's "Bit Set" method: O(sum of period / modulus) over the
+    distinct progressions); beyond, the union is counted by inclusion-exclusion
+    over the progressions, intersecting them by the Chinese remainder theorem
+    and pruning empty intersections (equation (2) when every offset is 0).
+    The latter is O(2^d) in the worst case for ``d`` distinct progressions."""
+    progs = sorted({p for q in queries for p in progressions(q, partial)})
+    if not progs:
+        raise ValueError("edges of no queries")
+    return _edges_of(progs)
+
+
+def _edges_of(progs) -> Edges:
+    progs = list(progs)
+    period = composite_slide(m for _, m in progs)
+    if period <= ENUMERATE_LIMIT:
+        marks = bytearray(period)
+        for off, m in progs:
+            marks[off::m] = b"\x01" * len(range(off, period, m))
+        positions = tuple(i for i, b in enumerate(marks) if b)
+        return Edges(period, len(positions), positions)
+    return Edges(period, _union_count(progs, period), None)
+
+
+def _crt(a1: int, m1: int, a2: int, m2: int) -> tuple[int, int] | None:
+    """``x = a1 (mod m1)`` and ``x = a2 (mod m2)`` as ``x = a (mod lcm)``, or
+    None when they never meet.  O(log m)."""
+    g = math.gcd(m1, m2)
+    if (a2 - a1) % g:
+        return None
+    lcm = m1 // g * m2
+    k = ((a2 - a1) // g * pow(m1 // g, -1, m2 // g)) % (m2 // g) if m2 // g > 1 else 0
+    return (a1 + m1 * k) % lcm, lcm
+
+
+def _union_count(progs: list[tuple[int, int]], period: int) -> int:
+    """Size of the union of the progressions within ``period`` by
+    inclusion-exclusion, depth-first with empty intersections pruned."""
+    total = 0
+
+    def walk(start: int, a: int, m: int, depth: int) -> None:
+        nonlocal total
+        for j in range(start, len(progs)):
+            met = _crt(a, m, *progs[j]) if depth else progs[j]
+            if met is None:
+                continue
+            total += (period // met[1]) * (1 if depth % 2 == 0 else -1)
+            walk(j + 1, met[0], met[1], depth + 1)
+
+    walk(0, 0, 1, 0)
+    return total
+
+
+def partials_per_window(range_: int, slide: int, partial: str) -> int:
+    """Table 1: partials in one window of a single query.  O(log)."""
+    r, s = _query((range_, slide))
+    if r % s == 0 and partial != "none":
+        return r // s
+    if partial == "panes":
+        return r // math.gcd(r, s)
+    if partial == "pairs":
+        return 2 * (r // s) + 1
+    if partial == "cutty":
+        return -(-r // s)
+    if partial == "none":
+        return r
+    raise ValueError(f"unknown partial aggregation {partial!r}")
+
+
+# -- dyadic decompositions (B-Int lookups, FlatFAT range queries) --------------
+
+def dyadic_pieces(lo: int, hi: int) -> int:
+    """Base intervals (Arasu-Widom Definition 3.1; the nodes of a segment
+    tree) in the minimal decomposition of leaves ``lo <= i < hi``
+    (Theorem 3.1).
+
+    The highest bit where ``lo`` and ``hi - 1`` differ splits the interval at
+    an aligned ``mid``: left of it the pieces grow (one per 1-bit of
+    ``mid - lo``), right of it they shrink (one per 1-bit of ``hi - mid``);
+    an interval that is itself a base interval is one piece.  O(1) word
+    operations."""
+    if hi <= lo:
+        return 0
+    width = hi - lo
+    if width & (width - 1) == 0 and lo % width == 0:
+        return 1
+    m = (lo ^ (hi - 1)).bit_length() - 1
+    mid = (hi - 1) >> m << m
+    return bin(mid - lo).count("1") + bin(hi - mid).count("1")
+
+
+def mean_dyadic_pieces(k: int) -> float:
+    """Mean of :func:`dyadic_pieces` over windows of ``k`` leaves, averaged
+    over 64 start positions spread evenly (by the golden ratio) across a
+    period of ``2^(bits(k) + 1)``: a tree's windows start at every
+    alignment in the long run.  Above 4,096 leaves ``k`` is first rounded to
+    12 significant bits (the mean moves by well under one piece).
+    O(64) word operations, O(1) when cached."""
+    k = int(k)
+    if k > 4096:
+        shift = k.bit_length() - 12
+        k = (k + (1 << (shift - 1))) >> shift << shift
+    return _mean_dyadic_pieces(k)
+
+
+@lru_cache(maxsize=1 << 16)
+def _mean_dyadic_pieces(k: int, samples: int = 64) -> float:
+    if k <= 0:
+        return 0.0
+    if k == 1:
+        return 1.0
+    span = 1 << (k.bit_length() + 1)
+    if span <= samples:
+        return sum(dyadic_pieces(lo, lo + k) for lo in range(span)) / span
+    phi = (math.sqrt(5) - 1) / 2
+    starts = {int(span * ((j * phi) % 1.0)) for j in range(samples)}
+    return sum(dyadic_pieces(lo, lo + k) for lo in starts) / len(starts)
+
+
+# -- the paper's Omega (section 4.1, Table 3) ----------------------------------
+
+def omega_panes(queries: Sequence[tuple[int, int]]) -> float:
+    """Equation (3): ``sum r_i / s_i``.  O(n)."""
+    return float(sum(r / s for r, s in queries))
+
+
+def omega_flatfat(p: Sequence[float]) -> float:
+    """Equation (4): ``sum floor(log2(P_i - 1)) + (P_i - 1) / 2^floor(log2 P_i)``
+    over the queries' partials per window ``P_i`` (a query of one or two
+    partials adds its ``P_i - 1`` combines: the logarithm is undefined or 0
+    there).  O(n)."""
+    total = 0.0
+    for pi in p:
+        if pi <= 2:
+            total += max(pi - 1, 0)
+            continue
+        total += math.floor(math.log2(pi - 1)) + (pi - 1) / 2 ** math.floor(math.log2(pi))
+    return total
+
+
+def omega_flatfit(n_queries: int) -> float:
+    """Equation (5): ``3 * Q``.  O(1)."""
+    return 3.0 * n_queries
+
+
+def omega_slickdeque_inv(p: Sequence[float]) -> float:
+    """Equation (6): ``2 * (number of unique P_i)``.  O(n)."""
+    return 2.0 * len({round(pi) for pi in p})
+
+
+def omega_slickdeque_noninv(p_max: float, n_queries: int) -> float:
+    """Equation (7): ``2 - 2/P_max + Q + sum_{i=1..P_max} 1/i!`` (the sum
+    converges to e - 1 by ``i = 20``).  O(min(P_max, 20))."""
+    tail = 0.0
+    fact = 1.0
+    for i in range(1, min(int(p_max), 20) + 1):
+        fact *= i
+        tail += 1.0 / fact
+    return 2.0 - 2.0 / p_max + n_queries + tail
+
+
+def omega_bint(p: Sequence[float]) -> float:
+    """Derived (not in the paper): B-Int's update adds one new base interval
+    of every level ``l >= 1`` whose width divides the partial's position,
+    one combine each, ``sum_{l>=1} 2^-l < 1`` per partial; a lookup combines
+    its ``k`` base intervals with ``k - 1`` calls, ``k`` the mean minimal
+    dyadic decomposition (Arasu-Widom Theorem 3.1).  O(n log P)."""
+    return 1.0 + sum(mean_dyadic_pieces(max(1, round(pi))) - 1 for pi in p)
+
+
+def omega_rint(n_queries: int) -> float:
+    """Derived: R-Int (Arasu-Widom section 3.2, Fig. 6) extends one running
+    aggregate per partial and answers with one inverse per query.  O(1)."""
+    return 1.0 + n_queries
+
+
+def omega_lint(p: Sequence[float]) -> float:
+    """Derived: L-Int (Arasu-Widom section 3.1.2) extends the prefix from the
+    last landmark (1 call per partial), rebuilds the suffixes before each
+    landmark (``W_max`` calls every ``W_min`` partials) and answers with one
+    combine of two landmark intervals.  O(n)."""
+    if not p:
+        return 0.0
+    return 1.0 + max(p) / max(min(p), 1.0) + len(p)
+
+
+def omega(final: str, queries: Sequence[tuple[int, int]], p: Sequence[float]) -> float:
+    """Omega per edge of ``final`` for queries with ``p[i]`` partials per
+    window (Table 3 and the derived ones above).  O(n log P)."""
+    if final == "naive":
+        return omega_panes(queries)
+    if final == "flatfat":
+        return omega_flatfat(p)
+    if final == "flatfit":
+        return omega_flatfit(len(p))
+    if final == "slickdeque_inv":
+        return omega_slickdeque_inv(p)
+    if final == "slickdeque_noninv":
+        return omega_slickdeque_noninv(max(max(p), 1.0), len(p))
+    if final == "bint":
+        return omega_bint(p)
+    if final == "rint":
+        return omega_rint(len(p))
+    if final == "lint":
+        return omega_lint(p)
+    raise ValueError(f"unknown final aggregation {final!r}; known: {', '.join(FINALS)}")
+
+
+def paper_plan_cost(groups, rate: float = 1.0) -> float:
+    """Equation (1): ``C = m * lambda + sum_i E_i * Omega_i`` in operations per
+    time unit, ``E_i`` the edge rate of tree ``i`` and ``P`` of each query its
+    range times that edge rate.  ``groups`` as for :func:`plan_cost`.
+    O(sum of the trees' edge counts)."""
+    total = 0.0
+    for queries, partial, final in _groups(groups):
+        e = edges(queries, partial)
+        p = [r * e.density for r, _ in queries]
+        total += rate + e.density * omega(final, queries, p)
+    return total
+
+
+# -- monoid calls per element (what the planners minimise) ---------------------
+
+def update_calls(final: str, p: Sequence[float]) -> float:
+    """Monoid calls a final technique spends per partial it receives, for
+    queries whose windows hold ``p[i]`` partials.  O(n).
+
+    * naive, flatfit (derived from equation (5)'s 3 per query and slide: one
+      call to store the partial, two to answer): 0 and 1;
+    * slickdeque_inv, equation (6): 2 per running aggregate (one per unique
+      window length in partials);
+    * rint: 1 (the running aggregate);
+    * slickdeque_noninv, equation (7) without its lookup terms (they compare
+      positions, not values): ``2 - 2/P_max``;
+    * bint (derived above): ``1 - 2^-L`` for ``L = ceil(log2 P_max)`` levels;
+    * flatfat: ``ceil(log2 P_max)``, the leaf-to-root walk (section 2.2);
+    * lint (derived above): ``1 + W_max / W_min``.
+    """
+    p_max = max(p) if p else 1.0
+    if final == "naive":
+        return 0.0
+    if final == "flatfit":
+        return 1.0
+    if final == "slickdeque_inv":
+        return 2.0 * len({max(1, round(pi)) for pi in p})
+    if final == "rint":
+        return 1.0
+    if final == "slickdeque_noninv":
+        return 2.0 - 2.0 / max(p_max, 1.0)
+    if final == "bint":
+        levels = max(1, math.ceil(math.log2(max(p_max, 1.0))))
+        return 1.0 - 2.0 ** -levels
+    if final == "flatfat":
+        return float(max(1, math.ceil(math.log2(max(p_max, 2.0)))))
+    if final == "lint":
+        return 1.0 + p_max / max(min(p), 1.0)
+    raise ValueError(f"unknown final aggregation {final!r}; known: {', '.join(FINALS)}")
+
+
+def answer_calls(final: str, k: float, p_max: float) -> float:
+    """Monoid calls to answer one query whose window holds ``k`` partials of a
+    tree whose longest window holds ``p_max``.  O(log k).
+
+    naive ``k - 1`` (equation (3) per answer); bint and flatfat the base
+    intervals of the window less one (flatfat's root answers the longest
+    window alone); flatfit 2; rint and lint 1; the SlickDeques 0 (their
+    answers are read, not combined)."""
+    kk = max(1, round(k))
+    if final == "naive":
+        return kk - 1.0
+    if final == "bint":
+        return mean_dyadic_pieces(kk) - 1.0
+    if final == "flatfat":
+        cap = 1 << max(1, math.ceil(math.log2(max(p_max, 2.0))))
+        return 0.0 if kk >= cap else mean_dyadic_pieces(kk) - 1.0
+    if final == "flatfit":
+        return 2.0
+    if final in ("rint", "lint"):
+        return 1.0
+    if final in ("slickdeque_inv", "slickdeque_noninv"):
+        return 0.0
+    raise ValueError(f"unknown final aggregation {final!r}; known: {', '.join(FINALS)}")
+
+
+#: Monoid calls per element for slicing: each element is combined into the
+#: open partial (``none`` hands elements straight to the final aggregator).
+SLICE_CALLS = {"panes": 1.0, "pairs": 1.0, "cutty": 1.0, "none": 0.0}
+
+
+def tree_cost(queries: Sequence[tuple[int, int]], partial: str, final: str, rate: float = 1.0,
+              *, shared_edges: Edges | None = None) -> float:
+    """Monoid calls per input element of one execution tree.
+
+    ``slice + (E / lambda) * update + sum_i (1 / (s_i * lambda)) * (answer_i + open_i)``
+    with ``E`` the tree's edges per unit and ``answer_i`` for a window of
+    ``k_i = r_i * E`` partials; ``open_i`` is Cutty's one combine with the open
+    partial when the query's window end is not an edge.  With
+    ``shared_edges`` (TriWeave's first level, section 3.1.1) the tree does
+    not slice elements itself: it folds the shared fragments into its own
+    partials, ``(E_shared - E) / lambda`` calls per element.
+    O(n log P + the edge count)."""
+    return tree_costs(queries, partial, (final,), rate, shared_edges=shared_edges)[final]
+
+
+def tree_costs(queries: Sequence[tuple[int, int]], partial: str, finals: Sequence[str],
+               rate: float = 1.0, *, shared_edges: Edges | None = None) -> dict[str, float]:
+    """:func:`tree_cost` for several final techniques at once (the edges and
+    window sizes are computed once).  O(|finals| * n + the edge count)."""
+    queries = [_query(q) for q in queries]
+    e = _edges_cached(tuple(sorted({p for q in queries for p in progressions(q, partial)})))
+    density = e.density
+    p = [r * density for r, _ in queries]
+    p_max = max(p)
+    if shared_edges is None:
+        base = SLICE_CALLS[partial]
+    else:
+        base = max(shared_edges.density - density, 0.0) / rate
+    inv_s = [1.0 / (s * rate) for _, s in queries]
+    opened = 0.0
+    if partial == "cutty":
+        opened = sum(f * _open_fraction(e, s) for (r, s), f in zip(queries, inv_s) if r % s)
+    out = {}
+    for final in finals:
+        cost = base + opened + density / rate * update_calls(final, p)
+        if final == "naive":
+            cost += sum(f * (max(1, round(k)) - 1) for k, f in zip(p, inv_s))
+        elif final == "bint" or final == "flatfat":
+            cap = 1 << max(1, math.ceil(math.log2(max(p_max, 2.0))))
+            if final == "bint":
+                cap = math.inf
+            mdp = mean_dyadic_pieces
+            cost += sum(f * (mdp(max(1, round(k))) - 1.0) for k, f in zip(p, inv_s) if round(k) < cap)
+        else:
+            cost += answer_calls(final, p_max, p_max) * sum(inv_s)
+        out[final] = cost
+    return out
+
+
+def _edges_cached(progs: tuple[tuple[int, int], ...]) -> Edges:
+    """:func:`edges` by progression set (the planners price the same trees
+    under many techniques).  O(1) when cached."""
+    hit = _EDGE_CACHE.get(progs)
+    if hit is None:
+        if len(_EDGE_CACHE) > 4096:
+            _EDGE_CACHE.clear()
+        hit = _EDGE_CACHE[progs] = _edges_of(progs)
+    return hit
+
+
+_EDGE_CACHE: dict[tuple, Edges] = {}
+
+
+def _open_fraction(e: Edges, slide: int) -> float:
+    """Share of a query's answers that fall inside a partial (not on an
+    edge).  O(period / slide) when enumerated, else 1."""
+    if e.positions is None:
+        return 1.0
+    n = max(e.period // slide, 1)
+    inside = sum(1 for j in range(1, n + 1) if not e.is_edge(j * slide))
+    return inside / n
+
+
+def _groups(groups):
+    """Normalise plan groups to ``(queries, partial, final)`` triples."""
+    for g in groups:
+        if isinstance(g, tuple) and len(g) == 3 and isinstance(g[1], str):
+            queries, partial, final = g
+        else:
+            queries, partial, final = g.queries, g.partial, g.final
+        yield [_query(q) for q in queries], partial, final
+
+
+def plan_cost(groups, rate: float = 1.0, *, shared_slicing: bool = False) -> float:
+    """Monoid calls per input element of a plan: the sum of its trees'
+    :func:`tree_cost`.  ``groups`` are ``(queries, partial, final)`` triples
+    (queries as ``(range, slide)`` pairs) or objects with those three
+    attributes.  ``shared_slicing`` is TriWeave's plan shape: one slicer over
+    the union of every query's edges (1 call per element) feeds every tree.
+    O(total queries * log P + edge counts)."""
+    groups = list(_groups(groups))
+    if not shared_slicing:
+        return sum(tree_cost(q, pa, f, rate) for q, pa, f in groups)
+    partials = {pa for _, pa, _ in groups}
+    if len(partials) != 1:
+        raise ValueError("a shared slicer needs one partial technique for every tree")
+    (partial,) = partials
+    shared = edges([q for qs, _, _ in groups for q in qs], partial)
+    return SLICE_CALLS[partial] + sum(tree_cost(q, pa, f, rate, shared_edges=shared) for q, pa, f in groups)
+
+
+def partials_held(queries: Sequence[tuple[int, int]], partial: str) -> int:
+    """Partials a tree keeps: those of its longest window (section 2.2: the
+    shared structures are sized by the longest range, not the sum).
+    O(edge count)."""
+    queries = [_query(q) for q in queries]
+    e = edges(queries, partial)
+    r_max = max(r for r, _ in queries)
+    return max(1, e.in_range(0, r_max))
