@@ -7,7 +7,8 @@ delay line: elements wait in a queue until they are older than the window's
 end, then enter the MTA; elements older than the window's start leave it by
 one ``bulk_evict`` (O(log n) at worst, amortized O(1) per element).  A
 lookup behind the state the MTA has moved to (``query(name)`` after a
-flush reported later windows) folds the held elements instead.
+flush reported later windows) folds the held elements instead: those a
+window may still need.
 """
 
 from __future__ import annotations
@@ -30,14 +31,15 @@ class Separate:
         self.monoid = query.aggregator.monoid
         self.engine = AmortizedMTA(self.monoid)
         self._keys: deque = deque()  # keys of the elements in the MTA
-        self._vals: deque = deque()  # their values (for lookups behind the MTA's state)
         self._pending: deque = deque()  # (key, value) not yet in the window
+        self._held: deque = deque()  # (key, value) of every element a lookup may still need
         self._a = None
         self._b = None
         self._left_closed = True
 
     def add(self, key, v) -> None:
         self._pending.append((key, v))
+        self._held.append((key, v))
 
     def window(self, q, a, b, left_closed: bool):
         """Move the MTA's window to ``[a, b)`` (or ``(a, b]``); O(1)
@@ -45,12 +47,11 @@ class Separate:
         if self._a is not None and (a < self._a or b < self._b or left_closed != self._left_closed):
             return self._fold(a, b, left_closed)
         self._a, self._b, self._left_closed = a, b, left_closed
-        pending, keys, vals, engine = self._pending, self._keys, self._vals, self.engine
+        pending, keys, engine = self._pending, self._keys, self.engine
         while pending and (pending[0][0] < b if left_closed else pending[0][0] <= b):
             key, v = pending.popleft()
             engine.insert(v)
             keys.append(key)
-            vals.append(v)
         gone = 0
         for key in keys:
             if (key < a) if left_closed else (key <= a):
@@ -61,13 +62,12 @@ class Separate:
             engine.bulk_evict(gone)
             for _ in range(gone):
                 keys.popleft()
-                vals.popleft()
         return engine.query() if keys else EMPTY
 
     def _fold(self, a, b, left_closed: bool):
         combine = self.monoid.combine
         acc = EMPTY
-        for key, v in list(zip(self._keys, self._vals)) + list(self._pending):
+        for key, v in self._held:
             if (a <= key < b) if left_closed else (a < key <= b):
                 acc = v if acc is EMPTY else combine(acc, v)
         return acc
@@ -82,7 +82,11 @@ class Separate:
         return None
 
     def evict(self, floor) -> None:
-        """The MTA's window moves with the lookups; nothing more to drop."""
+        """Forget the held elements below ``floor`` (the MTA's window moves
+        with the lookups)."""
+        held = self._held
+        while held and held[0][0] < floor:
+            held.popleft()
 
     def describe(self) -> str:
         return "separate Amortized MTA"
