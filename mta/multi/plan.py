@@ -67,7 +67,7 @@ def applicable_finals(queries) -> list:
     """Final techniques that can serve every query of a group."""
     monoid = queries[0].aggregator.monoid
     suffix = all(q.lag == 0 for q in queries)
-    names = ["naive", "bint", "flatfat"]
+    names = ["naive", "bint", "lint", "flatfat"]
     if monoid.inverse is not None:
         names += ["rint", "slickdeque-inv"]
     if suffix:
