@@ -50,7 +50,7 @@ __all__ = [
     "edges", "partials_per_window", "dyadic_pieces", "mean_dyadic_pieces",
     "omega_panes", "omega_flatfat", "omega_flatfit", "omega_slickdeque_inv",
     "omega_slickdeque_noninv", "omega_bint", "omega_rint", "omega_lint", "omega",
-    "paper_plan_cost", "update_calls", "answer_calls", "tree_cost", "tree_costs", "plan_cost",
+    "paper_plan_cost", "update_calls", "answer_calls", "tree_cost", "tree_costs", "plan_cost", "SEPARATE", "MTA_CALLS_PER_ELEMENT",
     "partials_held",
 ]
 
@@ -59,11 +59,13 @@ __all__ = [
 PARTIALS = ("panes", "pairs", "cutty", "none")
 
 #: Final aggregation techniques, section 2.2 (and Arasu-Widom's R-Int, L-Int).
-FINALS = ("naive", "slickdeque_inv", "rint", "slickdeque_noninv", "bint", "flatfat", "flatfit", "lint")
+FINALS = ("naive", "slickdeque-inv", "rint", "slickdeque-noninv", "bint", "flatfat", "flatfit", "lint")
+#: The no-sharing baseline: one Amortized MTA per query (``partial="none"``).
+SEPARATE = "mta"
 #: Finals that need an inverse (subtract-on-evict family).
-INVERTIBLE_FINALS = ("slickdeque_inv", "rint")
+INVERTIBLE_FINALS = ("slickdeque-inv", "rint")
 #: Finals that need a selective monoid (combine(a, b) is a or b).
-SELECTIVE_FINALS = ("slickdeque_noninv",)
+SELECTIVE_FINALS = ("slickdeque-noninv",)
 #: Finals that work for any monoid.
 GENERAL_FINALS = ("naive", "bint", "flatfat", "flatfit", "lint")
 
@@ -116,41 +118,43 @@ def f1_edge_count(slides: Sequence[int]) -> int:
     return total
 
 
-def progressions(query: tuple[int, int], partial: str) -> tuple[tuple[int, int], ...]:
-    """The edges one query marks, as progressions ``(offset, modulus)``: an
-    edge after every element at a position ``p`` with ``p % modulus ==
-    offset`` (positions count from 1; a query answers after the elements at
-    multiples of its slide).  Section 2.1:
+def progressions(query, partial: str) -> tuple[tuple[int, int], ...]:
+    """The edges one query marks, as progressions ``(offset, modulus)``: a
+    partial starts at every key ``offset + j * modulus``.  A query is
+    ``(range, slide)`` or ``(range, slide, lag)``; its windows are the keys
+    ``[j * slide - lag - range, j * slide - lag)`` (:mod:`mta.multi.query`).
+    Section 2.1:
 
-    * Panes: panes of ``gcd(range, slide)`` elements;
+    * Panes: panes of ``gcd(range, slide)`` keys;
     * Pairs: each slide split into fragments ``f1 = slide - range % slide``
-      and ``f2 = range % slide``: edges at the window ends (multiples of the
-      slide) and at the window starts (``-range`` modulo the slide);
-    * Cutty: a partial starts only where a window starts (``-range`` modulo
-      the slide); window ends read the open partial;
-    * none: every element is a partial.
+      and ``f2 = range % slide``: edges at the window starts and ends;
+    * Cutty: a partial starts only where a window starts (and where a lagged
+      window ends); windows ending at the newest element read the open
+      partial;
+    * none: every key is a partial.
 
     O(1)."""
-    r, s = _query(query)
+    r, s, lag = _query(query)
     if partial == "panes":
-        return ((0, math.gcd(r, s)),)
+        g = math.gcd(r, s)
+        return (((-lag) % g, g),)
     if partial == "pairs":
-        if r % s == 0:
-            return ((0, s),)
-        return ((0, s), ((-r) % s, s))
+        return tuple(sorted({((-lag - r) % s, s), ((-lag) % s, s)}))
     if partial == "cutty":
-        return (((-r) % s, s),)
+        return tuple(sorted({((-lag - r) % s, s)} | ({((-lag) % s, s)} if lag else set())))
     if partial == "none":
         return ((0, 1),)
     raise ValueError(f"unknown partial aggregation {partial!r}; known: {', '.join(PARTIALS)}")
 
 
-def _query(query) -> tuple[int, int]:
-    r, s = query
-    r, s = int(r), int(s)
-    if r <= 0 or s <= 0:
-        raise ValueError(f"a query needs a positive range and slide, got ({r}, {s})")
-    return r, s
+def _query(query) -> tuple[int, int, int]:
+    """``(range, slide, lag)`` as positive ints (lag >= 0)."""
+    r, s = query[0], query[1]
+    lag = query[2] if len(query) > 2 else 0
+    r, s, lag = int(r), int(s), int(lag)
+    if r <= 0 or s <= 0 or lag < 0:
+        raise ValueError(f"a query needs a positive range and slide and a lag >= 0, got {tuple(query)!r}")
+    return r, s, lag
 
 
 class Edges:
@@ -254,7 +258,7 @@ def _union_count(progs: list[tuple[int, int]], period: int) -> int:
 
 def partials_per_window(range_: int, slide: int, partial: str) -> int:
     """Table 1: partials in one window of a single query.  O(log)."""
-    r, s = _query((range_, slide))
+    r, s, _ = _query((range_, slide))
     if r % s == 0 and partial != "none":
         return r // s
     if partial == "panes":
@@ -322,7 +326,7 @@ def _mean_dyadic_pieces(k: int, samples: int = 64) -> float:
 
 def omega_panes(queries: Sequence[tuple[int, int]]) -> float:
     """Equation (3): ``sum r_i / s_i``.  O(n)."""
-    return float(sum(r / s for r, s in queries))
+    return float(sum(q[0] / q[1] for q in queries))
 
 
 def omega_flatfat(p: Sequence[float]) -> float:
@@ -394,9 +398,9 @@ def omega(final: str, queries: Sequence[tuple[int, int]], p: Sequence[float]) ->
         return omega_flatfat(p)
     if final == "flatfit":
         return omega_flatfit(len(p))
-    if final == "slickdeque_inv":
+    if final == "slickdeque-inv":
         return omega_slickdeque_inv(p)
-    if final == "slickdeque_noninv":
+    if final == "slickdeque-noninv":
         return omega_slickdeque_noninv(max(max(p), 1.0), len(p))
     if final == "bint":
         return omega_bint(p)
@@ -415,124 +419,156 @@ def paper_plan_cost(groups, rate: float = 1.0) -> float:
     total = 0.0
     for queries, partial, final in _groups(groups):
         e = edges(queries, partial)
-        p = [r * e.density for r, _ in queries]
+        queries = [_query(q) for q in queries]
+        p = [q[0] * e.density for q in queries]
         total += rate + e.density * omega(final, queries, p)
     return total
 
 
 # -- monoid calls per element (what the planners minimise) ---------------------
+#
+# Calibrated to the executor (mta.multi.shared and the final aggregators):
+# a partial's first element is stored, not combined; a periodic window that
+# ends at the newest element is the final aggregator's range over the closed
+# partials in it, combined once with the open partial.
+
+#: How many live partials L-Int (mta.multi.lint) rebuilds per landmark:
+#: a landmark every ``LINT_W_MIN`` partials.
+LINT_W_MIN = 8
+
+#: Monoid calls per element of one query on its own Amortized MTA (the
+#: ``separate`` baseline): the AMTA's amortized insert and bulk eviction
+#: (mta-villalba-tpds2019 section 4: a constant number of combines per
+#: element) plus one query combine per answer.
+MTA_CALLS_PER_ELEMENT = 3.9
+
 
 def update_calls(final: str, p: Sequence[float]) -> float:
-    """Monoid calls a final technique spends per partial it receives, for
+    """Monoid calls a final technique spends per partial appended, for
     queries whose windows hold ``p[i]`` partials.  O(n).
 
-    * naive, flatfit (derived from equation (5)'s 3 per query and slide: one
-      call to store the partial, two to answer): 0 and 1;
-    * slickdeque_inv, equation (6): 2 per running aggregate (one per unique
-      window length in partials);
-    * rint: 1 (the running aggregate);
-    * slickdeque_noninv, equation (7) without its lookup terms (they compare
-      positions, not values): ``2 - 2/P_max``;
-    * bint (derived above): ``1 - 2^-L`` for ``L = ceil(log2 P_max)`` levels;
-    * flatfat: ``ceil(log2 P_max)``, the leaf-to-root walk (section 2.2);
-    * lint (derived above): ``1 + W_max / W_min``.
+    * naive, flatfit, slickdeque-inv: 0 (they store the partial; the work is
+      at lookup);
+    * rint: 1, the running aggregate (Arasu-Widom Fig. 6);
+    * slickdeque-noninv: ``2 - 2/P_max``, equation (7) without its lookup
+      terms (those compare positions, not values);
+    * bint: one combine per base interval the partial completes,
+      ``sum_{l=1..L} 2^-l = 1 - 2^-L`` for ``L = ceil(log2 P_max)`` levels
+      (Arasu-Widom Fig. 3, derived);
+    * flatfat: ``log2`` of its capacity, the leaf-to-root walk (section 2.2;
+      the capacity is the power of two above the live partials);
+    * lint: one combine extending the interval from the last landmark, plus
+      the suffixes rebuilt before each landmark, ``P_max / LINT_W_MIN`` per
+      partial (derived).
     """
-    p_max = max(p) if p else 1.0
-    if final == "naive":
+    p_max = max(max(p) if p else 1.0, 1.0)
+    if final in ("naive", "flatfit", "slickdeque-inv"):
         return 0.0
-    if final == "flatfit":
-        return 1.0
-    if final == "slickdeque_inv":
-        return 2.0 * len({max(1, round(pi)) for pi in p})
     if final == "rint":
         return 1.0
-    if final == "slickdeque_noninv":
-        return 2.0 - 2.0 / max(p_max, 1.0)
+    if final == "slickdeque-noninv":
+        return 2.0 - 2.0 / p_max
     if final == "bint":
-        levels = max(1, math.ceil(math.log2(max(p_max, 1.0))))
+        levels = max(1, math.ceil(math.log2(p_max)))
         return 1.0 - 2.0 ** -levels
     if final == "flatfat":
-        return float(max(1, math.ceil(math.log2(max(p_max, 2.0)))))
+        return float((int(math.ceil(p_max)) + 1).bit_length())
     if final == "lint":
-        return 1.0 + p_max / max(min(p), 1.0)
+        return (1.0 - 1.0 / LINT_W_MIN) + p_max / LINT_W_MIN
     raise ValueError(f"unknown final aggregation {final!r}; known: {', '.join(FINALS)}")
 
 
-def answer_calls(final: str, k: float, p_max: float) -> float:
-    """Monoid calls to answer one query whose window holds ``k`` partials of a
-    tree whose longest window holds ``p_max``.  O(log k).
+def answer_calls(final: str, k: float, per_lookup_partials: float = 0.0) -> float:
+    """Monoid calls of the final technique's range over ``k`` closed
+    partials (the open partial's one combine is counted by the caller).
+    O(1) (cached for bint and flatfat).
 
     naive ``k - 1`` (equation (3) per answer); bint and flatfat the base
-    intervals of the window less one (flatfat's root answers the longest
-    window alone); flatfit 2; rint and lint 1; the SlickDeques 0 (their
-    answers are read, not combined)."""
-    kk = max(1, round(k))
+    intervals of the range less one (Theorem 3.1); flatfit 2 (equation (5)'s
+    3 per query and slide with the open partial's combine); rint 1 inverse;
+    lint 1 (two landmark intervals; a range with no landmark is folded);
+    slickdeque-noninv 0 (the answer is a deque node); slickdeque-inv adds the
+    partials that entered its running aggregate and inverts those that left
+    since its last lookup (``per_lookup_partials`` each), or folds the range
+    when that is cheaper: ``min(2 * per_lookup_partials, k - 1)``."""
+    kk = max(0, round(k))
+    if kk <= 1:
+        return 0.0
     if final == "naive":
         return kk - 1.0
-    if final == "bint":
+    if final in ("bint", "flatfat"):
         return mean_dyadic_pieces(kk) - 1.0
-    if final == "flatfat":
-        cap = 1 << max(1, math.ceil(math.log2(max(p_max, 2.0))))
-        return 0.0 if kk >= cap else mean_dyadic_pieces(kk) - 1.0
     if final == "flatfit":
-        return 2.0
-    if final in ("rint", "lint"):
+        return min(2.0, kk - 1.0)
+    if final == "rint":
         return 1.0
-    if final in ("slickdeque_inv", "slickdeque_noninv"):
+    if final == "lint":
+        return 1.0 if kk >= LINT_W_MIN else kk - 1.0
+    if final == "slickdeque-noninv":
         return 0.0
+    if final == "slickdeque-inv":
+        return min(2.0 * per_lookup_partials, kk - 1.0)
     raise ValueError(f"unknown final aggregation {final!r}; known: {', '.join(FINALS)}")
 
 
-#: Monoid calls per element for slicing: each element is combined into the
-#: open partial (``none`` hands elements straight to the final aggregator).
-SLICE_CALLS = {"panes": 1.0, "pairs": 1.0, "cutty": 1.0, "none": 0.0}
-
-
-def tree_cost(queries: Sequence[tuple[int, int]], partial: str, final: str, rate: float = 1.0,
+def tree_cost(queries, partial: str, final: str, rate: float = 1.0,
               *, shared_edges: Edges | None = None) -> float:
     """Monoid calls per input element of one execution tree.
 
-    ``slice + (E / lambda) * update + sum_i (1 / (s_i * lambda)) * (answer_i + open_i)``
-    with ``E`` the tree's edges per unit and ``answer_i`` for a window of
-    ``k_i = r_i * E`` partials; ``open_i`` is Cutty's one combine with the open
-    partial when the query's window end is not an edge.  With
-    ``shared_edges`` (TriWeave's first level, section 3.1.1) the tree does
-    not slice elements itself: it folds the shared fragments into its own
-    partials, ``(E_shared - E) / lambda`` calls per element.
-    O(n log P + the edge count)."""
+    ``slice + (E / lambda) * update + sum_i (1 / (s_i * lambda)) * (answer_i + open_i)``:
+    ``E`` the tree's edges (partials) per unit, ``slice = 1 - E / lambda``
+    (each element but a partial's first is combined into it), a query's
+    window holds ``k_i = r_i * E`` partials, its answer is the range over
+    the ``k_i - 1`` closed ones plus one combine with the open partial.
+    With ``shared_edges`` (TriWeave's first level, section 3.1.1) the tree
+    folds the shared fragments into its own partials instead of slicing
+    elements, ``(E_shared - E) / lambda`` calls per element.  The separate
+    baseline (``partial="none"``, ``final="mta"``) is one Amortized MTA per
+    query, :data:`MTA_CALLS_PER_ELEMENT` each.
+    O(n + the edge count)."""
     return tree_costs(queries, partial, (final,), rate, shared_edges=shared_edges)[final]
 
 
-def tree_costs(queries: Sequence[tuple[int, int]], partial: str, finals: Sequence[str],
-               rate: float = 1.0, *, shared_edges: Edges | None = None) -> dict[str, float]:
+def tree_costs(queries, partial: str, finals: Sequence[str], rate: float = 1.0,
+               *, shared_edges: Edges | None = None) -> dict[str, float]:
     """:func:`tree_cost` for several final techniques at once (the edges and
     window sizes are computed once).  O(|finals| * n + the edge count)."""
     queries = [_query(q) for q in queries]
+    if partial == "none" or SEPARATE in finals:
+        sep = MTA_CALLS_PER_ELEMENT * len(queries)
+        if partial == "none":
+            return {f: sep for f in finals}
     e = _edges_cached(tuple(sorted({p for q in queries for p in progressions(q, partial)})))
     density = e.density
-    p = [r * density for r, _ in queries]
+    per_element = density / rate
+    p = [r * density for r, _, _ in queries]
     p_max = max(p)
     if shared_edges is None:
-        base = SLICE_CALLS[partial]
+        base = max(1.0 - per_element, 0.0)
     else:
         base = max(shared_edges.density - density, 0.0) / rate
-    inv_s = [1.0 / (s * rate) for _, s in queries]
-    opened = 0.0
-    if partial == "cutty":
-        opened = sum(f * _open_fraction(e, s) for (r, s), f in zip(queries, inv_s) if r % s)
+    inv_s = [1.0 / (s * rate) for _, s, _ in queries]
+    # one combine with the open partial per answer whose window holds closed partials
+    opened = sum(f for k, f in zip(p, inv_s) if k >= 1.5)
+    closed = [k - 1.0 for k in p]
     out = {}
     for final in finals:
-        cost = base + opened + density / rate * update_calls(final, p)
-        if final == "naive":
-            cost += sum(f * (max(1, round(k)) - 1) for k, f in zip(p, inv_s))
-        elif final == "bint" or final == "flatfat":
-            cap = 1 << max(1, math.ceil(math.log2(max(p_max, 2.0))))
-            if final == "bint":
-                cap = math.inf
-            mdp = mean_dyadic_pieces
-            cost += sum(f * (mdp(max(1, round(k))) - 1.0) for k, f in zip(p, inv_s) if round(k) < cap)
+        if final == SEPARATE:
+            out[final] = sep
+            continue
+        cost = base + opened + per_element * update_calls(final, p)
+        if final == "slickdeque-inv":
+            # one running aggregate per window length (the executor's spec)
+            best: dict = {}
+            for (r, s, lag), k, f in zip(queries, closed, inv_s):
+                c = f * answer_calls(final, k, density * s)
+                key = (r, lag)
+                best[key] = min(best.get(key, math.inf), c)
+            cost += sum(best.values())
+        elif final in ("bint", "flatfat", "naive", "lint", "flatfit"):
+            cost += sum(f * answer_calls(final, k) for k, f in zip(closed, inv_s))
         else:
-            cost += answer_calls(final, p_max, p_max) * sum(inv_s)
+            cost += answer_calls(final, p_max) * sum(inv_s)
         out[final] = cost
     return out
 
@@ -551,16 +587,6 @@ def _edges_cached(progs: tuple[tuple[int, int], ...]) -> Edges:
 _EDGE_CACHE: dict[tuple, Edges] = {}
 
 
-def _open_fraction(e: Edges, slide: int) -> float:
-    """Share of a query's answers that fall inside a partial (not on an
-    edge).  O(period / slide) when enumerated, else 1."""
-    if e.positions is None:
-        return 1.0
-    n = max(e.period // slide, 1)
-    inside = sum(1 for j in range(1, n + 1) if not e.is_edge(j * slide))
-    return inside / n
-
-
 def _groups(groups):
     """Normalise plan groups to ``(queries, partial, final)`` triples."""
     for g in groups:
@@ -574,10 +600,10 @@ def _groups(groups):
 def plan_cost(groups, rate: float = 1.0, *, shared_slicing: bool = False) -> float:
     """Monoid calls per input element of a plan: the sum of its trees'
     :func:`tree_cost`.  ``groups`` are ``(queries, partial, final)`` triples
-    (queries as ``(range, slide)`` pairs) or objects with those three
-    attributes.  ``shared_slicing`` is TriWeave's plan shape: one slicer over
-    the union of every query's edges (1 call per element) feeds every tree.
-    O(total queries * log P + edge counts)."""
+    (queries as ``(range, slide[, lag])``) or objects with those three
+    attributes holding such tuples.  ``shared_slicing`` is TriWeave's plan
+    shape: one slicer over the union of every query's edges feeds every
+    tree.  O(total queries + edge counts)."""
     groups = list(_groups(groups))
     if not shared_slicing:
         return sum(tree_cost(q, pa, f, rate) for q, pa, f in groups)
@@ -586,14 +612,15 @@ def plan_cost(groups, rate: float = 1.0, *, shared_slicing: bool = False) -> flo
         raise ValueError("a shared slicer needs one partial technique for every tree")
     (partial,) = partials
     shared = edges([q for qs, _, _ in groups for q in qs], partial)
-    return SLICE_CALLS[partial] + sum(tree_cost(q, pa, f, rate, shared_edges=shared) for q, pa, f in groups)
+    return (max(1.0 - shared.density / rate, 0.0)
+            + sum(tree_cost(q, pa, f, rate, shared_edges=shared) for q, pa, f in groups))
 
 
-def partials_held(queries: Sequence[tuple[int, int]], partial: str) -> int:
+def partials_held(queries, partial: str) -> int:
     """Partials a tree keeps: those of its longest window (section 2.2: the
     shared structures are sized by the longest range, not the sum).
-    O(edge count)."""
+    O(log edge count)."""
     queries = [_query(q) for q in queries]
     e = edges(queries, partial)
-    r_max = max(r for r, _ in queries)
-    return max(1, e.in_range(0, r_max))
+    reach = max(r + lag for r, _, lag in queries)
+    return max(1, e.in_range(0, reach))

@@ -44,7 +44,7 @@ def triweave(queries: Sequence[tuple[int, int]], finals: Sequence[str] = _cost.F
             return price(queries, members, (partial,), finals, rate, shared)
 
         trees = weave(queries, edge_classes(queries, (partial,)), pricer)
-        total = _cost.SLICE_CALLS[partial] + sum(t.estimate for t in trees)
+        total = max(1.0 - shared.density / rate, 0.0) + sum(t.estimate for t in trees)
         if best is None or total < best[2]:
             best = (partial, trees, total)
     assert best is not None
