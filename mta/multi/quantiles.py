@@ -216,7 +216,7 @@ class QuantileWindows:
             lo = max(0, n - q.rows)
             width = n - lo
             out.append(Result(q.name, n - 1, runs.select(lo, n, max(1, math.ceil(q.phi * width)))))
-        runs.evict(max(0, n + 1 - self.max_rows))
+        runs.evict(max(0, n - self.max_rows))
         return out
 
     def query(self, name: str):
