@@ -33,6 +33,7 @@ class LInt(FinalAggregator):
     NAME = "lint"
 
     def __init__(self, monoid, *, w_min: int = 8) -> None:
+        """Landmarks every ``w_min`` partials; O(1)."""
         super().__init__(monoid)
         if type(w_min) is not int or w_min < 1:
             raise ValueError(f"LInt: w_min must be a positive int, got {w_min!r}")
@@ -42,6 +43,8 @@ class LInt(FinalAggregator):
         self._after: dict = {}  # landmark -> list: f(landmark .. landmark + d) at index d
 
     def append(self, v) -> None:
+        """One combine, and at a landmark one per live partial before it (amortized ``live /
+        w_min``)."""
         pos, w, combine = self.hi, self.w_min, self._combine
         self._partials.append(v)
         self.hi += 1
