@@ -104,12 +104,20 @@ def test_techniques_check_their_monoid():
 
 
 def test_lint_lookup_is_one_combine():
+    """Once the intervals before a landmark are computed (on the first
+    lookup reaching back that far), a lookup is one combine; computing them
+    costs one combine per interval, once."""
     m = CountingMonoid(CONCAT)
     lint = LInt(m, w_min=16)
     for i in range(200):
         lint.append((i,))
+    assert m.reset() == 200 - len(range(0, 200, 16))  # one combine per partial that is not a landmark
     lint.evict(20)
-    for lo, hi in [(20, 200), (25, 170), (40, 100), (33, 50)]:
+    ranges = [(20, 200), (25, 170), (40, 100), (33, 50), (21, 199)]
+    for lo, hi in ranges:
+        assert lint.range(lo, hi) == tuple(range(lo, hi))
+    assert m.reset() <= len(ranges) + (192 - 20) + (160 - 25) + (96 - 40) + (48 - 33)
+    for lo, hi in ranges:
         m.reset()
         assert lint.range(lo, hi) == tuple(range(lo, hi))
         assert m.calls <= 1

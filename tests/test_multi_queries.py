@@ -255,3 +255,42 @@ def test_bint_lookup_is_logarithmic():
         m.reset()
         assert b.range(lo, hi) == tuple(range(lo, hi))
         assert m.calls <= 2 * max(1, (hi - lo).bit_length()), (lo, hi, m.calls)
+
+
+# ---------------------------------------------------------------------------
+# long streams: deep B-Int levels, FlatFAT resizing, L-Int landmarks
+
+
+@pytest.mark.parametrize("plan", ["separate", "auto", "panes+bint", "pairs+lint", "cutty+flatfat",
+                                  "cutty+flatfit", "pairs+naive"])
+@sane_settings(6)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_long_streams(plan, seed):
+    """Windows of hundreds of partials over 1200 elements (AFFINE: an O(1)
+    non-commutative monoid), against the oracle."""
+    import random
+
+    from tests.strategies import AFFINE
+
+    rng = random.Random(seed)
+    agg = Aggregator(AFFINE, _value, name="affine")
+    lag_ok = not _suffix_only(plan)
+    queries = []
+    for i in range(4):
+        rows = rng.random() < 0.4
+        width = rng.randrange(1, 300)
+        slide = rng.choice([None, rng.randrange(1, 60), width])
+        lag = rng.choice([0, rng.randrange(0, 100)]) if lag_ok else 0
+        queries.append(Query(f"q{i}", agg, slide=slide, lag=lag, **({"rows": width} if rows else {"range": width})))
+    shared = SharedWindows(queries, time=_time, plan=plan)
+    oracle = MultiOracle(queries, time=_time)
+    t = 0
+    for k in range(1200):
+        t += rng.choice([0, 0, 1, 1, 2, 5]) if rng.random() > 0.01 else rng.randrange(50, 400)
+        value = AFFINE.identity if rng.random() < 0.05 else (rng.randrange(1, 1 << 61), rng.randrange(1 << 61))
+        raw = (t, value)
+        assert shared.push(raw) == oracle.push(raw), k
+        if rng.random() < 0.02:
+            name = rng.choice(queries).name
+            assert shared.query(name) == oracle.query(name)
+    assert shared.flush() == oracle.flush()

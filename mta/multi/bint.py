@@ -31,6 +31,7 @@ class BInt(FinalAggregator):
     NAME = "bint"
 
     def __init__(self, monoid, *, new_level=MemoryLevelQueue, levels=None) -> None:
+        """The leaf level (``new_level(0, 0)``), or ``levels`` already built; O(1)."""
         super().__init__(monoid)
         self._new_level = new_level
         self._levels = levels or [new_level(0, 0)]

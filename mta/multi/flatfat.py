@@ -24,11 +24,14 @@ class FlatFAT(FinalAggregator):
     NAME = "flatfat"
 
     def __init__(self, monoid) -> None:
+        """Four empty leaves; O(1)."""
         super().__init__(monoid)
         self._cap = 4
         self._tree: list = [EMPTY] * 8
 
     def _rebuild(self, capacity: int) -> None:
+        """The live partials on ``capacity`` leaves, every node recomputed: O(capacity) monoid
+        calls."""
         old, old_cap = self._tree, self._cap
         tree = [EMPTY] * (2 * capacity)
         for pos in range(self.lo, self.hi):
@@ -40,6 +43,8 @@ class FlatFAT(FinalAggregator):
         self._tree, self._cap = tree, capacity
 
     def append(self, v) -> None:
+        """Leaf write and leaf-to-root update: O(log capacity) monoid calls (a doubling rebuild,
+        amortized O(1), when full)."""
         if self.hi - self.lo == self._cap:
             self._rebuild(2 * self._cap)
         tree, combine = self._tree, self._combine
@@ -73,6 +78,8 @@ class FlatFAT(FinalAggregator):
         return left if right is EMPTY else combine(left, right)
 
     def range(self, lo: int, hi: int, spec=None):
+        """Fig. 5's minimum covering set, split in two when the range wraps: O(log capacity)
+        monoid calls."""
         self._check(lo, hi)
         if lo == hi:
             return EMPTY
@@ -84,5 +91,6 @@ class FlatFAT(FinalAggregator):
         return self._combine(self._cover(a, cap), self._cover(0, b - cap))
 
     def evict(self, lo: int) -> None:
+        """O(1), no monoid call: evicted leaves are overwritten when reused."""
         if lo > self.lo:
             self.lo = min(lo, self.hi)

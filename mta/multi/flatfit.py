@@ -24,16 +24,20 @@ class FlatFIT(FinalAggregator):
     SUFFIX_ONLY = True
 
     def __init__(self, monoid) -> None:
+        """Empty arrays; O(1)."""
         super().__init__(monoid)
         self._partials = ListStore()
         self._pointers = ListStore()
 
     def append(self, v) -> None:
+        """The new partial points past itself; O(1), no monoid call."""
         self._partials.append(v)
         self._pointers.append(self.hi + 1)
         self.hi += 1
 
     def range(self, lo: int, hi: int, spec=None):
+        """Follow the pointers from ``lo``, then store every suffix aggregate back (path
+        compression): amortized O(1), worst O(hi - lo) monoid calls."""
         self._check(lo, hi)
         if lo == hi:
             return EMPTY
@@ -52,6 +56,7 @@ class FlatFIT(FinalAggregator):
         return acc
 
     def evict(self, lo: int) -> None:
+        """O(1) amortized, no monoid call."""
         if lo > self.lo:
             self.lo = min(lo, self.hi)
             self._partials.drop_before(self.lo)

@@ -12,11 +12,11 @@ landmark is the disjoint union of at most two of them (Theorem 3.3): with
 Deviations: the window widths of a tree are not known in partials (a time
 window holds as many partials as there were slices with elements), so
 ``W_min`` is a parameter (default 8) and a range narrower than that, holding
-no landmark, is folded (fewer than ``W_min`` partials); the intervals
-ending at a landmark go back to the oldest live partial (``W_max`` is the
-live window), computed right to left when the landmark is reached:
-amortized ``live / W_min`` monoid calls per partial, and ``live^2 / W_min``
-values of memory.
+no landmark, is folded (fewer than ``W_min`` partials); and the intervals
+ending at a landmark are computed on demand, right to left, as far back as a
+lookup asks (each once), so ``W_max`` is the widest range actually looked up:
+amortized ``W_max / W_min`` monoid calls per partial, as Theorem 3.4's
+``c``, and ``live * W_max / W_min`` values of memory.
 """
 
 from __future__ import annotations
@@ -25,43 +25,35 @@ from ._final import EMPTY, FinalAggregator, ListStore
 
 
 class LInt(FinalAggregator):
-    """Append: one combine (the interval from the current landmark), plus
-    at each landmark one combine per live partial before it (amortized
-    ``live / W_min``).  Lookup: one combine, or at most ``W_min - 1`` for a
-    narrow range.  Eviction O(landmarks dropped)."""
+    """Append: one combine (the interval from the current landmark).
+    Lookup: one combine, plus the intervals before its landmark not computed
+    yet (amortized ``W_max / W_min`` per partial over a stream), or at most
+    ``W_min - 1`` combines for a narrow range.  Eviction O(landmarks
+    dropped)."""
 
     NAME = "lint"
 
     def __init__(self, monoid, *, w_min: int = 8) -> None:
+        """Landmarks every ``w_min`` partials; O(1)."""
         super().__init__(monoid)
         if type(w_min) is not int or w_min < 1:
             raise ValueError(f"LInt: w_min must be a positive int, got {w_min!r}")
         self.w_min = w_min
         self._partials = ListStore()
-        self._before: dict = {}  # landmark -> ListStore: f(j .. landmark - 1) at position j
+        self._before: dict = {}  # landmark -> list: f(landmark - 1 - k .. landmark - 1) at index k
         self._after: dict = {}  # landmark -> list: f(landmark .. landmark + d) at index d
 
     def append(self, v) -> None:
-        pos, w, combine = self.hi, self.w_min, self._combine
+        """One combine: the interval from the current landmark grows."""
+        pos, w = self.hi, self.w_min
         self._partials.append(v)
         self.hi += 1
         if pos % w == 0:
-            # landmark pos: the intervals ending just before it, right to left
-            if pos > self.lo:
-                partials = self._partials
-                acc = partials[pos - 1]
-                suffix = [acc]
-                for j in range(pos - 2, self.lo - 1, -1):
-                    acc = combine(partials[j], acc)
-                    suffix.append(acc)
-                suffix.reverse()
-                store = ListStore(self.lo)
-                store.items = suffix
-                self._before[pos] = store
             self._after[pos] = [v]
+            self._before[pos] = []
         else:
             after = self._after[pos - pos % w]
-            after.append(combine(after[-1], v))
+            after.append(self._combine(after[-1], v))
 
     def range(self, lo: int, hi: int, spec=None):
         """Theorem 3.3: two landmark intervals, one combine."""
@@ -79,7 +71,17 @@ class LInt(FinalAggregator):
         after = self._after[landmark][hi - 1 - landmark]
         if landmark == lo:
             return after
-        return self._combine(self._before[landmark][lo], after)
+        before = self._before[landmark]
+        need = landmark - lo  # intervals ending at landmark - 1, of widths 1 .. need
+        if len(before) < need:
+            partials, combine = self._partials, self._combine
+            if not before:
+                before.append(partials[landmark - 1])
+            acc = before[-1]
+            for j in range(landmark - 1 - len(before), lo - 1, -1):
+                acc = combine(partials[j], acc)
+                before.append(acc)
+        return self._combine(before[need - 1], after)
 
     def evict(self, lo: int) -> None:
         """Landmarks before ``lo`` start no range again."""

@@ -13,6 +13,7 @@ class Naive(FinalAggregator):
     NAME = "naive"
 
     def __init__(self, monoid) -> None:
+        """O(1)."""
         super().__init__(monoid)
         self._partials = ListStore()
 

@@ -84,19 +84,23 @@ class Group:
     __slots__ = ("queries", "partial", "final", "estimate")
 
     def __init__(self, queries: Sequence, partial: str, final: str, estimate: float | None = None) -> None:
+        """O(queries)."""
         self.queries = tuple(queries)
         self.partial = partial
         self.final = final
         self.estimate = estimate
 
     def __eq__(self, other) -> bool:
+        """Same queries and techniques; O(queries)."""
         return (isinstance(other, Group) and self.queries == other.queries and self.partial == other.partial
                 and self.final == other.final)
 
     def __hash__(self) -> int:
+        """O(queries)."""
         return hash((self.queries, self.partial, self.final))
 
     def __repr__(self) -> str:
+        """O(queries)."""
         names = ", ".join(q.name for q in self.queries)
         return f"Group([{names}], partial={self.partial!r}, final={self.final!r}, estimate={self.estimate!r})"
 
@@ -107,6 +111,7 @@ class Plan:
     asked for."""
 
     def __init__(self, groups: Sequence[Group], name: str = "", estimate: float | None = None) -> None:
+        """O(groups)."""
         self.groups = list(groups)
         self.name = name
         if estimate is None and self.groups and all(g.estimate is not None for g in self.groups):
@@ -114,6 +119,7 @@ class Plan:
         self.estimate = estimate
 
     def __str__(self) -> str:
+        """The readable plan: O(queries)."""
         est = "unknown" if self.estimate is None else f"{self.estimate:.3g}"
         lines = [f"plan {self.name or '?'}: {len(self.groups)} tree(s), ~{est} monoid calls per element"]
         for i, g in enumerate(self.groups):

@@ -79,6 +79,7 @@ class Query:
                  "_float")
 
     def __init__(self, name: str, aggregator: Aggregator, *, range=None, rows=None, slide=None, lag=0) -> None:
+        """Checks every argument before building anything; O(1)."""
         if not isinstance(name, str) or not name:
             raise TypeError(f"Query name must be a non-empty str, got {name!r}")
         if not isinstance(aggregator, Aggregator):
@@ -105,6 +106,7 @@ class Query:
 
     @property
     def periodic(self) -> bool:
+        """True with a slide; O(1)."""
         return self.slide is not None
 
     def end_value(self, e):
@@ -118,6 +120,7 @@ class Query:
         return e
 
     def describe(self) -> str:
+        """One line for ``str(plan)``; O(1)."""
         what = f"rows={self.rows}" if self.by_rows else f"range={self.range}"
         parts = [what, "per element" if self.slide is None else f"slide={self.slide}"]
         if self.lag:
@@ -125,6 +128,7 @@ class Query:
         return f"{self.name}: {self.aggregator.name} " + ", ".join(parts)
 
     def __repr__(self) -> str:
+        """O(1)."""
         args = [repr(self.name), repr(self.aggregator)]
         args.append(f"rows={self.rows!r}" if self.by_rows else f"range={self.range!r}")
         if self.slide is not None:

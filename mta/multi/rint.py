@@ -24,6 +24,7 @@ class RInt(FinalAggregator):
     NEEDS = "inverse"
 
     def __init__(self, monoid) -> None:
+        """O(1)."""
         super().__init__(monoid)
         self._inverse = monoid.inverse
         self._prefix = ListStore()

@@ -25,6 +25,7 @@ class Separate:
     ``first_key``, ``evict``) over an Amortized MTA."""
 
     def __init__(self, query) -> None:
+        """An empty Amortized MTA; O(1)."""
         self.queries = (query,)
         self.by_rows = query.by_rows
         self.lift = query.aggregator.lift
@@ -38,6 +39,7 @@ class Separate:
         self._left_closed = True
 
     def add(self, key, v) -> None:
+        """Into the delay line; O(1), no monoid call."""
         self._pending.append((key, v))
         self._held.append((key, v))
 
@@ -65,6 +67,7 @@ class Separate:
         return engine.query() if keys else EMPTY
 
     def _fold(self, a, b, left_closed: bool):
+        """A lookup behind the MTA's window: O(held elements)."""
         combine = self.monoid.combine
         acc = EMPTY
         for key, v in self._held:
@@ -73,6 +76,8 @@ class Separate:
         return acc
 
     def first_key(self, a):
+        """The first held key at or after ``a``: O(1) after ``window``
+        dropped the older ones."""
         for key in self._keys:
             if key >= a:
                 return key
@@ -89,4 +94,5 @@ class Separate:
             held.popleft()
 
     def describe(self) -> str:
+        """O(1)."""
         return "separate Amortized MTA"

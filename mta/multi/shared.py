@@ -54,6 +54,7 @@ class Tree:
     edges) and a final aggregator over the closed partials."""
 
     def __init__(self, group: Group, final) -> None:
+        """The tree of ``group`` over ``final``; O(queries)."""
         self.group = group
         self.queries = group.queries
         self.by_rows = self.queries[0].by_rows
@@ -73,7 +74,9 @@ class Tree:
         self.spec = {q.name: specs.setdefault((q.periodic, q._w, q._lag), len(specs)) for q in self.queries}
 
     def add(self, key, v) -> None:
-        """Partial aggregation: one combine unless ``key`` starts a partial."""
+        """Partial aggregation: one combine unless ``key`` starts a partial,
+        then the closed partial goes to the final aggregator (its append's
+        cost) and the next edge is computed (O(progressions), no call)."""
         if self._open:
             if self.edges.every:
                 same = key == self._open_key
@@ -93,7 +96,8 @@ class Tree:
     def window(self, q: Query, a, b, left_closed: bool):
         """Aggregate of the elements with keys in ``[a, b)`` (or ``(a, b]``),
         or EMPTY; ``a`` and ``b`` are edges (or ``b`` is past the newest
-        element)."""
+        element).  Two binary searches (O(log partials), no call), the final
+        technique's lookup, and one combine with the open partial."""
         find = bisect_left if left_closed else bisect_right
         keys, base = self._keys, self._kbase
         dead = self.final.lo - base
@@ -108,7 +112,8 @@ class Tree:
         return value
 
     def first_key(self, a):
-        """The key of the first partial (closed or open) at or after ``a``."""
+        """The key of the first partial (closed or open) at or after ``a``.
+        O(log partials), no monoid call."""
         keys = self._keys
         i = bisect_left(keys, a, self.final.lo - self._kbase)
         if i < len(keys):
@@ -118,7 +123,8 @@ class Tree:
         return None
 
     def evict(self, floor) -> None:
-        """No window will hold a key below ``floor`` again."""
+        """No window will hold a key below ``floor`` again: O(log partials)
+        plus the final technique's eviction, amortized O(1) for the keys."""
         keys = self._keys
         dead = self.final.lo - self._kbase
         i = bisect_left(keys, floor, dead)
@@ -130,6 +136,7 @@ class Tree:
             self._kbase += dead
 
     def describe(self) -> str:
+        """``partial + final``, O(1)."""
         return f"{self.group.partial} + {self.final.NAME}"
 
 
@@ -306,6 +313,7 @@ class SharedWindows:
     # ------------------------------------------------------------ guard
 
     def _check_usable(self) -> None:
+        """Raise :class:`EngineFailedError` after a failure or close; O(1)."""
         if self._failure is not None:
             if self._failed_in == "close":
                 raise EngineFailedError(f"SharedWindows was closed: {self._failure}")
@@ -314,18 +322,21 @@ class SharedWindows:
                 "state may be inconsistent; rebuild it") from self._failure
 
     def _fail(self, exc: BaseException, where: str) -> None:
+        """Mark the object failed; O(1)."""
         self._failure = exc
         self._failed_in = where
 
     # ------------------------------------------------------------ keys
 
     def _last_key(self, ex):
+        """The newest element's key for ``ex``'s queries; O(1)."""
         return self._count - 1 if ex.by_rows else self._last_time
 
     def _report(self, ex, q: Query, threshold, out: list) -> None:
         """Report ``q``'s windows ending at ``e <= threshold`` (every window
         holding elements when None) that hold elements; skips runs of empty
-        windows by jumping to the next element's first window."""
+        windows by jumping to the next element's first window.  One lookup
+        per reported window, plus one per run of empty windows."""
         e = self._next[q.name]
         if e is None:
             return
@@ -351,7 +362,8 @@ class SharedWindows:
         self._next[q.name] = e
 
     def _floor(self, ex):
-        """The smallest key a future window of ``ex``'s queries may hold."""
+        """The smallest key a future window (or lookup) of ``ex``'s queries
+        may hold.  O(queries of the tree), no monoid call."""
         last = self._last_key(ex)
         floor = None
         for q in ex.queries:
@@ -418,7 +430,8 @@ class SharedWindows:
     def flush(self, until=None) -> list:
         """Report the periodic windows ending at or before ``until`` (every
         window holding elements when None) not reported yet; they are final:
-        elements pushed later never change them."""
+        elements pushed later never change them.  One lookup per reported
+        window (plus one per run of empty ones)."""
         self._check_usable()
         if until is not None and (isinstance(until, bool) or not isinstance(until, numbers.Real) or until != until):
             raise ArgumentRefused(f"flush(until) needs a real number or None, got {type(until).__name__} {until!r}")
@@ -442,7 +455,8 @@ class SharedWindows:
         model): for a per-element query the window ending at the newest
         element, for a periodic one the window the newest element falls in
         (its end is the first multiple of the slide after the newest key),
-        over the elements pushed so far."""
+        over the elements pushed so far.  One lookup of the query's final
+        technique."""
         self._check_usable()
         if name not in self._executor_of:
             raise UnknownQuery(f"no query named {name!r}; queries: {sorted(self._executor_of)}")
@@ -464,7 +478,7 @@ class SharedWindows:
             raise
 
     def __len__(self) -> int:
-        """Elements pushed so far."""
+        """Elements pushed so far.  O(1)."""
         return self._count
 
     # ------------------------------------------------------------ store
@@ -472,7 +486,7 @@ class SharedWindows:
     def close(self, *, delete: bool = False) -> None:
         """Wait for the store's background I/O; ``delete=True`` also removes
         the trees' levels from the store.  Unusable afterwards when
-        store-backed."""
+        store-backed.  O(levels) plus the store's I/O."""
         if not self._storages or self._failed_in == "close":
             return
         for ex, storage in zip([e for e in self._executors if getattr(e, "final", None) is not None
@@ -482,8 +496,9 @@ class SharedWindows:
 
     @property
     def store_stats(self) -> list:
-        """Each store-backed tree's store counters."""
+        """Each store-backed tree's store counters.  O(trees)."""
         return [s.stats for s in self._storages]
 
     def __repr__(self) -> str:
+        """O(1)."""
         return f"SharedWindows({len(self.queries)} queries, plan={self.plan.name!r}, elements={self._count})"

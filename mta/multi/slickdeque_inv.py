@@ -30,16 +30,19 @@ class SlickDequeInv(FinalAggregator):
     NEEDS = "inverse"
 
     def __init__(self, monoid) -> None:
+        """O(1)."""
         super().__init__(monoid)
         self._inverse = monoid.inverse
         self._partials = ListStore()
         self._runs: dict = {}  # spec -> [lo, hi, aggregate of [lo, hi) or EMPTY]
 
     def append(self, v) -> None:
+        """O(1), no monoid call: the running aggregates move at lookups."""
         self._partials.append(v)
         self.hi += 1
 
     def _fold(self, lo: int, hi: int):
+        """A running aggregate rebuilt: ``hi - lo - 1`` combines."""
         partials, combine = self._partials, self._combine
         if lo == hi:
             return EMPTY
@@ -49,6 +52,8 @@ class SlickDequeInv(FinalAggregator):
         return acc
 
     def range(self, lo: int, hi: int, spec=None):
+        """Move ``spec``'s running aggregate to ``[lo, hi)`` (line 24 of Algorithm 1), or rebuild
+        it when cheaper: O(partials entered + left), at most ``hi - lo``."""
         self._check(lo, hi)
         run = self._runs.get(spec)
         if run is None or lo < run[0] or hi < run[1] or (hi - run[1]) + (lo - run[0]) >= hi - lo:

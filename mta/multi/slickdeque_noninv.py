@@ -33,12 +33,14 @@ class SlickDequeNonInv(FinalAggregator):
     SUFFIX_ONLY = True
 
     def __init__(self, monoid) -> None:
+        """An empty deque; O(1)."""
         super().__init__(monoid)
         self._pos: list = []
         self._val: list = []
         self._head = 0  # nodes before it are gone
 
     def append(self, v) -> None:
+        """Lines 16-19: pop the tail nodes ``v`` beats; amortized O(1) monoid calls."""
         pos, val, combine = self._pos, self._val, self._combine
         while len(pos) > self._head:
             tail = val[-1]
@@ -53,6 +55,7 @@ class SlickDequeNonInv(FinalAggregator):
         self.hi += 1
 
     def range(self, lo: int, hi: int, spec=None):
+        """The first node at or after ``lo``: O(log deque), no monoid call."""
         self._check(lo, hi)
         if lo == hi:
             return EMPTY
@@ -74,6 +77,7 @@ class SlickDequeNonInv(FinalAggregator):
         return out
 
     def evict(self, lo: int) -> None:
+        """Line 13: drop the nodes before ``lo``; O(log deque) amortized, no monoid call."""
         if lo <= self.lo:
             return
         self.lo = min(lo, self.hi)
