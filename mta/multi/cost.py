@@ -457,9 +457,9 @@ def update_calls(final: str, p: Sequence[float]) -> float:
       (Arasu-Widom Fig. 3, derived);
     * flatfat: ``log2`` of its capacity, the leaf-to-root walk (section 2.2;
       the capacity is the power of two above the live partials);
-    * lint: one combine extending the interval from the last landmark, plus
-      the suffixes rebuilt before each landmark, ``P_max / LINT_W_MIN`` per
-      partial (derived).
+    * lint: one combine extending the interval from the last landmark (none
+      at a landmark); the intervals before a landmark are computed on demand
+      and priced per tree in :func:`tree_costs` (derived).
     """
     p_max = max(max(p) if p else 1.0, 1.0)
     if final in ("naive", "flatfit", "slickdeque-inv"):
@@ -474,8 +474,29 @@ def update_calls(final: str, p: Sequence[float]) -> float:
     if final == "flatfat":
         return float((int(math.ceil(p_max)) + 1).bit_length())
     if final == "lint":
-        return (1.0 - 1.0 / LINT_W_MIN) + p_max / LINT_W_MIN
+        return 1.0 - 1.0 / LINT_W_MIN
     raise ValueError(f"unknown final aggregation {final!r}; known: {', '.join(FINALS)}")
+
+
+def _lint_landmark_calls(closed: Sequence[float], answers_per_partial: Sequence[float]) -> float:
+    """Derived for L-Int (mta.multi.lint, Arasu-Widom section 3.1.2): the
+    intervals ending before a landmark are computed on demand, as far back
+    as the longest range looked up through that landmark.  With query ``i``
+    answering ``a_i`` times per partial, it looks up a given landmark with
+    probability ``p_i = min(1, a_i * LINT_W_MIN)``, needing ``k_i - (w + 1) / 2``
+    intervals (its range ends half a landmark period past the landmark);
+    the landmark costs the expected largest need,
+    ``sum_i k_i p_i prod_{j longer} (1 - p_j)``.  O(n log n)."""
+    expected = 0.0
+    none_longer = 1.0
+    for k, a in sorted(zip(closed, answers_per_partial), reverse=True):
+        if k < LINT_W_MIN:
+            break  # a range with no landmark inside is folded, not looked up
+        p = min(1.0, a * LINT_W_MIN)
+        # the range ends on average (w + 1) / 2 partials past its landmark
+        expected += (k - (LINT_W_MIN + 1) / 2) * p * none_longer
+        none_longer *= 1.0 - p
+    return expected
 
 
 def answer_calls(final: str, k: float, per_lookup_partials: float = 0.0) -> float:
@@ -557,6 +578,9 @@ def tree_costs(queries, partial: str, finals: Sequence[str], rate: float = 1.0,
             out[final] = sep
             continue
         cost = base + opened + per_element * update_calls(final, p)
+        if final == "lint" and density:
+            per_partial = [f / per_element for f in inv_s]
+            cost += per_element / LINT_W_MIN * _lint_landmark_calls(closed, per_partial)
         if final == "slickdeque-inv":
             # one running aggregate per window length (the executor's spec)
             best: dict = {}
