@@ -49,8 +49,8 @@ from .common import RunConfig, fmt_num
 NAME = "mqo"
 
 PROFILES = {
-    "full": dict(q=100, s_max=100, o_max=100, elements=3000, repeats=1, sweep=[1, 10, 100, 1000, 10000],
-                 sweep_measured=[1, 10, 100, 300], separate_max_q=100, sd_ranges=[16, 128], sd_elements=3000),
+    "full": dict(q=100, s_max=100, o_max=30, elements=2000, repeats=1, sweep=[1, 10, 100, 1000, 10000],
+                 sweep_measured=[1, 10, 100, 300], separate_max_q=100, sd_ranges=[16, 128], sd_elements=2000),
     "quick": dict(q=100, s_max=20, o_max=50, elements=800, repeats=1, sweep=[1, 10, 100, 1000],
                   sweep_measured=[1, 10, 100], separate_max_q=100, sd_ranges=[16, 64], sd_elements=800),
     "tiny": dict(q=12, s_max=10, o_max=10, elements=120, repeats=1, sweep=[1, 10, 30],

@@ -447,9 +447,12 @@ def update_calls(final: str, p: Sequence[float]) -> float:
     """Monoid calls a final technique spends per partial appended, for
     queries whose windows hold ``p[i]`` partials.  O(n).
 
-    * naive, flatfit, slickdeque-inv: 0 (they store the partial; the work is
-      at lookup);
+    * naive, slickdeque-inv: 0 (they store the partial; the work is at
+      lookup);
     * rint: 1, the running aggregate (Arasu-Widom Fig. 6);
+    * flatfit: 1, derived from equation (5)'s 3 per query and slide: a new
+      partial is combined once into the first lookup's pointer chain that
+      reaches it, later lookups jump over it;
     * slickdeque-noninv: ``2 - 2/P_max``, equation (7) without its lookup
       terms (those compare positions, not values);
     * bint: one combine per base interval the partial completes,
@@ -462,9 +465,9 @@ def update_calls(final: str, p: Sequence[float]) -> float:
       and priced per tree in :func:`tree_costs` (derived).
     """
     p_max = max(max(p) if p else 1.0, 1.0)
-    if final in ("naive", "flatfit", "slickdeque-inv"):
+    if final in ("naive", "slickdeque-inv"):
         return 0.0
-    if final == "rint":
+    if final in ("rint", "flatfit"):
         return 1.0
     if final == "slickdeque-noninv":
         return 2.0 - 2.0 / p_max
@@ -505,8 +508,10 @@ def answer_calls(final: str, k: float, per_lookup_partials: float = 0.0) -> floa
     O(1) (cached for bint and flatfat).
 
     naive ``k - 1`` (equation (3) per answer); bint and flatfat the base
-    intervals of the range less one (Theorem 3.1); flatfit 2 (equation (5)'s
-    3 per query and slide with the open partial's combine); rint 1 inverse;
+    intervals of the range less one (Theorem 3.1); flatfit 1 (derived from
+    equation (5)'s 3 per query and slide: the pointers a lookup compresses
+    serve the next lookups, and the open partial's combine is counted
+    apart); rint 1 inverse;
     lint 1 (two landmark intervals; a range with no landmark is folded);
     slickdeque-noninv 0 (the answer is a deque node); slickdeque-inv adds the
     partials that entered its running aggregate and inverts those that left
@@ -520,7 +525,7 @@ def answer_calls(final: str, k: float, per_lookup_partials: float = 0.0) -> floa
     if final in ("bint", "flatfat"):
         return mean_dyadic_pieces(kk) - 1.0
     if final == "flatfit":
-        return min(2.0, kk - 1.0)
+        return 1.0
     if final == "rint":
         return 1.0
     if final == "lint":
