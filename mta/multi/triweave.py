@@ -4,10 +4,11 @@ Guirguis et al. (ICDE 2012) as restated in mqo-shein-chrysanthis-tkde
 section 3.1.1: the same greedy merging as WeaveShare
 (:mod:`mta.multi.weaveshare`), but every tree is fed by one partial
 aggregator over the composite slide of *all* queries.  The first level
-slices the stream once (1 call per element instead of one per tree); the
-second folds the shared fragments into each tree's own partials
+slices the stream once (at most one call per element instead of one per
+tree); the second folds the shared fragments into each tree's own partials
 (``E_shared - E_tree`` calls per time unit); the third is the tree's final
-aggregation.  Costs come from :func:`mta.multi.cost.tree_cost` with
+aggregation.  The executor (:mod:`mta.multi.shared`) has no shared first
+level yet, so the planner re-prices TriWeave's trees as they run there.  Costs come from :func:`mta.multi.cost.tree_cost` with
 ``shared_edges``.  The shared slicer uses one partial technique, so the plan
 is woven once per allowed technique and the cheapest plan is kept.
 """
