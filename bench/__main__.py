@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import exp1, exp2, exp3, exp4, kvs1, kvs2, latency, spark_batch, spark_growth, spark_stream
+from . import exp1, exp2, exp3, exp4, kvs1, kvs2, latency, mqo, spark_batch, spark_growth, spark_stream
 from .common import RunConfig
 from .engines import ENGINES, parse_engine_list
 from .experiment import Experiment
@@ -20,7 +20,8 @@ from .experiment import Experiment
 #: Every experiment, by its command-line name (each one follows bench/experiment.py's contract).
 EXPERIMENTS: dict[str, Experiment] = {"exp1": exp1, "exp2": exp2, "exp3": exp3, "latency": latency,
                "kvs1": kvs1, "kvs2": kvs2, "exp4": exp4,
-               "spark-batch": spark_batch, "spark-growth": spark_growth, "spark-stream": spark_stream}
+               "spark-batch": spark_batch, "spark-growth": spark_growth, "spark-stream": spark_stream,
+               "mqo": mqo}
 #: What ``all`` runs (the store and Spark experiments are run by name).
 DEFAULT = ("exp1", "exp2", "exp3", "latency")
 

@@ -12,6 +12,7 @@ from .errors import (CountError, EmptyWindowError, EngineFailedError, MonoidLawE
 from .level_queue import LevelQueue, MemoryLevelQueue
 from .log_mta import LogMTA
 from .monoid import Aggregator, CountingMonoid, Monoid, product, product_monoid
+from .multi import Query, Result, SharedWindows
 from .policies import SlidePolicy
 from .window import LiftError, Window
 
@@ -32,6 +33,9 @@ __all__ = [
     "MTAError",
     "OperationRefused",
     "PolicyError",
+    "Query",
+    "Result",
+    "SharedWindows",
     "SlidePolicy",
     "Window",
     "aggregators",

@@ -1,0 +1,448 @@
+"""Multi-query optimization (mqo-shein-chrysanthis-tkde section 5).
+
+Four parts, all on :class:`mta.multi.SharedWindows` with ``rows=`` queries:
+
+1. **Plans at Q = 100** -- the paper's workload (section 5.1: slides drawn
+   uniformly from the factors of ``S_max``, ranges ``slide * overlap`` with
+   the overlap uniform in ``1..O_max``) at a size Python can run (``S_max``
+   and ``O_max`` scaled down per profile): elements per second (wall and
+   CPU), monoid calls per element (a separate CountingMonoid run), the cost
+   model's estimate, trees, and the aggregates each plan holds, for
+   ``auto``, ``weaveshare``, ``triweave``, one tree per technique, ``panes``
+   (as SharedWindows resolves it), ``panes+naive`` (the paper's Panes
+   technique) and ``separate``; sum and max.
+2. **Estimated vs measured** (Exp. 6 and 7): WeaveShare's and TriWeave's
+   plans restricted to one final technique each; the estimate's throughput
+   ``1 / calls`` and the measured elements/s are normalised by their largest
+   reading and compared (average deviation), as in the paper.
+3. **Number of queries** (Exp. 1): the planners' estimates at the paper's
+   parameters (``S_max`` 1,000, ``O_max`` 10,000) for Q = 1 .. 10,000, and
+   measured elements/s of ``auto`` (and ``separate`` while it is feasible)
+   at the scaled sizes.
+4. **SlickDeque's multi-query setting** (slickdeque-shein-edbt2018): ranges
+   1..n, slide 1, sum and max: elements/s and calls per element of every
+   final technique that applies.
+
+Memory is counted, not sampled: the aggregates a plan holds after the run
+(partials in every tree's final aggregator, the elements a separate query
+keeps), against ``separate``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import math
+import random
+import time
+
+from mta import aggregators as A
+from mta.monoid import Aggregator, CountingMonoid
+from mta.multi import Query, SharedWindows, cost, planner
+from mta.multi.plan import Group, applicable_finals
+from mta.multi.triweave import triweave
+from mta.multi.weaveshare import weaveshare
+
+from . import common
+from .common import RunConfig, fmt_num
+
+NAME = "mqo"
+
+PROFILES = {
+    "full": dict(q=100, s_max=100, o_max=30, elements=2000, repeats=1, sweep=[1, 10, 100, 1000, 10000],
+                 sweep_measured=[1, 10, 100, 300], separate_max_q=100, sd_ranges=[16, 128], sd_elements=2000),
+    "quick": dict(q=100, s_max=20, o_max=50, elements=800, repeats=1, sweep=[1, 10, 100, 1000],
+                  sweep_measured=[1, 10, 100], separate_max_q=100, sd_ranges=[16, 64], sd_elements=800),
+    "tiny": dict(q=12, s_max=10, o_max=10, elements=120, repeats=1, sweep=[1, 10, 30],
+                 sweep_measured=[1, 10], separate_max_q=12, sd_ranges=[8], sd_elements=100),
+}
+
+#: Paper parameters of the plan-generation sweep (Table 4, Exp. 1).
+PAPER = dict(s_max=1000, o_max=10_000)
+
+#: Final techniques compared in Exp. 6 and 7 (the paper's Panes, FlatFAT,
+#: FlatFIT, SlickDeque; here with B-Int and R-Int too).
+EXP67_FINALS = {"sum": ["naive", "bint", "flatfat", "flatfit", "rint", "slickdeque-inv"],
+                "max": ["naive", "bint", "flatfat", "flatfit", "slickdeque-noninv"]}
+
+AGGS = {"sum": A.SUM, "max": A.MAX}
+
+
+def workload(n: int, s_max: int, o_max: int, seed: int = 0) -> list[tuple[int, int]]:
+    """Section 5.1: ``n`` queries ``(range, slide)``, uniform slides among the
+    factors of ``s_max``, overlap factor uniform in ``1..o_max``."""
+    rng = random.Random(seed)
+    factors = [d for d in range(1, s_max + 1) if s_max % d == 0]
+    out = []
+    for _ in range(n):
+        s = rng.choice(factors)
+        out.append((s * rng.randint(1, o_max), s))
+    return out
+
+
+def queries_of(specs, agg) -> list:
+    return [Query(f"q{i}", agg, rows=r, slide=s) for i, (r, s) in enumerate(specs)]
+
+
+@contextlib.contextmanager
+def given_groups(groups):
+    """SharedWindows takes plan names; this hands it a computed set of
+    groups through the planner it calls for ``plan="weaveshare"``."""
+    original = planner.choose
+    planner.choose = lambda queries, name="auto", **kw: groups
+    try:
+        yield
+    finally:
+        planner.choose = original
+
+
+def held(sw) -> int:
+    """Aggregates the plan holds now: partials in the trees' final
+    aggregators, elements a separate query keeps."""
+    total = 0
+    for ex in sw._executors:
+        final = getattr(ex, "final", None)
+        total += len(final) if final is not None else len(ex._held)
+    return total
+
+
+def _groups_for(queries, plan):
+    """``(plan string, groups or None)``: groups are handed over by
+    :func:`given_groups`."""
+    if isinstance(plan, list):
+        return "weaveshare", plan
+    return plan, None
+
+
+def run_plan(specs, plan, agg, elements: int, cfg: RunConfig, seed: int = 1) -> dict:
+    """Time ``elements`` pushes after a warm-up of the longest window, then
+    count monoid calls over the same pushes with a CountingMonoid."""
+    rng = random.Random(seed)
+    warm = max(r for r, _ in specs) + 2 * max(s for _, s in specs)
+    data = [rng.random() for _ in range(warm + elements)]
+    name, groups = _groups_for(specs, plan)
+    out: dict = {}
+    for counting in (False, True):
+        monoid = CountingMonoid(agg.monoid) if counting else agg.monoid
+        a = Aggregator(monoid, agg.lift, agg.lower, name=agg.name)
+        qs = queries_of(specs, a)
+        if groups is not None:
+            remapped = [Group([qs[int(q.name[1:])] for q in g.queries], g.partial, g.final, g.estimate)
+                        for g in groups]
+            with given_groups(remapped):
+                sw = SharedWindows(qs, plan=name)
+        else:
+            sw = SharedWindows(qs, plan=name)
+        push = sw.push
+        with common.gc_paused(cfg):
+            for v in data[:warm]:
+                push(v)
+            if counting:
+                monoid.reset()
+                for v in data[warm:]:
+                    push(v)
+                out["calls_per_element"] = monoid.calls / elements
+            else:
+                c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
+                for v in data[warm:]:
+                    push(v)
+                wall, cpu = time.perf_counter_ns() - t0, time.thread_time_ns() - c0
+                out["elements_per_s"] = elements / (wall / 1e9)
+                out["elements_per_s_cpu"] = elements / (cpu / 1e9)
+                out["held"] = held(sw)
+                out["trees"] = len(sw.plan.groups)
+                out["label"] = sw.plan.name
+                out["techniques"] = sorted({f"{g.partial}+{g.final}" for g in sw.plan.groups})
+                out["estimate"] = sum(cost.MTA_CALLS_PER_ELEMENT if g.estimate is None else g.estimate
+                                      for g in sw.plan.groups)
+        del sw, push
+        gc.collect()
+    return out
+
+
+def plan_list(specs, agg_name: str) -> list:
+    """The plans of part 1: names SharedWindows resolves."""
+    finals = EXP67_FINALS[agg_name] + ["lint"]
+    return (["auto", "weaveshare", "triweave"] + [f"cutty+{f}" for f in finals]
+            + ["panes", "panes+naive", "separate"])
+
+
+def run(cfg: RunConfig) -> dict:
+    started = time.perf_counter()
+    p = PROFILES[cfg.profile]
+    specs = workload(p["q"], p["s_max"], p["o_max"])
+    data = common.header(NAME, cfg, {
+        "q": p["q"], "s_max": p["s_max"], "o_max": p["o_max"], "elements_timed": p["elements"],
+        "workload": "slides uniform over the factors of S_max, range = slide * U(1..O_max) (section 5.1)",
+        "paper_parameters_for_estimates": PAPER, "sweep": p["sweep"], "sweep_measured": p["sweep_measured"],
+        "slickdeque_ranges": p["sd_ranges"], "queries": specs,
+    })
+    data["notes"] = [
+        "Elements are uniform random floats; every push returns the Results it completes.",
+        "Monoid calls come from a second run of the same pushes with CountingMonoid (not timed).",
+        "'held' counts aggregates kept after the run: partials in shared trees, elements of separate queries.",
+        "'panes' is SharedWindows' plan='panes' (Panes slicing, cheapest final); 'panes+naive' is the "
+        "paper's Panes technique (naive final).",
+        "SharedWindows slices per tree: TriWeave's groups run (and are estimated) that way.",
+    ]
+    records = data["records"] = []
+    # part 1: plans at Q = 100
+    for agg_name, agg in AGGS.items():
+        for plan in plan_list(specs, agg_name):
+            try:
+                rec = run_plan(specs, plan, agg, p["elements"], cfg)
+            except Exception as exc:  # a failing plan must not stop the others
+                records.append({"part": "plans", "agg": agg_name, "plan": plan, "error": repr(exc)})
+                cfg.log(f"  mqo {agg_name} {plan:<24} ERROR {exc!r}")
+                continue
+            rec.update(part="plans", agg=agg_name, plan=plan, q=len(specs))
+            records.append(rec)
+            cfg.log(f"  mqo {agg_name} {plan:<24} {rec['elements_per_s']:>10,.0f} el/s  "
+                    f"{rec['calls_per_element']:>9.2f} calls/el (est {rec['estimate']:.2f})  "
+                    f"{rec['trees']:>3} trees  held {rec['held']}")
+        common.write_json(cfg.out / f"{NAME}.json", common.finish(data, started))
+    # part 2: estimated vs measured, Exp. 6 (WeaveShare) and 7 (TriWeave)
+    nums = [(r, s) for r, s in specs]
+    for agg_name, agg in AGGS.items():
+        for optimizer in ("weaveshare", "triweave"):
+            for final in EXP67_FINALS[agg_name]:
+                if optimizer == "weaveshare":
+                    trees = weaveshare(nums, (final,), ("panes", "pairs", "cutty"))
+                else:
+                    trees = triweave(nums, (final,), ("panes", "pairs", "cutty"))[1]
+                    from mta.multi.weaveshare import price
+                    trees = [price(nums, t.members, (t.partial,), (t.final,)) for t in trees]
+                qs = queries_of(specs, agg)
+                groups = [Group([qs[i] for i in t.members], t.partial, t.final, t.estimate) for t in trees]
+                rec = run_plan(specs, groups, agg, p["elements"], cfg)
+                rec.update(part="exp67", agg=agg_name, optimizer=optimizer, final=final)
+                records.append(rec)
+                cfg.log(f"  mqo exp67 {agg_name} {optimizer:<10} {final:<18} {rec['elements_per_s']:>10,.0f} el/s"
+                        f"  {rec['calls_per_element']:>9.2f} calls/el (est {rec['estimate']:.2f}), {rec['trees']} trees")
+        common.write_json(cfg.out / f"{NAME}.json", common.finish(data, started))
+    # part 3: number of queries
+    for n in p["sweep"]:
+        paper_specs = workload(n, PAPER["s_max"], PAPER["o_max"], seed=n)
+        t0 = time.perf_counter()
+        ws = weaveshare(paper_specs, cost.applicable_finals(True, False, EXP67_FINALS["sum"] + ["lint"]))
+        plan_s = time.perf_counter() - t0
+        rec = {"part": "sweep_estimate", "q": n, "weaveshare_sum": sum(t.estimate for t in ws),
+               "weaveshare_trees": len(ws), "planning_s": plan_s,
+               "separate": cost.MTA_CALLS_PER_ELEMENT * n}
+        for final in ("naive", "flatfat", "flatfit", "rint", "slickdeque-inv", "slickdeque-noninv", "bint"):
+            trees = weaveshare(paper_specs, (final,))
+            rec[f"weaveshare[{final}]"] = sum(t.estimate for t in trees)
+            rec[f"trees[{final}]"] = len(trees)
+        records.append(rec)
+        cfg.log(f"  mqo sweep Q={n:<6} weaveshare {rec['weaveshare_sum']:.3g} calls/el ({len(ws)} trees, "
+                f"planned in {plan_s:.2f} s); panes+naive {rec['weaveshare[naive]']:.3g}")
+    for n in p["sweep_measured"]:
+        sweep_specs = workload(n, p["s_max"], p["o_max"], seed=n)
+        for plan in ("auto", "panes+naive") + (("separate",) if n <= p["separate_max_q"] else ()):
+            rec = run_plan(sweep_specs, plan, A.SUM, max(100, p["elements"] // 2), cfg)
+            rec.update(part="sweep_measured", q=n, plan=plan)
+            records.append(rec)
+            cfg.log(f"  mqo sweep measured Q={n:<5} {plan:<12} {rec['elements_per_s']:>10,.0f} el/s "
+                    f"{rec['calls_per_element']:.2f} calls/el")
+    common.write_json(cfg.out / f"{NAME}.json", common.finish(data, started))
+    # part 4: SlickDeque's multi-query setting
+    for n in p["sd_ranges"]:
+        sd_specs = [(r, 1) for r in range(1, n + 1)]
+        for agg_name, agg in AGGS.items():
+            qs = queries_of(sd_specs, agg)
+            for final in applicable_finals(qs):
+                rec = run_plan(sd_specs, f"cutty+{final}", agg, p["sd_elements"], cfg)
+                rec.update(part="slickdeque_mq", agg=agg_name, n=n, final=final)
+                records.append(rec)
+                cfg.log(f"  mqo slickdeque-mq n={n:<4} {agg_name} {final:<18} {rec['elements_per_s']:>9,.0f} el/s "
+                        f"{rec['calls_per_element']:7.2f} calls/el (est {rec['estimate']:.2f})")
+    data["summary"] = summarize(data)
+    common.finish(data, started)
+    common.write_json(cfg.out / f"{NAME}.json", data)
+    if cfg.plot:
+        plot(data, cfg.out / f"{NAME}.png")
+    return data
+
+
+# -- summary, report, plot -------------------------------------------------------
+
+def _plans(data, agg):
+    return {r["plan"]: r for r in data["records"] if r.get("part") == "plans" and r.get("agg") == agg
+            and "error" not in r}
+
+
+def deviation(pairs) -> float | None:
+    """The paper's Exp. 6-7 statistic: scale both series so their largest
+    readings are equal, then the mean of |estimated - measured| / measured."""
+    pairs = [(e, m) for e, m in pairs if e and m]
+    if not pairs:
+        return None
+    e_max = max(e for e, _ in pairs)
+    m_max = max(m for _, m in pairs)
+    return sum(abs(e / e_max - m / m_max) / (m / m_max) for e, m in pairs) / len(pairs)
+
+
+def summarize(data: dict) -> dict:
+    s: dict = {}
+    for agg in AGGS:
+        plans = _plans(data, agg)
+        if not plans or "separate" not in plans:
+            continue
+        sep, naive = plans["separate"], plans.get("panes+naive")
+        best = max((r for k, r in plans.items() if k not in ("separate",)), key=lambda r: r["elements_per_s"])
+        auto = plans.get("auto")
+        entry = {
+            "best_plan": best["plan"], "best_elements_per_s": best["elements_per_s"],
+            "best_over_separate": best["elements_per_s"] / sep["elements_per_s"],
+            "best_over_separate_cpu": best["elements_per_s_cpu"] / sep["elements_per_s_cpu"],
+            "best_over_panes_naive": None if naive is None else best["elements_per_s"] / naive["elements_per_s"],
+            "best_over_panes": best["elements_per_s"] / plans["panes"]["elements_per_s"] if "panes" in plans else None,
+            "held_best_over_separate": best["held"] / sep["held"],
+            "held_auto_over_separate": None if auto is None else auto["held"] / sep["held"],
+            "auto_over_separate": None if auto is None else auto["elements_per_s"] / sep["elements_per_s"],
+            "calls_estimate_error": {k: abs(r["estimate"] - r["calls_per_element"]) / r["calls_per_element"]
+                                     for k, r in plans.items() if r["calls_per_element"]},
+        }
+        errs = list(entry["calls_estimate_error"].values())
+        entry["calls_estimate_error_mean"] = sum(errs) / len(errs)
+        s[agg] = entry
+    for optimizer in ("weaveshare", "triweave"):
+        recs = [r for r in data["records"] if r.get("part") == "exp67" and r["optimizer"] == optimizer]
+        if recs:
+            s[f"exp67_{optimizer}"] = {
+                "throughput_deviation": deviation([(1 / r["estimate"], r["elements_per_s"]) for r in recs]),
+                "throughput_deviation_cpu": deviation([(1 / r["estimate"], r["elements_per_s_cpu"]) for r in recs]),
+                "calls_error_mean": sum(abs(r["estimate"] - r["calls_per_element"]) / r["calls_per_element"]
+                                        for r in recs) / len(recs),
+            }
+    dev = [s[k]["throughput_deviation"] for k in ("exp67_weaveshare", "exp67_triweave") if k in s]
+    calls = [s[a]["calls_estimate_error_mean"] for a in AGGS if a in s]
+    targets = {}
+    for agg in AGGS:
+        if agg in s:
+            e = s[agg]
+            targets[f"{agg}: best plan >= 20x separate (elements/s, Q={data['config']['q']})"] = (
+                f"{e['best_plan']} {e['best_over_separate']:.1f}x (CPU {e['best_over_separate_cpu']:.1f}x)",
+                e["best_over_separate"] >= 20)
+            if e["best_over_panes_naive"] is not None:
+                targets[f"{agg}: best plan >= 5x panes (Panes + naive final)"] = (
+                    f"{e['best_over_panes_naive']:.1f}x (plan='panes' as resolved: {e['best_over_panes']:.2f}x)",
+                    e["best_over_panes_naive"] >= 5)
+            targets[f"{agg}: held <= 1/10 of separate"] = (
+                f"best {e['held_best_over_separate']:.3f}, auto {e['held_auto_over_separate']:.3f}",
+                e["held_best_over_separate"] <= 0.1)
+            targets[f"{agg}: auto never loses to separate by more than 10%"] = (
+                f"auto/separate {e['auto_over_separate']:.1f}x elements/s", e["auto_over_separate"] >= 0.9)
+    if dev:
+        targets["estimate within 25% of measured on average (Exp. 6-7 normalised throughput)"] = (
+            ", ".join(f"{k[6:]} {s[k]['throughput_deviation']:.0%}" for k in ("exp67_weaveshare", "exp67_triweave")
+                      if k in s), sum(dev) / len(dev) <= 0.25)
+    if calls:
+        targets["estimate within 25% of measured on average (monoid calls per element, part 1)"] = (
+            ", ".join(f"{a} {s[a]['calls_estimate_error_mean']:.1%}" for a in AGGS if a in s),
+            sum(calls) / len(calls) <= 0.25)
+    s["targets"] = {k: {"measured": v[0], "met": v[1]} for k, v in targets.items()}
+    return s
+
+
+def report(data: dict) -> str:
+    lines = [f"MQO (section 5): Q={data['config']['q']}, S_max={data['config']['s_max']}, "
+             f"O_max={data['config']['o_max']}, {data['profile']} profile"]
+    for agg in AGGS:
+        plans = _plans(data, agg)
+        if not plans:
+            continue
+        sep = plans.get("separate")
+        rows = []
+        for k, r in plans.items():
+            rows.append([k, r["label"], str(r["trees"]), fmt_num(r["elements_per_s"], 0),
+                         fmt_num(r["elements_per_s_cpu"], 0),
+                         "-" if sep is None else f"{r['elements_per_s'] / sep['elements_per_s']:.1f}",
+                         f"{r['calls_per_element']:.2f}", f"{r['estimate']:.2f}", str(r["held"])])
+        lines += ["", f"{agg}: plans", common.table(
+            ["plan", "resolved", "trees", "el/s", "el/s cpu", "x separate", "calls/el", "estimate", "held"], rows)]
+    for optimizer in ("weaveshare", "triweave"):
+        recs = [r for r in data["records"] if r.get("part") == "exp67" and r["optimizer"] == optimizer]
+        if recs:
+            rows = [[r["agg"], r["final"], str(r["trees"]), fmt_num(r["elements_per_s"], 0),
+                     f"{r['calls_per_element']:.2f}", f"{r['estimate']:.2f}"] for r in recs]
+            lines += ["", f"Exp. {6 if optimizer == 'weaveshare' else 7} ({optimizer}): one final technique per plan",
+                      common.table(["agg", "final", "trees", "el/s", "calls/el", "estimate"], rows)]
+    recs = [r for r in data["records"] if r.get("part") == "sweep_estimate"]
+    if recs:
+        keys = ["weaveshare[naive]", "weaveshare[flatfat]", "weaveshare[bint]", "weaveshare[flatfit]",
+                "weaveshare[rint]", "weaveshare[slickdeque-inv]", "weaveshare[slickdeque-noninv]"]
+        rows = [[str(r["q"])] + [f"{r[k]:.3g}" for k in keys] + [f"{r['separate']:.3g}", f"{r['planning_s']:.2f}"]
+                for r in recs]
+        lines += ["", "Exp. 1 (estimates at S_max 1,000, O_max 10,000): WeaveShare plan cost, calls per element",
+                  common.table(["Q"] + [k[11:-1] for k in keys] + ["separate", "plan s"], rows)]
+    recs = [r for r in data["records"] if r.get("part") == "sweep_measured"]
+    if recs:
+        rows = [[str(r["q"]), r["plan"], str(r["trees"]), fmt_num(r["elements_per_s"], 0),
+                 f"{r['calls_per_element']:.2f}", f"{r['estimate']:.2f}", str(r["held"])] for r in recs]
+        lines += ["", "Number of queries, measured (scaled workload, sum)",
+                  common.table(["Q", "plan", "trees", "el/s", "calls/el", "estimate", "held"], rows)]
+    recs = [r for r in data["records"] if r.get("part") == "slickdeque_mq"]
+    if recs:
+        rows = [[str(r["n"]), r["agg"], r["final"], fmt_num(r["elements_per_s"], 0),
+                 f"{r['calls_per_element']:.2f}", f"{r['estimate']:.2f}", str(r["held"])] for r in recs]
+        lines += ["", "SlickDeque's multi-query setting: ranges 1..n, slide 1",
+                  common.table(["n", "agg", "final", "el/s", "calls/el", "estimate", "held"], rows)]
+    s = data.get("summary") or summarize(data)
+    lines += ["", "Targets:"]
+    for k, v in s.get("targets", {}).items():
+        lines.append(f"  {k}: {v['measured']} -> {'MET' if v['met'] else 'MISSED'}")
+    lines.extend(["", *("note: " + n for n in data.get("notes", []))])
+    return "\n".join(lines)
+
+
+def plot(data: dict, path) -> None:
+    plt = common.pyplot()
+    fig, axes = plt.subplots(2, 2, figsize=(15, 10))
+    ax = axes[0][0]
+    for i, agg in enumerate(AGGS):
+        plans = _plans(data, agg)
+        names = list(plans)
+        ax.barh([j + 0.4 * i for j in range(len(names))], [plans[k]["elements_per_s"] for k in names],
+                height=0.4, label=agg)
+        ax.set_yticks(range(len(names)), names, fontsize=7)
+    ax.set_xscale("log")
+    ax.set_xlabel("elements per second (wall)")
+    ax.set_title(f"plans at Q={data['config']['q']}", fontsize=10)
+    ax.legend()
+    ax = axes[0][1]
+    recs = [r for r in data["records"] if r.get("part") == "exp67"]
+    if recs:
+        labels = [f"{r['optimizer'][:5]} {r['agg']} {r['final']}" for r in recs]
+        est = [1 / r["estimate"] for r in recs]
+        meas = [r["elements_per_s"] for r in recs]
+        ax.barh([j for j in range(len(recs))], [e / max(est) for e in est], height=0.4, label="estimated (1/calls)")
+        ax.barh([j + 0.4 for j in range(len(recs))], [m / max(meas) for m in meas], height=0.4, label="measured el/s")
+        ax.set_yticks(range(len(recs)), labels, fontsize=6)
+        ax.set_xscale("log")
+        ax.set_title("Exp. 6-7: normalised estimated vs measured throughput", fontsize=10)
+        ax.legend(fontsize=8)
+    ax = axes[1][0]
+    recs = [r for r in data["records"] if r.get("part") == "sweep_estimate"]
+    for key in ("naive", "flatfat", "bint", "flatfit", "rint", "slickdeque-inv", "slickdeque-noninv"):
+        ax.plot([r["q"] for r in recs], [r[f"weaveshare[{key}]"] for r in recs], marker="o", label=key)
+    ax.plot([r["q"] for r in recs], [r["separate"] for r in recs], "k--", label="separate")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("queries Q")
+    ax.set_ylabel("estimated monoid calls per element")
+    ax.set_title("Exp. 1: WeaveShare plan cost (S_max 1,000, O_max 10,000)", fontsize=10)
+    ax.legend(fontsize=7)
+    ax = axes[1][1]
+    recs = [r for r in data["records"] if r.get("part") == "slickdeque_mq"]
+    if recs:
+        labels = [f"n={r['n']} {r['agg']} {r['final']}" for r in recs]
+        ax.barh(range(len(recs)), [r["elements_per_s"] for r in recs])
+        ax.set_yticks(range(len(recs)), labels, fontsize=6)
+        ax.set_xscale("log")
+        ax.set_xlabel("elements per second (wall)")
+        ax.set_title("SlickDeque's multi-query setting: ranges 1..n, slide 1", fontsize=10)
+    fig.suptitle(common.machine_caption(data["machine"]), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

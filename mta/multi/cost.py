@@ -1,0 +1,655 @@
+"""The multi-query cost model: monoid calls per input element of a plan.
+
+Shein and Chrysanthis, "Multi-Query Optimization of Incrementally Evaluated
+Sliding-Window Aggregations" (TKDE 2022; mqo-shein-chrysanthis-tkde):
+
+* section 2.1, Table 1: partials per window for Panes, Pairs and Cutty;
+* section 3.1: the composite slide (the LCM of the slides) and its edges;
+  section 3.1.2, equation (2): F1, the number of unique edges per composite
+  slide by inclusion-exclusion over the slides;
+* section 3.1.1, equation (1): the plan cost ``C = m*lambda + sum E_i*Omega_i``;
+* section 4.1, equations (3)-(7) and Table 3: Omega, the final-aggregation
+  operations per edge, of Panes, FlatFAT, FlatFIT, SlickDeque (Inv) and
+  SlickDeque (Non-Inv).
+
+The paper gives no Omega for B-Int, R-Int and L-Int (Arasu and Widom, VLDB
+2004, sections 3.1.1, 3.2 and 3.1.2); the ones here are derived below, each
+marked "derived".
+
+Inputs are numbers, never objects: a query is a ``(range, slide)`` pair in
+one unit -- elements for count-based queries, or time units for time-based
+ones together with ``rate``, the elements per time unit (the paper's lambda).
+
+Two estimates are offered.  :func:`paper_plan_cost` is equation (1) with the
+paper's Omega, in operations per time unit.  :func:`plan_cost` is what the
+planners use: the same decomposition (partial aggregation per element, final
+aggregation per edge) in monoid calls per element, with two refinements the
+paper's per-edge Omega leaves out, because a multi-query tree answers each
+query only at its own slide, not at every edge of the composite slide:
+
+* the work of a final technique is split into an *update* part, paid for
+  every partial the tree receives, and an *answer* part, paid once per
+  answer of each query (``1 / slide`` answers per time unit);
+* a query's window holds ``k = range * edges / period`` partials of the
+  tree (the edge density times the range), not ``range / slide``.
+
+Every function states its complexity; ``n`` is the number of queries.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from functools import lru_cache
+from itertools import combinations
+from typing import Iterable, Sequence
+
+__all__ = [
+    "PARTIALS", "FINALS", "INVERTIBLE_FINALS", "SELECTIVE_FINALS", "GENERAL_FINALS",
+    "applicable_finals", "composite_slide", "f1_edge_count", "progressions", "Edges",
+    "edges", "partials_per_window", "dyadic_pieces", "mean_dyadic_pieces",
+    "omega_panes", "omega_flatfat", "omega_flatfit", "omega_slickdeque_inv",
+    "omega_slickdeque_noninv", "omega_bint", "omega_rint", "omega_lint", "omega",
+    "paper_plan_cost", "update_calls", "answer_calls", "tree_cost", "tree_costs", "plan_cost", "SEPARATE", "MTA_CALLS_PER_ELEMENT",
+    "partials_held",
+]
+
+#: Partial aggregation (slicing) techniques, section 2.1; ``none`` makes every
+#: element its own partial.
+PARTIALS = ("panes", "pairs", "cutty", "none")
+
+#: Final aggregation techniques, section 2.2 (and Arasu-Widom's R-Int, L-Int).
+FINALS = ("naive", "slickdeque-inv", "rint", "slickdeque-noninv", "bint", "flatfat", "flatfit", "lint")
+#: The no-sharing baseline: one Amortized MTA per query (``partial="none"``).
+SEPARATE = "mta"
+#: Finals that need an inverse (subtract-on-evict family).
+INVERTIBLE_FINALS = ("slickdeque-inv", "rint")
+#: Finals that need a selective monoid (combine(a, b) is a or b).
+SELECTIVE_FINALS = ("slickdeque-noninv",)
+#: Finals that work for any monoid.
+GENERAL_FINALS = ("naive", "bint", "flatfat", "flatfit", "lint")
+
+#: Composite slides up to this many positions are enumerated exactly; longer
+#: ones are counted by inclusion-exclusion (equation (2) generalised).
+ENUMERATE_LIMIT = 1 << 20
+
+
+def applicable_finals(invertible: bool, selective: bool, available: Iterable[str] | None = None) -> tuple[str, ...]:
+    """The final techniques an aggregation can use, in :data:`FINALS` order.
+    O(1)."""
+    out = [f for f in FINALS
+           if f in GENERAL_FINALS or (f in INVERTIBLE_FINALS and invertible)
+           or (f in SELECTIVE_FINALS and selective)]
+    if available is not None:
+        allowed = set(available)
+        out = [f for f in out if f in allowed]
+    return tuple(out)
+
+
+# -- composite slide and edges (section 3.1) -----------------------------------
+
+def composite_slide(slides: Iterable[int]) -> int:
+    """The composite slide: the LCM of the slides (section 3.1).  O(n)."""
+    out = 1
+    for s in slides:
+        s = int(s)
+        if s <= 0:
+            raise ValueError(f"slides must be positive integers, got {s}")
+        out = out * s // math.gcd(out, s)
+    return out
+
+
+def f1_edge_count(slides: Sequence[int]) -> int:
+    """Equation (2), F1: unique edges in one composite slide of ``slides``,
+    ``LCM_n * sum_i (-1)^(i+1) G1(n, i)``, ``G1(n, i)`` the sum of ``1/LCM``
+    over every ``i``-subset of the slides.  Exact (integer arithmetic).
+
+    Duplicates are dropped first (they add no edge).  O(2^n) subsets, so it is
+    for small sets and for checking :func:`edges`; the planners call
+    :func:`edges`."""
+    distinct = sorted(set(int(s) for s in slides))
+    if not distinct:
+        return 0
+    lcm_n = composite_slide(distinct)
+    total = 0
+    for i in range(1, len(distinct) + 1):
+        g1 = sum(lcm_n // composite_slide(group) for group in combinations(distinct, i))
+        total += g1 if i % 2 else -g1
+    return total
+
+
+def progressions(query, partial: str) -> tuple[tuple[int, int], ...]:
+    """The edges one query marks, as progressions ``(offset, modulus)``: a
+    partial starts at every key ``offset + j * modulus``.  A query is
+    ``(range, slide)`` or ``(range, slide, lag)``; its windows are the keys
+    ``[j * slide - lag - range, j * slide - lag)`` (:mod:`mta.multi.query`).
+    Section 2.1:
+
+    * Panes: panes of ``gcd(range, slide)`` keys;
+    * Pairs: each slide split into fragments ``f1 = slide - range % slide``
+      and ``f2 = range % slide``: edges at the window starts and ends;
+    * Cutty: a partial starts only where a window starts (and where a lagged
+      window ends); windows ending at the newest element read the open
+      partial;
+    * none: every key is a partial.
+
+    O(1)."""
+    r, s, lag = _query(query)
+    if partial == "panes":
+        g = math.gcd(r, s)
+        return (((-lag) % g, g),)
+    if partial == "pairs":
+        return tuple(sorted({((-lag - r) % s, s), ((-lag) % s, s)}))
+    if partial == "cutty":
+        return tuple(sorted({((-lag - r) % s, s)} | ({((-lag) % s, s)} if lag else set())))
+    if partial == "none":
+        return ((0, 1),)
+    raise ValueError(f"unknown partial aggregation {partial!r}; known: {', '.join(PARTIALS)}")
+
+
+def _query(query) -> tuple[int, int, int]:
+    """``(range, slide, lag)`` as positive ints (lag >= 0)."""
+    r, s = query[0], query[1]
+    lag = query[2] if len(query) > 2 else 0
+    r, s, lag = int(r), int(s), int(lag)
+    if r <= 0 or s <= 0 or lag < 0:
+        raise ValueError(f"a query needs a positive range and slide and a lag >= 0, got {tuple(query)!r}")
+    return r, s, lag
+
+
+class Edges:
+    """The edges of a set of queries under one partial technique within one
+    composite slide: ``count`` edges every ``period`` elements (or time
+    units).  ``positions`` is the sorted tuple of edge offsets in
+    ``[0, period)`` when the period was enumerated (at most
+    :data:`ENUMERATE_LIMIT`), else None."""
+
+    __slots__ = ("period", "count", "positions")
+
+    def __init__(self, period: int, count: int, positions: tuple[int, ...] | None) -> None:
+        self.period, self.count, self.positions = period, count, positions
+
+    @property
+    def density(self) -> float:
+        """Edges (partials) per unit."""
+        return self.count / self.period
+
+    def is_edge(self, position: int) -> bool:
+        """Whether an edge follows ``position`` (only when enumerated; O(log count))."""
+        if self.positions is None:
+            raise ValueError("edge positions were not enumerated (period too long)")
+        p = position % self.period
+        i = bisect_right(self.positions, p)
+        return i > 0 and self.positions[i - 1] == p
+
+    def in_range(self, lo: int, hi: int) -> int:
+        """Edges following positions ``lo < p <= hi`` (O(log count))."""
+        if self.positions is None:
+            return round((hi - lo) * self.density)
+        full, rest = divmod(hi - lo, self.period)
+        a = lo % self.period
+        b = a + rest
+        pos = self.positions
+        n = full * self.count + bisect_right(pos, min(b, self.period - 1)) - bisect_right(pos, a)
+        if b >= self.period:
+            n += bisect_right(pos, b - self.period)
+        return n
+
+    def __repr__(self) -> str:
+        return f"Edges(period={self.period}, count={self.count})"
+
+
+def edges(queries: Iterable[tuple[int, int]], partial: str = "panes") -> Edges:
+    """Unique edges per composite slide of ``queries`` under ``partial``.
+
+    The period is the LCM of the progressions' moduli.  Up to
+    :data:`ENUMERATE_LIMIT` positions it is enumerated (a bit set over the
+    period, the paper's "Bit Set" method: O(sum of period / modulus) over the
+    distinct progressions); beyond, the union is counted by inclusion-exclusion
+    over the progressions, intersecting them by the Chinese remainder theorem
+    and pruning empty intersections (equation (2) when every offset is 0).
+    The latter is O(2^d) in the worst case for ``d`` distinct progressions."""
+    progs = sorted({p for q in queries for p in progressions(q, partial)})
+    if not progs:
+        raise ValueError("edges of no queries")
+    return _edges_of(progs)
+
+
+def _edges_of(progs) -> Edges:
+    progs = list(progs)
+    period = composite_slide(m for _, m in progs)
+    if period <= ENUMERATE_LIMIT:
+        marks = bytearray(period)
+        for off, m in progs:
+            marks[off::m] = b"\x01" * len(range(off, period, m))
+        positions = tuple(i for i, b in enumerate(marks) if b)
+        return Edges(period, len(positions), positions)
+    return Edges(period, _union_count(progs, period), None)
+
+
+def _crt(a1: int, m1: int, a2: int, m2: int) -> tuple[int, int] | None:
+    """``x = a1 (mod m1)`` and ``x = a2 (mod m2)`` as ``x = a (mod lcm)``, or
+    None when they never meet.  O(log m)."""
+    g = math.gcd(m1, m2)
+    if (a2 - a1) % g:
+        return None
+    lcm = m1 // g * m2
+    k = ((a2 - a1) // g * pow(m1 // g, -1, m2 // g)) % (m2 // g) if m2 // g > 1 else 0
+    return (a1 + m1 * k) % lcm, lcm
+
+
+def _union_count(progs: list[tuple[int, int]], period: int) -> int:
+    """Size of the union of the progressions within ``period`` by
+    inclusion-exclusion, depth-first with empty intersections pruned."""
+    total = 0
+
+    def walk(start: int, a: int, m: int, depth: int) -> None:
+        nonlocal total
+        for j in range(start, len(progs)):
+            met = _crt(a, m, *progs[j]) if depth else progs[j]
+            if met is None:
+                continue
+            total += (period // met[1]) * (1 if depth % 2 == 0 else -1)
+            walk(j + 1, met[0], met[1], depth + 1)
+
+    walk(0, 0, 1, 0)
+    return total
+
+
+def partials_per_window(range_: int, slide: int, partial: str) -> int:
+    """Table 1: partials in one window of a single query.  O(log)."""
+    r, s, _ = _query((range_, slide))
+    if r % s == 0 and partial != "none":
+        return r // s
+    if partial == "panes":
+        return r // math.gcd(r, s)
+    if partial == "pairs":
+        return 2 * (r // s) + 1
+    if partial == "cutty":
+        return -(-r // s)
+    if partial == "none":
+        return r
+    raise ValueError(f"unknown partial aggregation {partial!r}")
+
+
+# -- dyadic decompositions (B-Int lookups, FlatFAT range queries) --------------
+
+def dyadic_pieces(lo: int, hi: int) -> int:
+    """Base intervals (Arasu-Widom Definition 3.1; the nodes of a segment
+    tree) in the minimal decomposition of leaves ``lo <= i < hi``
+    (Theorem 3.1).
+
+    The highest bit where ``lo`` and ``hi - 1`` differ splits the interval at
+    an aligned ``mid``: left of it the pieces grow (one per 1-bit of
+    ``mid - lo``), right of it they shrink (one per 1-bit of ``hi - mid``);
+    an interval that is itself a base interval is one piece.  O(1) word
+    operations."""
+    if hi <= lo:
+        return 0
+    width = hi - lo
+    if width & (width - 1) == 0 and lo % width == 0:
+        return 1
+    m = (lo ^ (hi - 1)).bit_length() - 1
+    mid = (hi - 1) >> m << m
+    return bin(mid - lo).count("1") + bin(hi - mid).count("1")
+
+
+def mean_dyadic_pieces(k: int) -> float:
+    """Mean of :func:`dyadic_pieces` over windows of ``k`` leaves, averaged
+    over 64 start positions spread evenly (by the golden ratio) across a
+    period of ``2^(bits(k) + 1)``: a tree's windows start at every
+    alignment in the long run.  Above 4,096 leaves ``k`` is first rounded to
+    12 significant bits (the mean moves by well under one piece).
+    O(64) word operations, O(1) when cached."""
+    k = int(k)
+    if k > 4096:
+        shift = k.bit_length() - 12
+        k = (k + (1 << (shift - 1))) >> shift << shift
+    return _mean_dyadic_pieces(k)
+
+
+@lru_cache(maxsize=1 << 16)
+def _mean_dyadic_pieces(k: int, samples: int = 64) -> float:
+    if k <= 0:
+        return 0.0
+    if k == 1:
+        return 1.0
+    span = 1 << (k.bit_length() + 1)
+    if span <= samples:
+        return sum(dyadic_pieces(lo, lo + k) for lo in range(span)) / span
+    phi = (math.sqrt(5) - 1) / 2
+    starts = {int(span * ((j * phi) % 1.0)) for j in range(samples)}
+    return sum(dyadic_pieces(lo, lo + k) for lo in starts) / len(starts)
+
+
+# -- the paper's Omega (section 4.1, Table 3) ----------------------------------
+
+def omega_panes(queries: Sequence[tuple[int, int]]) -> float:
+    """Equation (3): ``sum r_i / s_i``.  O(n)."""
+    return float(sum(q[0] / q[1] for q in queries))
+
+
+def omega_flatfat(p: Sequence[float]) -> float:
+    """Equation (4): ``sum floor(log2(P_i - 1)) + (P_i - 1) / 2^floor(log2 P_i)``
+    over the queries' partials per window ``P_i`` (a query of one or two
+    partials adds its ``P_i - 1`` combines: the logarithm is undefined or 0
+    there).  O(n)."""
+    total = 0.0
+    for pi in p:
+        if pi <= 2:
+            total += max(pi - 1, 0)
+            continue
+        total += math.floor(math.log2(pi - 1)) + (pi - 1) / 2 ** math.floor(math.log2(pi))
+    return total
+
+
+def omega_flatfit(n_queries: int) -> float:
+    """Equation (5): ``3 * Q``.  O(1)."""
+    return 3.0 * n_queries
+
+
+def omega_slickdeque_inv(p: Sequence[float]) -> float:
+    """Equation (6): ``2 * (number of unique P_i)``.  O(n)."""
+    return 2.0 * len({round(pi) for pi in p})
+
+
+def omega_slickdeque_noninv(p_max: float, n_queries: int) -> float:
+    """Equation (7): ``2 - 2/P_max + Q + sum_{i=1..P_max} 1/i!`` (the sum
+    converges to e - 1 by ``i = 20``).  O(min(P_max, 20))."""
+    tail = 0.0
+    fact = 1.0
+    for i in range(1, min(int(p_max), 20) + 1):
+        fact *= i
+        tail += 1.0 / fact
+    return 2.0 - 2.0 / p_max + n_queries + tail
+
+
+def omega_bint(p: Sequence[float]) -> float:
+    """Derived (not in the paper): B-Int's update adds one new base interval
+    of every level ``l >= 1`` whose width divides the partial's position,
+    one combine each, ``sum_{l>=1} 2^-l < 1`` per partial; a lookup combines
+    its ``k`` base intervals with ``k - 1`` calls, ``k`` the mean minimal
+    dyadic decomposition (Arasu-Widom Theorem 3.1).  O(n log P)."""
+    return 1.0 + sum(mean_dyadic_pieces(max(1, round(pi))) - 1 for pi in p)
+
+
+def omega_rint(n_queries: int) -> float:
+    """Derived: R-Int (Arasu-Widom section 3.2, Fig. 6) extends one running
+    aggregate per partial and answers with one inverse per query.  O(1)."""
+    return 1.0 + n_queries
+
+
+def omega_lint(p: Sequence[float]) -> float:
+    """Derived: L-Int (Arasu-Widom section 3.1.2) extends the prefix from the
+    last landmark (1 call per partial), rebuilds the suffixes before each
+    landmark (``W_max`` calls every ``W_min`` partials) and answers with one
+    combine of two landmark intervals.  O(n)."""
+    if not p:
+        return 0.0
+    return 1.0 + max(p) / max(min(p), 1.0) + len(p)
+
+
+def omega(final: str, queries: Sequence[tuple[int, int]], p: Sequence[float]) -> float:
+    """Omega per edge of ``final`` for queries with ``p[i]`` partials per
+    window (Table 3 and the derived ones above).  O(n log P)."""
+    if final == "naive":
+        return omega_panes(queries)
+    if final == "flatfat":
+        return omega_flatfat(p)
+    if final == "flatfit":
+        return omega_flatfit(len(p))
+    if final == "slickdeque-inv":
+        return omega_slickdeque_inv(p)
+    if final == "slickdeque-noninv":
+        return omega_slickdeque_noninv(max(max(p), 1.0), len(p))
+    if final == "bint":
+        return omega_bint(p)
+    if final == "rint":
+        return omega_rint(len(p))
+    if final == "lint":
+        return omega_lint(p)
+    raise ValueError(f"unknown final aggregation {final!r}; known: {', '.join(FINALS)}")
+
+
+def paper_plan_cost(groups, rate: float = 1.0) -> float:
+    """Equation (1): ``C = m * lambda + sum_i E_i * Omega_i`` in operations per
+    time unit, ``E_i`` the edge rate of tree ``i`` and ``P`` of each query its
+    range times that edge rate.  ``groups`` as for :func:`plan_cost`.
+    O(sum of the trees' edge counts)."""
+    total = 0.0
+    for queries, partial, final in _groups(groups):
+        e = edges(queries, partial)
+        queries = [_query(q) for q in queries]
+        p = [q[0] * e.density for q in queries]
+        total += rate + e.density * omega(final, queries, p)
+    return total
+
+
+# -- monoid calls per element (what the planners minimise) ---------------------
+#
+# Calibrated to the executor (mta.multi.shared and the final aggregators):
+# a partial's first element is stored, not combined; a periodic window that
+# ends at the newest element is the final aggregator's range over the closed
+# partials in it, combined once with the open partial.
+
+#: How many live partials L-Int (mta.multi.lint) rebuilds per landmark:
+#: a landmark every ``LINT_W_MIN`` partials.
+LINT_W_MIN = 8
+
+#: Monoid calls per element of one query on its own Amortized MTA (the
+#: ``separate`` baseline): the AMTA's amortized insert and bulk eviction
+#: (mta-villalba-tpds2019 section 4: a constant number of combines per
+#: element) plus one query combine per answer.
+MTA_CALLS_PER_ELEMENT = 3.9
+
+
+def update_calls(final: str, p: Sequence[float]) -> float:
+    """Monoid calls a final technique spends per partial appended, for
+    queries whose windows hold ``p[i]`` partials.  O(n).
+
+    * naive, slickdeque-inv: 0 (they store the partial; the work is at
+      lookup);
+    * rint: 1, the running aggregate (Arasu-Widom Fig. 6);
+    * flatfit: 1, derived from equation (5)'s 3 per query and slide: a new
+      partial is combined once into the first lookup's pointer chain that
+      reaches it, later lookups jump over it;
+    * slickdeque-noninv: ``2 - 2/P_max``, equation (7) without its lookup
+      terms (those compare positions, not values);
+    * bint: one combine per base interval the partial completes,
+      ``sum_{l=1..L} 2^-l = 1 - 2^-L`` for ``L = ceil(log2 P_max)`` levels
+      (Arasu-Widom Fig. 3, derived);
+    * flatfat: ``log2`` of its capacity, the leaf-to-root walk (section 2.2;
+      the capacity is the power of two above the live partials);
+    * lint: one combine extending the interval from the last landmark (none
+      at a landmark); the intervals before a landmark are computed on demand
+      and priced per tree in :func:`tree_costs` (derived).
+    """
+    p_max = max(max(p) if p else 1.0, 1.0)
+    if final in ("naive", "slickdeque-inv"):
+        return 0.0
+    if final in ("rint", "flatfit"):
+        return 1.0
+    if final == "slickdeque-noninv":
+        return 2.0 - 2.0 / p_max
+    if final == "bint":
+        levels = max(1, math.ceil(math.log2(p_max)))
+        return 1.0 - 2.0 ** -levels
+    if final == "flatfat":
+        return float((int(math.ceil(p_max)) + 1).bit_length())
+    if final == "lint":
+        return 1.0 - 1.0 / LINT_W_MIN
+    raise ValueError(f"unknown final aggregation {final!r}; known: {', '.join(FINALS)}")
+
+
+def _lint_landmark_calls(closed: Sequence[float], answers_per_partial: Sequence[float]) -> float:
+    """Derived for L-Int (mta.multi.lint, Arasu-Widom section 3.1.2): the
+    intervals ending before a landmark are computed on demand, as far back
+    as the longest range looked up through that landmark.  With query ``i``
+    answering ``a_i`` times per partial, it looks up a given landmark with
+    probability ``p_i = min(1, a_i * LINT_W_MIN)``, needing ``k_i - (w + 1) / 2``
+    intervals (its range ends half a landmark period past the landmark);
+    the landmark costs the expected largest need,
+    ``sum_i k_i p_i prod_{j longer} (1 - p_j)``.  O(n log n)."""
+    expected = 0.0
+    none_longer = 1.0
+    for k, a in sorted(zip(closed, answers_per_partial), reverse=True):
+        if k < LINT_W_MIN:
+            break  # a range with no landmark inside is folded, not looked up
+        p = min(1.0, a * LINT_W_MIN)
+        # the range ends on average (w + 1) / 2 partials past its landmark
+        expected += (k - (LINT_W_MIN + 1) / 2) * p * none_longer
+        none_longer *= 1.0 - p
+    return expected
+
+
+def answer_calls(final: str, k: float, per_lookup_partials: float = 0.0) -> float:
+    """Monoid calls of the final technique's range over ``k`` closed
+    partials (the open partial's one combine is counted by the caller).
+    O(1) (cached for bint and flatfat).
+
+    naive ``k - 1`` (equation (3) per answer); bint and flatfat the base
+    intervals of the range less one (Theorem 3.1); flatfit 1 (derived from
+    equation (5)'s 3 per query and slide: the pointers a lookup compresses
+    serve the next lookups, and the open partial's combine is counted
+    apart); rint 1 inverse;
+    lint 1 (two landmark intervals; a range with no landmark is folded);
+    slickdeque-noninv 0 (the answer is a deque node); slickdeque-inv adds the
+    partials that entered its running aggregate and inverts those that left
+    since its last lookup (``per_lookup_partials`` each), or folds the range
+    when that is cheaper: ``min(2 * per_lookup_partials, k - 1)``."""
+    kk = max(0, round(k))
+    if kk <= 1:
+        return 0.0
+    if final == "naive":
+        return kk - 1.0
+    if final in ("bint", "flatfat"):
+        return mean_dyadic_pieces(kk) - 1.0
+    if final == "flatfit":
+        return 1.0
+    if final == "rint":
+        return 1.0
+    if final == "lint":
+        return 1.0 if kk >= LINT_W_MIN else kk - 1.0
+    if final == "slickdeque-noninv":
+        return 0.0
+    if final == "slickdeque-inv":
+        return min(2.0 * per_lookup_partials, kk - 1.0)
+    raise ValueError(f"unknown final aggregation {final!r}; known: {', '.join(FINALS)}")
+
+
+def tree_cost(queries, partial: str, final: str, rate: float = 1.0,
+              *, shared_edges: Edges | None = None) -> float:
+    """Monoid calls per input element of one execution tree.
+
+    ``slice + (E / lambda) * update + sum_i (1 / (s_i * lambda)) * (answer_i + open_i)``:
+    ``E`` the tree's edges (partials) per unit, ``slice = 1 - E / lambda``
+    (each element but a partial's first is combined into it), a query's
+    window holds ``k_i = r_i * E`` partials, its answer is the range over
+    the ``k_i - 1`` closed ones plus one combine with the open partial.
+    With ``shared_edges`` (TriWeave's first level, section 3.1.1) the tree
+    folds the shared fragments into its own partials instead of slicing
+    elements, ``(E_shared - E) / lambda`` calls per element.  The separate
+    baseline (``partial="none"``, ``final="mta"``) is one Amortized MTA per
+    query, :data:`MTA_CALLS_PER_ELEMENT` each.
+    O(n + the edge count)."""
+    return tree_costs(queries, partial, (final,), rate, shared_edges=shared_edges)[final]
+
+
+def tree_costs(queries, partial: str, finals: Sequence[str], rate: float = 1.0,
+               *, shared_edges: Edges | None = None) -> dict[str, float]:
+    """:func:`tree_cost` for several final techniques at once (the edges and
+    window sizes are computed once).  O(|finals| * n + the edge count)."""
+    queries = [_query(q) for q in queries]
+    if partial == "none" or SEPARATE in finals:
+        sep = MTA_CALLS_PER_ELEMENT * len(queries)
+        if partial == "none":
+            return {f: sep for f in finals}
+    e = _edges_cached(tuple(sorted({p for q in queries for p in progressions(q, partial)})))
+    density = e.density
+    per_element = density / rate
+    p = [r * density for r, _, _ in queries]
+    p_max = max(p)
+    if shared_edges is None:
+        base = max(1.0 - per_element, 0.0)
+    else:
+        base = max(shared_edges.density - density, 0.0) / rate
+    inv_s = [1.0 / (s * rate) for _, s, _ in queries]
+    # one combine with the open partial per answer whose window holds closed partials
+    opened = sum(f for k, f in zip(p, inv_s) if k >= 1.5)
+    closed = [k - 1.0 for k in p]
+    out = {}
+    for final in finals:
+        if final == SEPARATE:
+            out[final] = sep
+            continue
+        cost = base + opened + per_element * update_calls(final, p)
+        if final == "lint" and density:
+            per_partial = [f / per_element for f in inv_s]
+            cost += per_element / LINT_W_MIN * _lint_landmark_calls(closed, per_partial)
+        if final == "slickdeque-inv":
+            # one running aggregate per window length (the executor's spec)
+            best: dict = {}
+            for (r, s, lag), k, f in zip(queries, closed, inv_s):
+                c = f * answer_calls(final, k, density * s)
+                key = (r, lag)
+                best[key] = min(best.get(key, math.inf), c)
+            cost += sum(best.values())
+        elif final in ("bint", "flatfat", "naive", "lint", "flatfit"):
+            cost += sum(f * answer_calls(final, k) for k, f in zip(closed, inv_s))
+        else:
+            cost += answer_calls(final, p_max) * sum(inv_s)
+        out[final] = cost
+    return out
+
+
+def _edges_cached(progs: tuple[tuple[int, int], ...]) -> Edges:
+    """:func:`edges` by progression set (the planners price the same trees
+    under many techniques).  O(1) when cached."""
+    hit = _EDGE_CACHE.get(progs)
+    if hit is None:
+        if len(_EDGE_CACHE) > 4096:
+            _EDGE_CACHE.clear()
+        hit = _EDGE_CACHE[progs] = _edges_of(progs)
+    return hit
+
+
+_EDGE_CACHE: dict[tuple, Edges] = {}
+
+
+def _groups(groups):
+    """Normalise plan groups to ``(queries, partial, final)`` triples."""
+    for g in groups:
+        if isinstance(g, tuple) and len(g) == 3 and isinstance(g[1], str):
+            queries, partial, final = g
+        else:
+            queries, partial, final = g.queries, g.partial, g.final
+        yield [_query(q) for q in queries], partial, final
+
+
+def plan_cost(groups, rate: float = 1.0, *, shared_slicing: bool = False) -> float:
+    """Monoid calls per input element of a plan: the sum of its trees'
+    :func:`tree_cost`.  ``groups`` are ``(queries, partial, final)`` triples
+    (queries as ``(range, slide[, lag])``) or objects with those three
+    attributes holding such tuples.  ``shared_slicing`` is TriWeave's plan
+    shape: one slicer over the union of every query's edges feeds every
+    tree.  O(total queries + edge counts)."""
+    groups = list(_groups(groups))
+    if not shared_slicing:
+        return sum(tree_cost(q, pa, f, rate) for q, pa, f in groups)
+    partials = {pa for _, pa, _ in groups}
+    if len(partials) != 1:
+        raise ValueError("a shared slicer needs one partial technique for every tree")
+    (partial,) = partials
+    shared = edges([q for qs, _, _ in groups for q in qs], partial)
+    return (max(1.0 - shared.density / rate, 0.0)
+            + sum(tree_cost(q, pa, f, rate, shared_edges=shared) for q, pa, f in groups))
+
+
+def partials_held(queries, partial: str) -> int:
+    """Partials a tree keeps: those of its longest window (section 2.2: the
+    shared structures are sized by the longest range, not the sum).
+    O(log edge count)."""
+    queries = [_query(q) for q in queries]
+    e = edges(queries, partial)
+    reach = max(r + lag for r, _, lag in queries)
+    return max(1, e.in_range(0, reach))

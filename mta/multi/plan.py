@@ -1,0 +1,137 @@
+"""Execution plans: which queries share which tree, and how each tree
+aggregates (mqo-shein-chrysanthis-tkde section 3.1: an execution plan is a
+set of disjoint execution trees; section 2: each tree has a partial and a
+final aggregation technique).
+
+* :class:`Group` -- one tree: its queries, partial technique (``"panes"``,
+  ``"pairs"``, ``"cutty"``, or ``"none"`` for a query on its own engine) and
+  final technique (a key of :data:`FINALS`, or ``"mta"``: the separate
+  baseline's Amortized MTA), and the estimated monoid calls per element;
+* :class:`Plan` -- the groups and the total estimate; ``str(plan)`` is the
+  readable plan.
+
+Queries can share a tree only when they aggregate the same lifted values
+with the same monoid (:func:`sharing_key`).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+#: Partial aggregation techniques (one module each in :mod:`mta.multi`).
+PARTIALS = ("panes", "pairs", "cutty")
+
+#: Final aggregation techniques: name -> (module, class).
+FINALS = {
+    "naive": ("naive", "Naive"),
+    "bint": ("bint", "BInt"),
+    "lint": ("lint", "LInt"),
+    "rint": ("rint", "RInt"),
+    "slickdeque-inv": ("slickdeque_inv", "SlickDequeInv"),
+    "slickdeque-noninv": ("slickdeque_noninv", "SlickDequeNonInv"),
+    "flatfat": ("flatfat", "FlatFAT"),
+    "flatfit": ("flatfit", "FlatFIT"),
+}
+
+#: Accepted spellings of the final techniques.
+FINAL_ALIASES = {
+    "naive": "naive", "panes": "naive",
+    "bint": "bint", "b-int": "bint", "baseintervals": "bint",
+    "lint": "lint", "l-int": "lint",
+    "rint": "rint", "r-int": "rint", "panes-inv": "rint",
+    "slickdeque-inv": "slickdeque-inv", "slickdequeinv": "slickdeque-inv", "inv": "slickdeque-inv",
+    "slickdeque-noninv": "slickdeque-noninv", "slickdequenoninv": "slickdeque-noninv",
+    "noninv": "slickdeque-noninv", "slickdeque-non-inv": "slickdeque-noninv",
+    "slickdeque": "slickdeque",  # resolved per monoid: inv if invertible, else noninv
+    "flatfat": "flatfat", "flatfit": "flatfit",
+}
+
+
+def final_class(name: str) -> type:
+    """The final aggregator class of a technique name (imported lazily)."""
+    import importlib
+
+    module, cls = FINALS[name]
+    return getattr(importlib.import_module(f"{__package__}.{module}"), cls)
+
+
+def sharing_key(query) -> tuple:
+    """Queries with equal keys aggregate the same values over the same keys:
+    both time or both rows, the same monoid and the same lift (by identity:
+    functions compare by identity anyway)."""
+    agg = query.aggregator
+    return (query.by_rows, id(agg.monoid), id(agg.lift))
+
+
+def applicable_finals(queries) -> list:
+    """Final techniques that can serve every query of a group."""
+    monoid = queries[0].aggregator.monoid
+    suffix = all(q.lag == 0 for q in queries)
+    names = ["naive", "bint", "lint", "flatfat"]
+    if monoid.inverse is not None:
+        names += ["rint", "slickdeque-inv"]
+    if suffix:
+        names.append("flatfit")
+        if monoid.selective:
+            names.append("slickdeque-noninv")
+    return names
+
+
+class Group:
+    """One execution tree: ``queries`` (a tuple), ``partial`` and ``final``
+    technique names, ``estimate`` (monoid calls per element, or None)."""
+
+    __slots__ = ("queries", "partial", "final", "estimate")
+
+    def __init__(self, queries: Sequence, partial: str, final: str, estimate: float | None = None) -> None:
+        """O(queries)."""
+        self.queries = tuple(queries)
+        self.partial = partial
+        self.final = final
+        self.estimate = estimate
+
+    def __eq__(self, other) -> bool:
+        """Same queries and techniques; O(queries)."""
+        return (isinstance(other, Group) and self.queries == other.queries and self.partial == other.partial
+                and self.final == other.final)
+
+    def __hash__(self) -> int:
+        """O(queries)."""
+        return hash((self.queries, self.partial, self.final))
+
+    def __repr__(self) -> str:
+        """O(queries)."""
+        names = ", ".join(q.name for q in self.queries)
+        return f"Group([{names}], partial={self.partial!r}, final={self.final!r}, estimate={self.estimate!r})"
+
+
+class Plan:
+    """An execution plan: ``groups`` and ``estimate``, the total estimated
+    monoid calls per element (None if unknown); ``name`` is how it was
+    asked for."""
+
+    def __init__(self, groups: Sequence[Group], name: str = "", estimate: float | None = None) -> None:
+        """O(groups)."""
+        self.groups = list(groups)
+        self.name = name
+        if estimate is None and self.groups and all(g.estimate is not None for g in self.groups):
+            estimate = sum(g.estimate for g in self.groups)
+        self.estimate = estimate
+
+    def __str__(self) -> str:
+        """The readable plan: O(queries)."""
+        est = "unknown" if self.estimate is None else f"{self.estimate:.3g}"
+        lines = [f"plan {self.name or '?'}: {len(self.groups)} tree(s), ~{est} monoid calls per element"]
+        for i, g in enumerate(self.groups):
+            if g.final == "mta":
+                how = "own Amortized MTA (no sharing)"
+            else:
+                how = f"partial {g.partial}, final {g.final}"
+            gest = "" if g.estimate is None else f", ~{g.estimate:.3g} calls/element"
+            lines.append(f"  tree {i}: {how}{gest}")
+            for q in g.queries:
+                lines.append(f"    {q.describe()}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"Plan({self.groups!r}, name={self.name!r}, estimate={self.estimate!r})"

@@ -1,0 +1,120 @@
+"""Choosing an execution plan: ``choose(queries, plan_name) -> list[Group]``.
+
+The cost-based optimizers of mqo-shein-chrysanthis-tkde sections 3.1 and 4
+over the cost model of :mod:`mta.multi.cost` (monoid calls per element):
+
+* ``"weaveshare"`` -- :mod:`mta.multi.weaveshare`: greedy weaving, every
+  tree slicing its own input;
+* ``"triweave"`` -- :mod:`mta.multi.triweave`: the same greedy weaving
+  priced with one shared slicer.  The executor (:mod:`mta.multi.shared`)
+  slices per tree, so the groups TriWeave picks carry the estimate of the
+  way they run: per-tree slicing;
+* ``"auto"`` -- the cheapest by estimate of: every query separately (its
+  own Amortized MTA), one tree for all (best partial and final technique),
+  WeaveShare's and TriWeave's plans.  "separate" is a candidate, so auto's
+  estimate is never above it.
+
+Queries that cannot share partials (different monoid, lift, or time
+against rows: :func:`mta.multi.plan.sharing_key`) are planned apart.  A
+query becomes numbers for the cost model in its key unit: elements for
+``rows=`` queries, time units for ``range=`` ones (scaled to integers, at
+``rate`` elements per time unit, 1 unless told); a per-element query
+(``slide=None``) counts as a slide of one unit.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from . import cost as _cost
+from .plan import PARTIALS, Group, applicable_finals, sharing_key
+from .triweave import triweave
+from .weaveshare import price, weaveshare
+
+PLAN_NAMES = ("auto", "weaveshare", "triweave")
+
+
+def share(queries) -> list:
+    """The queries split by :func:`sharing_key`, in the order they came."""
+    groups: dict = {}
+    for q in queries:
+        groups.setdefault(sharing_key(q), []).append(q)
+    return list(groups.values())
+
+
+def numbers(queries, rate: float = 1.0) -> tuple[list[tuple[int, int, int]], float]:
+    """``[(range, slide, lag)]`` as ints in one key unit and the elements per
+    unit.  Time bounds are scaled by the LCM of their denominators (so a
+    range of 0.5 with a slide of 0.25 becomes 2 and 1 at ``rate / 4``).
+    O(n)."""
+    values = []
+    for q in queries:
+        s = q._s if q._s is not None else Fraction(1)
+        values.append((Fraction(q._w), Fraction(s), Fraction(q._lag)))
+    scale = 1
+    for trio in values:
+        for x in trio:
+            scale = scale * x.denominator // math.gcd(scale, x.denominator)
+    out = [tuple(int(x * scale) for x in trio) for trio in values]
+    return out, rate / scale
+
+
+def best_final(queries) -> str:
+    """The final technique with the lowest estimate among those applicable
+    (on the tree of every query, Cutty slicing)."""
+    finals = applicable_finals(queries)
+    nums, rate = numbers(queries)
+    costs = _cost.tree_costs(nums, "cutty", finals, rate)
+    return min(finals, key=lambda f: (costs[f], finals.index(f)))
+
+
+def estimate(queries, partial: str, final: str, rate: float = 1.0) -> float:
+    """Monoid calls per element of one tree (:func:`mta.multi.cost.tree_cost`)."""
+    nums, unit_rate = numbers(queries, rate)
+    return _cost.tree_cost(nums, partial, final, unit_rate)
+
+
+def _separate(queries) -> list:
+    return [Group((q,), "none", "mta", _cost.MTA_CALLS_PER_ELEMENT) for q in queries]
+
+
+def _plan(queries, plan_name: str, rate: float) -> list:
+    """The groups of one shareable set of queries."""
+    finals = applicable_finals(queries)
+    nums, unit_rate = numbers(queries, rate)
+
+    def groups_of(trees) -> list:
+        return [Group([queries[i] for i in t.members], t.partial, t.final, t.estimate) for t in trees]
+
+    def as_run(trees) -> list:
+        # the executor slices per tree: price TriWeave's groups that way
+        return [price(nums, t.members, (t.partial,), (t.final,), unit_rate) for t in trees]
+
+    if plan_name == "weaveshare":
+        return groups_of(weaveshare(nums, finals, PARTIALS, unit_rate))
+    if plan_name == "triweave":
+        return groups_of(as_run(triweave(nums, finals, PARTIALS, unit_rate)[1]))
+    candidates = [
+        _separate(queries),
+        groups_of([price(nums, tuple(range(len(nums))), PARTIALS, finals, unit_rate)]),
+        groups_of(weaveshare(nums, finals, PARTIALS, unit_rate)),
+        groups_of(as_run(triweave(nums, finals, PARTIALS, unit_rate)[1])),
+    ]
+    return min(candidates, key=lambda gs: sum(g.estimate for g in gs))
+
+
+def choose(queries, plan_name: str = "auto", *, rate: float = 1.0) -> list:
+    """The groups of the plan ``plan_name`` (``"auto"``, ``"weaveshare"`` or
+    ``"triweave"``) for ``queries`` (:class:`mta.multi.Query`); ``rate`` is
+    the elements per time unit of ``range=`` queries.  Each group's
+    ``estimate`` is its monoid calls per element.  O(C^2) tree pricings per
+    shareable set, ``C`` its edge classes (:mod:`mta.multi.weaveshare`)."""
+    if plan_name not in PLAN_NAMES:
+        raise ValueError(f"planner: plan must be one of {PLAN_NAMES}, got {plan_name!r}")
+    if not rate > 0:
+        raise ValueError(f"planner: rate must be > 0, got {rate!r}")
+    groups = []
+    for qs in share(queries):
+        groups.extend(_plan(qs, plan_name, rate))
+    return groups

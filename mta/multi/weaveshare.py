@@ -1,0 +1,123 @@
+"""WeaveShare: selective sharing of execution trees by greedy weaving.
+
+Guirguis et al. (CIKM 2011) as restated in mqo-shein-chrysanthis-tkde
+section 3.1.1 and updated in section 4 with the new final aggregation
+techniques: start from the no-share plan (one tree per query), repeatedly
+merge the pair of trees whose merge lowers the plan cost the most, and stop
+when no merge lowers it.  Every tree slices its own input (partial
+aggregation ``lambda`` per tree in equation (1)); its cost, and the
+partial and final technique it runs, come from :mod:`mta.multi.cost`: each
+candidate tree is priced with every allowed technique and keeps the
+cheapest.
+
+One addition to the paper's algorithm keeps it fast for thousands of
+queries: queries that mark exactly the same edges start in one tree.  Such a
+merge never adds a partial and never changes a window's partial count, so
+it only removes work (a slicer, and the update of one structure instead of
+two) for every final technique except L-Int, whose update grows with the
+spread of window lengths; the greedy loop then runs over edge classes
+rather than queries (a workload with slides drawn from the factors of 1,000
+has at most 16 classes).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Sequence
+
+from . import cost as _cost
+
+__all__ = ["Tree", "price", "weave", "weaveshare", "edge_classes"]
+
+
+class Tree:
+    """A candidate execution tree: query indices, its techniques and its
+    estimated monoid calls per element."""
+
+    __slots__ = ("members", "partial", "final", "estimate")
+
+    def __init__(self, members: tuple[int, ...], partial: str, final: str, estimate: float) -> None:
+        self.members, self.partial, self.final, self.estimate = members, partial, final, estimate
+
+    def __repr__(self) -> str:
+        return f"Tree({len(self.members)} queries, {self.partial}/{self.final}, {self.estimate:.3f})"
+
+
+def price(queries: Sequence[tuple[int, int]], members: tuple[int, ...], partials: Sequence[str],
+          finals: Sequence[str], rate: float = 1.0, shared: _cost.Edges | None = None) -> Tree:
+    """The cheapest ``(partial, final)`` for the tree of ``members``.
+    O(|partials| * |finals| * cost.tree_cost)."""
+    qs = [queries[i] for i in members]
+    best = None
+    seen = set()
+    for partial in partials:
+        # techniques marking the same edges cost the same (every range a
+        # multiple of its slide): price them once
+        key = tuple(sorted({p for q in qs for p in _cost.progressions(q, partial)}))
+        if key in seen:
+            continue
+        seen.add(key)
+        for final, c in _cost.tree_costs(qs, partial, finals, rate, shared_edges=shared).items():
+            if best is None or c < best[0]:
+                best = (c, partial, final)
+    assert best is not None, "price needs at least one partial and one final technique"
+    return Tree(tuple(sorted(members)), best[1], best[2], best[0])
+
+
+def edge_classes(queries: Sequence[tuple[int, int]], partials: Sequence[str]) -> list[tuple[int, ...]]:
+    """Query indices grouped by the edges they mark under every technique in
+    ``partials`` (equal progressions give equal edges).  O(n)."""
+    classes: dict[tuple, list[int]] = {}
+    for i, q in enumerate(queries):
+        key = tuple(_cost.progressions(q, p) for p in partials)
+        classes.setdefault(key, []).append(i)
+    return [tuple(v) for v in classes.values()]
+
+
+def weave(queries: Sequence[tuple[int, int]], start: Iterable[tuple[int, ...]],
+          pricer: Callable[[tuple[int, ...]], Tree]) -> list[Tree]:
+    """The greedy loop: price every pair of trees, merge the pair with the
+    largest saving, re-price only the pairs with the new tree, until no
+    merge saves anything.  O(T^2) pricings for ``T`` starting trees, then
+    O(T) per merge."""
+    trees: dict[int, Tree] = {}
+    for members in start:
+        trees[len(trees)] = pricer(tuple(members))
+    next_id = len(trees)
+    gains: dict[tuple[int, int], tuple[float, Tree]] = {}
+
+    def consider(a: int, b: int) -> None:
+        merged = pricer(trees[a].members + trees[b].members)
+        saving = trees[a].estimate + trees[b].estimate - merged.estimate
+        if saving > 1e-12:
+            gains[(a, b)] = (saving, merged)
+
+    ids = sorted(trees)
+    for x in range(len(ids)):
+        for y in range(x + 1, len(ids)):
+            consider(ids[x], ids[y])
+    while gains:
+        (a, b), (_, merged) = max(gains.items(), key=lambda kv: (kv[1][0], -kv[0][0], -kv[0][1]))
+        del trees[a], trees[b]
+        gains = {k: v for k, v in gains.items() if a not in k and b not in k}
+        new = next_id
+        next_id += 1
+        trees[new] = merged
+        for other in sorted(trees):
+            if other != new:
+                consider(other, new)
+    return sorted(trees.values(), key=lambda t: t.members)
+
+
+def weaveshare(queries: Sequence[tuple[int, int]], finals: Sequence[str] = _cost.FINALS,
+               partials: Sequence[str] = ("panes", "pairs", "cutty"), rate: float = 1.0) -> list[Tree]:
+    """WeaveShare's plan for ``queries`` (``(range, slide)`` pairs): trees that
+    each slice their own input.  O(C^2) tree pricings for ``C`` edge
+    classes (at most ``n``)."""
+    queries = [tuple(map(int, q)) for q in queries]
+    if not queries:
+        return []
+
+    def pricer(members: tuple[int, ...]) -> Tree:
+        return price(queries, members, partials, finals, rate)
+
+    return weave(queries, edge_classes(queries, partials), pricer)

@@ -1,0 +1,31 @@
+"""Smoke test of ``python -m bench mqo`` at the tiny size: the JSON has every
+part, the plans cover the queries, calls and estimates are positive.  No
+timing assertions."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("matplotlib")
+
+from bench import mqo  # noqa: E402
+from bench.common import RunConfig  # noqa: E402
+
+
+def test_mqo_tiny(tmp_path):
+    data = mqo.run(RunConfig(profile="tiny", out=tmp_path, verbose=False))
+    assert json.loads((tmp_path / "mqo.json").read_text())["experiment"] == "mqo"
+    assert (tmp_path / "mqo.png").stat().st_size > 1000
+    records = data["records"]
+    assert not [r for r in records if "error" in r]
+    parts = {r["part"] for r in records}
+    assert parts == {"plans", "exp67", "sweep_estimate", "sweep_measured", "slickdeque_mq"}
+    for r in records:
+        if "calls_per_element" in r:
+            assert r["calls_per_element"] > 0 and r["estimate"] > 0 and r["held"] > 0
+    plans = {r["plan"] for r in records if r["part"] == "plans"}
+    assert {"auto", "weaveshare", "triweave", "separate", "panes", "panes+naive"} <= plans
+    assert "targets" in data["summary"]
+    assert "Targets:" in mqo.report(data)

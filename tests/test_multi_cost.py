@@ -1,0 +1,223 @@
+"""The multi-query cost model (mta.multi.cost) and the planners.
+
+Hand-computed values from the MQO paper's examples, brute-force edge counts,
+and planner invariants; the last tests run plans on SharedWindows with a
+CountingMonoid and compare the measured monoid calls per element with the
+estimate (within 25%)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mta import aggregators as A
+from mta.monoid import Aggregator, CountingMonoid
+from mta.multi import Query, SharedWindows, cost, planner, slicing
+from mta.multi.triweave import triweave
+from mta.multi.weaveshare import weaveshare
+
+
+def brute_edges(queries, partial, period):
+    """Partial starts in [0, period), marked one by one."""
+    marks = set()
+    for q in queries:
+        for off, m in cost.progressions(q, partial):
+            marks.update(range(off, period, m))
+    return len(marks)
+
+
+# -- hand-computed values from the paper ---------------------------------------
+
+def test_example_2_composite_slide_and_edges():
+    # Example 2 (section 3.1): slides 2 and 4, composite slide 4, edges at 2 and 4
+    assert cost.composite_slide([2, 4]) == 4
+    assert cost.f1_edge_count([2, 4]) == 2
+    e = cost.edges([(6, 2), (8, 4)], "panes")
+    assert (e.period, e.count) == (4, 2)
+    # the first query reads 3 partials, the second 4
+    assert [r * e.density for r, _ in [(6, 2), (8, 4)]] == [3, 4]
+
+
+def test_f1_three_slides_by_hand():
+    # LCM(2, 3, 5) = 30: 15 + 10 + 6 - 5 - 3 - 2 + 1 = 22 multiples of 2, 3 or 5
+    assert cost.f1_edge_count([2, 3, 5]) == 22
+    assert cost.edges([(2, 2), (3, 3), (5, 5)], "panes").count == 22
+    assert cost.f1_edge_count([2, 2, 3]) == cost.f1_edge_count([2, 3]) == 4
+
+
+def test_table_1_partials_per_window():
+    # Fig. 2 (range 4, slide 1), Fig. 3 (range 14, slide 8), Fig. 4 (range 5, slide 3)
+    assert cost.partials_per_window(4, 1, "panes") == 4
+    assert cost.partials_per_window(14, 8, "panes") == 7
+    assert cost.partials_per_window(14, 8, "pairs") == 3
+    assert cost.partials_per_window(14, 8, "cutty") == 2
+    assert cost.partials_per_window(5, 3, "cutty") == 2
+    # Pairs' fragments of Fig. 3: f2 = 14 % 8 = 6, f1 = 2: two edges per slide
+    assert cost.edges([(14, 8)], "pairs").count == 2
+    assert cost.edges([(14, 8)], "cutty").count == 1
+
+
+def test_omegas_by_hand():
+    # equation (3): 6/2 + 8/4
+    assert cost.omega_panes([(6, 2), (8, 4)]) == 5
+    # equation (4) for P = 5: floor(log2 4) + 4 / 2^2 = 3
+    assert cost.omega_flatfat([5]) == 3
+    assert cost.omega_flatfit(7) == 21
+    # equation (6): P in {3, 4, 4} -> 2 unique
+    assert cost.omega_slickdeque_inv([3, 4, 4]) == 4
+    # equation (7), P_max = 3, Q = 2: 2 - 2/3 + 2 + (1 + 1/2 + 1/6)
+    assert cost.omega_slickdeque_noninv(3, 2) == pytest.approx(2 - 2 / 3 + 2 + 1 + 0.5 + 1 / 6)
+
+
+def test_equation_1_plan_cost():
+    # one tree of Example 2 with Panes: lambda = 1, E = 2/4, Omega = 5
+    assert cost.paper_plan_cost([([(6, 2), (8, 4)], "panes", "naive")]) == pytest.approx(1 + 0.5 * 5)
+    # no sharing: two trees, E = 1/2 and 1/4
+    two = [([(6, 2)], "panes", "naive"), ([(8, 4)], "panes", "naive")]
+    assert cost.paper_plan_cost(two) == pytest.approx(2 + 0.5 * 3 + 0.25 * 2)
+
+
+def test_dyadic_pieces_by_hand():
+    # Theorem 3.1: [0, 43) = [0, 32) + [32, 40) + [40, 42) + [42, 43)
+    assert cost.dyadic_pieces(0, 43) == 4
+    assert cost.dyadic_pieces(0, 64) == 1
+    assert cost.dyadic_pieces(1, 3) == 2
+    assert cost.dyadic_pieces(5, 5) == 0
+
+
+def test_tree_cost_by_hand():
+    # Example 2 on one Panes tree with the naive final: per element
+    # slicing 1 - 1/2, answers 1/2 * (2 closed - 1 + 1 open) + 1/4 * (3 - 1 + 1)
+    assert cost.tree_cost([(6, 2), (8, 4)], "panes", "naive") == pytest.approx(0.5 + 0.5 * 2 + 0.25 * 3)
+    # R-Int: + 1 per partial, 1 inverse + 1 open per answer
+    assert cost.tree_cost([(6, 2), (8, 4)], "panes", "rint") == pytest.approx(0.5 + 0.5 + 0.5 * 2 + 0.25 * 2)
+
+
+# -- properties against brute force --------------------------------------------
+
+queries_st = st.lists(st.tuples(st.integers(1, 40), st.integers(1, 12), st.integers(0, 5)), min_size=1, max_size=6)
+
+
+@settings(max_examples=150, deadline=None)
+@given(queries_st, st.sampled_from(["panes", "pairs", "cutty"]))
+def test_edges_match_brute_force(queries, partial):
+    e = cost.edges(queries, partial)
+    assert e.count == brute_edges(queries, partial, e.period)
+    # inclusion-exclusion (used past ENUMERATE_LIMIT) agrees with enumeration
+    progs = sorted({p for q in queries for p in cost.progressions(q, partial)})
+    assert cost._union_count(progs, e.period) == e.count
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(1, 30), min_size=1, max_size=6))
+def test_f1_matches_enumeration_and_executor(slides):
+    n = cost.f1_edge_count(slides)
+    assert n == cost.edges([(s, s) for s in slides], "panes").count
+    assert n == slicing.f1_edges(slides)
+
+
+@settings(max_examples=100, deadline=None)
+@given(queries_st, st.sampled_from(["panes", "pairs", "cutty"]))
+def test_progressions_match_executor_edges(queries, partial):
+    from mta.multi import cutty, pairs, panes
+    qs = [Query(f"q{i}", A.SUM, rows=r, slide=s, lag=lag) for i, (r, s, lag) in enumerate(queries)]
+    theirs = {"panes": panes, "pairs": pairs, "cutty": cutty}[partial].edges(qs)
+    mine = {p for q in queries for p in cost.progressions(q, partial)}
+    assert {(o % m, m) for o, m in theirs.progressions} == mine
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 5000), st.integers(0, 5000))
+def test_dyadic_pieces_is_the_greedy_cover(lo, width):
+    hi = lo + width
+    n, a = 0, lo
+    while a < hi:
+        size = a & -a if a else 1 << (hi - 1).bit_length()
+        while size > hi - a:
+            size >>= 1
+        a += size
+        n += 1
+    assert cost.dyadic_pieces(lo, hi) == n
+
+
+# -- planners -------------------------------------------------------------------
+
+def paper_workload(n, s_max=1000, o_max=10_000, seed=0):
+    """Section 5.1: slides drawn uniformly from the factors of S_max, range =
+    slide * overlap, overlap uniform in 1..O_max."""
+    rng = random.Random(seed)
+    factors = [d for d in range(1, s_max + 1) if s_max % d == 0]
+    out = []
+    for _ in range(n):
+        s = rng.choice(factors)
+        out.append((s * rng.randint(1, o_max), s))
+    return out
+
+
+def as_queries(specs, agg):
+    return [Query(f"q{i}", agg, rows=r, slide=s) for i, (r, s) in enumerate(specs)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 60), st.integers(1, 10)), min_size=1, max_size=8),
+       st.sampled_from(["auto", "weaveshare", "triweave"]), st.sampled_from([A.SUM, A.MAX, A.COLLECT]))
+def test_plans_are_partitions_and_auto_never_loses_to_separate(specs, name, agg):
+    qs = as_queries(specs, agg)
+    groups = planner.choose(qs, name)
+    seen = [q for g in groups for q in g.queries]
+    assert sorted(id(q) for q in seen) == sorted(id(q) for q in qs)
+    assert all(g.estimate is not None and g.estimate >= 0 for g in groups)
+    if name == "auto":
+        separate = cost.MTA_CALLS_PER_ELEMENT * len(qs)
+        assert sum(g.estimate for g in groups) <= separate * 1.0000001
+        for other in ("weaveshare", "triweave"):
+            assert sum(g.estimate for g in groups) <= sum(g.estimate for g in planner.choose(qs, other)) + 1e-9
+
+
+def test_weaveshare_triweave_paper_workload_shapes():
+    specs = paper_workload(100)
+    trees = weaveshare(specs)
+    assert sorted(i for t in trees for i in t.members) == list(range(100))
+    partial, ttrees, total = triweave(specs)
+    assert sorted(i for t in ttrees for i in t.members) == list(range(100))
+    assert total <= sum(t.estimate for t in trees) + 1e-9  # one slicer is never dearer
+    # Panes with the naive final is what the planners improve on (section 5.2)
+    naive = weaveshare(specs, finals=("naive",))
+    assert sum(t.estimate for t in trees) * 100 < sum(t.estimate for t in naive)
+
+
+# -- estimate against the executor's monoid calls ------------------------------
+
+def measure(specs, plan, agg, n=3000, seed=0):
+    counting = CountingMonoid(agg.monoid)
+    qs = as_queries(specs, Aggregator(counting, agg.lift, agg.lower))
+    sw = SharedWindows(qs, plan=plan)
+    rng = random.Random(seed)
+    for _ in range(max(r for r, _ in specs) + 2 * max(s for _, s in specs)):
+        sw.push(rng.random())
+    counting.reset()
+    for _ in range(n):
+        sw.push(rng.random())
+    groups = sw.plan.groups
+    est = sum(g.estimate if g.estimate is not None else cost.MTA_CALLS_PER_ELEMENT for g in groups)
+    return counting.calls / n, est
+
+
+SMALL = paper_workload(12, s_max=20, o_max=30, seed=4)
+
+
+@pytest.mark.parametrize("plan", ["auto", "weaveshare", "triweave", "separate", "panes+naive", "pairs+bint",
+                                  "cutty+flatfat", "cutty+flatfit", "panes+lint", "cutty+rint", "cutty+slickdeque"])
+def test_measured_calls_within_25_percent_sum(plan):
+    measured, est = measure(SMALL, plan, A.SUM)
+    assert est == pytest.approx(measured, rel=0.25), (plan, measured, est)
+
+
+@pytest.mark.parametrize("plan", ["auto", "weaveshare", "panes+bint", "cutty+slickdeque", "cutty+naive"])
+def test_measured_calls_within_25_percent_max(plan):
+    measured, est = measure(SMALL, plan, A.MAX)
+    assert est == pytest.approx(measured, rel=0.25), (plan, measured, est)

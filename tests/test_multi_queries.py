@@ -1,0 +1,296 @@
+"""SharedWindows against the brute-force oracle (tests/multi_oracle.py), for
+every plan and every final technique.
+
+Random query sets mix time and rows queries, per-element and periodic ones
+(tumbling included), historical windows (lag), and streams with equal
+times, bursts and long empty periods, interleaved with ``flush(until)``,
+``flush()`` and ``query(name)``.  The monoids: CONCAT (non-commutative, the
+exact window contents) wherever the technique takes any monoid, the free
+group (non-commutative, invertible) for R-Int and SlickDeque (Inv), tagged
+first-max / last-max (selective, ties visible) for SlickDeque (Non-Inv);
+every stream also holds values equal to the identity.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mta import Aggregator, CountingMonoid, Query, SharedWindows
+from mta.multi.plan import applicable_finals
+from tests.multi_oracle import MultiOracle
+from tests.oracle import CONCAT
+from tests.strategies import FIRST_MAX, FREE_GROUP, LAST_MAX, SEL_IDENTITY, _reduce_word, sane_settings
+
+# ---------------------------------------------------------------------------
+# monoids: raw elements are (time, value)
+
+_value = operator.itemgetter(1)
+
+
+def _time(raw):
+    return raw[0]
+
+
+CONCAT_AGG = Aggregator(CONCAT, _value, name="concat")
+CONCAT_AGG2 = Aggregator(CONCAT, lambda raw: raw[1][::-1], name="concat-reversed")  # another tree
+FREE_AGG = Aggregator(FREE_GROUP, _value, name="free-group")
+FIRST_MAX_AGG = Aggregator(FIRST_MAX, _value, name="first-max")
+LAST_MAX_AGG = Aggregator(LAST_MAX, _value, name="last-max")
+
+_concat_values = st.lists(st.integers(0, 9), max_size=2).map(tuple)  # () is the identity
+_words = st.lists(st.sampled_from([1, -1, 2, -2, 3, -3]), max_size=3).map(_reduce_word)
+_keys = st.integers(-1, 4)  # -1 stands for the identity element
+
+
+class Spec:
+    def __init__(self, name, aggregators, values, make=lambda raw, i: raw) -> None:
+        self.name = name
+        self.aggregators = aggregators
+        self.values = values
+        self.make = make
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def _tag(raw, i):
+    return SEL_IDENTITY if raw < 0 else (raw, i)
+
+
+CONCAT_SPEC = Spec("concat", [CONCAT_AGG, CONCAT_AGG2], _concat_values)
+FREE_SPEC = Spec("free-group", [FREE_AGG], _words)
+FIRST_SPEC = Spec("first-max", [FIRST_MAX_AGG], _keys, _tag)
+LAST_SPEC = Spec("last-max", [LAST_MAX_AGG], _keys, _tag)
+
+
+# ---------------------------------------------------------------------------
+# strategies
+
+
+@st.composite
+def query_sets(draw, aggregators, lag: bool = True, max_queries: int = 4):
+    n = draw(st.integers(1, max_queries), label="queries")
+    queries = []
+    for i in range(n):
+        rows = draw(st.booleans())
+        width = draw(st.integers(1, 9))
+        slide = draw(st.one_of(st.none(), st.integers(1, 7), st.just(width)))  # just(width): tumbling
+        lagged = draw(st.sampled_from([0, 0, 1, 3, 7])) if lag else 0
+        agg = draw(st.sampled_from(aggregators))
+        kw = {"rows": width} if rows else {"range": width}
+        queries.append(Query(f"q{i}", agg, slide=slide, lag=lagged, **kw))
+    return queries
+
+
+@st.composite
+def operations(draw, values, max_ops: int = 30):
+    ops = []
+    for _ in range(draw(st.integers(0, max_ops))):
+        kind = draw(st.sampled_from(["push"] * 6 + ["burst", "gap", "query", "flush", "flush-until"]))
+        if kind == "push":
+            ops.append(("push", draw(st.sampled_from([0, 0, 1, 1, 2, 3])), draw(values)))
+        elif kind == "burst":  # equal times
+            for v in draw(st.lists(values, min_size=2, max_size=6)):
+                ops.append(("push", 0, v))
+        elif kind == "gap":  # an empty period
+            ops.append(("push", draw(st.integers(8, 40)), draw(values)))
+        elif kind == "query":
+            ops.append(("query", draw(st.integers(0, 10))))
+        elif kind == "flush":
+            ops.append(("flush", None))
+        else:
+            ops.append(("flush", draw(st.integers(-3, 12))))
+    return ops
+
+
+def run(queries, ops, spec, plan) -> None:
+    shared = SharedWindows(queries, time=_time, plan=plan)
+    oracle = MultiOracle(queries, time=_time)
+    t = 0
+    i = 0
+    for step, op in enumerate(ops):
+        where = f"step {step} {op!r}"
+        if op[0] == "push":
+            t += op[1]
+            raw = (t, spec.make(op[2], i))
+            i += 1
+            assert shared.push(raw) == oracle.push(raw), where
+        elif op[0] == "query":
+            name = queries[op[1] % len(queries)].name
+            assert shared.query(name) == oracle.query(name), where
+        else:
+            until = None if op[1] is None else t + op[1]
+            assert shared.flush(until) == oracle.flush(until), where
+        assert len(shared) == len(oracle.elements)
+    assert shared.flush() == oracle.flush(), "final flush"
+    for q in queries:
+        assert shared.query(q.name) == oracle.query(q.name), q.name
+
+
+# ---------------------------------------------------------------------------
+# every plan and every final technique
+
+GENERAL_FINALS = ["naive", "bint", "lint", "flatfat", "flatfit"]  # flatfit: no lag
+PLANS = ["separate", "auto", "weaveshare", "triweave"]
+
+
+def _params():
+    out = []
+    for spec, finals in [(CONCAT_SPEC, GENERAL_FINALS), (FREE_SPEC, ["rint", "slickdeque-inv"]),
+                         (FIRST_SPEC, ["slickdeque-noninv"]), (LAST_SPEC, ["slickdeque-noninv"])]:
+        for partial in ("panes", "pairs", "cutty"):
+            for final in finals:
+                out.append(pytest.param(spec, f"{partial}+{final}", id=f"{spec.name}-{partial}+{final}"))
+    for spec in (CONCAT_SPEC, FREE_SPEC, FIRST_SPEC):
+        for plan in PLANS:
+            out.append(pytest.param(spec, plan, id=f"{spec.name}-{plan}"))
+    return out
+
+
+def _suffix_only(plan: str) -> bool:
+    return plan.endswith(("flatfit", "noninv"))
+
+
+@pytest.mark.parametrize(("spec", "plan"), _params())
+@sane_settings(60)
+@given(data=st.data())
+def test_plan_against_oracle(spec, plan, data):
+    queries = data.draw(query_sets(spec.aggregators, lag=not _suffix_only(plan)), label="queries")
+    ops = data.draw(operations(spec.values), label="ops")
+    run(queries, ops, spec, plan)
+
+
+@pytest.mark.parametrize("plan", ["separate", "cutty+bint", "pairs+naive", "panes+flatfat", "cutty+flatfit"])
+@sane_settings(30)
+@given(data=st.data())
+def test_many_queries_one_tree(plan, data):
+    """Up to 8 queries sharing one tree (one aggregator)."""
+    lag = not _suffix_only(plan)
+    queries = data.draw(query_sets([CONCAT_AGG], lag=lag, max_queries=8), label="queries")
+    ops = data.draw(operations(_concat_values, max_ops=50), label="ops")
+    run(queries, ops, CONCAT_SPEC, plan)
+
+
+def test_every_final_is_tested():
+    from mta.multi.plan import FINALS
+
+    tested = {p.values[1].split("+")[1] for p in _params() if "+" in p.values[1]}
+    assert tested == set(FINALS)
+
+
+# ---------------------------------------------------------------------------
+# the plan
+
+
+def test_plan_is_readable():
+    qs = [Query("a", CONCAT_AGG, range=10), Query("b", CONCAT_AGG, range=20, slide=5),
+          Query("c", FIRST_MAX_AGG, rows=4, slide=2)]
+    shared = SharedWindows(qs, time=_time, plan="pairs+bint")
+    text = str(shared.plan)
+    assert "pairs" in text and "bint" in text
+    assert "a: concat range=10, per element" in text and "c: first-max rows=4, slide=2" in text
+    assert len(shared.plan.groups) == 2  # different monoids cannot share
+    assert shared.plan.estimate > 0
+    sep = SharedWindows(qs, time=_time, plan="separate")
+    assert len(sep.plan.groups) == 3 and "own Amortized MTA" in str(sep.plan)
+    auto = SharedWindows(qs, time=_time)
+    finals = {g.queries[0].name: g.final for g in auto.plan.groups}
+    assert finals == {"a": "bint", "c": "slickdeque-noninv"}
+
+
+def test_plan_spellings():
+    qs = [Query("a", FREE_AGG, range=10, slide=2)]
+    for plan in ("pairs+rint", ("pairs", "r-int"), "PAIRS + R-Int", ("pairs", "RINT")):
+        assert SharedWindows(qs, time=_time, plan=plan).plan.groups[0].final == "rint"
+    assert SharedWindows(qs, time=_time, plan="cutty+slickdeque").plan.groups[0].final == "slickdeque-inv"
+    sel = [Query("m", FIRST_MAX_AGG, range=10, slide=2)]
+    assert SharedWindows(sel, time=_time, plan="cutty+slickdeque").plan.groups[0].final == "slickdeque-noninv"
+
+
+def test_applicable_finals():
+    lagged = [Query("a", FIRST_MAX_AGG, range=4, slide=2, lag=1)]
+    assert "slickdeque-noninv" not in applicable_finals(lagged)
+    assert "flatfit" not in applicable_finals(lagged)
+    assert "slickdeque-noninv" in applicable_finals([Query("a", FIRST_MAX_AGG, range=4, slide=2)])
+    assert "rint" in applicable_finals([Query("a", FREE_AGG, range=4)])
+    assert "rint" not in applicable_finals([Query("a", CONCAT_AGG, range=4)])
+
+
+# ---------------------------------------------------------------------------
+# sharing costs fewer monoid calls
+
+
+def test_sharing_saves_monoid_calls():
+    """Eight periodic sums over one stream: a shared Cutty tree with
+    SlickDeque (Inv) makes fewer monoid calls than eight MTAs."""
+    from tests.strategies import SUM_INV
+
+    def calls(plan):
+        m = CountingMonoid(SUM_INV)
+        agg = Aggregator(m, _value)
+        qs = [Query(f"q{r}", agg, range=10 * r, slide=10) for r in range(1, 9)]
+        shared = SharedWindows(qs, time=_time, plan=plan)
+        for t in range(2000):
+            shared.push((t, t % 7))
+        return m.calls
+
+    separate, shared = calls("separate"), calls("cutty+slickdeque-inv")
+    assert shared < separate / 3, (shared, separate)
+
+
+def test_bint_lookup_is_logarithmic():
+    """B-Int answers a range of W partials with at most 2 log2(W) + 1 calls."""
+    from mta.multi.bint import BInt
+
+    m = CountingMonoid(CONCAT)
+    b = BInt(m)
+    for i in range(1000):
+        b.append((i,))
+    b.evict(37)
+    for lo, hi in [(37, 1000), (100, 900), (512, 513), (255, 257), (40, 41)]:
+        m.reset()
+        assert b.range(lo, hi) == tuple(range(lo, hi))
+        assert m.calls <= 2 * max(1, (hi - lo).bit_length()), (lo, hi, m.calls)
+
+
+# ---------------------------------------------------------------------------
+# long streams: deep B-Int levels, FlatFAT resizing, L-Int landmarks
+
+
+@pytest.mark.parametrize("plan", ["separate", "auto", "panes+bint", "pairs+lint", "cutty+flatfat",
+                                  "cutty+flatfit", "pairs+naive"])
+@sane_settings(6)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_long_streams(plan, seed):
+    """Windows of hundreds of partials over 1200 elements (AFFINE: an O(1)
+    non-commutative monoid), against the oracle."""
+    import random
+
+    from tests.strategies import AFFINE
+
+    rng = random.Random(seed)
+    agg = Aggregator(AFFINE, _value, name="affine")
+    lag_ok = not _suffix_only(plan)
+    queries = []
+    for i in range(4):
+        rows = rng.random() < 0.4
+        width = rng.randrange(1, 300)
+        slide = rng.choice([None, rng.randrange(1, 60), width])
+        lag = rng.choice([0, rng.randrange(0, 100)]) if lag_ok else 0
+        queries.append(Query(f"q{i}", agg, slide=slide, lag=lag, **({"rows": width} if rows else {"range": width})))
+    shared = SharedWindows(queries, time=_time, plan=plan)
+    oracle = MultiOracle(queries, time=_time)
+    t = 0
+    for k in range(1200):
+        t += rng.choice([0, 0, 1, 1, 2, 5]) if rng.random() > 0.01 else rng.randrange(50, 400)
+        value = AFFINE.identity if rng.random() < 0.05 else (rng.randrange(1, 1 << 61), rng.randrange(1 << 61))
+        raw = (t, value)
+        assert shared.push(raw) == oracle.push(raw), k
+        if rng.random() < 0.02:
+            name = rng.choice(queries).name
+            assert shared.query(name) == oracle.query(name)
+    assert shared.flush() == oracle.flush()
