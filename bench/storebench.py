@@ -249,7 +249,7 @@ def counters(engine, store) -> dict[str, int]:
     """The engine's store traffic so far: the store's round trips and bytes
     (:class:`stores.StoreStats`); the window's pairs written and read (the
     store counts values, one per group of pairs) and its cache hits and
-    misses (:class:`stores.window.WindowStats`)."""
+    misses (the same :class:`stores.StoreStats`, the window's own)."""
     if store is None:
         return {k: 0 for k in COUNTERS}
     s = store.stats.as_dict()
@@ -268,9 +268,9 @@ def per(d: dict, n: int) -> dict:
 
 
 def drain(timeout: float = 120.0) -> None:
-    """Wait until the background pool of stores/window.py has run every task
+    """Wait until the background pool of stores.background has run every task
     submitted so far (flushes, prefetches)."""
-    from stores.window import drain_background
+    from stores.background import drain_background
 
     drain_background(timeout)
 

@@ -29,7 +29,9 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from . import codec
-from .base import MAX_WINDOW_BYTES, Store, StoreStats, Token
+from .base import Store, Token
+from .checks import MAX_WINDOW_BYTES
+from .stats import StoreStats
 from .codec import decode, encode, register_codec, registered_codecs, unregister_codec
 from .errors import (CasMismatch, CodecRegistrationError, CorruptValue, FencingError, FormatVersionError,
                      MissingData, StoreAuthenticationError, StoreClosed, StoreConfigError,

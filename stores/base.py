@@ -35,166 +35,29 @@ levels and indices are ``int`` in ``[0, 2**63)`` (not ``bool``).
 from __future__ import annotations
 
 import random
-import threading
 import time
-from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar
 
 from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
 from .errors import (CasMismatch, StoreAuthenticationError, StoreClosed, StoreConfigError,
                      StoreError, StoreUnavailable)
+from .checks import as_blob, as_blobs, check_ranges, check_uint, check_window
+from .stats import StoreStats
 
 #: Opaque compare-and-set token of a window's metadata (``None`` when the
 #: record is absent).  Compare tokens only with ``==``; never interpret them.
 Token = Any
 
-#: Longest window name, in UTF-8 bytes (Couchbase keys are limited to 250).
-MAX_WINDOW_BYTES = 160
-
 T = TypeVar("T")
 
-#: Epochs, levels and indices (and range ends) are below this (SQLite INTEGER).
-_INT_LIMIT = 1 << 63
+#: Options every backend takes (the retry policy of :class:`Store`).
+STORE_OPTIONS = frozenset({"retries", "backoff", "backoff_max"})
 
 # Error classification returned by Store._classify.
 TRANSIENT = "transient"
 AUTH = "auth"
 
-
-@dataclass
-class StoreStats:
-    """Counters of one store object (not shared between processes).
-
-    * ``round_trips`` -- requests to the backend made by successful calls
-      (a call that moves any number of pairs counts 1; a call with an empty
-      range counts 0; a failed attempt that was retried is counted in
-      ``retries`` instead);
-    * ``pairs_written`` / ``pairs_read`` / ``pairs_deleted`` -- pairs passed
-      to write_pairs / pairs found by read_pairs / pairs *requested* for
-      deletion by delete_pairs (missing ones included);
-    * ``bytes_written`` / ``bytes_read`` -- blob bytes of pairs and metadata;
-    * ``meta_reads`` / ``meta_writes`` -- read_meta / successful cas_meta;
-    * ``cas_failures`` -- cas_meta calls that raised CasMismatch;
-    * ``retries`` -- attempts retried after a transient error.
-    """
-
-    round_trips: int = 0
-    pairs_written: int = 0
-    pairs_read: int = 0
-    bytes_written: int = 0
-    bytes_read: int = 0
-    pairs_deleted: int = 0
-    meta_reads: int = 0
-    meta_writes: int = 0
-    cas_failures: int = 0
-    retries: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False,
-                                  compare=False)
-
-    def add(self, **counts: int) -> None:
-        """Add to several counters at once (thread-safe)."""
-        with self._lock:
-            for name, n in counts.items():
-                setattr(self, name, getattr(self, name) + n)
-
-    def as_dict(self) -> dict[str, int]:
-        with self._lock:
-            return {f.name: getattr(self, f.name) for f in fields(self)
-                    if not f.name.startswith("_")}
-
-    def snapshot(self) -> "StoreStats":
-        return StoreStats(**self.as_dict())
-
-    def reset(self) -> None:
-        with self._lock:
-            for f in fields(self):
-                if not f.name.startswith("_"):
-                    setattr(self, f.name, 0)
-
-    def __sub__(self, other: "StoreStats") -> "StoreStats":
-        a, b = self.as_dict(), other.as_dict()
-        return StoreStats(**{k: a[k] - b[k] for k in a})
-
-    def __getstate__(self) -> dict:
-        return self.as_dict()
-
-    def __setstate__(self, state: dict) -> None:
-        self.__init__(**state)
-
-
-# ------------------------------------------------------------- validation
-
-def check_window(window: Any) -> str:
-    if not isinstance(window, str):
-        raise TypeError(f"window must be a str, not {type(window).__name__}")
-    if not window:
-        raise ValueError("window name must not be empty")
-    try:
-        encoded = window.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError(f"window name {window!r} is not valid Unicode (lone surrogate)") \
-            from None
-    if len(encoded) > MAX_WINDOW_BYTES:
-        raise ValueError(f"window name is longer than {MAX_WINDOW_BYTES} UTF-8 bytes")
-    if "{" in window or "}" in window:
-        raise ValueError(f"window name {window!r} must not contain '{{' or '}}'")
-    if any(ord(c) < 32 or ord(c) == 127 for c in window):
-        raise ValueError(f"window name {window!r} must not contain control characters")
-    return window
-
-
-def check_uint(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-    if value < 0:
-        raise ValueError(f"{name} must be >= 0, got {value}")
-    if value >= _INT_LIMIT:
-        raise ValueError(f"{name} must be < 2**63, got {value}")
-    return value
-
-
-def _as_blobs(blobs: Sequence[Any]) -> list[bytes]:
-    if type(blobs) is list and set(map(type, blobs)) <= {bytes}:
-        return blobs  # the common case, checked at C speed
-    out = []
-    for b in blobs:
-        if type(b) is bytes:
-            out.append(b)
-        elif isinstance(b, (bytes, bytearray, memoryview)):
-            out.append(bytes(b))
-        else:
-            raise TypeError(f"pair blobs must be bytes, not {type(b).__name__}")
-    return out
-
-
-def _as_blob(value: Any) -> bytes:
-    if type(value) is bytes:
-        return value
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value)
-    raise TypeError(f"metadata value must be bytes, not {type(value).__name__}")
-
-
-def check_ranges(ranges: Optional[Mapping[int, tuple[int, int]]]) -> Optional[dict[int, tuple[int, int]]]:
-    if ranges is None:
-        return None
-    out = {}
-    for level, rng in ranges.items():
-        check_uint("level", level)
-        try:
-            first, end = rng
-        except (TypeError, ValueError):
-            raise TypeError(f"ranges[{level}] must be a (first, end) pair, got {rng!r}") from None
-        check_uint("first", first)
-        check_uint("end", end)
-        if end < first:
-            raise ValueError(f"ranges[{level}] = {rng!r}: end < first")
-        out[level] = (first, end)
-    return out
-
-
-# ------------------------------------------------------------------ store
 
 class Store:
     """Base class of every store.  See the module docstring.
@@ -246,7 +109,7 @@ class Store:
         check_uint("epoch", epoch)
         check_uint("level", level)
         check_uint("first", first)
-        data = _as_blobs(blobs)
+        data = as_blobs(blobs)
         check_uint("first + len(blobs)", first + len(data))
         if not data:
             return
@@ -343,7 +206,7 @@ class Store:
         CasMismatch.
         """
         check_window(window)
-        data = _as_blob(value)
+        data = as_blob(value)
         try:
             token = self._run("cas_meta", window, self._cas_meta_attempts(), window,
                               expected, data)
@@ -386,7 +249,8 @@ class Store:
         ``q[i]``, ``q.lo`` moved forward to drop the oldest) whose middle lives
         in the store like an engine's levels, closed with ``close(delete=)``.
         It is never resumed: opening it starts it empty."""
-        from .window import StoreFifo, WindowStorage
+        from .level_queue import StoreFifo
+        from .window import WindowStorage
 
         storage = WindowStorage(self, check_window(window), engine=StoreFifo.LAYOUT, mutable_tail=0,
                                 buffer_size=buffer_size, cache_size=cache_size, resume=False)

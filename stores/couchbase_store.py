@@ -63,13 +63,12 @@ import os
 import threading
 from datetime import timedelta
 from typing import Any, Mapping, Optional
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from . import codec
-from .base import AUTH, TRANSIENT, Store, Token, cas_mismatch
+from .base import AUTH, STORE_OPTIONS, TRANSIENT, Store, Token, cas_mismatch
+from .couchbase_url import parse_couchbase_url, redacted_url
 from .errors import CorruptValue, StoreConfigError, StoreError
 
-SCHEMES = ("couchbase", "couchbases")
 
 #: Keys per SDK multi-operation call.
 CHUNK = 4096
@@ -84,7 +83,6 @@ _TRANSIENT_ERRORS = {
     "MissingConnectionException", "DocumentLockedException", "RateLimitedException",
     "DurabilitySyncWriteInProgressException", "DurabilitySyncWriteAmbiguousException",
 }
-_STORE_OPTIONS = {"retries", "backoff", "backoff_max"}
 
 
 _NO_LOCK = contextlib.nullcontext()
@@ -94,47 +92,6 @@ def exc_kind(exc: BaseException) -> set[str]:
     """Names of the exception's classes (SDK exceptions are matched by name,
     so no SDK import is needed to classify them)."""
     return {c.__name__ for c in type(exc).__mro__}
-
-
-def parse_couchbase_url(url: str) -> dict[str, Any]:
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if scheme not in SCHEMES:
-        raise StoreConfigError(f"not a Couchbase URL (schemes: {', '.join(SCHEMES)})")
-    netloc = parts.netloc.rpartition("@")[2]
-    if not netloc:
-        raise StoreConfigError("Couchbase URL has no host")
-    bucket = unquote(parts.path.strip("/"))
-    if not bucket or "/" in bucket:
-        raise StoreConfigError("Couchbase URL must name one bucket: couchbase://host/bucket")
-    scope, collection = "_default", "_default"
-    rest = []
-    for name, value in parse_qsl(parts.query, keep_blank_values=True):
-        if name == "scope":
-            scope = value
-        elif name == "collection":
-            collection = value
-        elif name.lower() in ("password", "username", "user"):
-            raise StoreConfigError("pass Couchbase credentials as options or environment "
-                                   "variables, not URL parameters")
-        else:
-            rest.append((name, value))
-    connstr = f"{scheme}://{netloc}" + (f"?{urlencode(rest)}" if rest else "")
-    return {
-        "scheme": scheme, "netloc": netloc, "connstr": connstr, "bucket": bucket,
-        "scope": scope, "collection": collection,
-        "username": unquote(parts.username) if parts.username else None,
-        "password": unquote(parts.password) if parts.password else None,
-        "query": rest,
-    }
-
-
-def _redact(cfg: dict[str, Any]) -> str:
-    auth = ""
-    if cfg.get("username") or cfg.get("password"):
-        auth = (cfg.get("username") or "") + (":***" if cfg.get("password") else "") + "@"
-    q = [("scope", cfg["scope"]), ("collection", cfg["collection"])] + cfg["query"]
-    return f"{cfg['scheme']}://{auth}{cfg['netloc']}/{cfg['bucket']}?{urlencode(q)}"
 
 
 #: Clusters inherited across fork, kept referenced so the child never closes them.
@@ -165,7 +122,7 @@ class CouchbaseStore(Store):
                  connect_timeout: float = 10.0, kv_timeout: float = 2.5,
                  cluster_options: Optional[Mapping[str, Any]] = None,
                  **options: Any) -> None:
-        unknown = set(options) - _STORE_OPTIONS
+        unknown = set(options) - STORE_OPTIONS
         if unknown:
             raise StoreConfigError(f"unknown option(s) for couchbase:// stores: "
                                    f"{', '.join(sorted(unknown))}")
@@ -178,7 +135,7 @@ class CouchbaseStore(Store):
             cfg["password"] = password
         elif cfg["password"] is None:
             cfg["password"] = os.environ.get("COUCHBASE_PASSWORD") or None
-        super().__init__(_redact(cfg), **options)
+        super().__init__(redacted_url(cfg), **options)
         self._cfg = cfg
         self._password = cfg["password"]
         self.bucket_name = cfg["bucket"]

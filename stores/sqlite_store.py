@@ -36,10 +36,9 @@ Durability (option ``synchronous``):
   nothing; a power loss may lose the latest commits).
 * ``"off"`` -- no fsync at all, even at checkpoints of the WAL (tests).
 
-Measured on the development VM (virtio disk, 100-byte blobs): a commit's
-fsync costs about 4 ms.  ``"meta"``: write_pairs of 512 pairs 3.1 ms, of 1
-pair 0.14 ms, cas_meta 4.2 ms; ``"full"``: 5.9 ms, 3.9 ms and 3.9 ms;
-``"normal"``: 3.8 ms, 0.11 ms and 0.04 ms.  read_pairs of 512: 0.6 ms.
+An fsync dominates a small commit, which is why ``"meta"`` pays it only
+at checkpoints; what each mode costs is measured in
+docs/benchmarks-stores.md.
 """
 
 from __future__ import annotations

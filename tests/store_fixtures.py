@@ -60,7 +60,7 @@ def persistent_url(request, tmp_path_factory):
 
 
 def settle_background(timeout: float = 30.0) -> None:
-    """Wait until the background pool of stores/window.py has finished every
+    """Wait until the background pool of stores.background has finished every
     task submitted so far (flushes and prefetches of live or abandoned
     engines).
 
@@ -70,9 +70,9 @@ def settle_background(timeout: float = 30.0) -> None:
     I/O.  One task per worker waits on a barrier; the pool runs its tasks in
     submission order, so when all of them meet, everything before is done.
     """
-    from stores.window import _background
+    from stores.background import _pool
 
-    pool = _background()
+    pool = _pool()
     workers = pool._max_workers
     barrier = threading.Barrier(workers + 1, timeout=timeout)
     futures = [pool.submit(barrier.wait) for _ in range(workers)]

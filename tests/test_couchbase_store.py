@@ -27,7 +27,8 @@ import pytest
 from stores import (CasMismatch, CorruptValue, StoreAuthenticationError, StoreConfigError,
                     StoreError, StoreUnavailable, open_store)
 from stores import couchbase_store as cbs
-from stores.couchbase_store import CouchbaseStore, exc_kind, parse_couchbase_url
+from stores.couchbase_store import CouchbaseStore, exc_kind
+from stores.couchbase_url import parse_couchbase_url
 
 cb_exc = pytest.importorskip(
     "couchbase.exceptions",

@@ -58,8 +58,8 @@ import pytest
 yaml = pytest.importorskip("yaml", reason="pyyaml not installed: pip install -e '.[test]'")
 
 from spark_ops import cli  # noqa: E402
-from stores.couchbase_store import parse_couchbase_url  # noqa: E402
-from stores.redis_store import parse_redis_url  # noqa: E402
+from stores.couchbase_url import parse_couchbase_url  # noqa: E402
+from stores.redis_url import parse_redis_url  # noqa: E402
 
 from tests.conftest import free_port  # noqa: E402
 

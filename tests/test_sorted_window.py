@@ -131,7 +131,7 @@ def test_window_ids_are_valid_and_distinct():
     """Keys become store window names: readable when they can be, else a
     readable prefix and a digest of the whole key; never two keys one name,
     never a name a store refuses."""
-    from stores.base import check_window
+    from stores.checks import check_window
 
     spec = WindowSpec.build(key="k", time="t", value="v", aggs=["max"], rows=3)
     keys = ["a", "{a}", "(a)", "a}", "主机" * 40, "x" * 500, "tab\there", 5, 5.0, "5", None, ("a", 1), "é" * 70]

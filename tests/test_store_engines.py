@@ -49,7 +49,7 @@ from mta.amortized_mta import AmortizedMTA
 from mta.log_mta import LogMTA
 from mta.monoid import product_monoid
 from mta.policies import COUNT_MONOID, AllOf, AnyOf, Count, TimeRange
-from stores.window import MISS_BATCH
+from stores.level_queue import MISS_BATCH
 from tests.oracle import CONCAT, BruteForceWindow
 from tests.store_fixtures import fresh_window, settle_background, store_url  # noqa: F401  (fixture)
 from tests.strategies import (AFFINE, CONCAT_SPEC, PrefixOracle, Wsp, apply_operation, drain_against_oracle, operations,

@@ -20,7 +20,8 @@ import stores
 from stores import (CasMismatch, StoreAuthenticationError, StoreClosed, StoreConfigError,
                     StoreError, StoreStats, StoreUnavailable, open_store)
 from stores.memory_store import MemoryStore, reset_memory
-from stores.redis_store import RedisStore, parse_redis_url
+from stores.redis_store import RedisStore
+from stores.redis_url import parse_redis_url
 from stores.sqlite_store import SQLiteStore
 
 BACKENDS = ["memory", "file", "redis"]

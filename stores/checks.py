@@ -1,0 +1,83 @@
+"""The arguments every store operation checks before it reaches a backend:
+window names, epochs, levels and indices, pair blobs, and epoch ranges."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Sequence
+
+#: Longest window name, in UTF-8 bytes (Couchbase keys are limited to 250).
+MAX_WINDOW_BYTES = 160
+
+#: Epochs, levels and indices (and range ends) are below this (SQLite INTEGER).
+_INT_LIMIT = 1 << 63
+
+def check_window(window: Any) -> str:
+    if not isinstance(window, str):
+        raise TypeError(f"window must be a str, not {type(window).__name__}")
+    if not window:
+        raise ValueError("window name must not be empty")
+    try:
+        encoded = window.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"window name {window!r} is not valid Unicode (lone surrogate)") \
+            from None
+    if len(encoded) > MAX_WINDOW_BYTES:
+        raise ValueError(f"window name is longer than {MAX_WINDOW_BYTES} UTF-8 bytes")
+    if "{" in window or "}" in window:
+        raise ValueError(f"window name {window!r} must not contain '{{' or '}}'")
+    if any(ord(c) < 32 or ord(c) == 127 for c in window):
+        raise ValueError(f"window name {window!r} must not contain control characters")
+    return window
+
+
+def check_uint(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    if value >= _INT_LIMIT:
+        raise ValueError(f"{name} must be < 2**63, got {value}")
+    return value
+
+
+def as_blobs(blobs: Sequence[Any]) -> list[bytes]:
+    if type(blobs) is list and set(map(type, blobs)) <= {bytes}:
+        return blobs  # the common case, checked at C speed
+    out = []
+    for b in blobs:
+        if type(b) is bytes:
+            out.append(b)
+        elif isinstance(b, (bytes, bytearray, memoryview)):
+            out.append(bytes(b))
+        else:
+            raise TypeError(f"pair blobs must be bytes, not {type(b).__name__}")
+    return out
+
+
+def as_blob(value: Any) -> bytes:
+    if type(value) is bytes:
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    raise TypeError(f"metadata value must be bytes, not {type(value).__name__}")
+
+
+def check_ranges(ranges: Optional[Mapping[int, tuple[int, int]]]) -> Optional[dict[int, tuple[int, int]]]:
+    if ranges is None:
+        return None
+    out = {}
+    for level, rng in ranges.items():
+        check_uint("level", level)
+        try:
+            first, end = rng
+        except (TypeError, ValueError):
+            raise TypeError(f"ranges[{level}] must be a (first, end) pair, got {rng!r}") from None
+        check_uint("first", first)
+        check_uint("end", end)
+        if end < first:
+            raise ValueError(f"ranges[{level}] = {rng!r}: end < first")
+        out[level] = (first, end)
+    return out
+
+
+# ------------------------------------------------------------------ store

@@ -1,0 +1,90 @@
+"""``redis://`` URLs: parsed into client settings, and shown redacted."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from .errors import StoreConfigError
+
+SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")
+
+_QUERY_FLOATS = {"socket_timeout", "socket_connect_timeout", "health_check_interval"}
+_QUERY_BOOLS = {"cluster", "ssl_check_hostname"}
+_QUERY_STRS = {"ssl_cert_reqs", "ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "key_prefix",
+               "client_name"}
+_QUERY_INTS = {"db", "max_connections"}
+
+
+def _parse_bool(name: str, value: str) -> bool:
+    v = value.lower()
+    if v in ("1", "true", "yes", "on"):
+        return True
+    if v in ("0", "false", "no", "off"):
+        return False
+    raise StoreConfigError(f"URL parameter {name}={value!r} is not a boolean")
+
+
+def parse_redis_url(url: str) -> dict[str, Any]:
+    """Split a redis URL into client settings (``password`` included:
+    keep the result private)."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in SCHEMES:
+        raise StoreConfigError(f"not a Redis URL (schemes: {', '.join(SCHEMES)})")
+    try:
+        port = parts.port or 6379
+    except ValueError:
+        raise StoreConfigError("Redis URL has an invalid port") from None
+    cfg: dict[str, Any] = {
+        "tls": scheme.startswith("rediss"),
+        "cluster": scheme.endswith("+cluster"),
+        "host": parts.hostname or "localhost",
+        "port": port,
+        "username": unquote(parts.username) if parts.username else None,
+        "password": unquote(parts.password) if parts.password else None,
+        "db": 0,
+    }
+    path = parts.path.strip("/")
+    if path:
+        try:
+            cfg["db"] = int(path)
+        except ValueError:
+            raise StoreConfigError(f"Redis URL path must be a database number, got "
+                                   f"{path!r}") from None
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name in _QUERY_FLOATS:
+            try:
+                cfg[name] = float(value)
+            except ValueError:
+                raise StoreConfigError(f"URL parameter {name}={value!r} is not a number") \
+                    from None
+        elif name in _QUERY_INTS:
+            try:
+                cfg[name] = int(value)
+            except ValueError:
+                raise StoreConfigError(f"URL parameter {name}={value!r} is not an int") \
+                    from None
+        elif name in _QUERY_BOOLS:
+            cfg[name] = _parse_bool(name, value)
+        elif name in _QUERY_STRS:
+            cfg[name] = value
+        else:
+            raise StoreConfigError(
+                f"unknown Redis URL parameter {name!r} (pass credentials as options or "
+                f"in the URL's user info, other client settings as options)")
+    return cfg
+
+
+def redacted_url(cfg: dict[str, Any]) -> str:
+    scheme = ("rediss" if cfg["tls"] else "redis") + ("+cluster" if cfg["cluster"] else "")
+    auth = ""
+    if cfg.get("username") or cfg.get("password"):
+        auth = (cfg.get("username") or "") + (":***" if cfg.get("password") else "") + "@"
+    host = cfg["host"]
+    if ":" in host:
+        host = f"[{host}]"
+    db = "" if cfg["cluster"] else f"/{cfg['db']}"
+    return f"{scheme}://{auth}{host}:{cfg['port']}{db}"
+
+
