@@ -170,8 +170,6 @@ def _store_url(url: str | None) -> str | None:
     """File stores as absolute ``file://`` URLs (executors may not share the
     driver's working directory), other URLs unchanged; a bad one is a
     :class:`SlidingWindowError`."""
-    if not url:
-        return url
     try:
         return stores.normalize_url(url)
     except stores.StoreConfigError as e:

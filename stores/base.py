@@ -42,7 +42,7 @@ from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
 from .errors import (CasMismatch, StoreAuthenticationError, StoreClosed, StoreConfigError,
                      StoreError, StoreUnavailable)
-from .checks import as_blob, as_blobs, check_ranges, check_uint, check_window
+from .checks import as_blob, as_blobs, check_pairs, check_ranges, check_uint, check_window
 from .stats import StoreStats
 
 #: Opaque compare-and-set token of a window's metadata (``None`` when the
@@ -121,12 +121,7 @@ class Store:
                    count: int) -> list[Optional[bytes]]:
         """The blobs at indices ``[first, first + count)``, ``None`` where a
         pair is missing.  One round trip."""
-        check_window(window)
-        check_uint("epoch", epoch)
-        check_uint("level", level)
-        check_uint("first", first)
-        check_uint("count", count)
-        check_uint("first + count", first + count)
+        check_pairs(window, epoch, level, first, count)
         if count == 0:
             return []
         out = self._run("read_pairs", window, self._read_pairs, window, epoch, level, first,
@@ -141,12 +136,7 @@ class Store:
                      count: int) -> None:
         """Delete indices ``[first, first + count)``; missing pairs are
         fine.  One round trip."""
-        check_window(window)
-        check_uint("epoch", epoch)
-        check_uint("level", level)
-        check_uint("first", first)
-        check_uint("count", count)
-        check_uint("first + count", first + count)
+        check_pairs(window, epoch, level, first, count)
         if count == 0:
             return
         self._run("delete_pairs", window, self._delete_pairs, window, epoch, level, first,

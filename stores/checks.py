@@ -81,3 +81,13 @@ def check_ranges(ranges: Optional[Mapping[int, tuple[int, int]]]) -> Optional[di
 
 
 # ------------------------------------------------------------------ store
+
+
+def check_pairs(window: Any, epoch: Any, level: Any, first: Any, count: Any) -> None:
+    """The arguments naming ``count`` pairs from ``first`` of one level."""
+    check_window(window)
+    check_uint("epoch", epoch)
+    check_uint("level", level)
+    check_uint("first", first)
+    check_uint("count", count)
+    check_uint("first + count", first + count)

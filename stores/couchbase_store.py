@@ -1,13 +1,6 @@
 """``couchbase://`` -- a store in Couchbase (Python SDK 4, the paper's KVS).
 
-URLs::
-
-    couchbase://host[,host2...][:port]/bucket[?scope=S&collection=C&...]
-    couchbases://...                                  TLS
-
-``scope`` and ``collection`` default to ``_default``; other query parameters
-stay in the SDK connection string (e.g. ``?network=external``).
-Credentials: ``username`` / ``password`` options, else the URL's user info,
+URLs: :mod:`stores.couchbase_url`.  Credentials: ``username`` / ``password`` options, else the URL's user info,
 else the environment variables ``COUCHBASE_USERNAME`` /
 ``COUCHBASE_PASSWORD``.  The password never appears in ``url``, ``repr`` or
 error messages.  Options: ``connect_timeout`` (s, default 10),
@@ -24,22 +17,7 @@ cluster that is down makes that operation raise
 object used after ``fork`` notices the pid change and connects afresh in
 the child (the parent's SDK connections are left alone).
 
-Documents (binary, ``RawBinaryTranscoder``)::
-
-    mta::<window>::meta                      metadata blob; token = document CAS
-    mta::<window>::e<epoch>::l<level>::<i>   one pair
-    mta::<window>::e<epoch>::ranges          {level: (first, end)} written so far
-    mta::<window>::epochs                    the epochs that hold pairs
-
-Couchbase cannot list keys, so the store records what it writes: the
-*ranges* document of an epoch holds, per level, the smallest index written
-and the end of the highest range, and the *epochs* document lists the
-epochs.  Both ride in the same ``upsert_multi`` as the pairs (one round
-trip); a store object reads them once per window and epoch before its
-first write there (one extra round trip, once).  delete_pairs from the head
-of a level advances the recorded start on the next write.  The records
-assume one writer per window (the fencing layer's job); with several, the
-last writer's view wins.
+Documents and the records of what was written: :mod:`stores.couchbase_layout`.
 
 ``drop_epoch(window, epoch, ranges=None)``: with ``ranges`` (level ->
 ``(first, end)``, e.g. the level queues' ``lo``/``hi`` from a checkpoint)
@@ -66,8 +44,10 @@ from typing import Any, Mapping, Optional
 
 from . import codec
 from .base import AUTH, STORE_OPTIONS, TRANSIENT, Store, Token, cas_mismatch
+from . import couchbase_layout as layout
+from .couchbase_layout import EpochView
 from .couchbase_url import parse_couchbase_url, redacted_url
-from .errors import CorruptValue, StoreConfigError, StoreError
+from .errors import StoreConfigError, StoreError
 
 
 #: Keys per SDK multi-operation call.
@@ -96,22 +76,6 @@ def exc_kind(exc: BaseException) -> set[str]:
 
 #: Clusters inherited across fork, kept referenced so the child never closes them.
 _inherited: list = []
-
-
-class _EpochView:
-    """What this store object knows of the recorded ranges of one epoch.
-
-    ``lock`` serializes this object's writes to the epoch, so that the
-    ranges record each write carries includes every earlier write; ``dirty``
-    means the record on the server lags behind ``ranges`` (a delete moved a
-    start, or a write failed) and the next write must carry it."""
-
-    __slots__ = ("ranges", "dirty", "lock")
-
-    def __init__(self, ranges: dict[int, tuple[int, int]]) -> None:
-        self.ranges = ranges
-        self.dirty = False
-        self.lock = threading.Lock()
 
 
 class CouchbaseStore(Store):
@@ -150,7 +114,7 @@ class CouchbaseStore(Store):
         self._pid = os.getpid()
         self._lock = threading.Lock()
         self._conn_lock = threading.Lock()
-        self._views: dict[tuple[str, int], _EpochView] = {}
+        self._views: dict[tuple[str, int], EpochView] = {}
         self._epochs: dict[str, set[int]] = {}
         self._epochs_lock = threading.RLock()
         self._transcoder = self._make_transcoder()
@@ -227,21 +191,10 @@ class CouchbaseStore(Store):
 
     # -------------------------------------------------------------- keys
 
-    @staticmethod
-    def pair_key(window: str, epoch: int, level: int, index: int) -> str:
-        return f"mta::{window}::e{epoch}::l{level}::{index}"
-
-    @staticmethod
-    def meta_key(window: str) -> str:
-        return f"mta::{window}::meta"
-
-    @staticmethod
-    def ranges_key(window: str, epoch: int) -> str:
-        return f"mta::{window}::e{epoch}::ranges"
-
-    @staticmethod
-    def epochs_key(window: str) -> str:
-        return f"mta::{window}::epochs"
+    pair_key = staticmethod(layout.pair_key)
+    meta_key = staticmethod(layout.meta_key)
+    ranges_key = staticmethod(layout.ranges_key)
+    epochs_key = staticmethod(layout.epochs_key)
 
     # ------------------------------------------------------ sdk helpers
 
@@ -264,7 +217,7 @@ class CouchbaseStore(Store):
             calls += 1
             self._raise_errors(res.exceptions, ignore_not_found=True)
             for key, r in res.results.items():
-                found[key] = _as_bytes(r.value, key)
+                found[key] = layout.as_bytes(r.value, key)
         return found, calls
 
     def _upsert_multi(self, docs: dict[str, bytes]) -> int:
@@ -297,27 +250,17 @@ class CouchbaseStore(Store):
             if _NOT_FOUND in exc_kind(exc):
                 return None, None
             raise
-        return _as_bytes(r.value, key), r.cas
+        return layout.as_bytes(r.value, key), r.cas
 
     # ------------------------------------------------------ range records
 
     def _decode_ranges(self, blob: Optional[bytes], key: str) -> dict[int, tuple[int, int]]:
-        if blob is None:
-            return {}
-        value = codec.decode(blob)
-        if not isinstance(value, dict):
-            raise CorruptValue(f"store {self.url}: document {key!r} is not a ranges record")
-        return {int(k): (int(v[0]), int(v[1])) for k, v in value.items()}
+        return layout.decode_ranges(blob, f"store {self.url}: document {key!r}")
 
     def _decode_epochs(self, blob: Optional[bytes], key: str) -> set[int]:
-        if blob is None:
-            return set()
-        value = codec.decode(blob)
-        if not isinstance(value, list):
-            raise CorruptValue(f"store {self.url}: document {key!r} is not an epochs record")
-        return {int(e) for e in value}
+        return layout.decode_epochs(blob, f"store {self.url}: document {key!r}")
 
-    def _load_view(self, window: str, epoch: int) -> tuple[_EpochView, set[int], int]:
+    def _load_view(self, window: str, epoch: int) -> tuple[EpochView, set[int], int]:
         """This object's view of (window, epoch) and of the window's epochs,
         reading the records the first time.  Returns the SDK calls made."""
         with self._lock:
@@ -329,7 +272,7 @@ class CouchbaseStore(Store):
         found, calls = self._get_multi([rk, ek])
         with self._lock:
             if (window, epoch) not in self._views:
-                self._views[(window, epoch)] = _EpochView(self._decode_ranges(found.get(rk), rk))
+                self._views[(window, epoch)] = EpochView(self._decode_ranges(found.get(rk), rk))
             if window not in self._epochs:
                 self._epochs[window] = self._decode_epochs(found.get(ek), ek)
             return self._views[(window, epoch)], self._epochs[window], calls
@@ -494,19 +437,8 @@ class CouchbaseStore(Store):
         if self._owns_cluster:
             self._coll = None
         if cluster is not None:
-            try:
+            with contextlib.suppress(Exception):  # best effort: the store is closed either way
                 cluster.close()
-            except Exception:  # pragma: no cover - best effort
-                pass
-
-
-def _as_bytes(value: Any, key: str) -> bytes:
-    if isinstance(value, bytes):
-        return value
-    if isinstance(value, (bytearray, memoryview)):
-        return bytes(value)
-    raise CorruptValue(f"document {key!r} is not binary (got {type(value).__name__}); "
-                       f"was it written by another application?")
 
 
 __all__ = ["CouchbaseStore", "parse_couchbase_url", "exc_kind", "CHUNK"]

@@ -1,4 +1,13 @@
-"""``couchbase://`` URLs: parsed into connection settings, and shown redacted."""
+"""``couchbase://`` URLs: parsed into connection settings, and shown redacted.
+
+URLs::
+
+    couchbase://host[,host2...][:port]/bucket[?scope=S&collection=C&...]
+    couchbases://...                                  TLS
+
+``scope`` and ``collection`` default to ``_default``; other query parameters
+stay in the SDK connection string (e.g. ``?network=external``).
+"""
 
 from __future__ import annotations
 

@@ -56,6 +56,7 @@ fresh connections in the child.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
@@ -363,7 +364,5 @@ class RedisStore(Store):
         client = self._client_obj
         self._client_obj = None
         if client is not None:
-            try:
+            with contextlib.suppress(Exception):  # best effort: the store is closed either way
                 client.close()
-            except Exception:  # pragma: no cover - best effort
-                pass

@@ -46,12 +46,15 @@ def parse_file_url(url: str) -> str:
     return os.path.abspath(os.path.expanduser(path))
 
 
-def normalize_url(url: str) -> str:
+def normalize_url(url: str | None) -> str | None:
     """``url`` as every process of a job can open it: a file store as an
-    absolute ``file://`` URL, any other URL unchanged.  Raises
-    :class:`StoreConfigError` for a bad file URL (naming it redacted)."""
-    if not isinstance(url, str) or not url:
-        raise StoreConfigError("store URL must be a non-empty str")
+    absolute ``file://`` URL, any other URL unchanged, and no URL (``None``
+    or ``""``: no store) as given.  Raises :class:`StoreConfigError` for a
+    bad file URL (naming it redacted) or a URL that is not a str."""
+    if not url:
+        return url
+    if not isinstance(url, str):
+        raise StoreConfigError(f"a store URL is a str, not {type(url).__name__}")
     if scheme_of(url) in (None, "file"):
         try:
             return "file://" + parse_file_url(url)

@@ -29,11 +29,11 @@ def test_normalize_url_makes_file_stores_absolute(tmp_path, monkeypatch):
     assert normalize_url("file:state") == f"file://{os.path.join(os.getcwd(), 'state')}"
     assert normalize_url(f"file://{here}/x") == f"file://{here}/x"
     assert normalize_url("~/mta-x") == "file://" + os.path.expanduser("~/mta-x")
-    for url in ("redis://:pw@127.0.0.1:6379/0", "memory://name", "couchbase://h/b"):
+    for url in ("redis://:pw@127.0.0.1:6379/0", "memory://name", "couchbase://h/b", None, ""):
         assert normalize_url(url) == url
 
 
-@pytest.mark.parametrize("url", ["", "file://otherhost/x", "file:x?q=1", "file:"])
+@pytest.mark.parametrize("url", [b"file:x", "file://otherhost/x", "file:x?q=1", "file:"])
 def test_normalize_url_refuses_bad_file_urls(url):
     with pytest.raises(StoreConfigError):
         normalize_url(url)

@@ -11,8 +11,6 @@ from .errors import CLIError
 
 def normalize_store(url: str | None) -> str | None:
     """File stores as absolute ``file://`` URLs (executors may not share the cwd)."""
-    if not url:
-        return url
     try:
         return stores.normalize_url(url)
     except stores.StoreConfigError as e:
