@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Optional
 
 _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
@@ -69,41 +70,98 @@ def drain_background(timeout: float = 60.0) -> None:
 
 def ready(future) -> bool:
     """Whether ``future``'s result is in, without reading from the network
-    (a deferred request's reply is read only when its result is asked for)."""
-    ready = getattr(future, "ready", None)
-    return ready() if ready is not None else future.done()
+    (a :class:`Pending` reply is read only when its result is asked for)."""
+    return future.ready() if isinstance(future, Pending) else future.done()
 
 
-class _Decoded:
-    """A deferred read whose blobs become a level's elements when taken."""
+class Pending:
+    """A result that may not be in yet, read or computed when asked for:
+    ``concurrent.futures.Future``'s consumer side (``done``, ``result``,
+    ``exception``) plus ``ready``, which never does I/O.  The store's one
+    hand-written future: a deferred Redis reply
+    (:class:`stores.redis_wire.Request`), a read decoded when taken
+    (:class:`Decoded`), and work that already ran (:meth:`of`).
 
-    __slots__ = ("request", "queue", "first", "count", "group", "value", "error", "taken")
+    A producer finishes it with ``set_result`` / ``set_exception``;
+    subclasses say how to make progress without blocking (``_poll``) and
+    how to wait for it (``_wait``).  Each call is O(1) plus that hook."""
 
-    def __init__(self, request, queue, first: int, count: int, group: int) -> None:
-        self.request, self.queue, self.first, self.count, self.group = request, queue, first, count, group
-        self.value = self.error = None
-        self.taken = False
+    __slots__ = ("_finished", "_value", "_error")
+
+    def __init__(self) -> None:
+        self._finished = False
+        self._value: Any = None
+        self._error: Optional[BaseException] = None
+
+    @classmethod
+    def of(cls, fn, *args) -> "Pending":
+        """``fn(*args)`` run now, its value or its exception kept for ``result``."""
+        done = cls()
+        done.run(fn, *args)
+        return done
+
+    # -- the producer's side ----------------------------------------------
+    def set_result(self, value: Any) -> None:
+        self._value, self._finished = value, True
+
+    def set_exception(self, exc: BaseException) -> None:
+        self._error, self._finished = exc, True
+
+    def run(self, fn, *args) -> None:
+        """Finish with ``fn(*args)``'s value, or with what it raised."""
+        try:
+            self.set_result(fn(*args))
+        except BaseException as exc:
+            self.set_exception(exc)
+
+    def _poll(self) -> None:
+        """Make progress without blocking (read replies already there)."""
+
+    def _wait(self) -> None:
+        """Block until finished."""
+        raise RuntimeError("a Pending with nothing to wait for was never finished")
+
+    # -- the consumer's side ----------------------------------------------
+    def ready(self) -> bool:
+        """Whether the result is in (no I/O)."""
+        return self._finished
 
     def done(self) -> bool:
-        return self.taken or self.request.done()
+        """Whether the result is in, reading what already arrived."""
+        if not self.ready():
+            self._poll()
+        return self.ready()
 
-    def ready(self) -> bool:
-        return self.taken or self.request.ready()
+    def result(self) -> Any:
+        if not self._finished:
+            self._wait()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
-    def result(self):
-        if not self.taken:
-            self.taken = True
-            try:
-                self.value = self.queue.elements(self.first, self.count, self.group, self.request.result())
-            except BaseException as exc:
-                self.error = exc
-        if self.error is not None:
-            raise self.error
-        return self.value
-
-    def exception(self):
+    def exception(self) -> Optional[BaseException]:
         try:
             self.result()
         except BaseException as exc:
             return exc
         return None
+
+
+class Decoded(Pending):
+    """A read whose blobs become a level's elements when taken (decoding
+    and checking stay on the engine's thread)."""
+
+    __slots__ = ("request", "queue", "first", "count", "group")
+
+    def __init__(self, request, queue, first: int, count: int, group: int) -> None:
+        super().__init__()
+        self.request, self.queue, self.first, self.count, self.group = request, queue, first, count, group
+
+    def ready(self) -> bool:
+        return self._finished or ready(self.request)
+
+    def _poll(self) -> None:
+        self.request.done()
+
+    def _wait(self) -> None:
+        self.run(lambda: self.queue.elements(self.first, self.count, self.group, self.request.result()))

@@ -15,18 +15,19 @@ Per level, :class:`StoreLevelQueue` keeps in process memory
 
 A level talks to its window's storage (:class:`stores.window.WindowStorage`)
 through the storage's public methods only: ``start_write``, ``start_read``,
-``read``, ``opened``, ``closed``, ``discarded``, ``want_prefetch``,
-``orphan``, ``note_written`` and its ``stats``.
+``read``, ``write``, ``opened``, ``closed``, ``discarded``, ``want_prefetch``,
+``start_prefetches``, ``orphan``, ``note_written`` and its ``counters``;
+the storage calls a level's ``prefetch_ahead``, ``settle``, ``elements``,
+``take_hits``, ``record`` and ``restore``.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import Future
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mta.level_queue import LevelQueue
 
-from .background import ready
+from .background import Pending, ready
 from .codec import decode, encode
 from .errors import CorruptValue, FormatVersionError, MissingData
 
@@ -77,8 +78,8 @@ class StoreLevelQueue(LevelQueue):
         self._recent: list = [None] * (lo & 1)  # elements from position 2 * stored
         self._cache: list = []
         self._cache_lo = 0
-        self._flush: tuple[Future, int] | None = None  # (future, pairs in flight)
-        self._prefetch: tuple[Future, int, int] | None = None  # (future, first position, pairs)
+        self._flush: tuple[Any, int] | None = None  # (future or Pending, pairs in flight)
+        self._prefetch: tuple[Any, int, int] | None = None  # (future or Pending, first position, pairs)
         self.segments: list[list[int]] = []  # [epoch, first pair] written by each owner
         self.written = self.stored  # pairs ever written up to here (for clean-up)
         self._hits = 0  # cache hits not yet added to the window's stats
@@ -126,7 +127,7 @@ class StoreLevelQueue(LevelQueue):
         # (reading a reply can wait: after a bulk eviction it is often useless)
         self._take_prefetch(wait=pf is not None and self._end() - i < self._w.cache_size)
         self._trim()
-        self._prefetch_ahead()
+        self.prefetch_ahead()
         ahead = self._end() - i
         size = self._w.cache_size
         if self._prefetch is None and ahead > 2 * size:
@@ -202,8 +203,7 @@ class StoreLevelQueue(LevelQueue):
         if w.background:
             future = w.start_write(self.level, first // size, blobs, count)
         else:
-            future = Future()
-            future.set_result(w.write(self.level, first // size, blobs, count))
+            future = Pending.of(w.write, self.level, first // size, blobs, count)
         self._flush = (future, count)
         self._rebase()
         self._note_written(first, count)
@@ -256,7 +256,7 @@ class StoreLevelQueue(LevelQueue):
             if ready(future):
                 self._take_prefetch(wait=False)
             elif start <= i < start + 2 * count:  # on its way: wait for it
-                self._w._stats.prefetch_waits += 1
+                self._w.counters.prefetch_waits += 1
                 self._take_prefetch(wait=True)
             else:  # it does not hold i (a bulk eviction jumped ahead): let it go
                 self._prefetch = None
@@ -264,16 +264,16 @@ class StoreLevelQueue(LevelQueue):
         self._trim()
         c = i - self._cache_lo
         if 0 <= c < len(self._cache):
-            self._w._stats.cache_hits += 1
+            self._w.counters.cache_hits += 1
         else:
             w = self._w
-            w._stats.cache_misses += 1
+            w.counters.cache_misses += 1
             if i < self._cache_lo or i - self._cache_lo >= 4 * w.cache_size - 2:
                 # restart at i's pair (reading the gap would overgrow the cache)
                 self._cache, self._cache_lo = [], i & ~1
             end = (self._cache_lo + len(self._cache)) >> 1
             self._cache += self._fetch(end, self._to_group_end(end, max(MISS_BATCH, ((i >> 1) - end) + 1)))
-        self._prefetch_ahead()
+        self.prefetch_ahead()
         self._check_at = self._fast_end = 0
         return self._cache[i - self._cache_lo]
 
@@ -333,7 +333,7 @@ class StoreLevelQueue(LevelQueue):
                 del self._cache[:dead]
                 self._cache_lo = head
 
-    def _prefetch_ahead(self, now: bool = False) -> None:
+    def prefetch_ahead(self, now: bool = False) -> None:
         """Refill ahead of the head in the background when running low.
 
         The read is started at the engine's next insert (any level's
@@ -380,7 +380,7 @@ class StoreLevelQueue(LevelQueue):
         elif start == self._cache_lo + len(self._cache):
             self._cache += values  # still contiguous with the cache
 
-    def _settle(self) -> None:
+    def settle(self) -> None:
         """Wait for background work on this level."""
         if self._flush is not None:
             self._finish_flush()

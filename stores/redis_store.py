@@ -136,11 +136,11 @@ class RedisStore(Store):
         self._write_script: Any = None
         self._read_script: Any = None
         if not self.cluster:
-            self._client()  # validates options; redis-py connects lazily
+            self.client()  # validates options; redis-py connects lazily
 
     # ------------------------------------------------------------ client
 
-    def _client(self) -> Any:
+    def client(self) -> Any:
         client = self._client_obj
         if client is not None:
             return client
@@ -192,24 +192,24 @@ class RedisStore(Store):
     def _base(self, window: str) -> str:
         return f"{self.key_prefix}:{{{window}}}"
 
-    def _pairs_key(self, window: str, epoch: int, level: int) -> str:
+    def pairs_key(self, window: str, epoch: int, level: int) -> str:
         return f"{self._base(window)}:e{epoch}:l{level}"
 
-    def _levels_key(self, window: str, epoch: int) -> str:
+    def levels_key(self, window: str, epoch: int) -> str:
         return f"{self._base(window)}:e{epoch}:levels"
 
-    def _epochs_key(self, window: str) -> str:
+    def epochs_key(self, window: str) -> str:
         return f"{self._base(window)}:epochs"
 
-    def _meta_key(self, window: str) -> str:
+    def meta_key(self, window: str) -> str:
         return f"{self._base(window)}:meta"
 
     # ----------------------------------------------------------- backend
 
     def _write_pairs(self, window: str, epoch: int, level: int, first: int,
                      blobs: list[bytes]) -> None:
-        key = self._pairs_key(window, epoch, level)
-        epochs_key, levels_key = self._epochs_key(window), self._levels_key(window, epoch)
+        key = self.pairs_key(window, epoch, level)
+        epochs_key, levels_key = self.epochs_key(window), self.levels_key(window, epoch)
         if not self.cluster and len(set(map(len, blobs))) == 1:
             # the usual batch (pairs of same-sized values): plain commands, packed here
             self._raw([command(b"SADD", epochs_key, epoch), command(b"SADD", levels_key, level),
@@ -220,11 +220,11 @@ class RedisStore(Store):
             if lens.itemsize == 4 and max(lens) < 1 << 32:
                 if sys.byteorder != "little":  # pragma: no cover
                     lens.byteswap()
-                self._client()
+                self.client()
                 self._write_script(keys=[key, epochs_key, levels_key],
                                    args=[epoch, level, first, b"".join(blobs), lens.tobytes()])
                 return
-        pipe = self._client().pipeline(transaction=False)  # pragma: no cover - indices >= 2**53
+        pipe = self.client().pipeline(transaction=False)  # pragma: no cover - indices >= 2**53
         pipe.sadd(epochs_key, epoch)
         pipe.sadd(levels_key, level)
         for start in range(0, len(blobs), CHUNK):
@@ -235,7 +235,7 @@ class RedisStore(Store):
 
     def _read_pairs(self, window: str, epoch: int, level: int, first: int,
                     count: int) -> list[Optional[bytes]]:
-        key = self._pairs_key(window, epoch, level)
+        key = self.pairs_key(window, epoch, level)
         end = first + count
         if not self.cluster:
             replies = self._raw(hmget_commands(key.encode(), first, count))
@@ -243,11 +243,11 @@ class RedisStore(Store):
                 return replies[0]
             return [b for part in replies for b in part]
         if count > SMALL_READ and end <= LUA_INDEX_LIMIT:
-            self._client()
+            self.client()
             return self._read_script(keys=[key], args=[first, count])
         if count <= CHUNK:
-            return self._client().hmget(key, list(range(first, end)))
-        pipe = self._client().pipeline(transaction=False)
+            return self.client().hmget(key, list(range(first, end)))
+        pipe = self.client().pipeline(transaction=False)
         for start in range(first, end, CHUNK):
             pipe.hmget(key, list(range(start, min(end, start + CHUNK))))
         out: list[Optional[bytes]] = []
@@ -260,7 +260,7 @@ class RedisStore(Store):
         where the window's level queues use background threads instead)."""
         return None if self.cluster else DeferredChannel(self)
 
-    def _release(self, conn: Any) -> None:
+    def release_connection(self, conn: Any) -> None:
         client = self._client_obj
         if client is not None:
             client.connection_pool.release(conn)
@@ -273,7 +273,7 @@ class RedisStore(Store):
         retried by the store."""
         from redis.exceptions import ResponseError
 
-        pool = self._client().connection_pool
+        pool = self.client().connection_pool
         try:
             conn = pool.get_connection()
         except TypeError:  # pragma: no cover - redis-py < 5.1 wants a command name
@@ -294,62 +294,62 @@ class RedisStore(Store):
 
     def _delete_pairs(self, window: str, epoch: int, level: int, first: int,
                       count: int) -> None:
-        key = self._pairs_key(window, epoch, level)
+        key = self.pairs_key(window, epoch, level)
         end = first + count
         if count <= CHUNK:
-            self._client().hdel(key, *range(first, end))
+            self.client().hdel(key, *range(first, end))
             return
-        pipe = self._client().pipeline(transaction=False)
+        pipe = self.client().pipeline(transaction=False)
         for start in range(first, end, CHUNK):
             pipe.hdel(key, *range(start, min(end, start + CHUNK)))
         pipe.execute()
 
     def _drop_epoch(self, window: str, epoch: int, ranges: Any) -> int:
-        client = self._client()
-        levels_key = self._levels_key(window, epoch)
+        client = self.client()
+        levels_key = self.levels_key(window, epoch)
         levels = client.smembers(levels_key)
-        keys = [self._pairs_key(window, epoch, int(lv)) for lv in levels]
+        keys = [self.pairs_key(window, epoch, int(lv)) for lv in levels]
         pipe = client.pipeline(transaction=False)
-        pipe.srem(self._epochs_key(window), epoch)
+        pipe.srem(self.epochs_key(window), epoch)
         for key in keys + [levels_key]:  # one key per UNLINK: Cluster pipelines need it
             pipe.unlink(key)
         pipe.execute()
         return 2
 
     def _list_epochs(self, window: str) -> list[int]:
-        return [int(e) for e in self._client().smembers(self._epochs_key(window))]
+        return [int(e) for e in self.client().smembers(self.epochs_key(window))]
 
     def _read_meta(self, window: str) -> tuple[Optional[bytes], Token]:
-        version, blob = self._client().hmget(self._meta_key(window), ["v", "b"])
+        version, blob = self.client().hmget(self.meta_key(window), ["v", "b"])
         if version is None:
             return None, None
         return blob if blob is not None else b"", int(version)
 
     def _cas_meta(self, window: str, expected: Token, value: bytes, retry: bool) -> Token:
-        self._client()
+        self.client()
         if expected is not None and (isinstance(expected, bool)
                                      or not isinstance(expected, int)):
             raise cas_mismatch(window, expected, self._read_meta(window)[1])
         ok, version = self._cas_script(
-            keys=[self._meta_key(window)],
+            keys=[self.meta_key(window)],
             args=["" if expected is None else str(expected), value, "1" if retry else "0"])
         if ok == 1:
             return int(version)
         raise cas_mismatch(window, expected, int(version) if version not in (b"", "") else None)
 
     def _delete_window(self, window: str) -> int:
-        client = self._client()
-        epochs_key = self._epochs_key(window)
+        client = self.client()
+        epochs_key = self.epochs_key(window)
         epochs = [int(e) for e in client.smembers(epochs_key)]
-        keys = [epochs_key, self._meta_key(window)]
+        keys = [epochs_key, self.meta_key(window)]
         trips = 1
         if epochs:
             pipe = client.pipeline(transaction=False)
             for e in epochs:
-                pipe.smembers(self._levels_key(window, e))
+                pipe.smembers(self.levels_key(window, e))
             for e, levels in zip(epochs, pipe.execute()):
-                keys.append(self._levels_key(window, e))
-                keys.extend(self._pairs_key(window, e, int(lv)) for lv in levels)
+                keys.append(self.levels_key(window, e))
+                keys.extend(self.pairs_key(window, e, int(lv)) for lv in levels)
             trips += 1
         pipe = client.pipeline(transaction=False)
         for key in keys:
@@ -358,7 +358,7 @@ class RedisStore(Store):
         return trips + 1
 
     def _ping(self) -> None:
-        self._client().ping()
+        self.client().ping()
 
     def _close(self) -> None:
         client = self._client_obj

@@ -11,6 +11,7 @@ import os
 from collections import deque
 from typing import TYPE_CHECKING, Any, Optional
 
+from .background import Pending
 from .checks import as_blobs, check_window
 
 if TYPE_CHECKING:
@@ -160,62 +161,41 @@ SMALL_READ = 32
 #: Indices the scripts handle exactly (Lua numbers are doubles).
 LUA_INDEX_LIMIT = 1 << 53
 
-_PENDING, _DONE, _FAILED = 0, 1, 2
-
-
-class _Request:
+class Request(Pending):
     """A request sent on a :class:`DeferredChannel`; its replies are read when
-    its result is asked for (``concurrent.futures.Future``-like: ``done``,
-    ``result``, ``exception``).  If the connection fails, ``result`` runs
-    ``fallback`` -- the same operation through the store's retrying path."""
+    its result is asked for (or by ``done``, when already there).  If the
+    connection fails, ``result`` runs ``fallback`` -- the same operation
+    through the store's retrying path -- once."""
 
-    __slots__ = ("channel", "replies", "count", "finish", "fallback", "state", "value", "error")
+    __slots__ = ("channel", "replies", "count", "finish", "fallback", "failed")
 
     def __init__(self, channel: "DeferredChannel", count: int, finish, fallback) -> None:
+        super().__init__()
         self.channel = channel
         self.replies: list = []
         self.count = count  # replies expected
         self.finish = finish  # replies -> value
         self.fallback = fallback  # () -> value, through Store.write_pairs / read_pairs
-        self.state = _PENDING
-        self.value: Any = None
-        self.error: Optional[BaseException] = None
-
-    def done(self) -> bool:
-        if self.state == _PENDING:
-            self.channel.poll(self)
-        return self.state != _PENDING
+        self.failed = False  # the connection broke before the replies were read
 
     def ready(self) -> bool:
-        """Whether the reply was read already (no I/O)."""
-        return self.state != _PENDING
+        return self._finished or self.failed
 
-    def result(self) -> Any:
-        if self.state == _PENDING:
+    def _poll(self) -> None:
+        self.channel.poll(self)
+
+    def _wait(self) -> None:
+        if not self.failed:
             self.channel.complete(self)
-        if self.state == _FAILED:  # the connection broke: redo it the safe way, once
-            self.state = _DONE
-            try:
-                self.value = self.fallback()
-            except BaseException as exc:
-                self.error = exc
-        if self.error is not None:
-            raise self.error
-        return self.value
-
-    def exception(self) -> Optional[BaseException]:
-        try:
-            self.result()
-        except BaseException as exc:
-            return exc
-        return None
+        if not self._finished:  # the connection broke: redo it the safe way
+            self.run(self.fallback)
 
 
 class DeferredChannel:
     """Requests whose replies are read later, pipelined on one pooled
     connection (standalone Redis): the store's "background communication"
     without threads.  ``write_pairs`` / ``read_pairs`` send at once and
-    return a :class:`_Request`; replies come back in order and are read
+    return a :class:`Request`; replies come back in order and are read
     when a result is asked for (or by ``poll``, when already there).  The
     round trip is then off the caller's path, and no background thread has
     to wait for the interpreter lock to handle it.
@@ -227,7 +207,7 @@ class DeferredChannel:
 
     def __init__(self, store: "RedisStore") -> None:
         self.store = store
-        self.queue: deque[_Request] = deque()
+        self.queue: deque[Request] = deque()
         self.conn: Any = None
         self.pid = os.getpid()
 
@@ -239,12 +219,12 @@ class DeferredChannel:
         data = as_blobs(blobs)
         fallback = lambda: st.write_pairs(window, epoch, level, first, data)  # noqa: E731
         if not data or len(set(map(len, data))) != 1 or st.closed:
-            return _done(fallback)
-        commands = [command(b"SADD", st._epochs_key(window), epoch),
-                    command(b"SADD", st._levels_key(window, epoch), level),
-                    *hset_commands(st._pairs_key(window, epoch, level).encode(), first, data)]
+            return Pending.of(fallback)
+        commands = [command(b"SADD", st.epochs_key(window), epoch),
+                    command(b"SADD", st.levels_key(window, epoch), level),
+                    *hset_commands(st.pairs_key(window, epoch, level).encode(), first, data)]
         req = self._send(commands, _ignore, fallback)
-        if req.state == _PENDING:
+        if not req.failed:
             st.stats.add(round_trips=1, pairs_written=len(data), bytes_written=sum(map(len, data)))
         return req
 
@@ -254,10 +234,10 @@ class DeferredChannel:
         check_window(window)
         fallback = lambda: st.read_pairs(window, epoch, level, first, count)  # noqa: E731
         if count <= 0 or st.closed:
-            return _done(fallback)
-        req = self._send(hmget_commands(st._pairs_key(window, epoch, level).encode(), first, count),
+            return Pending.of(fallback)
+        req = self._send(hmget_commands(st.pairs_key(window, epoch, level).encode(), first, count),
                          self._found, fallback)
-        if req.state == _PENDING:
+        if not req.failed:
             st.stats.add(round_trips=1)
         return req
 
@@ -267,15 +247,15 @@ class DeferredChannel:
         return out
 
     # -- the connection ----------------------------------------------------------
-    def _send(self, commands: list[bytes], finish, fallback) -> _Request:
-        req = _Request(self, len(commands), finish, fallback)
+    def _send(self, commands: list[bytes], finish, fallback) -> Request:
+        req = Request(self, len(commands), finish, fallback)
         try:
             if self.pid != os.getpid():  # forked: the connection is the parent's
                 self.queue.clear()
                 self.conn = None
                 self.pid = os.getpid()
             if self.conn is None:
-                pool = self.store._client().connection_pool
+                pool = self.store.client().connection_pool
                 try:
                     self.conn = pool.get_connection()
                 except TypeError:  # pragma: no cover - redis-py < 5.1 wants a command name
@@ -283,25 +263,25 @@ class DeferredChannel:
             self.conn.send_packed_command([b"".join(commands)])
         except Exception:
             self._break()
-            req.state = _FAILED
+            req.failed = True
             return req
         self.queue.append(req)
         return req
 
-    def poll(self, req: _Request) -> None:
+    def poll(self, req: Request) -> None:
         """Read replies that already arrived, in order, up to ``req``'s (a
         reply whose first bytes are there is read whole)."""
         try:
-            while req.state == _PENDING and self.queue and self.conn.can_read(timeout=0):
+            while not req.ready() and self.queue and self.conn.can_read(timeout=0):
                 self._read_head()
         except Exception:
             self._break()
         self._release_if_idle()
 
-    def complete(self, req: _Request) -> None:
+    def complete(self, req: Request) -> None:
         """Read replies, in order, until ``req``'s are in."""
         try:
-            while req.state == _PENDING and self.queue:
+            while not req.ready() and self.queue:
                 self._read_head()
         except Exception:
             self._break()
@@ -318,32 +298,28 @@ class DeferredChannel:
                 req.replies.append(exc)
         self.queue.popleft()
         if any(isinstance(r, ResponseError) for r in req.replies):
-            req.state = _FAILED
+            req.failed = True
             return
-        try:
-            req.value = req.finish(req.replies)
-        except BaseException as exc:  # pragma: no cover - finish only counts
-            req.error = exc
-        req.replies = []
-        req.state = _DONE
+        replies, req.replies = req.replies, []
+        req.run(req.finish, replies)
 
     def _break(self) -> None:
         """The connection failed: every pending request falls back."""
         for req in self.queue:
-            req.state = _FAILED
+            req.failed = True
         self.queue.clear()
         conn, self.conn = self.conn, None
         if conn is not None:
             try:
                 conn.disconnect()
             finally:
-                self.store._release(conn)
+                self.store.release_connection(conn)
 
     def _release_if_idle(self) -> None:
         if not self.queue and self.conn is not None:
             conn, self.conn = self.conn, None
             if self.pid == os.getpid():
-                self.store._release(conn)
+                self.store.release_connection(conn)
 
     def close(self) -> None:
         """Read every pending reply and give the connection back."""
@@ -355,30 +331,5 @@ def _ignore(replies: list) -> None:
     return None
 
 
-class _Completed:
-    __slots__ = ("value", "error")
-
-    def __init__(self, value: Any = None, error: Optional[BaseException] = None) -> None:
-        self.value, self.error = value, error
-
-    def done(self) -> bool:
-        return True
-
-    ready = done
-
-    def result(self) -> Any:
-        if self.error is not None:
-            raise self.error
-        return self.value
-
-    def exception(self) -> Optional[BaseException]:
-        return self.error
-
-
-def _done(fn) -> _Completed:
-    try:
-        return _Completed(fn())
-    except BaseException as exc:
-        return _Completed(error=exc)
 
 

@@ -34,11 +34,10 @@ dropped whole, with whatever a dead owner wrote after its last checkpoint.
 from __future__ import annotations
 
 import threading
-from concurrent.futures import Future
 
 from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
-from .background import _Decoded, ready, submit
+from .background import Decoded, ready, submit
 from .codec import decode, encode
 from .errors import CasMismatch, CorruptValue, FencingError, FormatVersionError, StoreError
 from .level_queue import TAIL_KEPT, StoreLevelQueue
@@ -86,9 +85,9 @@ class WindowStorage:
         self.cache_size = cache_size
         self.retain = retain
         self.background = background
-        self._stats = StoreStats()
+        self.counters = StoreStats()
         self._queues: list[StoreLevelQueue] = []  # live levels (their cache hits are counted there)
-        self._orphans: list[Future] = []  # prefetches nobody needs any more, still running
+        self._orphans: list = []  # prefetches nobody needs any more, still running
         # requests sent now, replies read later (Redis): no background threads needed
         self._channel = store.deferred_channel() if background else None
         self.wanted: list[StoreLevelQueue] = []  # levels whose prefetch waits for the next insert
@@ -159,7 +158,7 @@ class WindowStorage:
     def stats(self) -> StoreStats:
         """The window's counters (cache hits are counted per level and added
         here when read; read them from the engine's thread)."""
-        s = self._stats
+        s = self.counters
         for q in self._queues:
             s.cache_hits += q.take_hits()
         return s
@@ -172,9 +171,9 @@ class WindowStorage:
         wanted, self.wanted = self.wanted, []
         for q in wanted:
             if q in self._queues:  # not discarded meanwhile
-                q._prefetch_ahead(now=True)
+                q.prefetch_ahead(now=True)
 
-    def orphan(self, future: Future) -> None:
+    def orphan(self, future) -> None:
         """A prefetch whose result is not needed: forget it once finished
         (``close`` waits for those still running)."""
         self._orphans = [f for f in self._orphans if not ready(f)]
@@ -191,7 +190,7 @@ class WindowStorage:
             self.leaf = q
 
     def closed(self, q: StoreLevelQueue) -> None:
-        self._stats.cache_hits += q.take_hits()
+        self.counters.cache_hits += q.take_hits()
         try:
             self._queues.remove(q)
         except ValueError:
@@ -225,7 +224,7 @@ class WindowStorage:
         self._token = token
         self._meta = meta
         self.version = version
-        self._stats.checkpoints += 1
+        self.counters.checkpoints += 1
         self._collect_garbage(levels)
         return version
 
@@ -233,7 +232,7 @@ class WindowStorage:
         """Wait for the levels' background I/O; with ``delete``, remove the
         window (metadata and every epoch's pairs) from the store."""
         for q in levels:
-            q._settle()
+            q.settle()
         self._wait_orphans()
         if self._channel is not None:
             self._channel.close()
@@ -268,7 +267,7 @@ class WindowStorage:
                 for epoch in meta["epochs"]:
                     if epoch in live_epochs and first < stop:
                         self._call(self.store.delete_pairs, self.window, epoch, m, first, stop - first)
-                self._stats.pairs_deleted += end - gc[m]
+                self.counters.pairs_deleted += end - gc[m]
                 gc[m] = end
         # A zombie owner may have written again under an epoch this window
         # already dropped, so the store's own list is swept too; epochs above
@@ -296,28 +295,28 @@ class WindowStorage:
     # -- store calls --------------------------------------------------------
     def start_write(self, level: int, group: int, blobs: list, pairs: int):
         """Start writing the blobs of groups ``group, group + 1, ...``
-        (``pairs`` pairs): a future-like object (result: None)."""
+        (``pairs`` pairs): a future or :class:`~stores.background.Pending` (result: None)."""
         if self._channel is not None:
-            self._stats.round_trips += 1
-            self._stats.pairs_written += pairs
+            self.counters.round_trips += 1
+            self.counters.pairs_written += pairs
             return self._channel.write_pairs(self.window, self.epoch, level, group, blobs)
         return submit(self.write, level, group, blobs, pairs)
 
     def write(self, level: int, group: int, blobs: list, pairs: int) -> None:
         self._call(self.store.write_pairs, self.window, self.epoch, level, group, blobs)
-        self._stats.pairs_written += pairs
+        self.counters.pairs_written += pairs
 
     def start_read(self, q: StoreLevelQueue, first: int, count: int):
         """Start reading pairs for ``q``'s cache: a future-like object whose
-        result is their elements."""
+        result is their elements (a future or a :class:`~stores.background.Pending`)."""
         nxt = [s[1] for s in q.segments if s[1] > first]
         if self._channel is not None and (not nxt or nxt[0] >= first + count):  # one epoch
-            self._stats.round_trips += 1
-            self._stats.pairs_read += count
+            self.counters.round_trips += 1
+            self.counters.pairs_read += count
             group, groups = self._groups(first, count)
             request = self._channel.read_pairs(self.window, q.epoch_of(first), q.level, group, groups)
-            return _Decoded(request, q, first, count, group)
-        return submit(q._fetch, first, count)
+            return Decoded(request, q, first, count, group)
+        return submit(self.read, q, first, count)
 
     def read(self, q: StoreLevelQueue, first: int, count: int) -> list:
         """The elements of ``q``'s pairs ``[first, first + count)``."""
@@ -329,7 +328,7 @@ class WindowStorage:
             group, groups = self._groups(first, n)
             blobs = self._call(self.store.read_pairs, self.window, epoch, q.level, group, groups)
             out += q.elements(first, n, group, blobs)
-            self._stats.pairs_read += n
+            self.counters.pairs_read += n
             first += n
             count -= n
         return out
@@ -342,7 +341,7 @@ class WindowStorage:
 
     def _call(self, fn, *args):
         with _stats_lock:
-            self._stats.round_trips += 1
+            self.counters.round_trips += 1
         return fn(*args)
 
     def _encode_meta(self, meta: dict) -> bytes:
