@@ -28,7 +28,8 @@ from __future__ import annotations
 from .engine import check_count
 from .errors import EmptyWindowError
 from .level_queue import LevelQueue
-from .tree import EMPTY, LevelEngine, bulk_search, recompute_spine, repair_heads
+from .markers import EMPTY
+from .tree import LevelEngine, bulk_search, recompute_spine, repair_heads
 
 
 class AmortizedMTA(LevelEngine):

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 from .engine import check_count
 from .errors import EmptyWindowError
-from .tree import EMPTY, LevelEngine, bulk_search, recompute_spine, repair_heads
+from .markers import EMPTY
+from .tree import LevelEngine, bulk_search, recompute_spine, repair_heads
 
 class LogMTA(LevelEngine):
     """Section 4.1: O(log n) insertion, O(log n) bulk eviction (in monoid

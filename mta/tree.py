@@ -22,11 +22,9 @@ from .engine import Engine
 from .errors import MTAError
 from .level_queue import LevelQueue, MemoryLevelQueue
 from .monoid import Monoid
+from .markers import EMPTY
 from .storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
-#: Private "no value" marker.  Never the monoid's identity: a value equal to
-#: the identity is an ordinary element.
-EMPTY: Any = type("EmptySlot", (), {"__repr__": lambda self: "<empty>", "__slots__": ()})()
 
 
 def bulk_search(levels: list[LevelQueue], combine, wsp, total, acc) -> Any:

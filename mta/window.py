@@ -15,15 +15,13 @@ from typing import Any, Iterable
 
 from .checks import WindowChecker, short_repr
 from .errors import MTAError
+from .markers import EMPTY
 from .monoid import Aggregator, product_monoid
 from .policies import SlidePolicy
 
 
 class LiftError(MTAError, ValueError):
     """A raw input could not be lifted; the window is unchanged."""
-
-
-_UNSET = object()
 
 
 class Window:
@@ -71,12 +69,12 @@ class Window:
 
     def _lift(self, raw: Any) -> tuple:
         """``(aggregator.lift(raw), policy.lift(raw))``, checked in checking mode."""
-        a = _UNSET
+        a = EMPTY
         try:
             a = self.aggregator.lift(raw)
             value = (a, self.policy.lift(raw))
         except Exception as exc:
-            who = f"aggregator {self.aggregator.name}" if a is _UNSET else f"slide policy {self.policy.name}"
+            who = f"aggregator {self.aggregator.name}" if a is EMPTY else f"slide policy {self.policy.name}"
             raise LiftError(f"{who} cannot lift raw value {short_repr(raw)}: {type(exc).__name__}: {exc}") from exc
         if self._checker is not None:
             self._checker.observe(raw, value)

@@ -10,6 +10,8 @@ so a retry's output equals a run without failure.
 
 from __future__ import annotations
 
+from mta.markers import EMPTY
+
 from . import rows
 from .plan import ARRIVAL, INTERNAL, TIME, VALUE, column, output_schema, with_order_columns
 from .spec import WindowSpec
@@ -35,7 +37,7 @@ def batch_plan(df, spec: WindowSpec, run: str):
         # each task attempt has windows of its own: a speculative or retried
         # attempt never deletes the windows another attempt is using
         attempt = f"{run}/{TaskContext.get().taskAttemptId()}"
-        current, window = _NO_KEY, None
+        current, window = EMPTY, None
         try:  # the open window is deleted however the task ends (error, early stop)
             for batch in batches:
                 keys, times, values = batch.column(key_at), batch.column(time_at), batch.column(value_at)
@@ -43,7 +45,7 @@ def batch_plan(df, spec: WindowSpec, run: str):
                 out = [[] for _ in spec.output_columns]
                 for start, end in runs(keys):
                     key = keys[start].as_py()
-                    if key is None or not key == current:
+                    if key is None or current is EMPTY or not key == current:
                         if window is not None:
                             window.close()
                         current, window = key, open_key_window(spec, key, attempt)
@@ -91,12 +93,6 @@ class _InputTimes:
         return self._values[i]
 
 
-class _NoKey:
-    def __eq__(self, other):
-        return False
-
-
-_NO_KEY = _NoKey()
 
 
 def runs(keys) -> list[tuple[int, int]]:

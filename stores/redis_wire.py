@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from .background import Pending
 from .checks import as_blobs, check_window

@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mta import CountingMonoid
-from mta.multi._final import EMPTY, RangeRefused
+from mta.markers import EMPTY
+from mta.multi._final import RangeRefused
 from mta.multi.bint import BInt
 from mta.multi.flatfat import FlatFAT
 from mta.multi.flatfit import FlatFIT

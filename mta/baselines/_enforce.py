@@ -11,22 +11,9 @@ from __future__ import annotations
 
 from ..engine import Engine
 from ..errors import EmptyWindowError
+from ..markers import EMPTY
 
 
-class _Nothing:
-    """Type of :data:`NOTHING`; copies and unpickles to the same object."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "NOTHING"
-
-    def __reduce__(self) -> str:
-        return "NOTHING"
-
-
-#: "No value yet".  Never the identity nor ``None``: both are legal elements.
-NOTHING = _Nothing()
 
 
 class SingleEvictionEnforce(Engine):
@@ -63,11 +50,11 @@ class SingleEvictionEnforce(Engine):
             return 0
         total = self._raw_query()
         combine, head, pop = self._combine, self._head, self._pop
-        acc = NOTHING
+        acc = EMPTY
         evicted = 0
         while len(self):
             value = head()
-            candidate = value if acc is NOTHING else combine(acc, value)
+            candidate = value if acc is EMPTY else combine(acc, value)
             if not wsp(total, candidate):
                 break
             acc = candidate

@@ -17,7 +17,8 @@ O(1) (a single C-level memmove), like the list's own ``append``.
 
 from __future__ import annotations
 
-from ._enforce import NOTHING, SingleEvictionEnforce
+from ..markers import EMPTY
+from ._enforce import SingleEvictionEnforce
 
 #: Compact only once the dead prefix is at least this long (and half the lists).
 _MIN_COMPACT = 64
@@ -39,13 +40,13 @@ class DABA(SingleEvictionEnforce):
         self._vals: list = []
         self._aggs: list = []
         self._F = self._L = self._R = self._A = self._B = 0
-        self._fplusb = NOTHING  # Fig. 17 cachedFplusB (NOTHING = not valid)
-        self._rplusa = NOTHING  # Fig. 17 cachedRplusA
+        self._fplusb = EMPTY  # Fig. 17 cachedFplusB (EMPTY = not valid)
+        self._rplusa = EMPTY  # Fig. 17 cachedRplusA
 
     # -- the SWAG operations (Fig. 14 lines 1-9, Fig. 17 lines 1-14) --
 
     def query(self):
-        if self._fplusb is not NOTHING:
+        if self._fplusb is not EMPTY:
             return self._fplusb
         F, B, E = self._F, self._B, len(self._vals)
         aggs = self._aggs
@@ -60,7 +61,7 @@ class DABA(SingleEvictionEnforce):
         return result
 
     def insert(self, v) -> None:
-        self._fplusb = NOTHING
+        self._fplusb = EMPTY
         vals, aggs = self._vals, self._aggs
         aggs.append(self._combine(aggs[-1], v) if self._B != len(vals) else v)  # Σ_B ⊕ v
         vals.append(v)
@@ -70,7 +71,7 @@ class DABA(SingleEvictionEnforce):
         return self._vals[self._F]
 
     def _pop(self) -> None:
-        self._fplusb = NOTHING
+        self._fplusb = EMPTY
         F = self._F
         self._vals[F] = self._aggs[F] = None  # popFront: release the references
         self._F = F + 1

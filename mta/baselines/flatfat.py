@@ -8,7 +8,8 @@ circular buffer; each internal node holds the aggregate of its two children.
 
 from __future__ import annotations
 
-from ._enforce import NOTHING, SingleEvictionEnforce
+from ..markers import EMPTY
+from ._enforce import SingleEvictionEnforce
 
 _MIN_CAPACITY = 4
 
@@ -80,14 +81,14 @@ class FlatFAT(SingleEvictionEnforce):
         # left siblings extend the prefix)
         combine = self._combine
         i = cap + front
-        suffix, prefix = tree[i], NOTHING
+        suffix, prefix = tree[i], EMPTY
         while i > 1:
             if i & 1:
-                prefix = tree[i - 1] if prefix is NOTHING else combine(tree[i - 1], prefix)
+                prefix = tree[i - 1] if prefix is EMPTY else combine(tree[i - 1], prefix)
             else:
                 suffix = combine(suffix, tree[i + 1])
             i >>= 1
-        return suffix if prefix is NOTHING else combine(suffix, prefix)
+        return suffix if prefix is EMPTY else combine(suffix, prefix)
 
     def __len__(self) -> int:
         return self._size

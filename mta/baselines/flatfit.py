@@ -4,7 +4,8 @@ Labrinidis, SSDBM 2017), as described in mqo-shein-chrysanthis-tkde section
 
 from __future__ import annotations
 
-from ._enforce import NOTHING, SingleEvictionEnforce
+from ..markers import EMPTY
+from ._enforce import SingleEvictionEnforce
 
 _MIN_CAPACITY = 4
 
@@ -79,13 +80,13 @@ class FlatFIT(SingleEvictionEnforce):
         while i != back:
             positions.append(i)
             i = pointers[i]
-        acc = NOTHING  # aggregate of [i, back), built right to left
+        acc = EMPTY  # aggregate of [i, back), built right to left
         while positions:
             i = positions.pop()
-            acc = partials[i] if acc is NOTHING else combine(partials[i], acc)
+            acc = partials[i] if acc is EMPTY else combine(partials[i], acc)
             partials[i] = acc
             pointers[i] = back
-        return partials[back] if acc is NOTHING else combine(acc, partials[back])
+        return partials[back] if acc is EMPTY else combine(acc, partials[back])
 
     def __len__(self) -> int:
         return self._size

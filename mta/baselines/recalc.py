@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections import deque
 
-from ._enforce import NOTHING, SingleEvictionEnforce
+from ..markers import EMPTY
+from ._enforce import SingleEvictionEnforce
 
 
 class Recalc(SingleEvictionEnforce):
@@ -20,10 +21,10 @@ class Recalc(SingleEvictionEnforce):
     def __init__(self, monoid, wsp=None) -> None:
         super().__init__(monoid, wsp)
         self._vals: deque = deque()
-        self._cache = NOTHING
+        self._cache = EMPTY
 
     def insert(self, v) -> None:
-        if self._cache is not NOTHING:
+        if self._cache is not EMPTY:
             self._cache = self._combine(self._cache, v) if self._vals else v
         self._vals.append(v)
 
@@ -32,10 +33,10 @@ class Recalc(SingleEvictionEnforce):
 
     def _pop(self) -> None:
         self._vals.popleft()
-        self._cache = NOTHING
+        self._cache = EMPTY
 
     def query(self):
-        if self._cache is NOTHING:
+        if self._cache is EMPTY:
             self._cache = self.monoid.fold(self._vals)
         return self._cache
 

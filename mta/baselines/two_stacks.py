@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ._enforce import NOTHING, SingleEvictionEnforce
+from ..markers import EMPTY
+from ._enforce import SingleEvictionEnforce
 
 
 class TwoStacks(SingleEvictionEnforce):
@@ -20,12 +21,12 @@ class TwoStacks(SingleEvictionEnforce):
         super().__init__(monoid, wsp)
         self._front: list = []
         self._back: list = []
-        self._cache = NOTHING
+        self._cache = EMPTY
 
     def insert(self, v) -> None:
         back = self._back
         back.append((v, self._combine(back[-1][1], v) if back else v))  # Fig. 5 line 4
-        self._cache = NOTHING
+        self._cache = EMPTY
 
     def _flip(self) -> None:
         """Reverse ``s_B`` onto ``s_F`` (Fig. 5 lines 13-17)."""
@@ -41,10 +42,10 @@ class TwoStacks(SingleEvictionEnforce):
         if not self._front:
             self._flip()
         self._front.pop()
-        self._cache = NOTHING
+        self._cache = EMPTY
 
     def query(self):
-        if self._cache is NOTHING:
+        if self._cache is EMPTY:
             front, back = self._front, self._back
             if not front:
                 self._cache = back[-1][1] if back else self._identity

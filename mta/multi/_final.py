@@ -6,7 +6,7 @@ A final aggregator is ``cls(monoid)`` with
 
 * ``append(v)``: the next partial, at position ``hi``;
 * ``range(lo, hi, spec)``: the aggregate of the partials ``[lo, hi)`` (both
-  live), or :data:`mta.tree.EMPTY` when ``lo == hi``; ``spec`` names the
+  live), or :data:`mta.markers.EMPTY` when ``lo == hi``; ``spec`` names the
   window specification asking (techniques keeping per-range state, such as
   SlickDeque (Inv), use it);
 * ``evict(lo)``: no range will start before ``lo`` again;
@@ -20,9 +20,8 @@ end at the newest partial); ``NEEDS`` is ``"inverse"``, ``"selective"`` or
 from __future__ import annotations
 
 from ..errors import MTAError
-from ..tree import EMPTY
 
-__all__ = ["EMPTY", "FinalAggregator", "RangeRefused"]
+__all__ = ["FinalAggregator", "RangeRefused"]
 
 
 class RangeRefused(MTAError, ValueError):

@@ -20,7 +20,8 @@ in the store, as the MTA's do.
 from __future__ import annotations
 
 from ..level_queue import MemoryLevelQueue
-from ._final import EMPTY, FinalAggregator
+from ..markers import EMPTY
+from ._final import FinalAggregator
 
 
 class BInt(FinalAggregator):

@@ -13,7 +13,8 @@ recomputed whenever one of its leaves is written.
 
 from __future__ import annotations
 
-from ._final import EMPTY, FinalAggregator
+from ..markers import EMPTY
+from ._final import FinalAggregator
 
 
 class FlatFAT(FinalAggregator):

@@ -12,7 +12,8 @@ fixed window).  Only ranges ending at the newest partial are answered.
 
 from __future__ import annotations
 
-from ._final import EMPTY, FinalAggregator, ListStore
+from ..markers import EMPTY
+from ._final import FinalAggregator, ListStore
 
 
 class FlatFIT(FinalAggregator):

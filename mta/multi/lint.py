@@ -21,7 +21,8 @@ amortized ``W_max / W_min`` monoid calls per partial, as Theorem 3.4's
 
 from __future__ import annotations
 
-from ._final import EMPTY, FinalAggregator, ListStore
+from ..markers import EMPTY
+from ._final import FinalAggregator, ListStore
 
 
 class LInt(FinalAggregator):

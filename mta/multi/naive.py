@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from ._final import EMPTY, FinalAggregator, ListStore
+from ..markers import EMPTY
+from ._final import FinalAggregator, ListStore
 
 
 class Naive(FinalAggregator):

@@ -14,7 +14,8 @@ rounding as in any running sum.
 
 from __future__ import annotations
 
-from ._final import EMPTY, FinalAggregator, ListStore
+from ..markers import EMPTY
+from ._final import FinalAggregator, ListStore
 
 
 class RInt(FinalAggregator):

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import deque
 
 from ..amortized_mta import AmortizedMTA
-from ..tree import EMPTY
+from ..markers import EMPTY
 
 
 class Separate:

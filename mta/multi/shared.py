@@ -25,7 +25,7 @@ from fractions import Fraction
 from typing import Any, Callable, Iterable
 
 from ..errors import EngineFailedError, MTAError, OperationRefused
-from ..tree import EMPTY
+from ..markers import EMPTY
 from . import cutty, pairs, panes
 from .plan import FINAL_ALIASES, FINALS, PARTIALS, Group, Plan, applicable_finals, final_class, sharing_key
 from .query import OutOfOrderError, Query, Result

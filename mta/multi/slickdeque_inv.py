@@ -15,7 +15,8 @@ would move backwards).
 
 from __future__ import annotations
 
-from ._final import EMPTY, FinalAggregator, ListStore
+from ..markers import EMPTY
+from ._final import FinalAggregator, ListStore
 
 
 class SlickDequeInv(FinalAggregator):

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
-from ._final import EMPTY, FinalAggregator
+from ..markers import EMPTY
+from ._final import FinalAggregator
 
 
 class SlickDequeNonInv(FinalAggregator):
