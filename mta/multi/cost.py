@@ -3,10 +3,8 @@
 Shein and Chrysanthis, "Multi-Query Optimization of Incrementally Evaluated
 Sliding-Window Aggregations" (TKDE 2022; mqo-shein-chrysanthis-tkde):
 
-* section 2.1, Table 1: partials per window for Panes, Pairs and Cutty;
-* section 3.1: the composite slide (the LCM of the slides) and its edges;
-  section 3.1.2, equation (2): F1, the number of unique edges per composite
-  slide by inclusion-exclusion over the slides;
+* sections 2.1 and 3.1: partials per window, the composite slide and its
+  edges (counted in :mod:`mta.multi.edge_count`);
 * section 3.1.1, equation (1): the plan cost ``C = m*lambda + sum E_i*Omega_i``;
 * section 4.1, equations (3)-(7) and Table 3: Omega, the final-aggregation
   operations per edge, of Panes, FlatFAT, FlatFIT, SlickDeque (Inv) and
@@ -39,10 +37,13 @@ Every function states its complexity; ``n`` is the number of queries.
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
 from functools import lru_cache
-from itertools import combinations
 from typing import Iterable, Sequence
+
+# The edge counts live in edge_count; they are re-exported here because the
+# cost model's users (planners, benchmarks) read them beside the prices.
+from .edge_count import (PARTIALS, Edges, composite_slide, edges, edges_cached, f1_edge_count,
+                         partials_per_window, progressions, query_numbers)
 
 __all__ = [
     "PARTIALS", "FINALS", "INVERTIBLE_FINALS", "SELECTIVE_FINALS", "GENERAL_FINALS",
@@ -54,9 +55,6 @@ __all__ = [
     "partials_held",
 ]
 
-#: Partial aggregation (slicing) techniques, section 2.1; ``none`` makes every
-#: element its own partial.
-PARTIALS = ("panes", "pairs", "cutty", "none")
 
 #: Final aggregation techniques, section 2.2 (and Arasu-Widom's R-Int, L-Int).
 FINALS = ("naive", "slickdeque-inv", "rint", "slickdeque-noninv", "bint", "flatfat", "flatfit", "lint")
@@ -69,9 +67,6 @@ SELECTIVE_FINALS = ("slickdeque-noninv",)
 #: Finals that work for any monoid.
 GENERAL_FINALS = ("naive", "bint", "flatfat", "flatfit", "lint")
 
-#: Composite slides up to this many positions are enumerated exactly; longer
-#: ones are counted by inclusion-exclusion (equation (2) generalised).
-ENUMERATE_LIMIT = 1 << 20
 
 
 def applicable_finals(invertible: bool, selective: bool, available: Iterable[str] | None = None) -> tuple[str, ...]:
@@ -84,192 +79,6 @@ def applicable_finals(invertible: bool, selective: bool, available: Iterable[str
         allowed = set(available)
         out = [f for f in out if f in allowed]
     return tuple(out)
-
-
-# -- composite slide and edges (section 3.1) -----------------------------------
-
-def composite_slide(slides: Iterable[int]) -> int:
-    """The composite slide: the LCM of the slides (section 3.1).  O(n)."""
-    out = 1
-    for s in slides:
-        s = int(s)
-        if s <= 0:
-            raise ValueError(f"slides must be positive integers, got {s}")
-        out = out * s // math.gcd(out, s)
-    return out
-
-
-def f1_edge_count(slides: Sequence[int]) -> int:
-    """Equation (2), F1: unique edges in one composite slide of ``slides``,
-    ``LCM_n * sum_i (-1)^(i+1) G1(n, i)``, ``G1(n, i)`` the sum of ``1/LCM``
-    over every ``i``-subset of the slides.  Exact (integer arithmetic).
-
-    Duplicates are dropped first (they add no edge).  O(2^n) subsets, so it is
-    for small sets and for checking :func:`edges`; the planners call
-    :func:`edges`."""
-    distinct = sorted(set(int(s) for s in slides))
-    if not distinct:
-        return 0
-    lcm_n = composite_slide(distinct)
-    total = 0
-    for i in range(1, len(distinct) + 1):
-        g1 = sum(lcm_n // composite_slide(group) for group in combinations(distinct, i))
-        total += g1 if i % 2 else -g1
-    return total
-
-
-def progressions(query, partial: str) -> tuple[tuple[int, int], ...]:
-    """The edges one query marks, as progressions ``(offset, modulus)``: a
-    partial starts at every key ``offset + j * modulus``.  A query is
-    ``(range, slide)`` or ``(range, slide, lag)``; its windows are the keys
-    ``[j * slide - lag - range, j * slide - lag)`` (:mod:`mta.multi.query`).
-    Section 2.1:
-
-    * Panes: panes of ``gcd(range, slide)`` keys;
-    * Pairs: each slide split into fragments ``f1 = slide - range % slide``
-      and ``f2 = range % slide``: edges at the window starts and ends;
-    * Cutty: a partial starts only where a window starts (and where a lagged
-      window ends); windows ending at the newest element read the open
-      partial;
-    * none: every key is a partial.
-
-    O(1)."""
-    r, s, lag = _query(query)
-    if partial == "panes":
-        g = math.gcd(r, s)
-        return (((-lag) % g, g),)
-    if partial == "pairs":
-        return tuple(sorted({((-lag - r) % s, s), ((-lag) % s, s)}))
-    if partial == "cutty":
-        return tuple(sorted({((-lag - r) % s, s)} | ({((-lag) % s, s)} if lag else set())))
-    if partial == "none":
-        return ((0, 1),)
-    raise ValueError(f"unknown partial aggregation {partial!r}; known: {', '.join(PARTIALS)}")
-
-
-def _query(query) -> tuple[int, int, int]:
-    """``(range, slide, lag)`` as positive ints (lag >= 0)."""
-    r, s = query[0], query[1]
-    lag = query[2] if len(query) > 2 else 0
-    r, s, lag = int(r), int(s), int(lag)
-    if r <= 0 or s <= 0 or lag < 0:
-        raise ValueError(f"a query needs a positive range and slide and a lag >= 0, got {tuple(query)!r}")
-    return r, s, lag
-
-
-class Edges:
-    """The edges of a set of queries under one partial technique within one
-    composite slide: ``count`` edges every ``period`` elements (or time
-    units).  ``positions`` is the sorted tuple of edge offsets in
-    ``[0, period)`` when the period was enumerated (at most
-    :data:`ENUMERATE_LIMIT`), else None."""
-
-    __slots__ = ("period", "count", "positions")
-
-    def __init__(self, period: int, count: int, positions: tuple[int, ...] | None) -> None:
-        self.period, self.count, self.positions = period, count, positions
-
-    @property
-    def density(self) -> float:
-        """Edges (partials) per unit."""
-        return self.count / self.period
-
-    def is_edge(self, position: int) -> bool:
-        """Whether an edge follows ``position`` (only when enumerated; O(log count))."""
-        if self.positions is None:
-            raise ValueError("edge positions were not enumerated (period too long)")
-        p = position % self.period
-        i = bisect_right(self.positions, p)
-        return i > 0 and self.positions[i - 1] == p
-
-    def in_range(self, lo: int, hi: int) -> int:
-        """Edges following positions ``lo < p <= hi`` (O(log count))."""
-        if self.positions is None:
-            return round((hi - lo) * self.density)
-        full, rest = divmod(hi - lo, self.period)
-        a = lo % self.period
-        b = a + rest
-        pos = self.positions
-        n = full * self.count + bisect_right(pos, min(b, self.period - 1)) - bisect_right(pos, a)
-        if b >= self.period:
-            n += bisect_right(pos, b - self.period)
-        return n
-
-    def __repr__(self) -> str:
-        return f"Edges(period={self.period}, count={self.count})"
-
-
-def edges(queries: Iterable[tuple[int, int]], partial: str = "panes") -> Edges:
-    """Unique edges per composite slide of ``queries`` under ``partial``.
-
-    The period is the LCM of the progressions' moduli.  Up to
-    :data:`ENUMERATE_LIMIT` positions it is enumerated (a bit set over the
-    period, the paper's "Bit Set" method: O(sum of period / modulus) over the
-    distinct progressions); beyond, the union is counted by inclusion-exclusion
-    over the progressions, intersecting them by the Chinese remainder theorem
-    and pruning empty intersections (equation (2) when every offset is 0).
-    The latter is O(2^d) in the worst case for ``d`` distinct progressions."""
-    progs = sorted({p for q in queries for p in progressions(q, partial)})
-    if not progs:
-        raise ValueError("edges of no queries")
-    return _edges_of(progs)
-
-
-def _edges_of(progs) -> Edges:
-    progs = list(progs)
-    period = composite_slide(m for _, m in progs)
-    if period <= ENUMERATE_LIMIT:
-        marks = bytearray(period)
-        for off, m in progs:
-            marks[off::m] = b"\x01" * len(range(off, period, m))
-        positions = tuple(i for i, b in enumerate(marks) if b)
-        return Edges(period, len(positions), positions)
-    return Edges(period, _union_count(progs, period), None)
-
-
-def _crt(a1: int, m1: int, a2: int, m2: int) -> tuple[int, int] | None:
-    """``x = a1 (mod m1)`` and ``x = a2 (mod m2)`` as ``x = a (mod lcm)``, or
-    None when they never meet.  O(log m)."""
-    g = math.gcd(m1, m2)
-    if (a2 - a1) % g:
-        return None
-    lcm = m1 // g * m2
-    k = ((a2 - a1) // g * pow(m1 // g, -1, m2 // g)) % (m2 // g) if m2 // g > 1 else 0
-    return (a1 + m1 * k) % lcm, lcm
-
-
-def _union_count(progs: list[tuple[int, int]], period: int) -> int:
-    """Size of the union of the progressions within ``period`` by
-    inclusion-exclusion, depth-first with empty intersections pruned."""
-    total = 0
-
-    def walk(start: int, a: int, m: int, depth: int) -> None:
-        nonlocal total
-        for j in range(start, len(progs)):
-            met = _crt(a, m, *progs[j]) if depth else progs[j]
-            if met is None:
-                continue
-            total += (period // met[1]) * (1 if depth % 2 == 0 else -1)
-            walk(j + 1, met[0], met[1], depth + 1)
-
-    walk(0, 0, 1, 0)
-    return total
-
-
-def partials_per_window(range_: int, slide: int, partial: str) -> int:
-    """Table 1: partials in one window of a single query.  O(log)."""
-    r, s, _ = _query((range_, slide))
-    if r % s == 0 and partial != "none":
-        return r // s
-    if partial == "panes":
-        return r // math.gcd(r, s)
-    if partial == "pairs":
-        return 2 * (r // s) + 1
-    if partial == "cutty":
-        return -(-r // s)
-    if partial == "none":
-        return r
-    raise ValueError(f"unknown partial aggregation {partial!r}")
 
 
 # -- dyadic decompositions (B-Int lookups, FlatFAT range queries) --------------
@@ -419,7 +228,7 @@ def paper_plan_cost(groups, rate: float = 1.0) -> float:
     total = 0.0
     for queries, partial, final in _groups(groups):
         e = edges(queries, partial)
-        queries = [_query(q) for q in queries]
+        queries = [query_numbers(q) for q in queries]
         p = [q[0] * e.density for q in queries]
         total += rate + e.density * omega(final, queries, p)
     return total
@@ -559,12 +368,12 @@ def tree_costs(queries, partial: str, finals: Sequence[str], rate: float = 1.0,
                *, shared_edges: Edges | None = None) -> dict[str, float]:
     """:func:`tree_cost` for several final techniques at once (the edges and
     window sizes are computed once).  O(|finals| * n + the edge count)."""
-    queries = [_query(q) for q in queries]
+    queries = [query_numbers(q) for q in queries]
     if partial == "none" or SEPARATE in finals:
         sep = MTA_CALLS_PER_ELEMENT * len(queries)
         if partial == "none":
             return {f: sep for f in finals}
-    e = _edges_cached(tuple(sorted({p for q in queries for p in progressions(q, partial)})))
+    e = edges_cached(tuple(sorted({p for q in queries for p in progressions(q, partial)})))
     density = e.density
     per_element = density / rate
     p = [r * density for r, _, _ in queries]
@@ -602,20 +411,6 @@ def tree_costs(queries, partial: str, finals: Sequence[str], rate: float = 1.0,
     return out
 
 
-def _edges_cached(progs: tuple[tuple[int, int], ...]) -> Edges:
-    """:func:`edges` by progression set (the planners price the same trees
-    under many techniques).  O(1) when cached."""
-    hit = _EDGE_CACHE.get(progs)
-    if hit is None:
-        if len(_EDGE_CACHE) > 4096:
-            _EDGE_CACHE.clear()
-        hit = _EDGE_CACHE[progs] = _edges_of(progs)
-    return hit
-
-
-_EDGE_CACHE: dict[tuple, Edges] = {}
-
-
 def _groups(groups):
     """Normalise plan groups to ``(queries, partial, final)`` triples."""
     for g in groups:
@@ -623,7 +418,7 @@ def _groups(groups):
             queries, partial, final = g
         else:
             queries, partial, final = g.queries, g.partial, g.final
-        yield [_query(q) for q in queries], partial, final
+        yield [query_numbers(q) for q in queries], partial, final
 
 
 def plan_cost(groups, rate: float = 1.0, *, shared_slicing: bool = False) -> float:
@@ -649,7 +444,7 @@ def partials_held(queries, partial: str) -> int:
     """Partials a tree keeps: those of its longest window (section 2.2: the
     shared structures are sized by the longest range, not the sum).
     O(log edge count)."""
-    queries = [_query(q) for q in queries]
+    queries = [query_numbers(q) for q in queries]
     e = edges(queries, partial)
     reach = max(r + lag for r, _, lag in queries)
     return max(1, e.in_range(0, reach))

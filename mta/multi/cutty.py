@@ -27,9 +27,9 @@ def edges(queries) -> EdgeSet:
         return EVERY
     progressions = []
     for q in queries:
-        progressions.append((-q._lag - q._w, q._s))
-        if q._lag:
-            progressions.append((-q._lag, q._s))
+        progressions.append((-q.exact_lag - q.exact_width, q.exact_slide))
+        if q.exact_lag:
+            progressions.append((-q.exact_lag, q.exact_slide))
     return EdgeSet(progressions)
 
 

@@ -19,7 +19,7 @@ def edges(queries) -> EdgeSet:
     query.  O(number of queries)."""
     if any(q.slide is None for q in queries):
         return EVERY
-    return EdgeSet((-q._lag, gcd(q._w, q._s)) for q in queries)
+    return EdgeSet((-q.exact_lag, gcd(q.exact_width, q.exact_slide)) for q in queries)
 
 
 def partials_per_window(range_, slide) -> int:

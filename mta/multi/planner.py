@@ -50,8 +50,8 @@ def numbers(queries, rate: float = 1.0) -> tuple[list[tuple[int, int, int]], flo
     O(n)."""
     values = []
     for q in queries:
-        s = q._s if q._s is not None else Fraction(1)
-        values.append((Fraction(q._w), Fraction(s), Fraction(q._lag)))
+        s = q.exact_slide if q.exact_slide is not None else Fraction(1)
+        values.append((Fraction(q.exact_width), Fraction(s), Fraction(q.exact_lag)))
     scale = 1
     for trio in values:
         for x in trio:

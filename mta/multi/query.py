@@ -75,8 +75,8 @@ class Query:
     for the exact windows.
     """
 
-    __slots__ = ("name", "aggregator", "range", "rows", "slide", "lag", "width", "by_rows", "_w", "_s", "_lag",
-                 "_float")
+    __slots__ = ("name", "aggregator", "range", "rows", "slide", "lag", "width", "by_rows",
+                 "exact_width", "exact_slide", "exact_lag", "_float")
 
     def __init__(self, name: str, aggregator: Aggregator, *, range=None, rows=None, slide=None, lag=0) -> None:
         """Checks every argument before building anything; O(1)."""
@@ -99,9 +99,11 @@ class Query:
         self.lag = lag
         self.width = width
         self.by_rows = by_rows
-        self._w = _exact(width)
-        self._s = None if slide is None else _exact(slide)
-        self._lag = _exact(lag)
+        # the plans compute window bounds with these: ints, or exact Fractions
+        # (floats included), never rounded
+        self.exact_width = _exact(width)
+        self.exact_slide = None if slide is None else _exact(slide)
+        self.exact_lag = _exact(lag)
         self._float = any(isinstance(x, float) for x in (width, slide, lag))
 
     @property

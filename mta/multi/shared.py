@@ -26,9 +26,11 @@ from typing import Any, Callable, Iterable
 
 from ..errors import EngineFailedError, MTAError, OperationRefused
 from ..markers import EMPTY
+from ..storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 from . import cutty, pairs, panes
-from .plan import FINAL_ALIASES, FINALS, PARTIALS, Group, Plan, applicable_finals, final_class, sharing_key
+from .plan import Group, Plan, final_class
 from .query import OutOfOrderError, Query, Result
+from .resolve import check_groups, resolve_plan
 
 _PARTIAL_MODULES = {"panes": panes, "pairs": pairs, "cutty": cutty}
 
@@ -71,7 +73,7 @@ class Tree:
         self._open_value = None
         self._open_end = None
         specs: dict = {}
-        self.spec = {q.name: specs.setdefault((q.periodic, q._w, q._lag), len(specs)) for q in self.queries}
+        self.spec = {q.name: specs.setdefault((q.periodic, q.exact_width, q.exact_lag), len(specs)) for q in self.queries}
 
     def add(self, key, v) -> None:
         """Partial aggregation: one combine unless ``key`` starts a partial,
@@ -140,82 +142,6 @@ class Tree:
         return f"{self.group.partial} + {self.final.NAME}"
 
 
-def _resolve_final(name, queries) -> str:
-    if not isinstance(name, str):
-        raise TypeError(f"final technique must be a str, got {type(name).__name__}")
-    key = FINAL_ALIASES.get(name.strip().lower().replace("_", "-"))
-    if key is None:
-        raise ValueError(f"unknown final technique {name!r}; one of {sorted(FINALS)} (or 'slickdeque')")
-    monoid = queries[0].aggregator.monoid
-    if key == "slickdeque":
-        key = "slickdeque-inv" if monoid.inverse is not None else "slickdeque-noninv"
-    if key not in applicable_finals(queries):
-        why = {"rint": "an invertible monoid", "slickdeque-inv": "an invertible monoid",
-               "slickdeque-noninv": "a selective monoid and no lag (it answers suffix windows)",
-               "flatfit": "no lag (it answers suffix windows)"}.get(key, "other queries")
-        names = ", ".join(q.name for q in queries)
-        raise ValueError(f"final technique {key!r} needs {why}; it cannot serve {names} "
-                         f"(monoid {monoid.name!r})")
-    return key
-
-
-def _resolve_plan(queries: list, plan) -> tuple[list, str]:
-    """The groups of ``plan`` and its display name."""
-    if isinstance(plan, str):
-        parts = [p.strip() for p in plan.split("+")]
-    elif isinstance(plan, (tuple, list)) and all(isinstance(p, str) for p in plan):
-        parts = [p.strip() for p in plan]
-    else:
-        raise TypeError(f"plan must be a str such as 'pairs+bint' or a tuple ('pairs', 'bint'), got {plan!r}")
-    if not 1 <= len(parts) <= 2 or not all(parts):
-        raise ValueError(f"plan must name a plan and optionally a final technique, got {plan!r}")
-    name = parts[0].lower()
-    final = parts[1] if len(parts) == 2 else None
-    if name in ("auto", "weaveshare", "triweave"):
-        if final is not None:
-            raise ValueError(f"plan {name!r} chooses the final techniques itself; drop {final!r}")
-        from . import planner
-
-        groups = list(planner.choose(queries, name))
-        return groups, name
-    if name == "separate":
-        if final is not None:
-            raise ValueError(f"plan 'separate' runs every query on its own Amortized MTA; drop {final!r}")
-        return [Group((q,), "none", "mta") for q in queries], name
-    if name not in PARTIALS:
-        raise ValueError(f"unknown plan {name!r}; one of 'auto', 'weaveshare', 'triweave', 'separate', "
-                         f"{', '.join(repr(p) for p in PARTIALS)} (optionally '+final')")
-    from . import planner
-
-    groups = []
-    for qs in planner.share(queries):
-        f = planner.best_final(qs) if final is None else _resolve_final(final, qs)
-        groups.append(Group(qs, name, f, planner.estimate(qs, name, f)))
-    label = name if final is None else f"{name}+{groups[0].final if len(groups) == 1 else final}"
-    return groups, label
-
-
-def _check_groups(queries: list, groups: list) -> None:
-    """A planner's groups must cover every query once and be executable."""
-    seen = []
-    for g in groups:
-        if not isinstance(g, Group) or not g.queries:
-            raise TypeError(f"planner returned {g!r}, not a non-empty Group")
-        if g.final == "mta":
-            if len(g.queries) != 1:
-                raise ValueError(f"a separate group holds one query: {g!r}")
-        else:
-            if g.partial not in PARTIALS:
-                raise ValueError(f"unknown partial technique in {g!r}")
-            if len({sharing_key(q) for q in g.queries}) != 1:
-                raise ValueError(f"{g!r} mixes queries that cannot share partials")
-            if g.final not in applicable_finals(g.queries):
-                raise ValueError(f"final technique {g.final!r} cannot serve {g!r}")
-        seen.extend(g.queries)
-    if sorted(id(q) for q in seen) != sorted(id(q) for q in queries):
-        raise ValueError("the plan's groups must hold every query exactly once")
-
-
 class SharedWindows:
     """``SharedWindows(queries, *, time=None, plan="auto", store=None,
     window_id=None, **options)``: one stream, many :class:`~mta.Query`.
@@ -267,8 +193,8 @@ class SharedWindows:
             raise TypeError("SharedWindows: window_id= and store options need a store=")
         if store is not None and (not isinstance(window_id, str) or not window_id):
             raise TypeError(f"SharedWindows: store= needs window_id=, a non-empty str (got {window_id!r})")
-        groups, name = _resolve_plan(queries, plan)
-        _check_groups(queries, groups)
+        groups, name = resolve_plan(queries, plan)
+        check_groups(queries, groups)
         if store is not None and not any(g.final == "bint" for g in groups):
             raise ValueError("store= keeps B-Int's levels in the store: the plan has no B-Int tree "
                              f"(plan {name!r}); ask for e.g. plan='cutty+bint'")
@@ -276,7 +202,7 @@ class SharedWindows:
         self.plan = Plan(groups, name)
         self._time = time
         self._order = {q.name: i for i, q in enumerate(queries)}
-        self._storages: list = []
+        self._stored: list = []  # (window storage, final aggregator) of each store-backed tree
         self._executors: list = []
         self._executor_of: dict = {}
         for i, g in enumerate(groups):
@@ -288,14 +214,13 @@ class SharedWindows:
                 cls = final_class(g.final)
                 if store is not None and g.final == "bint":
                     storage = store.open_window(f"{window_id}.tree{i}", engine="BInt", mutable_tail=0,
-                                                buffer_size=options.get("buffer_size", 512),
-                                                cache_size=options.get("cache_size", 512))
-                    self._storages.append(storage)
+                                                buffer_size=options.get("buffer_size", DEFAULT_BUFFER_SIZE),
+                                                cache_size=options.get("cache_size", DEFAULT_CACHE_SIZE))
                     if storage.levels:
                         raise MTAError(f"window {window_id!r} tree {i} has stored levels: resuming a "
                                        "SharedWindows is not supported; use a new window_id")
                     final = cls(g.queries[0].aggregator.monoid, new_level=storage.new_level)
-                    final._storage = storage
+                    self._stored.append((storage, final))
                 else:
                     final = cls(g.queries[0].aggregator.monoid)
                 ex = Tree(g, final)
@@ -340,7 +265,7 @@ class SharedWindows:
         e = self._next[q.name]
         if e is None:
             return
-        s, lag, w = q._s, q._lag, q._w
+        s, lag, w = q.exact_slide, q.exact_lag, q.exact_width
         cap = None if threshold is None else next_multiple(threshold, s)
         lower = q.aggregator.lower
         rank = self._order[q.name]
@@ -368,13 +293,13 @@ class SharedWindows:
         floor = None
         for q in ex.queries:
             if q.periodic:
-                e = next_multiple(last, q._s)
+                e = next_multiple(last, q.exact_slide)
                 nxt = self._next[q.name]
                 if nxt is not None and nxt < e:
                     e = nxt
-                f = e - q._lag - q._w
+                f = e - q.exact_lag - q.exact_width
             else:
-                f = last - q._lag - q._w
+                f = last - q.exact_lag - q.exact_width
             if floor is None or f < floor:
                 floor = f
         return floor
@@ -403,7 +328,7 @@ class SharedWindows:
                 key = index if ex.by_rows else t
                 if first:
                     for q in ex.periodic:
-                        self._next[q.name] = next_multiple(key + q._lag, q._s)
+                        self._next[q.name] = next_multiple(key + q.exact_lag, q.exact_slide)
                 if not ex.by_rows:
                     for q in ex.periodic:
                         self._report(ex, q, key, out)
@@ -412,7 +337,7 @@ class SharedWindows:
                     for q in ex.periodic:
                         self._report(ex, q, key + 1, out)
                 for q in ex.per_element:
-                    value = ex.window(q, key - q._lag - q._w, key - q._lag, False)
+                    value = ex.window(q, key - q.exact_lag - q.exact_width, key - q.exact_lag, False)
                     agg = q.aggregator
                     out.append((key, self._order[q.name],
                                 Result(q.name, key, agg.lower(agg.monoid.identity if value is EMPTY else value))))
@@ -468,10 +393,10 @@ class SharedWindows:
         last = self._last_key(ex)
         try:
             if q.periodic:
-                e = next_multiple(last, q._s)
-                value = ex.window(q, e - q._lag - q._w, e - q._lag, True)
+                e = next_multiple(last, q.exact_slide)
+                value = ex.window(q, e - q.exact_lag - q.exact_width, e - q.exact_lag, True)
             else:
-                value = ex.window(q, last - q._lag - q._w, last - q._lag, False)
+                value = ex.window(q, last - q.exact_lag - q.exact_width, last - q.exact_lag, False)
             return agg.lower(agg.monoid.identity if value is EMPTY else value)
         except BaseException as exc:
             self._fail(exc, "query")
@@ -487,17 +412,16 @@ class SharedWindows:
         """Wait for the store's background I/O; ``delete=True`` also removes
         the trees' levels from the store.  Unusable afterwards when
         store-backed.  O(levels) plus the store's I/O."""
-        if not self._storages or self._failed_in == "close":
+        if not self._stored or self._failed_in == "close":
             return
-        for ex, storage in zip([e for e in self._executors if getattr(e, "final", None) is not None
-                                and getattr(e.final, "_storage", None) is not None], self._storages):
-            storage.close(ex.final.levels, delete=delete)
+        for storage, final in self._stored:
+            storage.close(final.levels, delete=delete)
         self._fail(MTAError("closed"), "close")
 
     @property
     def store_stats(self) -> list:
         """Each store-backed tree's store counters.  O(trees)."""
-        return [s.stats for s in self._storages]
+        return [storage.stats for storage, _ in self._stored]
 
     def __repr__(self) -> str:
         """O(1)."""

@@ -1,0 +1,89 @@
+"""What a ``plan=`` argument of :class:`mta.multi.SharedWindows` means: its
+groups of queries, each with a partial and a final technique, checked before
+any tree is built.  The names and aliases come from :mod:`.plan`; 'auto',
+'weaveshare' and 'triweave' ask :mod:`.planner`.
+"""
+
+from __future__ import annotations
+
+from .plan import FINAL_ALIASES, FINALS, PARTIALS, Group, applicable_finals, sharing_key
+
+__all__ = ["resolve_final", "resolve_plan", "check_groups"]
+
+
+def resolve_final(name, queries) -> str:
+    """The final technique ``name`` (an alias such as 'slickdeque' allowed)
+    for ``queries``, checked against what their monoid and lags allow."""
+    if not isinstance(name, str):
+        raise TypeError(f"final technique must be a str, got {type(name).__name__}")
+    key = FINAL_ALIASES.get(name.strip().lower().replace("_", "-"))
+    if key is None:
+        raise ValueError(f"unknown final technique {name!r}; one of {sorted(FINALS)} (or 'slickdeque')")
+    monoid = queries[0].aggregator.monoid
+    if key == "slickdeque":
+        key = "slickdeque-inv" if monoid.inverse is not None else "slickdeque-noninv"
+    if key not in applicable_finals(queries):
+        why = {"rint": "an invertible monoid", "slickdeque-inv": "an invertible monoid",
+               "slickdeque-noninv": "a selective monoid and no lag (it answers suffix windows)",
+               "flatfit": "no lag (it answers suffix windows)"}.get(key, "other queries")
+        names = ", ".join(q.name for q in queries)
+        raise ValueError(f"final technique {key!r} needs {why}; it cannot serve {names} "
+                         f"(monoid {monoid.name!r})")
+    return key
+
+
+def resolve_plan(queries: list, plan) -> tuple[list, str]:
+    """The groups of ``plan`` and its display name."""
+    if isinstance(plan, str):
+        parts = [p.strip() for p in plan.split("+")]
+    elif isinstance(plan, (tuple, list)) and all(isinstance(p, str) for p in plan):
+        parts = [p.strip() for p in plan]
+    else:
+        raise TypeError(f"plan must be a str such as 'pairs+bint' or a tuple ('pairs', 'bint'), got {plan!r}")
+    if not 1 <= len(parts) <= 2 or not all(parts):
+        raise ValueError(f"plan must name a plan and optionally a final technique, got {plan!r}")
+    name = parts[0].lower()
+    final = parts[1] if len(parts) == 2 else None
+    if name in ("auto", "weaveshare", "triweave"):
+        if final is not None:
+            raise ValueError(f"plan {name!r} chooses the final techniques itself; drop {final!r}")
+        from . import planner
+
+        groups = list(planner.choose(queries, name))
+        return groups, name
+    if name == "separate":
+        if final is not None:
+            raise ValueError(f"plan 'separate' runs every query on its own Amortized MTA; drop {final!r}")
+        return [Group((q,), "none", "mta") for q in queries], name
+    if name not in PARTIALS:
+        raise ValueError(f"unknown plan {name!r}; one of 'auto', 'weaveshare', 'triweave', 'separate', "
+                         f"{', '.join(repr(p) for p in PARTIALS)} (optionally '+final')")
+    from . import planner
+
+    groups = []
+    for qs in planner.share(queries):
+        f = planner.best_final(qs) if final is None else resolve_final(final, qs)
+        groups.append(Group(qs, name, f, planner.estimate(qs, name, f)))
+    label = name if final is None else f"{name}+{groups[0].final if len(groups) == 1 else final}"
+    return groups, label
+
+
+def check_groups(queries: list, groups: list) -> None:
+    """A planner's groups must cover every query once and be executable."""
+    seen = []
+    for g in groups:
+        if not isinstance(g, Group) or not g.queries:
+            raise TypeError(f"planner returned {g!r}, not a non-empty Group")
+        if g.final == "mta":
+            if len(g.queries) != 1:
+                raise ValueError(f"a separate group holds one query: {g!r}")
+        else:
+            if g.partial not in PARTIALS:
+                raise ValueError(f"unknown partial technique in {g!r}")
+            if len({sharing_key(q) for q in g.queries}) != 1:
+                raise ValueError(f"{g!r} mixes queries that cannot share partials")
+            if g.final not in applicable_finals(g.queries):
+                raise ValueError(f"final technique {g.final!r} cannot serve {g!r}")
+        seen.extend(g.queries)
+    if sorted(id(q) for q in seen) != sorted(id(q) for q in queries):
+        raise ValueError("the plan's groups must hold every query exactly once")
