@@ -15,6 +15,7 @@ from typing import Callable
 from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
 from ..aggregations import READY
+from ..columnar import AGGREGATIONS, FLOAT_ONLY
 from ..spec import ENGINE_CHOICES
 from .errors import CLIError
 
@@ -45,6 +46,16 @@ class Parser(argparse.ArgumentParser):
 def aggregation_names() -> tuple[str, ...]:
     """The ready aggregations ``--agg`` takes, in the order the help lists them."""
     return READY
+
+
+def engine_help() -> str:
+    """``--engine``'s help, listing the columnar engine's aggregations as
+    :mod:`spark_ops.columnar` declares them."""
+    anywhere = [name for name in AGGREGATIONS if name not in FLOAT_ONLY]
+    return ("auto: the columnar engine (NumPy) for batch jobs in executor memory whose aggregations "
+            f"it computes ({', '.join(anywhere)}; {' and '.join(FLOAT_ONLY)} of a floating-point "
+            "column), else the Amortized MTA; columnar: that engine or an error; amta, lmta: every "
+            "row through that MTA (default: %(default)s)")
 
 
 def wrap(text: str) -> str:
@@ -140,11 +151,7 @@ def window_options(p: argparse.ArgumentParser, *, store_required: bool) -> None:
                            "than its key's newest in an earlier micro-batch: 'error' stops the job naming the "
                            "row; 'flag' keeps it with null aggregations and the reason in a 'rejected' column "
                            "(default: %(default)s)")
-    cols.add_argument("--engine", choices=ENGINE_CHOICES, default="auto",
-                      help="auto: the columnar engine (NumPy) for batch jobs in executor memory whose "
-                           "aggregations it computes (max, min, count, first, last; sum and mean of a "
-                           "floating-point column), else the Amortized MTA; columnar: that engine or an "
-                           "error; amta, lmta: every row through that MTA (default: %(default)s)")
+    cols.add_argument("--engine", choices=ENGINE_CHOICES, default="auto", help=engine_help())
     store_sizes(cols)
     store_help = ("where the windows' level queues live: file:DIR (embedded SQLite), "
                   "redis://HOST:PORT/DB, couchbase://...")
