@@ -14,7 +14,7 @@ from .errors import EXIT_FAILED, EXIT_OK, PROG, CLIError
 from .options import Command, positive_int, store_sizes
 from .progress import Progress, duration
 from .session import active_session, session
-from .store import check_store, normalize_store
+from .store import check_store, normalize_store, shown
 
 
 def add_arguments(p) -> None:
@@ -65,7 +65,7 @@ def run(args, spark=None) -> int:
         from ..api import sliding_window
 
         label = "running windows"
-        with progress.stage(label, spark, f"one hour per host: {', '.join(DEMO_AGGS)}, store {store}"):
+        with progress.stage(label, spark, f"one hour per host: {', '.join(DEMO_AGGS)}, store {shown(store)}"):
             df = spark.read.parquet(input_dir)
             windows = sliding_window(df, key="host", time="ts", value="mem_mb", aggs=list(DEMO_AGGS),
                                      range=3600, store=store, buffer_size=args.buffer_size,
@@ -81,7 +81,7 @@ def run(args, spark=None) -> int:
     ts = readings["ts"]
     print()
     print(f"{PROG} demo: one-hour sliding max / mean / stddev of memory, per host, on Spark "
-          f"({master if new_session else 'the active session'}), store {store}")
+          f"({master if new_session else 'the active session'}), store {shown(store)}")
     print(f"  readings       {n:,} from {readings['host'].nunique():,} hosts, "
           f"{ts.min():%Y-%m-%d %H:%M:%S} to {ts.max():%Y-%m-%d %H:%M:%S} UTC")
     print(f"  windows        {summary['rows']:,} output rows in {duration(window_seconds)}: "
@@ -101,7 +101,7 @@ def run(args, spark=None) -> int:
           f"(largest difference {check['diff']:.3g})")
     print(f"  input          {input_dir} ({files} Parquet file{'s' * (files != 1)}: host, ts, mem_mb)")
     print(f"  windows        {windows_dir} (Parquet: host, ts, mem_mb, {', '.join(DEMO_AGGS)})")
-    print(f"  state          {store}")
+    print(f"  state          {shown(store)}")
     print(f"  plot           {plot} ({check['host']})")
     sys.stdout.flush()
     if not check["ok"]:

@@ -12,7 +12,7 @@ from .errors import EXIT_OK, PROG, CLIError, failure_message
 from .options import Command, seconds, trigger, window_options
 from .progress import Progress, duration, rows
 from .session import session
-from .store import check_store, normalize_store
+from .store import check_store, normalize_store, shown
 from .window import describe, window_spec, windows
 
 
@@ -72,7 +72,7 @@ def run(args, spark=None) -> int:
             total, batches, stopped = _watch(query, progress)
     print(f"processed {rows(total)} in {batches} micro-batch{'es' * (batches != 1)}"
           f"{' (stopped on request)' if stopped else ''}; output {args.output} (Parquet: "
-          f"{', '.join(out.columns)}), checkpoint {args.checkpoint}, store {store}")
+          f"{', '.join(out.columns)}), checkpoint {args.checkpoint}, store {shown(store)}")
     return EXIT_OK
 
 
