@@ -57,6 +57,8 @@ STORE_OPTIONS = frozenset({"retries", "backoff", "backoff_max"})
 # Error classification returned by Store._classify.
 TRANSIENT = "transient"
 AUTH = "auth"
+#: a configuration mistake (a certificate, a file, a setting): retrying cannot help
+CONFIG = "config"
 
 
 class Store:
@@ -304,6 +306,9 @@ class Store:
                     raise StoreError(self._message(
                         operation, window, f"unexpected {type(exc).__name__}: "
                         f"{self._scrub(str(exc))}")) from exc
+                if kind == CONFIG:
+                    raise StoreConfigError(self._message(
+                        operation, window, self._scrub(self._config_problem(exc)))) from exc
                 if kind == AUTH:
                     raise StoreAuthenticationError(
                         self._message(operation, window, "authentication failed: "
@@ -343,9 +348,15 @@ class Store:
 
     def _classify(self, exc: Exception) -> Optional[str]:
         """``TRANSIENT`` (retry), ``AUTH`` (fail at once with
-        StoreAuthenticationError) or ``None`` (not a backend failure: wrap in
-        StoreError at once)."""
+        StoreAuthenticationError), ``CONFIG`` (fail at once with
+        StoreConfigError, :meth:`_config_problem` saying why) or ``None`` (not
+        a backend failure: wrap in StoreError at once)."""
         return None
+
+    def _config_problem(self, exc: Exception) -> str:
+        """What the configuration error ``exc`` (classified ``CONFIG``) means,
+        naming the setting to fix."""
+        return f"configuration error: {type(exc).__name__}: {exc}"
 
     def _on_transient_error(self, exc: Exception) -> None:
         """Called after each transient failure (e.g. drop a broken connection)."""

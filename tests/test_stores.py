@@ -1,7 +1,10 @@
 """Every store backend against the same contract, plus backend specifics.
 
-Backends: memory, file (SQLite in tmp_path) and redis (a real redis-server
-started by tests/conftest.py).  Couchbase has its own file
+Backends: memory, file (SQLite in tmp_path), redis (a real redis-server
+started by tests/conftest.py), redis-cluster (three masters) and redis-tls
+(TLS only, an ACL user); and ``env``, the store at the URL in the
+environment variable ``MTA_TEST_STORE_URL`` when it is set (docs/operations.md:
+check a deployment's store before using it).  Couchbase has its own file
 (tests/test_couchbase_store.py).
 """
 
@@ -24,7 +27,8 @@ from stores.redis_store import RedisStore
 from stores.redis_url import parse_redis_url
 from stores.sqlite_store import SQLiteStore
 
-BACKENDS = ["memory", "file", "redis"]
+BACKENDS = ["memory", "file", "redis", "redis-cluster", "redis-tls"] + (
+    ["env"] if os.environ.get("MTA_TEST_STORE_URL") else [])
 
 
 @pytest.fixture(params=BACKENDS)
@@ -32,20 +36,48 @@ def backend(request):
     return request.param
 
 
+def _isolated(url: str, tmp_path) -> tuple[str, dict]:
+    """The store at ``url`` as a test of its own sees it: a fresh key prefix
+    (Redis), a fresh directory (file) or name (memory)."""
+    scheme = stores.scheme_of(url)
+    tag = f"t{uuid.uuid4().hex[:12]}"
+    if scheme in (None, "file"):
+        return f"file://{stores.urls.parse_file_url(url)}/{tag}", {}
+    if scheme == "memory":
+        return f"memory://{tag}", {}
+    if scheme.startswith("redis"):
+        return url, {"key_prefix": tag}
+    pytest.fail(f"MTA_TEST_STORE_URL: the contract suite isolates tests on file, memory and Redis "
+                f"stores; a {scheme} store runs tests/test_couchbase_store.py (COUCHBASE_URL)", pytrace=False)
+
+
 @pytest.fixture
 def make_store(backend, request, tmp_path):
     """Open stores of the backend under test that share one space."""
+    given = {}
     if backend == "memory":
         name = f"test-{uuid.uuid4().hex}"
         url = f"memory://{name}"
     elif backend == "file":
         url = f"file://{tmp_path / 'store'}"
-    else:
+    elif backend == "redis":
         url = request.getfixturevalue("redis_url")
+    elif backend == "redis-cluster":
+        cluster = request.getfixturevalue("redis_cluster")
+        cluster.flushall()
+        url = cluster.url
+    elif backend == "redis-tls":
+        server = request.getfixturevalue("redis_tls")
+        client = server.client()
+        client.flushall()
+        client.close()
+        url = server.url
+    else:
+        url, given = _isolated(os.environ["MTA_TEST_STORE_URL"], tmp_path)
     opened = []
 
     def make(**options):
-        s = open_store(url, **options)
+        s = open_store(url, **given, **options)
         opened.append(s)
         return s
 
