@@ -199,6 +199,11 @@ class Store:
         """
         check_window(window)
         data = as_blob(value)
+        if expected is not None and (type(expected) is not int or expected <= 0):
+            # every backend's tokens are positive ints: anything else was never
+            # given out, and some clients would take it as "no check"
+            self.stats.add(cas_failures=1)
+            raise cas_mismatch(window, expected, self.read_meta(window)[1])
         try:
             token = self._run("cas_meta", window, self._cas_meta_attempts(), window,
                               expected, data)

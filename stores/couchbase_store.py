@@ -19,13 +19,12 @@ the child (the parent's SDK connections are left alone).
 
 Documents and the records of what was written: :mod:`stores.couchbase_layout`.
 
-``drop_epoch(window, epoch, ranges=None)``: with ``ranges`` (level ->
-``(first, end)``, e.g. the level queues' ``lo``/``hi`` from a checkpoint)
-exactly those indices are removed; without, the recorded ranges are, which
-may include indices already deleted (removing a missing document is
-harmless but costs a request).  Either way the ranges document goes and the
-epoch leaves the epochs document.  Pairs written by a crashed batch that
-never recorded them can be missed; pass ``ranges`` covering them.
+``drop_epoch(window, epoch, ranges=None)``: every level goes, as the store
+contract says: the recorded ranges (which may include indices already
+deleted: removing a missing document is harmless but costs a request) and,
+as a hint, ``ranges`` (level -> ``(first, end)``, e.g. the level queues'
+``lo``/``hi`` from a checkpoint) for pairs a crashed writer never recorded.
+The ranges document goes and the epoch leaves the epochs document.
 
 Batches of more than :data:`CHUNK` keys are split into several SDK calls,
 each counted as a round trip.  Compare-and-set: ``insert`` when the caller
@@ -339,15 +338,17 @@ class CouchbaseStore(Store):
     def _drop_epoch(self, window: str, epoch: int,
                     ranges: Optional[dict[int, tuple[int, int]]]) -> int:
         rk, ek = self.ranges_key(window, epoch), self.epochs_key(window)
-        found, calls = self._get_multi([rk] if ranges is None else [])
-        if ranges is None:
-            ranges = self._decode_ranges(found.get(rk), rk)
-            with self._lock:
-                view = self._views.get((window, epoch))
-                if view is not None:  # this object's writes may be newer
-                    for level, (a, b) in view.ranges.items():
-                        old = ranges.get(level)
-                        ranges[level] = (a, b) if old is None else (a, max(b, old[1]))
+        # The given ranges are a hint (pairs never recorded); the recorded
+        # ones go too, or levels the caller did not name would stay forever.
+        found, calls = self._get_multi([rk])
+        hint, ranges = ranges or {}, self._decode_ranges(found.get(rk), rk)
+        with self._lock:
+            view = self._views.get((window, epoch))
+            mine = dict(view.ranges) if view is not None else {}  # this object's writes may be newer
+        for extra in (mine, hint):
+            for level, (a, b) in extra.items():
+                old = ranges.get(level)
+                ranges[level] = (a, b) if old is None else (min(a, old[0]), max(b, old[1]))
         keys = [self.pair_key(window, epoch, level, i)
                 for level, (a, b) in sorted(ranges.items()) for i in range(a, b)]
         keys.append(rk)

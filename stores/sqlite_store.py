@@ -262,9 +262,6 @@ class SQLiteStore(Store):
 
     def _cas_meta(self, window: str, expected: Token, value: bytes, retry: bool) -> Token:
         conn = self._conn()
-        if expected is not None and (isinstance(expected, bool)
-                                     or not isinstance(expected, int)):
-            raise cas_mismatch(window, expected, self._read_meta(window)[1])
 
         def cas() -> Token:
             if expected is None:

@@ -238,6 +238,16 @@ def test_cas_after_delete_window(store):
     store.cas_meta("w", None, b"c")
 
 
+def test_cas_refuses_anything_but_a_real_token(store):
+    """A token the store did not give (a string, 0, a bool, a float, the
+    token's text) is a mismatch, never an unconditional overwrite."""
+    token = store.cas_meta("w", None, b"one")
+    for bad in ("not a token", 0, -1, True, 1.5, str(token), b"x"):
+        with pytest.raises(CasMismatch):
+            store.cas_meta("w", bad, b"overwritten")
+    assert store.read_meta("w") == (b"one", token)
+
+
 def test_two_stores_racing_cas(make_store):
     a, b = make_store(), make_store()
     a.cas_meta("w", None, b"start")
