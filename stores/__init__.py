@@ -79,7 +79,7 @@ def open_store(url: str, **options: Any) -> Store:
     """Open the store at ``url`` (see the table in the module docstring).
 
     Options common to every backend: ``retries`` (5), ``backoff`` (0.05 s),
-    ``backoff_max`` (2 s).  Backend options are documented in
+    ``backoff_max`` (2 s), ``timeout`` (6 s, one operation with its retries).  Backend options are documented in
     :mod:`stores.sqlite_store`, :mod:`stores.redis_store` and
     :mod:`stores.couchbase_store`.  An unknown scheme or a bad option raises
     :class:`StoreConfigError`.

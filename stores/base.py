@@ -52,7 +52,7 @@ Token = Any
 T = TypeVar("T")
 
 #: Options every backend takes (the retry policy of :class:`Store`).
-STORE_OPTIONS = frozenset({"retries", "backoff", "backoff_max"})
+STORE_OPTIONS = frozenset({"retries", "backoff", "backoff_max", "timeout"})
 
 # Error classification returned by Store._classify.
 TRANSIENT = "transient"
@@ -73,7 +73,12 @@ class Store:
     * ``backoff`` (default 0.05 s) -- first delay; each retry doubles it,
       capped at ``backoff_max`` (default 2 s), with up to 50 % random jitter
       downwards.  With the defaults a dead backend is reported after about
-      0.8 to 1.6 s of sleeping (plus connect timeouts).
+      0.8 to 1.6 s of sleeping (plus connect timeouts);
+    * ``timeout`` (default 6 s) -- the longest one operation may take,
+      retries included: no retry starts once it has passed, so a backend
+      that stops answering holds a task about this long (an attempt in
+      flight ends first; backends keep their own per-attempt socket
+      timeouts below it).
 
     Stores are thread-safe and may be used from several threads at once.
     """
@@ -82,7 +87,7 @@ class Store:
     scheme = ""
 
     def __init__(self, url: str, *, retries: int = 5, backoff: float = 0.05,
-                 backoff_max: float = 2.0) -> None:
+                 backoff_max: float = 2.0, timeout: float = 6.0) -> None:
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise StoreConfigError(f"retries must be an int >= 0, got {retries!r}")
         try:
@@ -93,6 +98,10 @@ class Store:
         if not backoff >= 0 or not backoff_max >= backoff:
             raise StoreConfigError(
                 f"need 0 <= backoff <= backoff_max, got {backoff!r} and {backoff_max!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
+            raise StoreConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        #: The longest one operation may take, retries included (seconds).
+        self.timeout = float(timeout)
         #: The store's URL with any password replaced by ``***``.
         self.url = url
         self.stats = StoreStats()
@@ -299,6 +308,7 @@ class Store:
             raise StoreClosed(f"{operation} on a closed store {self.url}")
         delay = self.backoff
         attempts = 0
+        started = time.monotonic()
         while True:
             attempts += 1
             try:
@@ -321,17 +331,19 @@ class Store:
                         url=self.url, operation=operation, window=window,
                         attempts=attempts) from exc
                 self._on_transient_error(exc)
-                if attempts > self.retries:
+                sleep = delay * (0.5 + 0.5 * random.random())
+                spent = time.monotonic() - started
+                if attempts > self.retries or spent + sleep >= self.timeout:
                     where = f"{operation} on window {window!r}" if window is not None \
                         else operation
                     raise StoreUnavailable(
                         f"store {self.url} is unavailable: {where} failed after "
-                        f"{attempts} attempt(s): {type(exc).__name__}: "
-                        f"{self._scrub(str(exc))}",
+                        f"{attempts} attempt(s) in {spent:.1f} s (timeout {self.timeout:g} s): "
+                        f"{type(exc).__name__}: {self._scrub(str(exc))}",
                         url=self.url, operation=operation, window=window,
                         attempts=attempts) from exc
                 self.stats.add(retries=1)
-                time.sleep(delay * (0.5 + 0.5 * random.random()))
+                time.sleep(sleep)
                 delay = min(self.backoff_max, delay * 2)
 
     def _message(self, operation: str, window: Optional[str], detail: str) -> str:

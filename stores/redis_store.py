@@ -13,8 +13,9 @@ The option ``cluster=True`` also selects Redis Cluster.  Credentials:
 variables ``MTA_REDIS_PASSWORD`` / ``MTA_REDIS_USERNAME``.  The password is
 never logged nor part of ``url``, ``repr`` or error messages.  Other options
 go to the redis-py client unchanged (``ssl_ca_certs``, ``ssl_certfile``,
-``ssl_keyfile``, ``ssl_cert_reqs``, ``socket_timeout`` (default 5 s),
-``socket_connect_timeout`` (default 2 s), ``max_connections``, ...).  redis-py
+``ssl_keyfile``, ``ssl_cert_reqs``, ``socket_timeout`` (default half the
+store's ``timeout``, at most 5 s), ``socket_connect_timeout`` (default a
+third of it, at most 2 s), ``max_connections``, ...).  redis-py
 uses hiredis automatically when it is installed.  ``key_prefix`` (default
 ``"mta"``) namespaces the keys.
 
@@ -131,8 +132,9 @@ class RedisStore(Store):
         kwargs: dict[str, Any] = {
             "host": cfg["host"], "port": cfg["port"],
             "username": cfg["username"], "password": cfg["password"],
-            "socket_timeout": cfg.get("socket_timeout", 5.0),
-            "socket_connect_timeout": cfg.get("socket_connect_timeout", 2.0),
+            # two attempts fit in the operation's timeout
+            "socket_timeout": cfg.get("socket_timeout", min(5.0, self.timeout / 2)),
+            "socket_connect_timeout": cfg.get("socket_connect_timeout", min(2.0, self.timeout / 3)),
             "retry": Retry(NoBackoff(), 0),
         }
         for name in ("health_check_interval", "max_connections", "client_name",

@@ -49,7 +49,7 @@ import threading
 import weakref
 from typing import Any, Optional
 
-from .base import Store, Token, TRANSIENT, cas_mismatch
+from .base import STORE_OPTIONS, Store, Token, TRANSIENT, cas_mismatch
 from .errors import FormatVersionError, StoreClosed, StoreConfigError, StoreError
 from .urls import parse_file_url
 
@@ -85,7 +85,7 @@ class SQLiteStore(Store):
 
     def __init__(self, url: str, *, busy_timeout: float = 10.0, synchronous: str = "meta",
                  **options: Any) -> None:
-        unknown = set(options) - {"retries", "backoff", "backoff_max"}
+        unknown = set(options) - STORE_OPTIONS
         if unknown:
             raise StoreConfigError(f"unknown option(s) for file: stores: "
                                    f"{', '.join(sorted(unknown))}")

@@ -116,3 +116,36 @@ def test_cluster_windows_spread_over_every_master(redis_cluster):
         sizes.append(client.dbsize())
         client.close()
     assert all(n > 0 for n in sizes) and sum(sizes) >= 60
+
+
+# -- stalls -------------------------------------------------------------------------
+def test_a_server_that_stops_answering_holds_an_operation_about_timeout(redis_server_factory):
+    """A server paused (SIGSTOP: connections accepted by the kernel, never
+    answered) fails the operation with StoreUnavailable once ``timeout``
+    has passed, however many retries are allowed."""
+    import os
+    import signal
+    import time
+
+    server = redis_server_factory()
+    store = open_store(server.url, retries=50, backoff=0.01, backoff_max=0.05, timeout=1.5)
+    store.write_pairs("w", 0, 0, 0, [b"a"])
+    os.kill(server.proc.pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable, match=r"timeout 1\.5 s") as caught:
+            store.read_pairs("w", 0, 0, 0, 1)
+        elapsed = time.monotonic() - started
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
+    # the bound under test: the timeout plus one attempt in flight (its
+    # socket timeout, half the timeout), never the 50 retries
+    assert elapsed < 1.5 + 0.75 + 1.0, caught.value
+    assert store.read_pairs("w", 0, 0, 0, 1) == [b"a"]  # answering again: the store works
+    store.close()
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("inf"), "5", True])
+def test_timeout_must_be_a_positive_number(bad):
+    with pytest.raises(StoreConfigError, match="timeout"):
+        open_store("memory://", timeout=bad)
