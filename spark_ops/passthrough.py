@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
-#: The binary column that carries packed rows.
-PACKED = "__mta_rows"
+from .plan import PACKED
+
 #: Most rows in one pack of output (a pack is one binary value: Arrow's
 #: binary arrays hold at most 2 GiB per batch).
 PACK_ROWS = 4096

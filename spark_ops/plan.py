@@ -8,7 +8,9 @@ from .spec import WindowSpec
 ARRIVAL = "__mta_arrival"
 TIME = "__mta_time"
 VALUE = "__mta_value"
-INTERNAL = (ARRIVAL, TIME, VALUE)
+#: A key's rows as Arrow IPC bytes (the streaming plan, :mod:`spark_ops.passthrough`).
+PACKED = "__mta_rows"
+INTERNAL = (ARRIVAL, TIME, VALUE, PACKED)
 
 
 def column(name: str):

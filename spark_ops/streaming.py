@@ -16,7 +16,7 @@ it), so nothing is lost or counted twice.
 from __future__ import annotations
 
 from . import passthrough
-from .plan import (ARRIVAL, INTERNAL, TIME, VALUE, InputTimes, column, output_arrow_schema, output_schema,
+from .plan import (ARRIVAL, INTERNAL, PACKED, TIME, VALUE, InputTimes, column, output_arrow_schema, output_schema,
                    with_order_columns)
 from .spec import SlidingWindowError, WindowSpec
 from .windows import open_key_window
@@ -45,7 +45,7 @@ def streaming_plan(df, spec: WindowSpec, run: str, expire_after: float | None):
             open_key_window(spec, k, run, streaming=True, resume=state.get[0]).expire()
             state.remove()
             return
-        rows = passthrough.unpack(blob for frame in frames for blob in frame[passthrough.PACKED])
+        rows = passthrough.unpack(blob for frame in frames for blob in frame[PACKED])
         rows = rows.take(pc.sort_indices(rows, [(TIME, "ascending"), (ARRIVAL, "ascending")]))
         version, newest, job = state.get if state.exists else (None, None, None)
         if job is not None and job != fingerprint:
@@ -66,12 +66,11 @@ def streaming_plan(df, spec: WindowSpec, run: str, expire_after: float | None):
         result = rows.select(passed)
         for (name, _), output in zip(spec.output_columns, outputs):
             result = result.append_column(name, output)
-        yield pd.DataFrame({passthrough.PACKED: passthrough.pack(result)})
+        yield pd.DataFrame({PACKED: passthrough.pack(result)})
 
     timeout = GroupStateTimeout.NoTimeout if expire_after is None else GroupStateTimeout.ProcessingTimeTimeout
     key_type = ordered.schema[spec.key].dataType.simpleString()
-    packed = ordered.mapInArrow(passthrough.pack_by_key(spec.key), f"`{spec.key}` {key_type}, {passthrough.PACKED} binary")
+    packed = ordered.mapInArrow(passthrough.pack_by_key(spec.key), f"`{spec.key}` {key_type}, {PACKED} binary")
     return (packed.groupBy(column(spec.key))
-                  .applyInPandasWithState(windows_of_key, f"{passthrough.PACKED} binary", STATE_SCHEMA, "append",
-                                          timeout)
+                  .applyInPandasWithState(windows_of_key, f"{PACKED} binary", STATE_SCHEMA, "append", timeout)
                   .mapInArrow(passthrough.unpack_batches(target), schema))
