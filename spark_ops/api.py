@@ -34,8 +34,10 @@ def sliding_window(df, key: str, time: str, value: str, aggs, *, range=None, row
 
     ``aggs``: names (``"max"``, ``"mean"``, ... see :data:`spark_ops.READY`;
     ``sum``, ``min``, ``max``, ``first`` and ``last`` are ``long`` for an
-    integral value column, the others ``double``) or ``(column, Aggregator,
-    spark_type)`` for user monoids.  Exactly one of ``range`` (seconds; the
+    integral value column, exact, the others ``double``; a ``long`` result
+    outside int64 fails the job, see :mod:`spark_ops.aggregations`) or
+    ``(column, Aggregator, spark_type)`` for user monoids.  Every input
+    column leaves unchanged.  Exactly one of ``range`` (seconds; the
     time column may be numeric or a timestamp), ``rows`` (count) or
     ``policy`` (an :class:`mta.SlidePolicy` over ``(time, value)`` records).
     ``store``: a store URL (``file:...``, ``redis://...``,

@@ -24,7 +24,7 @@ from mta import LiftError
 
 from .spec import SlidingWindowError, WindowSpec
 
-# null and NaN read the same: pandas (streaming) turns null doubles into NaN
+# null and NaN read the same: neither is a number a window can take
 NULL_KEY = "null or NaN key"
 NULL_TIME = "null or NaN time"
 INFINITE_TIME = "infinite time"
