@@ -21,18 +21,19 @@ def check_store(url: str, *, retries: int = 1) -> None:
     """Open the store and ping it (few retries): fail clearly before Spark starts."""
     from stores.errors import StoreError
 
+    shown = stores.redact_url(url)
     try:
         store = stores.open_store(url, retries=retries, backoff=0.05, backoff_max=0.2)
     except StoreError as e:
-        raise CLIError(f"bad store URL {url}: {e}") from None
+        raise CLIError(f"bad store URL {shown}: {e}") from None
     except ImportError as e:
-        raise CLIError(f"store {url} needs a package that is not installed: {e}") from None
+        raise CLIError(f"store {shown} needs a package that is not installed: {e}") from None
     try:
         store.ping()
     except StoreError as e:
         raise CLIError(f"cannot use --store: {e}") from None
     except ImportError as e:
-        raise CLIError(f"store {url} needs a package that is not installed: {e}") from None
+        raise CLIError(f"store {shown} needs a package that is not installed: {e}") from None
     finally:
         with contextlib.suppress(Exception):
             store.close()
