@@ -206,6 +206,18 @@ class Store:
         self.stats.add(round_trips=1, meta_writes=1, bytes_written=len(data))
         return token
 
+    def delete_meta(self, window: str, expected: Token) -> None:
+        """Delete the window's metadata record if its token is still
+        ``expected`` (pairs are untouched); raises
+        :class:`~stores.errors.CasMismatch` if the record changed.  An
+        absent record counts as deleted (a retry whose first attempt landed).
+        One round trip."""
+        check_window(window)
+        if expected is None:
+            raise StoreConfigError("delete_meta needs the token of an existing record")
+        self._run("delete_meta", window, self._delete_meta, window, expected)
+        self.stats.add(round_trips=1, meta_writes=1)
+
     def _cas_meta_attempts(self) -> Callable[..., Token]:
         attempt = [0]
 
@@ -377,6 +389,11 @@ class Store:
         """Raise CasMismatch on a lost race.  ``retry`` is true when an
         earlier attempt of this same call failed in a way that may have
         applied it (see :meth:`cas_meta`)."""
+        raise NotImplementedError
+
+    def _delete_meta(self, window: str, expected: Token) -> None:
+        """Compare-and-delete of the metadata record (raise CasMismatch when
+        its token is not ``expected``; an absent record is fine)."""
         raise NotImplementedError
 
     def _delete_window(self, window: str) -> Optional[int]:

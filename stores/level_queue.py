@@ -303,10 +303,7 @@ class StoreLevelQueue(LevelQueue):
             lo, hi = g * size, (g + 1) * size
             where = f"window {w.window!r} in {w.store.url}: group {g} (pairs {lo}..{hi - 1}) of level {self.level}"
             if blob is None:
-                raise MissingData(
-                    f"{where} is missing from the store (was it restarted without "
-                    "persistence?); resume from a store that kept the data"
-                )
+                raise w.missing(where)
             try:
                 start, items = decode(blob)
             except (CorruptValue, FormatVersionError) as exc:

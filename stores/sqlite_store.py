@@ -294,6 +294,20 @@ class SQLiteStore(Store):
             raise out
         return out
 
+    def _delete_meta(self, window: str, expected: Token) -> None:
+        conn = self._conn()
+
+        def delete() -> Exception | None:
+            row = conn.execute("SELECT version FROM meta WHERE window = ?", (window,)).fetchone()
+            if row is not None and row[0] != expected:
+                return cas_mismatch(window, expected, row[0])
+            conn.execute("DELETE FROM meta WHERE window = ?", (window,))
+            return None
+
+        out = self._tx(conn, delete)
+        if out is not None:
+            raise out
+
     def _delete_window(self, window: str) -> None:
         conn = self._conn()
 

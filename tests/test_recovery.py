@@ -340,6 +340,66 @@ def test_stale_owner_is_fenced(cls, store_url):  # noqa: F811
     store.close()
 
 
+@pytest.mark.parametrize("cls", ENGINES)
+def test_stale_close_delete_is_fenced(cls, store_url):  # noqa: F811
+    """A stale engine's close(delete=True) is refused like its checkpoint:
+    the window B took over keeps its data, B checkpoints and C resumes it."""
+    window = fresh_window("fence-close")
+
+    def wsp(t, p):
+        return len(t) - len(p) >= 25
+
+    store = stores.open_store(store_url)
+    opts = dict(store=store, window_id=window, buffer_size=1, cache_size=1)
+    a, o = cls(CONCAT, wsp, **opts), BruteForceWindow(CONCAT, wsp)
+    for i in range(60):
+        assert a.push((i,)) == o.push((i,))
+    a.checkpoint()
+    b = cls(CONCAT, wsp, **opts)
+    with pytest.raises(stores.FencingError) as info:
+        a.close(delete=True)
+    assert "delete refused" in str(info.value) and repr(window) in str(info.value)
+    for i in range(60, 90):
+        assert b.push((i,)) == o.push((i,))
+    b.checkpoint()
+    c = cls(CONCAT, wsp, store=stores.open_store(store_url), window_id=window, buffer_size=2, cache_size=1)
+    assert len(c) == len(o) and c.query() == o.query()
+    drain_against_oracle(c, o)
+    c.close(delete=True)  # the owner's delete removes everything
+    assert store.read_meta(window) == (None, None) and store.list_epochs(window) == []
+    settle_background()
+    store.close()
+
+
+@pytest.mark.parametrize("cls", ENGINES)
+def test_stale_owner_reading_cleaned_up_data_is_fenced(cls, store_url):  # noqa: F811
+    """B took the window over and its clean-up dropped A's epoch: A's next
+    read of a dropped pair is a FencingError, not MissingData."""
+    window = fresh_window("fence-read")
+
+    def wsp(t, p):
+        return len(t) - len(p) >= 25
+
+    store = stores.open_store(store_url)
+    opts = dict(store=store, window_id=window, buffer_size=1, cache_size=1)
+    a, oa = cls(CONCAT, wsp, **opts), BruteForceWindow(CONCAT, wsp)
+    for i in range(60):
+        assert a.push((i,)) == oa.push((i,))
+    a.checkpoint()
+    stale = max(store.list_epochs(window))  # A's, the only one written so far
+    b = cls(CONCAT, wsp, **opts)
+    for i in range(60, 200):  # far enough that nothing of A's epoch is referenced
+        b.push((i,))
+        if i % 20 == 0:
+            b.checkpoint()
+    b.checkpoint()
+    assert stale not in store.list_epochs(window)  # B's clean-up dropped A's epoch
+    err = _run_until(stores.FencingError, lambda: a, oa)
+    assert repr(window) in str(err) and "owned by epoch" in str(err)
+    settle_background()
+    store.close()
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("engine", ["LogMTA", "AmortizedMTA"])
 def test_two_processes_racing(engine, persistent_url):  # noqa: F811

@@ -206,6 +206,19 @@ def test_cas_after_delete_window(store):
     store.cas_meta("w", None, b"c")
 
 
+def test_delete_meta_is_compare_and_delete(store):
+    t1 = store.cas_meta("w", None, b"one")
+    store.write_pairs("w", 1, 0, 0, [b"p"])
+    t2 = store.cas_meta("w", t1, b"two")
+    with pytest.raises(CasMismatch) as info:
+        store.delete_meta("w", t1)  # stale token: the record stays
+    assert info.value.actual == t2 and store.read_meta("w") == (b"two", t2)
+    store.delete_meta("w", t2)
+    assert store.read_meta("w") == (None, None)
+    assert store.read_pairs("w", 1, 0, 0, 1) == [b"p"]  # pairs are not its business
+    store.delete_meta("w", t2)  # absent: a retry that already landed
+
+
 def test_two_stores_racing_cas(make_store):
     a, b = make_store(), make_store()
     a.cas_meta("w", None, b"start")
