@@ -412,6 +412,17 @@ def test_error_unreachable_store(small_csv, tmp_path, capsys):
     assert time.monotonic() - t0 < 10  # checked up front with few retries, before Spark
 
 
+def test_verbose_keeps_an_input_errors_exit_status(spark, tmp_path, capsys):
+    """--verbose adds the traceback but a row the job cannot take still exits 2."""
+    src = tmp_path / "in.csv"
+    write_csv(src, [("a", 1.0, 2.0), ("a", 2.0, None)])
+    assert run_cli(spark, *_run_args(src, tmp_path / "o"), "-v") == 2
+    err = capsys.readouterr().err
+    assert "Traceback" in err
+    assert "mta-spark: error: row rejected (null or NaN value)" in err
+    assert "--verbose shows the details" not in err
+
+
 def test_error_missing_input(tmp_path, capsys):
     assert cli.main(_run_args(tmp_path / "nope.csv", tmp_path / "o")) == 2
     assert "does not exist" in one_error_line(capsys.readouterr().err)
