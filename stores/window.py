@@ -33,6 +33,7 @@ dropped whole, with whatever a dead owner wrote after its last checkpoint.
 
 from __future__ import annotations
 
+import struct
 import threading
 
 from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
@@ -150,6 +151,9 @@ class WindowStorage:
                 f"{found[0][3]}, or with resume=False to start the window afresh)"
             )
         return found[0]
+
+    def place(self, epoch: int, level: int, group: int) -> bytes:
+        return group_place(self.window, epoch, level, group)
 
     def new_level(self, level: int, lo: int) -> StoreLevelQueue:
         return StoreLevelQueue(self, level, lo)
@@ -398,6 +402,13 @@ class WindowStorage:
         if missing:
             raise CorruptValue(f"window {self.window!r} in {self.store.url}: metadata lacks {missing}")
         return meta
+
+
+def group_place(window: str, epoch: int, level: int, group: int) -> bytes:
+    """The place a stored group is bound to (:mod:`stores.codec`): its key,
+    so that a value copied from another window, epoch, level or index fails
+    its checksum.  Window names hold no NUL, so the bytes are unambiguous."""
+    return window.encode() + b"\0" + struct.pack(">QQQ", epoch, level, group)
 
 
 _stats_lock = threading.Lock()

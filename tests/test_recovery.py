@@ -39,6 +39,7 @@ from pathlib import Path
 import pytest
 
 import stores
+from stores.window import group_place
 from mta.amortized_mta import AmortizedMTA
 from mta.errors import EngineFailedError
 from mta.log_mta import LogMTA
@@ -662,7 +663,7 @@ def _corrupt_head_pair(cls, url, blob_of):
     keys = [k for k in pair_keys(url, window) if k[1] == 0]
     epoch, _, index = min(keys, key=lambda k: k[2])
     original = read_pair(url, window, epoch, 0, index)
-    overwrite_pair(url, window, epoch, 0, index, blob_of(original))
+    overwrite_pair(url, window, epoch, 0, index, blob_of(original, group_place(window, epoch, 0, index)))
 
     def factory():
         return cls(CONCAT, wsp, store=stores.open_store(url), window_id=window, buffer_size=1, cache_size=1)
@@ -673,11 +674,11 @@ def _corrupt_head_pair(cls, url, blob_of):
 @pytest.mark.parametrize(
     "damage",
     [
-        pytest.param(lambda b: b"\x01\x00\x00\x00\x00garbage", id="bad-checksum"),
-        pytest.param(lambda b: b[:-3], id="truncated"),
-        pytest.param(lambda b: b"\x01", id="header-only"),
-        pytest.param(lambda b: stores.encode((0, [])), id="not-the-group"),
-        pytest.param(lambda b: stores.encode(["a", "list"]), id="not-a-group"),
+        pytest.param(lambda b, place: b"\x02\x00\x00\x00\x00garbage", id="bad-checksum"),
+        pytest.param(lambda b, place: b[:-3], id="truncated"),
+        pytest.param(lambda b, place: b"\x02", id="header-only"),
+        pytest.param(lambda b, place: stores.encode((0, []), bind=place), id="not-the-group"),
+        pytest.param(lambda b, place: stores.encode(["a", "list"], bind=place), id="not-a-group"),
     ],
 )
 @pytest.mark.parametrize("cls", ENGINES)
@@ -688,9 +689,48 @@ def test_corrupt_pair_raises_corrupt_value(cls, store_url, damage):  # noqa: F81
     assert repr(window) in msg and f"group {index} (pairs {index}..{index}) of level 0" in msg, msg
 
 
+@pytest.mark.parametrize("source", ["other-window", "other-index"])
+@pytest.mark.parametrize("cls", ENGINES)
+def test_valid_value_copied_to_another_place_is_refused(cls, store_url, source):  # noqa: F811
+    """A valid group copied from another key's window (same epoch, level and
+    index) or from another index of the same window is CorruptValue, never
+    read as this place's data."""
+    store = stores.open_store(store_url)
+
+    def wsp(t, p):
+        return len(t) - len(p) >= 60
+
+    windows, oracles = [fresh_window("bound"), fresh_window("bound")], []
+    for n, window in enumerate(windows):
+        e = cls(CONCAT, wsp, store=store, window_id=window, buffer_size=1, cache_size=1, retain=1)
+        o = BruteForceWindow(CONCAT, wsp)
+        for i in range(100):
+            assert e.push((1000 * n + i,)) == o.push((1000 * n + i,))
+        e.checkpoint()
+        oracles.append(o)
+    settle_background()
+    victim, donor = windows
+    keys = sorted(k for k in pair_keys(store_url, victim) if k[1] == 0)
+    epoch, _, index = keys[0]
+    if source == "other-window":
+        assert (epoch, 0, index) in set(pair_keys(store_url, donor))
+        blob = read_pair(store_url, donor, epoch, 0, index)
+    else:
+        blob = read_pair(store_url, victim, epoch, 0, keys[1][2])
+    overwrite_pair(store_url, victim, epoch, 0, index, blob)
+
+    def factory():
+        return cls(CONCAT, wsp, store=stores.open_store(store_url), window_id=victim, buffer_size=1, cache_size=1)
+
+    err = _run_until(stores.CorruptValue, factory, oracles[0])
+    msg = str(err)
+    assert repr(victim) in msg and f"group {index} " in msg and "copied from another window or position" in msg, msg
+    store.close()
+
+
 @pytest.mark.parametrize("cls", ENGINES)
 def test_unknown_pair_format_raises_format_version_error(cls, store_url):  # noqa: F811
-    window, index, factory, oracle = _corrupt_head_pair(cls, store_url, lambda b: bytes([7]) + b[1:])
+    window, index, factory, oracle = _corrupt_head_pair(cls, store_url, lambda b, place: bytes([7]) + b[1:])
     err = _run_until(stores.FormatVersionError, factory, oracle)
     msg = str(err)
     assert repr(window) in msg and f"group {index} (pairs {index}..{index}) of level 0" in msg, msg
