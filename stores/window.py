@@ -267,15 +267,15 @@ class WindowStorage:
         blob, _ = self._call(self.store.read_meta, self.window)
         meta = self._decode_meta(blob) if blob is not None else None
         if meta is not None and meta["epoch"] > self.epoch:
-            return self._fenced(f"{where}: read")
+            return self._fenced("read", where)
         return MissingData(f"{where} is missing from the store (was it restarted without "
                            "persistence?); resume from a store that kept the data")
 
-    def _fenced(self, what: str) -> FencingError:
+    def _fenced(self, what: str, where: str | None = None) -> FencingError:
         blob, _ = self._call(self.store.read_meta, self.window)
         now = self._decode_meta(blob) if blob is not None else {"epoch": "none (deleted)"}
         return FencingError(
-            f"window {self.window!r} in {self.store.url}: {what} refused, the window "
+            f"{where or f'window {self.window!r} in {self.store.url}'}: {what} refused, the window "
             f"is now owned by epoch {now['epoch']} and this engine holds epoch {self.epoch}; "
             "a newer owner took it over (this engine is stale and must stop)")
 
