@@ -562,6 +562,41 @@ def test_file_store_busy_database_is_retried_then_unavailable(tmp_path):
     s.close()
 
 
+def test_file_store_deleted_under_a_running_job_is_detected(tmp_path):
+    """The directory removed while a store is open: the next call (from any
+    thread, on connections opened before or after) is MissingData naming the
+    database, instead of going on with the deleted file or a new empty one."""
+    import shutil
+
+    directory = tmp_path / "state"
+    store = SQLiteStore(f"file://{directory}")
+    token = store.cas_meta("w", None, b"one")
+    store.write_pairs("w", 1, 0, 0, [b"p"])
+    shutil.rmtree(directory)
+    for call in (lambda: store.read_meta("w"), lambda: store.cas_meta("w", token, b"two")):
+        with pytest.raises(stores.MissingData, match="was deleted while in use"):
+            call()
+    errors = []
+    worker = threading.Thread(target=lambda: errors.append(_raised(lambda: store.read_pairs("w", 1, 0, 0, 1))))
+    worker.start()
+    worker.join()
+    assert isinstance(errors[0], stores.MissingData), errors
+    other = SQLiteStore(f"file://{directory}")  # a new worker creates a new, empty database there
+    assert other.read_meta("w") == (None, None)
+    with pytest.raises(stores.MissingData, match="was replaced by another database"):
+        store.read_meta("w")
+    other.close()
+    store.close()
+
+
+def _raised(fn):
+    try:
+        fn()
+    except Exception as exc:  # noqa: BLE001 - returned for the assertion
+        return exc
+    return None
+
+
 def test_file_store_connection_per_thread(tmp_path):
     s = open_store(str(tmp_path / "threads"))
     conns = set()
