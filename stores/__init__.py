@@ -37,7 +37,7 @@ from .errors import (CasMismatch, CodecRegistrationError, CorruptValue, FencingE
                      MissingData, StoreAuthenticationError, StoreClosed, StoreConfigError,
                      StoreError, StoreUnavailable)
 from .pool import pooled_store
-from .urls import normalize_url, redact_url, scheme_of
+from .urls import normalize_url, redact_url, scheme_of, typo_hint
 from .window import WindowStorage
 
 _backends: dict[str, Callable[..., Store]] = {}
@@ -93,7 +93,7 @@ def open_store(url: str, **options: Any) -> Store:
     if factory is None:
         known = ", ".join(f"{s}:" for s in sorted(_backends))
         raise StoreConfigError(f"unknown store URL scheme {scheme!r}; supported: {known} "
-                               f"or a plain directory path")
+                               f"or a plain directory path{typo_hint(url)}")
     return factory(url, **options)
 
 

@@ -75,10 +75,8 @@ class Store:
       downwards.  With the defaults a dead backend is reported after about
       0.8 to 1.6 s of sleeping (plus connect timeouts);
     * ``timeout`` (default 6 s) -- the longest one operation may take,
-      retries included: no retry starts once it has passed, so a backend
-      that stops answering holds a task about this long (an attempt in
-      flight ends first; backends keep their own per-attempt socket
-      timeouts below it).
+      retries included: no retry starts once it has passed (an attempt in
+      flight ends first; backends keep per-attempt timeouts below it).
 
     Stores are thread-safe and may be used from several threads at once.
     """
@@ -208,11 +206,8 @@ class Store:
         """
         check_window(window)
         data = as_blob(value)
-        if expected is not None and (type(expected) is not int or expected <= 0):
-            # every backend's tokens are positive ints: anything else was never
-            # given out, and some clients would take it as "no check"
-            self.stats.add(cas_failures=1)
-            raise cas_mismatch(window, expected, self.read_meta(window)[1])
+        if expected is not None:
+            self._check_token(window, expected)
         try:
             token = self._run("cas_meta", window, self._cas_meta_attempts(), window,
                               expected, data)
@@ -221,6 +216,25 @@ class Store:
             raise
         self.stats.add(round_trips=1, meta_writes=1, bytes_written=len(data))
         return token
+
+    def delete_meta(self, window: str, expected: Token) -> None:
+        """Delete the window's metadata record if its token is still
+        ``expected`` (pairs are untouched); raises
+        :class:`~stores.errors.CasMismatch` if the record changed.  An
+        absent record counts as deleted (a retry whose first attempt landed).
+        One round trip."""
+        check_window(window)
+        if expected is None:
+            raise StoreConfigError("delete_meta needs the token of an existing record")
+        self._check_token(window, expected)
+        self._run("delete_meta", window, self._delete_meta, window, expected)
+        self.stats.add(round_trips=1, meta_writes=1)
+
+    def _check_token(self, window: str, expected: Token) -> None:
+        """Tokens are positive ints: any other was never given out (a mismatch)."""
+        if type(expected) is not int or expected <= 0:
+            self.stats.add(cas_failures=1)
+            raise cas_mismatch(window, expected, self.read_meta(window)[1])
 
     def _cas_meta_attempts(self) -> Callable[..., Token]:
         attempt = [0]
@@ -405,6 +419,11 @@ class Store:
         """Raise CasMismatch on a lost race.  ``retry`` is true when an
         earlier attempt of this same call failed in a way that may have
         applied it (see :meth:`cas_meta`)."""
+        raise NotImplementedError
+
+    def _delete_meta(self, window: str, expected: Token) -> None:
+        """Compare-and-delete of the metadata record (raise CasMismatch when
+        its token is not ``expected``; an absent record is fine)."""
         raise NotImplementedError
 
     def _delete_window(self, window: str) -> Optional[int]:

@@ -44,7 +44,7 @@ from typing import Any, Mapping, Optional
 from . import codec
 from .base import AUTH, STORE_OPTIONS, TRANSIENT, Store, Token, cas_mismatch
 from . import couchbase_layout as layout
-from .couchbase_layout import EpochView
+from .couchbase_layout import EpochView, exc_kind
 from .couchbase_url import parse_couchbase_url, redacted_url
 from .errors import StoreConfigError, StoreError
 
@@ -62,17 +62,7 @@ _TRANSIENT_ERRORS = {
     "MissingConnectionException", "DocumentLockedException", "RateLimitedException",
     "DurabilitySyncWriteInProgressException", "DurabilitySyncWriteAmbiguousException",
 }
-
-
 _NO_LOCK = contextlib.nullcontext()
-
-
-def exc_kind(exc: BaseException) -> set[str]:
-    """Names of the exception's classes (SDK exceptions are matched by name,
-    so no SDK import is needed to classify them)."""
-    return {c.__name__ for c in type(exc).__mro__}
-
-
 #: Clusters inherited across fork, kept referenced so the child never closes them.
 _inherited: list = []
 
@@ -395,6 +385,18 @@ class CouchbaseStore(Store):
                 # An earlier attempt of this call landed before its reply was lost.
                 return current
             raise cas_mismatch(window, expected, current) from None
+
+    def _delete_meta(self, window: str, expected: Token) -> None:
+        key = self.meta_key(window)
+        try:
+            self._collection().remove(key, cas=expected, **self._kw())
+        except Exception as exc:
+            names = exc_kind(exc)
+            if _NOT_FOUND in names:
+                return
+            if not names & {_EXISTS, _CAS}:
+                raise
+            raise cas_mismatch(window, expected, self._get(key)[1]) from None
 
     def _delete_window(self, window: str) -> int:
         ek = self.epochs_key(window)

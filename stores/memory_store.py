@@ -131,6 +131,14 @@ class MemoryStore(Store):
             sp.meta[window] = (version, value)
             return version
 
+    def _delete_meta(self, window: str, expected: Token) -> None:
+        sp = self._space
+        with sp.lock:
+            rec = sp.meta.get(window)
+            if rec is not None and rec[0] != expected:
+                raise cas_mismatch(window, expected, rec[0])
+            sp.meta.pop(window, None)
+
     def _delete_window(self, window: str) -> None:
         sp = self._space
         with sp.lock:

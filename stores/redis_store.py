@@ -71,7 +71,7 @@ from .base import AUTH, CONFIG, STORE_OPTIONS, TRANSIENT, Store, Token, cas_mism
 from .errors import StoreConfigError
 
 from .redis_url import parse_redis_url, redacted_url
-from .redis_wire import (CAS_LUA, CHUNK, LUA_INDEX_LIMIT, READ_LUA, SMALL_READ, WRITE_LUA, DeferredChannel,
+from .redis_wire import (CAS_LUA, DELETE_META_LUA, CHUNK, LUA_INDEX_LIMIT, READ_LUA, SMALL_READ, WRITE_LUA, DeferredChannel,
                          command, hmget_commands, hset_commands)
 
 
@@ -161,6 +161,7 @@ class RedisStore(Store):
         self._client_obj: Any = None
         self._client_lock = threading.Lock()
         self._cas_script: Any = None
+        self._delete_meta_script: Any = None
         self._write_script: Any = None
         self._read_script: Any = None
         if not self.cluster:
@@ -188,6 +189,7 @@ class RedisStore(Store):
                         f"store {self.url}: bad Redis client option: "
                         f"{self._scrub(str(exc))}") from None
                 self._cas_script = client.register_script(CAS_LUA)
+                self._delete_meta_script = client.register_script(DELETE_META_LUA)
                 self._write_script = client.register_script(WRITE_LUA)
                 self._read_script = client.register_script(READ_LUA)
                 self._client_obj = client
@@ -377,6 +379,12 @@ class RedisStore(Store):
         if ok == 1:
             return int(version)
         raise cas_mismatch(window, expected, int(version) if version not in (b"", "") else None)
+
+    def _delete_meta(self, window: str, expected: Token) -> None:
+        self.client()
+        version = self._delete_meta_script(keys=[self.meta_key(window)], args=[str(expected)])
+        if version not in (b"", ""):
+            raise cas_mismatch(window, expected, int(version))
 
     def _delete_window(self, window: str) -> int:
         client = self.client()

@@ -248,6 +248,19 @@ def test_cas_refuses_anything_but_a_real_token(store):
     assert store.read_meta("w") == (b"one", token)
 
 
+def test_delete_meta_is_compare_and_delete(store):
+    t1 = store.cas_meta("w", None, b"one")
+    store.write_pairs("w", 1, 0, 0, [b"p"])
+    t2 = store.cas_meta("w", t1, b"two")
+    with pytest.raises(CasMismatch) as info:
+        store.delete_meta("w", t1)  # stale token: the record stays
+    assert info.value.actual == t2 and store.read_meta("w") == (b"two", t2)
+    store.delete_meta("w", t2)
+    assert store.read_meta("w") == (None, None)
+    assert store.read_pairs("w", 1, 0, 0, 1) == [b"p"]  # pairs are not its business
+    store.delete_meta("w", t2)  # absent: a retry that already landed
+
+
 def test_two_stores_racing_cas(make_store):
     a, b = make_store(), make_store()
     a.cas_meta("w", None, b"start")
@@ -589,6 +602,41 @@ def test_file_store_busy_database_is_retried_then_unavailable(tmp_path):
     s.write_pairs("w", 0, 0, 1, [b"y"])  # works again once the lock is gone
     assert s.read_pairs("w", 0, 0, 0, 2) == [b"x", b"y"]
     s.close()
+
+
+def test_file_store_deleted_under_a_running_job_is_detected(tmp_path):
+    """The directory removed while a store is open: the next call (from any
+    thread, on connections opened before or after) is MissingData naming the
+    database, instead of going on with the deleted file or a new empty one."""
+    import shutil
+
+    directory = tmp_path / "state"
+    store = SQLiteStore(f"file://{directory}")
+    token = store.cas_meta("w", None, b"one")
+    store.write_pairs("w", 1, 0, 0, [b"p"])
+    shutil.rmtree(directory)
+    for call in (lambda: store.read_meta("w"), lambda: store.cas_meta("w", token, b"two")):
+        with pytest.raises(stores.MissingData, match="was deleted while in use"):
+            call()
+    errors = []
+    worker = threading.Thread(target=lambda: errors.append(_raised(lambda: store.read_pairs("w", 1, 0, 0, 1))))
+    worker.start()
+    worker.join()
+    assert isinstance(errors[0], stores.MissingData), errors
+    other = SQLiteStore(f"file://{directory}")  # a new worker creates a new, empty database there
+    assert other.read_meta("w") == (None, None)
+    with pytest.raises(stores.MissingData, match="was replaced by another database"):
+        store.read_meta("w")
+    other.close()
+    store.close()
+
+
+def _raised(fn):
+    try:
+        fn()
+    except Exception as exc:  # noqa: BLE001 - returned for the assertion
+        return exc
+    return None
 
 
 def test_file_store_connection_per_thread(tmp_path):
