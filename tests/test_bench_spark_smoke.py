@@ -42,6 +42,7 @@ def test_spark_batch(tmp_path):
 def test_spark_demo(tmp_path):
     data = _run(spark_demo, tmp_path)
     assert [r["method"] for r in data["records"]] == spark_demo.METHODS  # interleaved, one run each (tiny)
+    assert data["summary"]["windows_stage_speedup"]["pipeline_over_before"] > 0
     assert data["checksums_agree"]
     for r in data["records"]:
         assert r["rows"] == spark_demo.PROFILES["tiny"]["rows"] and r["rows_per_s"] > 0 and r["cpu_seconds"] > 0
