@@ -197,7 +197,7 @@ def test_run_parquet_count_window_with_timestamps_and_file_store(spark, tmp_path
     out = tmp_path / "out"
     assert run_cli(spark, "run", "--input", src, "--output", out, "--key", "host", "--time", "ts",
                    "--value", "mem", "--agg", ",".join(aggs), "--rows", 5,
-                   "--store", f"file:{tmp_path / 'state'}") == 0
+                   "--store", f"file:{tmp_path / 'state'}", "--engine", "amta") == 0
     result = spark.read.parquet(str(out))
     assert result.columns == ["host", "ts", "mem", *aggs]
     assert dict(result.dtypes)["ts"] == "timestamp_ntz"  # the input's time column, unchanged
@@ -374,21 +374,26 @@ def test_stream_empty_directory_needs_a_schema(spark, tmp_path, capsys):
 
 
 # -- demo ----------------------------------------------------------------------------------
-def test_demo_tiny(spark, tmp_path, capsys):
+@pytest.mark.parametrize("engine", ["auto", "amta"])
+def test_demo_tiny(spark, tmp_path, capsys, engine):
+    """The demo on the columnar engine (its default), and with --engine amta
+    on the MTA with the windows in the embedded file store."""
     out = tmp_path / "demo"
-    assert run_cli(spark, "demo", "--hosts", 5, "--rows", 3000, "--out", out) == 0
+    assert run_cli(spark, "demo", "--hosts", 5, "--rows", 3000, "--out", out, "--engine", engine) == 0
     printed = capsys.readouterr()
     assert "top 5 hosts by peak memory" in printed.out
     assert "match pandas rolling" in printed.out
     assert "3,000 from 5 hosts" in printed.out
     assert "running windows: done" in printed.err  # progress lines
+    assert f"engine         {'columnar' if engine == 'auto' else engine}: " in printed.out
     windows = spark.read.parquet(str(out / "windows"))
     assert windows.columns == ["host", "ts", "mem_mb", "max", "mean", "stddev"]
     assert windows.count() == 3000
     assert windows.select("host").distinct().count() == 5
     png = (out / "host.png").read_bytes()
     assert len(png) > 1000 and png.startswith(PNG_SIGNATURE)
-    assert os.path.exists(out / "state" / "mta.sqlite3")  # the embedded default store
+    # the embedded default store holds the windows on an MTA only
+    assert os.path.exists(out / "state" / "mta.sqlite3") == (engine == "amta")
 
 
 def test_telemetry_generator_shape():
@@ -568,7 +573,7 @@ def test_subprocess_conf_and_store_sizes(tmp_path):
     write_csv(src, rows)
     done = _subprocess(*_run_args(src, out, agg="max,mean,count", size=("--range", "12")), "--master", "local[1]",
                        "--conf", "spark.sql.shuffle.partitions=1", "--buffer-size", "1", "--cache-size", "1",
-                       "--store", f"file:{tmp_path / 'state'}")
+                       "--store", f"file:{tmp_path / 'state'}", "--engine", "amta")
     assert done.returncode == 0, done.stderr
     assert len([f for f in os.listdir(out) if f.endswith(".parquet")]) == 1
     got = [Row(**r) for r in pq.read_table(out).to_pylist()]

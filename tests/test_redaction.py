@@ -62,7 +62,7 @@ def test_run_and_stream_print_no_password(spark, guarded, csv, tmp_path, capfd):
 
 
 def test_demo_prints_no_password(spark, guarded, tmp_path, capfd):
-    assert run_cli(spark, "demo", "--hosts", 3, "--rows", 300, "--out", tmp_path / "demo",
+    assert run_cli(spark, "demo", "--hosts", 3, "--rows", 300, "--out", tmp_path / "demo", "--engine", "amta",
                    "--store", _with_password(guarded)) == 0
     printed = capfd.readouterr()
     assert printed.out.count("redis://:***@") >= 2

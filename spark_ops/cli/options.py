@@ -52,10 +52,11 @@ def engine_help() -> str:
     """``--engine``'s help, listing the columnar engine's aggregations as
     :mod:`spark_ops.columnar` declares them."""
     anywhere = [name for name in AGGREGATIONS if name not in FLOAT_ONLY]
-    return ("auto: the columnar engine (NumPy) for batch jobs in executor memory whose aggregations "
-            f"it computes ({', '.join(anywhere)}; {' and '.join(FLOAT_ONLY)} of a floating-point "
-            "column), else the Amortized MTA; columnar: that engine or an error; amta, lmta: every "
-            "row through that MTA (default: %(default)s)")
+    return ("auto: the columnar engine (NumPy, windows in executor memory) for batch jobs whose "
+            f"aggregations it computes ({', '.join(anywhere)}; {' and '.join(FLOAT_ONLY)} of a "
+            "floating-point column), else the Amortized MTA; columnar: that engine or an error; amta, "
+            "lmta: every row through that MTA, the only engines that keep a batch job's windows in "
+            "--store (default: %(default)s)")
 
 
 def wrap(text: str) -> str:
@@ -160,7 +161,8 @@ def window_options(p: argparse.ArgumentParser, *, store_required: bool) -> None:
                           help=store_help + "; streaming windows stay there between micro-batches")
     else:
         cols.add_argument("--store", metavar="URL",
-                          help=store_help + " (default: the executors' memory)")
+                          help=store_help + "; a batch job uses it with --engine amta or lmta, for windows "
+                                            "larger than executor memory (default: the executors' memory)")
 
 
 def store_sizes(group) -> None:
