@@ -18,7 +18,7 @@ import json
 import re
 from pathlib import Path
 
-from . import common, exp1, exp2, exp3, spark_batch, spark_growth, spark_stream
+from . import common, exp1, exp2, exp3, spark_batch, spark_demo, spark_growth, spark_stream
 from .common import REPO, fmt_ns, fmt_num, fmt_ratio, markdown_table, pow2
 
 
@@ -242,7 +242,8 @@ def sections(results: Path) -> dict[str, str]:
     out.update(sections_of(loaded, SECTIONS))
     if loaded["exp1"] or loaded["exp2"]:
         out["targets"] = targets(results)
-    for name, mod in (("spark-batch", spark_batch), ("spark-growth", spark_growth), ("spark-stream", spark_stream)):
+    for name, mod in (("spark-batch", spark_batch), ("spark-demo", spark_demo), ("spark-growth", spark_growth),
+                      ("spark-stream", spark_stream)):
         d = _load(results, name)
         if d is not None:
             out[name] = "\n\n".join([

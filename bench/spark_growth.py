@@ -1,6 +1,6 @@
 """Spark batch: per-row cost and executor memory as the window grows 100x.
 
-``sliding_window(..., aggs=["max", "mean", "stddev"], range=W)`` over keys
+``sliding_window(..., aggs=["max", "mean", "stddev"], range=W, engine="amta")`` over keys
 whose rows span twice the window, for W from the profile's smallest to 100
 times it, with the windows in process memory, in the file store and in
 Redis (a private ``redis-server`` started for the run).  Each (store, W)
@@ -56,7 +56,8 @@ def run(cfg: RunConfig) -> dict:
                 df = sparkbench.readings(spark, p["keys"], per_key)
                 sparkbench.timed(sliding_window(df.limit(10), key="k", time="t", value="v", aggs=AGGS,
                                                 range=w), "max")  # start the workers
-                out = sliding_window(df, key="k", time="t", value="v", aggs=AGGS, range=w, store=urls[store])
+                out = sliding_window(df, key="k", time="t", value="v", aggs=AGGS, range=w, store=urls[store],
+                                     engine="amta")  # the MTA: a batch job's windows are in the store only there
                 with sparkbench.WorkerMemory() as mem:
                     seconds, _, n = sparkbench.timed(out, "max")
                 spark.stop()

@@ -134,7 +134,10 @@ def _moments_inverse(a, b):
 
 
 def _moments_lift(x):
-    return (1, x, 0)
+    # the spread of a window holding an infinite value is undefined: NaN,
+    # whatever order the engine combines the window in (x - x rather than
+    # math.isfinite, which cannot take ints beyond a float's range)
+    return (1, x, 0 if x - x == 0 else math.nan)
 
 
 def _variance_lower(ddof: int, v):
@@ -147,6 +150,8 @@ def _stddev_lower(ddof: int, v):
 
 
 #: (count, mean, sum of squared deviations): stable, unlike a sum of squares.
+#: An infinite value lifts to a NaN M2, so a window holding one has a NaN
+#: variance and standard deviation.
 #: Its inverse can lose precision when most of the window is removed.
 MOMENTS = Monoid(_moments_combine, (0, 0, 0), name="moments",
                  inverse=_moments_inverse, commutative=True)

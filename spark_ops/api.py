@@ -3,10 +3,11 @@
 The call checks its arguments (a :class:`~spark_ops.spec.WindowSpec` and
 the input's columns), chooses the engine and builds the plan: batch jobs
 (:mod:`spark_ops.batch`) stream each key's sorted rows through one window
-with ``mapInArrow``: an MTA (row by row; with a store, executor memory
-holds one Arrow batch and each open window's O(log n) state, whatever the
-window's length) or, for the built-in aggregations it computes, the
-columnar engine (a batch at a time in NumPy, :mod:`spark_ops.columnar`).
+with ``mapInArrow``: for the ready aggregations it computes, the columnar
+engine (a batch at a time in NumPy, :mod:`spark_ops.columnar`, the windows
+in executor memory), else an MTA, row by row; an MTA asked for by name
+with a store keeps the windows there (executor memory then holds one Arrow
+batch and each open window's O(log n) state, whatever the window's length).
 Streaming queries (:mod:`spark_ops.streaming`) keep each key's window in
 the store between micro-batches.
 """
@@ -14,10 +15,13 @@ the store between micro-batches.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 import uuid
 
 from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
+
+import stores
 
 from . import columnar
 from .batch import batch_plan
@@ -41,14 +45,17 @@ def sliding_window(df, key: str, time: str, value: str, aggs, *, range=None, row
     time column may be numeric or a timestamp), ``rows`` (count) or
     ``policy`` (an :class:`mta.SlidePolicy` over ``(time, value)`` records).
     ``store``: a store URL (``file:...``, ``redis://...``,
-    ``couchbase://...``) for the windows' level queues, or ``None`` for
-    process memory (batch only).
+    ``couchbase://...``) for the windows' level queues (streaming; batch
+    with an MTA engine), or ``None`` for process memory (batch only).
 
     ``engine``: ``"amta"`` (Amortized MTA) or ``"lmta"`` (Log MTA) run each
-    row through the window; ``"columnar"`` (batch jobs in executor memory
-    with built-in aggregations only, see :mod:`spark_ops.columnar`)
-    computes a batch of rows at a time in NumPy; ``"auto"`` (the default)
-    is columnar where it can run and the Amortized MTA elsewhere.
+    row through the window; ``"columnar"`` (batch jobs with ready
+    aggregations only, see :mod:`spark_ops.columnar`) computes a batch of
+    rows at a time in NumPy, the windows in executor memory; ``"auto"``
+    (the default) is columnar where it can run and the Amortized MTA
+    elsewhere.  A batch job's windows go to ``store`` only with
+    ``engine="amta"`` or ``"lmta"`` (for windows larger than executor
+    memory); :func:`choose_engine` says which engine a job gets and why.
 
     ``on_bad_row``: ``"error"`` raises naming the row; ``"flag"`` passes it
     through with null aggregations and the reason in a ``rejected`` column.
@@ -121,25 +128,41 @@ def _check_columns(df, *columns) -> None:
 
 
 def _with_engine(spec: WindowSpec, df) -> WindowSpec:
-    """``spec`` with the engine the job runs on: ``"columnar"``, ``"amta"``
-    or ``"lmta"`` (``"auto"``: the columnar engine where it can run, else
-    the Amortized MTA; ``"columnar"`` where it cannot is an error)."""
-    return dataclasses.replace(spec, engine=_engine(spec, df))
+    """``spec`` with the engine the job runs on (:func:`choose_engine`),
+    which the ``spark_ops`` logger reports at INFO with the reason."""
+    engine, why = choose_engine(spec, df)
+    _log.info("sliding_window: engine %s: %s", engine, why)
+    return dataclasses.replace(spec, engine=engine)
 
 
-def _engine(spec: WindowSpec, df) -> str:
+def choose_engine(spec: WindowSpec, df) -> tuple[str, str]:
+    """The engine ``spec``'s job over ``df`` runs on, ``"columnar"``,
+    ``"amta"`` or ``"lmta"``, and why, in a sentence.  ``"auto"``: the
+    columnar engine where it can run, else the Amortized MTA; a batch job's
+    store keeps its windows only on an MTA asked for by name (``"amta"``,
+    ``"lmta"``), for windows larger than executor memory.  ``"columnar"``
+    where it cannot run is an error."""
+    shown = spec.store and stores.redact_url(spec.store)
+    where = f"its windows in the store {shown}" if spec.store else "its windows in executor memory"
     if df.isStreaming:
         if spec.engine == "columnar":
             raise SlidingWindowError("engine='columnar' is for batch jobs; a streaming query keeps its windows "
                                      "in the store with engine='amta' or 'lmta'")
-        return "amta" if spec.engine == "auto" else spec.engine
+        return ("amta" if spec.engine == "auto" else spec.engine), f"a streaming query, {where}"
     if spec.engine not in ("auto", "columnar"):
-        return spec.engine
+        return spec.engine, f"engine={spec.engine!r} asked for, {where}"
     from pyspark.sql.types import FractionalType
 
     why_not = columnar.ineligible(spec, isinstance(df.schema[spec.value].dataType, FractionalType))
-    if why_not is None:
-        return "columnar"
-    if spec.engine == "columnar":
-        raise SlidingWindowError(f"engine='columnar' cannot run this job: {why_not}; use engine='auto' or an MTA")
-    return "amta"
+    if why_not is not None:
+        if spec.engine == "columnar":
+            raise SlidingWindowError(f"engine='columnar' cannot run this job: {why_not}; use engine='auto' or an MTA")
+        return "amta", f"the columnar engine cannot run this job ({why_not}), {where}"
+    if spec.store:
+        return "columnar", (f"its windows in executor memory, not in the store {shown} (a batch job keeps "
+                            "its windows in the store with engine='amta' or 'lmta', for windows larger than "
+                            "executor memory)")
+    return "columnar", where
+
+
+_log = logging.getLogger("spark_ops")

@@ -35,6 +35,12 @@ def not_a_number(v) -> str:
     return f"value of type {type(v).__name__}, not a number"
 
 
+#: A text input's value that does not parse as a number (``format_string``
+#: arguments: the text and the file it came from), for readers that parse a
+#: text column themselves (the CLI's CSV input).
+TEXT_NOT_A_NUMBER = "value '%s' is not a number (file %s)"
+
+
 def out_of_order(t, newest) -> str:
     return f"time {t} is older than the key's newest time {newest} (out of order)"
 

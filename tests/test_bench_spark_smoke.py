@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from bench import spark_batch, spark_growth, spark_stream  # noqa: E402
+from bench import spark_batch, spark_demo, spark_growth, spark_stream  # noqa: E402
 from bench.common import RunConfig  # noqa: E402
 
 
@@ -37,6 +37,15 @@ def test_spark_batch(tmp_path):
     top2 = {(r["window"], r["frame"]): r["checksum"] for r in data["records"] if r["method"] == spark_batch.MTA_TOP2}
     maxima = {(r["window"], r["frame"]): r["checksum"] for r in data["records"] if r["method"] == spark_batch.MTA}
     assert all(top2[k] < maxima[k] for k in top2)  # the second largest is below the largest
+
+
+def test_spark_demo(tmp_path):
+    data = _run(spark_demo, tmp_path)
+    assert [r["method"] for r in data["records"]] == spark_demo.METHODS  # interleaved, one run each (tiny)
+    assert data["summary"]["windows_stage_speedup"]["pipeline_over_before"] > 0
+    assert data["checksums_agree"]
+    for r in data["records"]:
+        assert r["rows"] == spark_demo.PROFILES["tiny"]["rows"] and r["rows_per_s"] > 0 and r["cpu_seconds"] > 0
 
 
 def test_spark_growth(tmp_path):

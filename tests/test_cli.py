@@ -197,7 +197,7 @@ def test_run_parquet_count_window_with_timestamps_and_file_store(spark, tmp_path
     out = tmp_path / "out"
     assert run_cli(spark, "run", "--input", src, "--output", out, "--key", "host", "--time", "ts",
                    "--value", "mem", "--agg", ",".join(aggs), "--rows", 5,
-                   "--store", f"file:{tmp_path / 'state'}") == 0
+                   "--store", f"file:{tmp_path / 'state'}", "--engine", "amta") == 0
     result = spark.read.parquet(str(out))
     assert result.columns == ["host", "ts", "mem", *aggs]
     assert dict(result.dtypes)["ts"] == "timestamp_ntz"  # the input's time column, unchanged
@@ -241,6 +241,49 @@ def test_run_bad_rows_error_or_flag(spark, tmp_path, capsys):
     assert sorted(r["rejected"] for r in flagged) == ["null or NaN time", "null or NaN value"]
     assert all(r["max"] is None and r["count"] is None for r in flagged)
     assert_matches([r for r in got if r["rejected"] is None], rows, ["max", "count"], range=20)
+
+
+def test_run_text_value_flags_that_row_and_keeps_the_rest(spark, tmp_path, capsys):
+    """One value that is not a number makes Spark read the column as text:
+    flag mode flags that row, naming the text and its file, and keeps the
+    others; error mode refuses naming them."""
+    rows = make_rows(60, keys=3, seed=8)
+    src = tmp_path / "in.csv"
+    write_csv(src, rows)
+    with open(src, "a") as f:
+        f.write("k1,31.0,abc\n")
+    args = ["run", "--input", src, "--key", "key", "--time", "t", "--value", "v", "--agg", "max,count",
+            "--range", 20]
+    assert run_cli(spark, *args, "--output", tmp_path / "o2", "--on-bad-row", "flag") == 0
+    got = spark.read.parquet(str(tmp_path / "o2")).collect()
+    flagged = [r for r in got if r["rejected"] is not None]
+    assert len(flagged) == 1 and (flagged[0]["key"], flagged[0]["t"]) == ("k1", 31.0)
+    assert "value 'abc' is not a number" in flagged[0]["rejected"] and "in.csv" in flagged[0]["rejected"]
+    assert flagged[0]["max"] is None and flagged[0]["count"] is None
+    assert_matches([r for r in got if r["rejected"] is None], rows, ["max", "count"], range=20)
+
+    capsys.readouterr()
+    assert run_cli(spark, *args, "--output", tmp_path / "o1") == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "value 'abc' is not a number" in line and "in.csv" in line and "--on-bad-row flag" in line
+
+
+def test_stream_text_value_with_a_double_schema_is_flagged_as_not_a_number(spark, tmp_path):
+    incoming = tmp_path / "incoming"
+    incoming.mkdir()
+    rows = make_rows(40, keys=2, seed=3)
+    write_csv(incoming / "part-1.csv", rows)
+    with open(incoming / "part-1.csv", "a") as f:
+        f.write("k0,200.0,abc\n")
+    args = ["stream", "--input", incoming, "--output", tmp_path / "out", "--checkpoint", tmp_path / "ckpt",
+            "--store", f"file:{tmp_path / 'state'}", "--key", "key", "--time", "t", "--value", "v",
+            "--agg", "max", "--range", 30, "--schema", "key STRING, t DOUBLE, v DOUBLE", "--on-bad-row", "flag"]
+    assert run_cli(spark, *args) == 0
+    got = spark.read.parquet(str(tmp_path / "out")).collect()
+    flagged = [r for r in got if r["rejected"] is not None]
+    assert [(r["key"], r["t"]) for r in flagged] == [("k0", 200.0)]
+    assert "value 'abc' is not a number" in flagged[0]["rejected"] and "part-1.csv" in flagged[0]["rejected"]
+    assert_matches([r for r in got if r["rejected"] is None], rows, ["max"], range=30)
 
 
 # -- stream -------------------------------------------------------------------------------
@@ -331,21 +374,26 @@ def test_stream_empty_directory_needs_a_schema(spark, tmp_path, capsys):
 
 
 # -- demo ----------------------------------------------------------------------------------
-def test_demo_tiny(spark, tmp_path, capsys):
+@pytest.mark.parametrize("engine", ["auto", "amta"])
+def test_demo_tiny(spark, tmp_path, capsys, engine):
+    """The demo on the columnar engine (its default), and with --engine amta
+    on the MTA with the windows in the embedded file store."""
     out = tmp_path / "demo"
-    assert run_cli(spark, "demo", "--hosts", 5, "--rows", 3000, "--out", out) == 0
+    assert run_cli(spark, "demo", "--hosts", 5, "--rows", 3000, "--out", out, "--engine", engine) == 0
     printed = capsys.readouterr()
     assert "top 5 hosts by peak memory" in printed.out
     assert "match pandas rolling" in printed.out
     assert "3,000 from 5 hosts" in printed.out
     assert "running windows: done" in printed.err  # progress lines
+    assert f"engine         {'columnar' if engine == 'auto' else engine}: " in printed.out
     windows = spark.read.parquet(str(out / "windows"))
     assert windows.columns == ["host", "ts", "mem_mb", "max", "mean", "stddev"]
     assert windows.count() == 3000
     assert windows.select("host").distinct().count() == 5
     png = (out / "host.png").read_bytes()
     assert len(png) > 1000 and png.startswith(PNG_SIGNATURE)
-    assert os.path.exists(out / "state" / "mta.sqlite3")  # the embedded default store
+    # the embedded default store holds the windows on an MTA only
+    assert os.path.exists(out / "state" / "mta.sqlite3") == (engine == "amta")
 
 
 def test_telemetry_generator_shape():
@@ -410,6 +458,17 @@ def test_error_unreachable_store(small_csv, tmp_path, capsys):
     line = one_error_line(capsys.readouterr().err)
     assert "redis://127.0.0.1:1" in line and "unavailable" in line
     assert time.monotonic() - t0 < 10  # checked up front with few retries, before Spark
+
+
+def test_verbose_keeps_an_input_errors_exit_status(spark, tmp_path, capsys):
+    """--verbose adds the traceback but a row the job cannot take still exits 2."""
+    src = tmp_path / "in.csv"
+    write_csv(src, [("a", 1.0, 2.0), ("a", 2.0, None)])
+    assert run_cli(spark, *_run_args(src, tmp_path / "o"), "-v") == 2
+    err = capsys.readouterr().err
+    assert "Traceback" in err
+    assert "mta-spark: error: row rejected (null or NaN value)" in err
+    assert "--verbose shows the details" not in err
 
 
 def test_error_missing_input(tmp_path, capsys):
@@ -514,7 +573,7 @@ def test_subprocess_conf_and_store_sizes(tmp_path):
     write_csv(src, rows)
     done = _subprocess(*_run_args(src, out, agg="max,mean,count", size=("--range", "12")), "--master", "local[1]",
                        "--conf", "spark.sql.shuffle.partitions=1", "--buffer-size", "1", "--cache-size", "1",
-                       "--store", f"file:{tmp_path / 'state'}")
+                       "--store", f"file:{tmp_path / 'state'}", "--engine", "amta")
     assert done.returncode == 0, done.stderr
     assert len([f for f in os.listdir(out) if f.endswith(".parquet")]) == 1
     got = [Row(**r) for r in pq.read_table(out).to_pylist()]

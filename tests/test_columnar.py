@@ -1,5 +1,5 @@
-"""spark_ops.columnar (the batch jobs' NumPy engine) against brute force
-and against the MTA path it stands in for.
+"""spark_ops.columnar and spark_ops.kernels (the batch jobs' NumPy engine)
+against brute force and against the MTA path it stands in for.
 
 No Spark: a ColumnarWindow is driven as a batch task drives it, with one
 key's sorted rows cut into Arrow-batch-sized pieces at random points, for
@@ -11,18 +11,30 @@ give).  The same rows also go through ``spark_ops.sorted_window.SortedWindow`` (
 MTA path), including windows emptied by a range too small for the times.
 ``reduce_ranges`` is also run with a non-commutative monoid (string
 concatenation), so an ordering mistake in the block decomposition shows.
+
+The spreads (variance, stddev, var_pop, stddev_pop) are checked against
+exact rational arithmetic (Fractions) on the finite values, NaN for a
+window holding an infinite value (as the MTA gives), and inf where the sum
+of squared deviations leaves the float range; geomean against
+``exp(fsum(log))`` over positive values, and, through the per-key window
+interface, against the MTA's rejection of values <= 0 (same rows, same
+reason).
 """
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spark_ops.columnar import AGGREGATIONS, ColumnarWindow, ineligible, reduce_ranges
+from mta import policies
+from spark_ops.columnar import AGGREGATIONS, ColumnarKeyWindow, ColumnarWindow, ineligible
+from spark_ops.kernels import MOMENTS_IDENTITY, moments_combine, reduce_ranges, reduce_ranges_of
 from spark_ops.sorted_window import SortedWindow
 from spark_ops.spec import WindowSpec
 from tests.strategies import sane_settings
@@ -31,6 +43,13 @@ from tests.test_sorted_window import brute, steps
 INT64 = np.iinfo(np.int64)
 floats = st.one_of(st.integers(-5, 5).map(float), st.sampled_from([-math.inf, math.inf, -0.0, 0.0, 1e300]))
 ints = st.one_of(st.integers(-5, 5), st.sampled_from([INT64.min, INT64.max]))
+positive_floats = st.one_of(st.integers(1, 9).map(float), st.sampled_from([math.inf, 5e-324, 1e300, 0.5]))
+positive_ints = st.one_of(st.integers(1, 9), st.just(INT64.max))
+#: Every kernel but geomean, which takes positive values only (the window rejects the others).
+SIGNED = [name for name in AGGREGATIONS if name != "geomean"]
+SPREADS = {"variance": (1, False), "stddev": (1, True), "var_pop": (0, False), "stddev_pop": (0, True)}
+#: Results compared up to rounding (the engines add in different orders).
+ROUNDED = ("sum", "mean", "geomean", *SPREADS)
 
 
 @st.composite
@@ -46,10 +65,28 @@ def key_rows(draw, values):
 
 
 def expect(name, window):
+    if name in SPREADS:
+        return _spread(name, window)
     if not window:
         return None
     return {"max": max, "min": min, "count": len, "first": lambda w: w[0], "last": lambda w: w[-1],
-            "sum": _sum, "mean": lambda w: _sum(w) / len(w)}[name](window)
+            "sum": _sum, "mean": lambda w: _sum(w) / len(w),
+            "geomean": lambda w: math.exp(math.fsum(map(math.log, w)) / len(w))}[name](window)
+
+
+def _spread(name, w):
+    ddof, root = SPREADS[name]
+    if len(w) <= ddof:
+        return None
+    if not all(map(math.isfinite, w)):
+        return math.nan  # the spread of a window holding an infinite value is undefined
+    xs = [Fraction(v) for v in w]
+    mean = sum(xs) / len(xs)
+    m2 = sum((v - mean) ** 2 for v in xs)
+    if m2 > Fraction(np.finfo(np.float64).max):
+        return math.inf  # beyond the float range on the way, as in the MTA
+    var = float(m2 / (len(xs) - ddof))
+    return math.sqrt(var) if root else var
 
 
 def _sum(w):
@@ -69,7 +106,9 @@ def run(window, times, values, cuts, dtype):
 def same(name, got, want) -> bool:
     if want is None or got is None:
         return got is want
-    if name in ("sum", "mean") and math.isfinite(want):
+    if name in ROUNDED and math.isnan(want):
+        return math.isnan(got)
+    if name in ROUNDED and math.isfinite(want):
         return math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-9)
     if want == 0 and isinstance(want, float):  # the sign of a zero counts
         return got == 0 and math.copysign(1, got) == math.copysign(1, want)
@@ -80,17 +119,23 @@ def same(name, got, want) -> bool:
 @given(data=key_rows(floats), span=st.sampled_from([0.5, 1.0, 7.0, 30.0]), rows=st.sampled_from([None, 1, 2, 5, 33]))
 def test_float_values(data, span, rows):
     times, values, cuts = data
-    names = list(AGGREGATIONS)
-    window = ColumnarWindow(names, rows=rows, range=None if rows else span)
+    window = ColumnarWindow(SIGNED, rows=rows, range=None if rows else span)
     got = run(window, times, values, cuts, np.float64)
     windows = brute(times, values, range=None if rows else span, rows=rows)
-    for name, column in zip(names, got):
+    for name, column in zip(SIGNED, got):
         for i, (w, g) in enumerate(zip(windows, column)):
-            want = expect(name, w)
-            if name in ("sum", "mean") and want is not None and math.isnan(want):
-                assert math.isnan(g), (name, i, w, g)  # inf + -inf
-                continue
-            assert same(name, g, want), (name, i, w, g, want)
+            assert same(name, g, expect(name, w)), (name, i, w, g, expect(name, w))
+
+
+@sane_settings(100)
+@given(data=key_rows(positive_floats), span=st.sampled_from([0.5, 7.0, 30.0]), rows=st.sampled_from([None, 1, 5]))
+def test_geomean_of_positive_values(data, span, rows):
+    times, values, cuts = data
+    window = ColumnarWindow(["geomean", "stddev"], rows=rows, range=None if rows else span)
+    got = run(window, times, values, cuts, np.float64)
+    windows = brute(times, values, range=None if rows else span, rows=rows)
+    for name, column in zip(["geomean", "stddev"], got):
+        assert all(same(name, g, expect(name, w)) for w, g in zip(windows, column)), name
 
 
 @sane_settings(150)
@@ -98,11 +143,21 @@ def test_float_values(data, span, rows):
 def test_integral_values_are_exact(data, span, rows):
     times, values, cuts = data
     names = ["max", "min", "count", "first", "last"]
-    window = ColumnarWindow(names, rows=rows, range=None if rows else span)
+    window = ColumnarWindow(names + list(SPREADS), rows=rows, range=None if rows else span)
     got = run(window, times, values, cuts, np.int64)
     windows = brute(times, values, range=None if rows else span, rows=rows)
     for name, column in zip(names, got):
         assert column == [expect(name, w) for w in windows], name
+    for name, column in zip(SPREADS, got[len(names):]):  # in floating point, as the MTA's
+        assert all(same(name, g, expect(name, w)) for w, g in zip(windows, column)), name
+
+
+@sane_settings(60)
+@given(data=key_rows(positive_ints), rows=st.sampled_from([1, 4]))
+def test_geomean_of_an_integral_column(data, rows):
+    times, values, cuts = data
+    got = run(ColumnarWindow(["geomean"], rows=rows), times, values, cuts, np.int64)[0]
+    assert all(same("geomean", g, expect("geomean", w)) for w, g in zip(brute(times, values, rows=rows), got))
 
 
 @sane_settings(100)
@@ -116,7 +171,7 @@ def test_same_results_as_the_mta_path(data, span, rows, far):
     times, values, cuts = data
     if far:
         times = [1e17 + 4096 * i for i in range(len(times))]
-    names = list(AGGREGATIONS)
+    names = SIGNED
     size = dict(rows=rows) if rows else dict(range=span)
     got = run(ColumnarWindow(names, **size), times, values, cuts, np.float64)
     mta = SortedWindow(WindowSpec.build(key="k", time="t", value="v", aggs=names, **size), "k", "run")
@@ -127,12 +182,59 @@ def test_same_results_as_the_mta_path(data, span, rows, far):
             column += results
     for name, g_column, w_column in zip(names, got, want):
         for g, w in zip(g_column, w_column):
-            if name in ("sum", "mean") and w is not None and math.isnan(w):
-                assert math.isnan(g)
-            elif name == "sum" and w == 0:
+            if name == "sum" and w == 0:
                 assert g == 0, (name, g, w)  # the sign of a zero sum depends on the grouping
             else:
-                assert same(name, g, float(w) if name in ("sum", "mean") and w is not None else w), (name, g, w)
+                assert same(name, g, float(w) if name in ROUNDED and w is not None else w), (name, g, w)
+
+
+@sane_settings(100)
+@given(data=key_rows(st.one_of(positive_floats, floats)), integral=st.booleans(),
+       rows=st.sampled_from([None, 1, 3]), span=st.sampled_from([0.5, 7.0]))
+def test_key_window_rejects_what_the_mta_rejects(data, integral, rows, span):
+    """Through the per-key window interface, with ``on_bad_row="flag"``: the
+    columnar engine rejects the rows the MTA's geomean cannot take (values
+    <= 0), with the MTA's reason, and agrees on every other row."""
+    times, values, cuts = data
+    if integral:
+        values = [int(v) if abs(v) < 2**62 else INT64.max if v > 0 else INT64.min for v in values]
+    names = ["geomean", "max", "variance", "count"]
+    size = dict(rows=rows) if rows else dict(range=span)
+    spec = WindowSpec.build(key="k", time="t", value="v", aggs=names, on_bad_row="flag", integral=integral,
+                            **size)
+    arrow_type = pa.int64() if integral else pa.float64()
+    columnar, mta = ColumnarKeyWindow(spec, "k"), SortedWindow(spec, "k", "run")
+    for lo, hi in zip([0] + cuts, cuts + [len(times)]):
+        t, v = pa.array(times[lo:hi], pa.float64()), pa.array(values[lo:hi], arrow_type)
+        got = [c.to_pylist() for c in columnar.push(t, v, None)]
+        want = [c.to_pylist() for c in mta.push(t, v, None)]
+        assert got[-1] == want[-1]  # the rejected rows and their reasons
+        for name, g_column, w_column in zip(names, got, want):
+            assert all(same(name, g, w) for g, w in zip(g_column, w_column)), (name, g_column, w_column)
+
+
+@sane_settings(150)
+@given(values=st.lists(st.one_of(floats, st.floats(-1e6, 1e6)), min_size=1, max_size=70), data=st.data())
+def test_moments_of_ranges_combine_blocks_in_order_with_an_exact_identity(values, data):
+    """``reduce_ranges_of`` over the moments monoid against the blocks
+    combined one value at a time, left to right, from the identity: an
+    empty range is the identity, and the identity never changes a value."""
+    x = np.array(values)
+    n = len(values)
+    bounds = data.draw(st.lists(st.tuples(st.integers(0, n), st.integers(0, n)), min_size=1, max_size=30))
+    lo = np.array([min(a, b) for a, b in bounds])
+    hi = np.array([max(a, b) for a, b in bounds])
+    lifted = (np.ones(n), x, np.where(np.isfinite(x), 0.0, np.nan))
+    count, mean, m2 = reduce_ranges_of(moments_combine, lifted, lo, hi, MOMENTS_IDENTITY)
+    for i, (a, b) in enumerate(zip(lo, hi)):
+        acc = tuple(np.array([e]) for e in MOMENTS_IDENTITY)
+        for j in range(a, b):
+            acc = moments_combine(acc, tuple(c[j : j + 1] for c in lifted))
+        assert count[i] == acc[0][0] == b - a
+        for got, want in ((mean[i], acc[1][0]), (m2[i], acc[2][0])):
+            assert (math.isnan(got) and math.isnan(want)) or math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-9)
+        if b - a == 1:  # identity combined with a value is exactly the value
+            assert (mean[i], m2[i]) == (x[a], lifted[2][a]) or math.isnan(m2[i]) and math.isnan(lifted[2][a])
 
 
 def test_a_count_beyond_int64_is_every_row():
@@ -157,9 +259,11 @@ def test_reduce_ranges_keeps_order_of_a_non_commutative_monoid(words, data):
 @pytest.mark.parametrize("kwargs, floating, reason", [
     (dict(aggs=["max", "mean"], rows=5), True, None),
     (dict(aggs=["max", "count", "first", "last", "min"], range=3.0), False, None),
-    (dict(aggs=["max"], rows=5, store="memory://"), True, "in a store"),
-    (dict(aggs=["stddev"], rows=5), True, "'stddev' is not one the columnar engine computes"),
+    (dict(aggs=["max", "stddev", "geomean"], rows=5, store="memory://"), True, None),
+    (dict(aggs=["variance", "var_pop", "stddev_pop", "stddev"], range=2.0), False, None),
+    (dict(aggs=["max"], policy=policies.Count(3)), True, "custom slide policy"),
     (dict(aggs=["sum"], rows=5), False, "'sum' of an integral column"),
+    (dict(aggs=["mean"], rows=5), False, "'mean' of an integral column"),
 ])
 def test_which_jobs_are_columnar(kwargs, floating, reason):
     spec = WindowSpec.build(key="k", time="t", value="v", integral=not floating, **kwargs)

@@ -45,8 +45,8 @@ import redis
 from mta import policies
 from spark_ops import READY, SlidingWindowError, sliding_window
 from spark_ops.columnar import AGGREGATIONS as COLUMNAR
-from tests.spark_fixtures import (SCHEMA, as_tuples, assert_outputs, expected, joined, random_rounds, random_rows,
-                                  read_sink, run_available_now, ship_by_value, spark_session,
+from tests.spark_fixtures import (SCHEMA, as_tuples, assert_outputs, expected, is_bad, joined, random_rounds,
+                                  random_rows, read_sink, run_available_now, ship_by_value, spark_session,
                                   split_by_key, stream_source, write_parquet)
 
 ship_by_value(sys.modules[__name__])
@@ -101,7 +101,7 @@ def test_batch_redis_timestamp_time_integer_values(spark, redis_url):
     df = spark.createDataFrame([(r["id"], r["k"], epoch + dt.timedelta(seconds=r["t"]), int(r["v"]))
                                 for r in rows], "id long, k string, ts timestamp, v long")
     got = sliding_window(df, key="k", time="ts", value="v", aggs=aggs, range=10, store=redis_url,
-                         buffer_size=2, cache_size=4).collect()
+                         buffer_size=2, cache_size=4, engine="amta").collect()
     got = [{**g.asDict(), "t": (g.ts - epoch).total_seconds()} for g in got]
     assert_outputs(got, rows, expected(rows, names, range=10), names)
     # batch windows are deleted when done (the fixture flushed Redis before the test)
@@ -120,7 +120,8 @@ def test_batch_redis_connections_are_pooled_per_worker(spark, redis_url):
     client = redis.Redis.from_url(redis_url)
     try:
         before = int(client.info("stats")["total_connections_received"])
-        got = _run_batch(spark, rows, aggs=["sum"], rows=3, store=redis_url, buffer_size=1, cache_size=1)
+        got = _run_batch(spark, rows, aggs=["sum"], rows=3, store=redis_url, buffer_size=1, cache_size=1,
+                         engine="amta")
         connections = int(client.info("stats")["total_connections_received"]) - before - 1  # minus ours
     finally:
         client.close()
@@ -152,7 +153,8 @@ def test_batch_bad_rows_flag(spark, tmp_path):
     as if it were not there.  In the file store."""
     rng = random.Random(4)
     rows = _with_bad_rows(rng, random_rows(rng, keys=8))
-    got = _run_batch(spark, rows, aggs=ALL_AGGS, range=6, on_bad_row="flag", store=f"file://{tmp_path}")
+    got = _run_batch(spark, rows, aggs=ALL_AGGS, range=6, on_bad_row="flag", store=f"file://{tmp_path}",
+                     engine="amta")
     want = expected(rows, ALL_NAMES, range=6, rejected={r["id"]: CANNOT_TAKE for r in rows if r["v"] == NEGATIVE})
     assert sum(w["rejected"] is not None for w in want.values()) == 8
     assert_outputs(got, rows, want, ALL_NAMES, flag=True)
@@ -195,17 +197,45 @@ def test_batch_columnar_engine(spark, small_arrow_batches, size):
 
 def test_batch_columnar_engine_bad_rows_flag_and_integral_values(spark, small_arrow_batches):
     """The columnar engine with bad rows flagged (null key, time or value,
-    NaN, infinite time), on a double and on a long value column."""
+    NaN, infinite time, a value geomean cannot take, with the MTA's
+    reason), on a double and on a long value column."""
     rng = random.Random(22)
     rows = _with_bad_rows(rng, random_rows(rng, keys=8))
     names = list(COLUMNAR)
     got = _run_batch(spark, rows, aggs=names, range=6, on_bad_row="flag", engine="columnar")
-    assert_outputs(got, rows, expected(rows, names, range=6), names, flag=True)
+    negative = {r["id"]: CANNOT_TAKE for r in rows if r["v"] == NEGATIVE}
+    assert_outputs(got, rows, expected(rows, names, range=6, rejected=negative), names, flag=True)
     rows = [{**r, "v": None if r["v"] is None or r["v"] != r["v"] else int(r["v"])} for r in rows]
-    names = ["max", "min", "count", "first", "last"]
+    names = [n for n in COLUMNAR if n not in ("sum", "mean")]  # integral sums stay on the MTA
     got = _run_batch(spark, rows, "id long, k string, t double, v long", aggs=names, rows=4, on_bad_row="flag",
                      engine="columnar")
-    assert_outputs(got, rows, expected(rows, names, count=4), names, flag=True)
+    negative = {r["id"]: CANNOT_TAKE.replace(repr(NEGATIVE), repr(r["v"])) for r in rows
+                if is_bad(r) is None and r["v"] <= 0}  # 0.5 became 0: geomean cannot take it either
+    assert_outputs(got, rows, expected(rows, names, count=4, rejected=negative), names, flag=True)
+
+
+def test_batch_with_a_store_runs_columnar_unless_an_mta_is_asked_for(spark, tmp_path):
+    """engine="auto" with a store: the columnar engine, its windows in
+    executor memory (the store is never opened), and the reason says how
+    to keep them in the store; engine="amta" keeps them there."""
+    from spark_ops.api import choose_engine
+    from spark_ops.spec import WindowSpec
+
+    rows = random_rows(random.Random(23), keys=4)
+    names = ["max", "mean", "stddev"]
+    url = f"file://{tmp_path}/store"
+    df = spark.createDataFrame(as_tuples(rows), SCHEMA)
+    job = dict(key="k", time="t", value="v", aggs=names, range=8, store=url)
+    engine, why = choose_engine(WindowSpec.build(**job), df)
+    assert engine == "columnar" and "engine='amta'" in why and url in why
+    got = sliding_window(df, **job).collect()
+    assert_outputs(got, rows, expected(rows, names, range=8), names)
+    assert not os.path.exists(tmp_path / "store")
+    engine, why = choose_engine(WindowSpec.build(**job, engine="amta"), df)
+    assert engine == "amta" and f"its windows in the store {url}" in why
+    got = sliding_window(df, **job, engine="amta").collect()
+    assert_outputs(got, rows, expected(rows, names, range=8), names)
+    assert os.path.exists(tmp_path / "store" / "mta.sqlite3")
 
 
 def _value(record):
@@ -278,9 +308,10 @@ def test_configuration_errors_raise_before_any_job(spark, tmp_path):
         (stream, dict(ok, store=f"file://{tmp_path}"), "needs name="),
         (df, dict(ok, store="file://remote-host/dir"), "bad store URL"),
         (stream, dict(ok, value="s", store=f"file://{tmp_path}"), "not numeric"),
-        (df, dict(ok, engine="columnar", store=f"file://{tmp_path}"), "engine='columnar' cannot run this job: "
-                                                                         "its windows are in a store"),
-        (df, dict(ok, engine="columnar", aggs=["stddev"]), "'stddev' is not one the columnar engine computes"),
+        (df, dict(ok, engine="columnar", range=None, policy=policies.Count(3)),
+         "engine='columnar' cannot run this job: it has a custom slide policy"),
+        (df, dict(ok, engine="columnar", aggs=["max", ("joined", joined(), "string")]),
+         "'joined' is not one the columnar engine computes"),
         (stream, dict(ok, engine="columnar", store=f"file://{tmp_path}", name="n"), "for batch jobs"),
         (df, dict(ok, engine="fast"), "unknown engine 'fast'"),
     ]

@@ -84,6 +84,7 @@ def set_marker(rows: list[dict], key: str) -> float:
 
 
 def batch_run(spark, rows, lift=None, **kw):
+    kw.setdefault("engine", "amta")  # a batch job keeps its windows in the store only on an MTA
     df = spark.createDataFrame(as_tuples(rows), SCHEMA)
     return sliding_window(df, key="k", time="t", value="v", aggs=aggs(lift), range=RANGE,
                           buffer_size=2, cache_size=2, **kw).collect()

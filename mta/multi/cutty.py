@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from .slicing import EVERY, EdgeSet
+from .slicing import EdgeSet, window_edges
 
 NAME = "cutty"
 
@@ -23,14 +23,7 @@ NAME = "cutty"
 def edges(queries) -> EdgeSet:
     """Window starts of every query, and window ends of lagged queries.
     O(number of queries)."""
-    if any(q.slide is None for q in queries):
-        return EVERY
-    progressions = []
-    for q in queries:
-        progressions.append((-q.exact_lag - q.exact_width, q.exact_slide))
-        if q.exact_lag:
-            progressions.append((-q.exact_lag, q.exact_slide))
-    return EdgeSet(progressions)
+    return window_edges(queries, ends=lambda q: q.exact_lag != 0)
 
 
 def partials_per_window(range_, slide) -> int:

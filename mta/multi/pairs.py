@@ -11,7 +11,7 @@ shifts them.  A per-element query cuts at every distinct key.
 
 from __future__ import annotations
 
-from .slicing import EVERY, EdgeSet
+from .slicing import EdgeSet, window_edges
 
 NAME = "pairs"
 
@@ -19,13 +19,7 @@ NAME = "pairs"
 def edges(queries) -> EdgeSet:
     """Window starts ``-lag - range`` and ends ``-lag`` modulo each slide.
     O(number of queries)."""
-    if any(q.slide is None for q in queries):
-        return EVERY
-    progressions = []
-    for q in queries:
-        progressions.append((-q.exact_lag - q.exact_width, q.exact_slide))
-        progressions.append((-q.exact_lag, q.exact_slide))
-    return EdgeSet(progressions)
+    return window_edges(queries, ends=lambda q: True)
 
 
 def fragments(range_, slide) -> tuple:

@@ -116,6 +116,21 @@ class EdgeSet:
 EVERY = EdgeSet(every=True)
 
 
+def window_edges(queries, *, ends) -> EdgeSet:
+    """The cuts at the window starts ``k * slide - lag - range`` of periodic
+    ``queries`` and, where ``ends(query)`` says so, at their ends ``k *
+    slide - lag``; :data:`EVERY` if a query is per-element.  O(number of
+    queries)."""
+    if any(q.slide is None for q in queries):
+        return EVERY
+    progressions = []
+    for q in queries:
+        progressions.append((-q.exact_lag - q.exact_width, q.exact_slide))
+        if ends(q):
+            progressions.append((-q.exact_lag, q.exact_slide))
+    return EdgeSet(progressions)
+
+
 def f1_edges(slides: Sequence) -> int:
     """Formula F1 (mqo-shein-chrysanthis-tkde eq. 2): the number of unique
     edges in the composite slide of ``slides`` when each slide marks its

@@ -1,5 +1,6 @@
 """``mta-spark demo``: generated fleet telemetry, per-host one-hour max, mean
-and stddev on local Spark with the windows in the embedded file store, a
+and stddev on local Spark (on the columnar engine, or with ``--engine amta``
+or ``lmta`` on an MTA with the windows in the embedded file store), a
 summary checked against pandas, and a plot (:mod:`.demo_report`)."""
 
 from __future__ import annotations
@@ -9,12 +10,13 @@ import os
 import sys
 import time
 
+from ..spec import ENGINE_CHOICES, ENGINES, WindowSpec
 from .demo_report import DEMO_AGGS, report, write_parquet_input
 from .errors import EXIT_FAILED, EXIT_OK, PROG, CLIError
 from .options import Command, positive_int, store_sizes
 from .progress import Progress, duration
 from .session import active_session, session
-from .store import check_store, normalize_store
+from .store import check_store, normalize_store, shown
 
 
 def add_arguments(p) -> None:
@@ -26,7 +28,11 @@ def add_arguments(p) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
     p.add_argument("--out", default="demo-output", metavar="DIR",
                    help="output directory (default: ./%(default)s)")
-    p.add_argument("--store", metavar="URL", help="store URL (default: file:OUT/state)")
+    p.add_argument("--engine", choices=ENGINE_CHOICES, default="auto",
+                   help="auto, columnar: the columnar engine, windows in executor memory; amta, lmta: "
+                        "every row through that MTA, windows in the store (default: %(default)s)")
+    p.add_argument("--store", metavar="URL",
+                   help="store URL for the windows with --engine amta or lmta (default: file:OUT/state)")
     store_sizes(p)
 
 
@@ -50,8 +56,10 @@ def run(args, spark=None) -> int:
         raise CLIError(f"--hours must be positive, got {args.hours}")
     out = _output_directory(args.out)
     input_dir, windows_dir, plot = (os.path.join(out, n) for n in ("input", "windows", "host.png"))
-    store = normalize_store(args.store or "file:" + os.path.join(out, "state"))
-    check_store(store)
+    store = None
+    if args.engine in ENGINES:  # only an MTA keeps a batch job's windows in the store
+        store = normalize_store(args.store or "file:" + os.path.join(out, "state"))
+        check_store(store)
 
     new_session = spark is None and active_session() is None
     progress = Progress(stages=4 + new_session)
@@ -62,14 +70,15 @@ def run(args, spark=None) -> int:
     with progress.stage("writing input", None, f"Parquet to {input_dir}"):
         files = write_parquet_input(readings, input_dir)
     with session(args, spark, "demo", progress) as spark:
-        from ..api import sliding_window
+        from ..api import choose_engine, sliding_window
 
         label = "running windows"
-        with progress.stage(label, spark, f"one hour per host: {', '.join(DEMO_AGGS)}, store {store}"):
-            df = spark.read.parquet(input_dir)
-            windows = sliding_window(df, key="host", time="ts", value="mem_mb", aggs=list(DEMO_AGGS),
-                                     range=3600, store=store, buffer_size=args.buffer_size,
-                                     cache_size=args.cache_size)
+        df = spark.read.parquet(input_dir)
+        job = dict(key="host", time="ts", value="mem_mb", aggs=list(DEMO_AGGS), range=3600, store=store,
+                   engine=args.engine, buffer_size=args.buffer_size, cache_size=args.cache_size)
+        engine, why = choose_engine(WindowSpec.build(**job), df)
+        with progress.stage(label, spark, f"one hour per host: {', '.join(DEMO_AGGS)}; engine {engine}: {why}"):
+            windows = sliding_window(df, **job)
             windows.write.mode("overwrite").parquet(windows_dir)
         window_seconds = progress.times[label]
         master = spark.sparkContext.master
@@ -81,7 +90,8 @@ def run(args, spark=None) -> int:
     ts = readings["ts"]
     print()
     print(f"{PROG} demo: one-hour sliding max / mean / stddev of memory, per host, on Spark "
-          f"({master if new_session else 'the active session'}), store {store}")
+          f"({master if new_session else 'the active session'})")
+    print(f"  engine         {engine}: {why}")
     print(f"  readings       {n:,} from {readings['host'].nunique():,} hosts, "
           f"{ts.min():%Y-%m-%d %H:%M:%S} to {ts.max():%Y-%m-%d %H:%M:%S} UTC")
     print(f"  windows        {summary['rows']:,} output rows in {duration(window_seconds)}: "
@@ -101,7 +111,8 @@ def run(args, spark=None) -> int:
           f"(largest difference {check['diff']:.3g})")
     print(f"  input          {input_dir} ({files} Parquet file{'s' * (files != 1)}: host, ts, mem_mb)")
     print(f"  windows        {windows_dir} (Parquet: host, ts, mem_mb, {', '.join(DEMO_AGGS)})")
-    print(f"  state          {store}")
+    if store:
+        print(f"  state          {shown(store)}")
     print(f"  plot           {plot} ({check['host']})")
     sys.stdout.flush()
     if not check["ok"]:
@@ -118,9 +129,11 @@ COMMAND = Command(
     summary="the main job: generated fleet telemetry, per-host one-hour max/mean/stddev, summary and plot",
     description="Generate a fleet's memory telemetry (bursty, irregular readings from many hosts), "
                 "write it as Parquet, compute every reading's one-hour max, mean and stddev per host "
-                "on Spark with the windows in the embedded file store, write Parquet, print a "
-                "summary and plot the host with the highest peak.",
+                "on Spark (the columnar engine, windows in executor memory; --engine amta keeps them "
+                "in the embedded file store), write Parquet, print a summary and plot the host with "
+                "the highest peak.",
     epilog=f"example:\n  {PROG} demo --hosts 50 --rows 100000 --out /tmp/demo\n\n"
            "Writes OUT/input (Parquet: host, ts, mem_mb), OUT/windows (Parquet: host, ts, "
-           "mem_mb, max, mean, stddev), OUT/host.png and the store's state under OUT/state.",
+           "mem_mb, max, mean, stddev), OUT/host.png and, with --engine amta or lmta, the store's "
+           "state under OUT/state.",
     add_arguments=add_arguments, run=run, master="local[2]")

@@ -15,6 +15,7 @@ from typing import Callable
 from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
 from ..aggregations import READY
+from ..columnar import AGGREGATIONS, FLOAT_ONLY
 from ..spec import ENGINE_CHOICES
 from .errors import CLIError
 
@@ -45,6 +46,17 @@ class Parser(argparse.ArgumentParser):
 def aggregation_names() -> tuple[str, ...]:
     """The ready aggregations ``--agg`` takes, in the order the help lists them."""
     return READY
+
+
+def engine_help() -> str:
+    """``--engine``'s help, listing the columnar engine's aggregations as
+    :mod:`spark_ops.columnar` declares them."""
+    anywhere = [name for name in AGGREGATIONS if name not in FLOAT_ONLY]
+    return ("auto: the columnar engine (NumPy, windows in executor memory) for batch jobs whose "
+            f"aggregations it computes ({', '.join(anywhere)}; {' and '.join(FLOAT_ONLY)} of a "
+            "floating-point column), else the Amortized MTA; columnar: that engine or an error; amta, "
+            "lmta: every row through that MTA, the only engines that keep a batch job's windows in "
+            "--store (default: %(default)s)")
 
 
 def wrap(text: str) -> str:
@@ -135,16 +147,12 @@ def window_options(p: argparse.ArgumentParser, *, store_required: bool) -> None:
                       help="time window: the rows of the key with time in (t - SECONDS, t]")
     size.add_argument("--rows", type=positive_int, metavar="N", help="count window: the key's newest N rows")
     cols.add_argument("--on-bad-row", choices=("error", "flag"), default="error",
-                      help="a row with a null or NaN key, time or value, an infinite time, a value an "
-                           "aggregation cannot take (geomean of a value <= 0), or, streaming, a time older "
+                      help="a row with a null or NaN key, time or value, an infinite time, a CSV value that "
+                           "is not a number, a value an aggregation cannot take (geomean of a value <= 0), or, streaming, a time older "
                            "than its key's newest in an earlier micro-batch: 'error' stops the job naming the "
                            "row; 'flag' keeps it with null aggregations and the reason in a 'rejected' column "
                            "(default: %(default)s)")
-    cols.add_argument("--engine", choices=ENGINE_CHOICES, default="auto",
-                      help="auto: the columnar engine (NumPy) for batch jobs in executor memory whose "
-                           "aggregations it computes (max, min, count, first, last; sum and mean of a "
-                           "floating-point column), else the Amortized MTA; columnar: that engine or an "
-                           "error; amta, lmta: every row through that MTA (default: %(default)s)")
+    cols.add_argument("--engine", choices=ENGINE_CHOICES, default="auto", help=engine_help())
     store_sizes(cols)
     store_help = ("where the windows' level queues live: file:DIR (embedded SQLite), "
                   "redis://HOST:PORT/DB, couchbase://...")
@@ -153,7 +161,8 @@ def window_options(p: argparse.ArgumentParser, *, store_required: bool) -> None:
                           help=store_help + "; streaming windows stay there between micro-batches")
     else:
         cols.add_argument("--store", metavar="URL",
-                          help=store_help + " (default: the executors' memory)")
+                          help=store_help + "; a batch job uses it with --engine amta or lmta, for windows "
+                                            "larger than executor memory (default: the executors' memory)")
 
 
 def store_sizes(group) -> None:

@@ -3,6 +3,7 @@ Parquet output."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 
@@ -36,11 +37,15 @@ def run(args, spark=None) -> int:
         check_store(store)
     progress = Progress()
     with session(args, spark, "run", progress) as spark:
+        from ..api import choose_engine
+
         t0 = time.monotonic()
         with progress.stage("reading input", spark, f"{fmt} {args.input}"):
             df = inputs.reader(spark.read, fmt, streaming=False).load(inputs.spark_path(args.input))
             out = windows(df, args, spec, store, None)
-        with progress.stage("running windows", spark, f"{describe(spec)}, into {args.output}"):
+            engine, why = choose_engine(dataclasses.replace(spec, store=store, engine=args.engine), df)
+        with progress.stage("running windows", spark,
+                            f"{describe(spec)}, into {args.output}; engine {engine}: {why}"):
             out.write.mode("overwrite" if args.overwrite else "errorifexists").parquet(
                 inputs.spark_path(args.output))
         elapsed = time.monotonic() - t0

@@ -1,0 +1,242 @@
+"""Spark batch: the windows stage of ``mta-spark demo``, before and after the
+columnar engine ran it.
+
+The demo's own data (:func:`spark_ops.telemetry.fleet_memory`: the
+profile's readings from its hosts over 24 hours, bursty and irregular,
+written as Parquet by the demo's own writer) and its own windows stage:
+read the Parquet, ``sliding_window(..., aggs=["max", "mean", "stddev"],
+range=3600)`` per host, write Parquet.  Two methods, in one Spark session,
+on the same files, interleaved (old, new, old, new, ...):
+
+* ``MTA, file store`` (what the demo ran before): ``engine="amta"`` with
+  the windows in the embedded file store (SQLite), every row through an
+  Amortized MTA;
+* ``columnar`` (what the demo runs now): the default ``engine="auto"``
+  with the same ``store=``, which runs this job on the columnar engine,
+  the windows in executor memory;
+* ``pipeline alone``: the same stage with the windows left out: the
+  Parquet read, the arrival number and time columns, the shuffle by host,
+  the sort, the Arrow round trip to a Python function that returns the
+  value as each output, the Parquet write.  No window engine in this plan
+  can beat it: before / pipeline is the largest speedup the stage can get
+  from the windows alone.
+
+For each run: its wall time, the CPU time of the JVM (driver and
+executors: local mode is one JVM) and of the Python workers, each summed
+over the processes below the benchmark (psutil, user + system, with the
+reaped children's), and the load average before it.  The
+methods must agree on the sums of the three output columns (up to
+rounding, as they add in different orders).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import statistics
+import tempfile
+import time
+
+from . import common, sparkbench
+from .common import RunConfig
+from .experiment import Run, report_text, save_figure, verdict
+
+NAME = "spark-demo"
+
+PROFILES = {
+    "full": dict(rows=1_000_000, hosts=300, repeats=3),
+    "quick": dict(rows=200_000, hosts=60, repeats=2),
+    "tiny": dict(rows=3_000, hosts=5, repeats=1),
+}
+AGGS = ["max", "mean", "stddev"]
+OLD = "MTA, file store (before)"
+NEW = "columnar (now)"
+PIPELINE = "pipeline alone (no window)"
+METHODS = [OLD, NEW, PIPELINE]
+#: The demo's shuffle partitions: 4 x the cores of local[2] (mta-spark's default).
+PARTITIONS = 8
+
+
+def _cpu_seconds() -> dict[str, float]:
+    """User + system CPU of the processes below this one, the reaped
+    children of each included: ``jvm`` (driver and executors) and
+    ``python`` (the Python workers, where the windows are computed)."""
+    import psutil
+
+    total = {"jvm": 0.0, "python": 0.0}
+    for p in psutil.Process().children(recursive=True):
+        try:
+            t, name = p.cpu_times(), p.name().lower()
+        except psutil.Error:
+            continue
+        total["python" if "python" in name else "jvm"] += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+def _windows_stage(spark, input_dir: str, out_dir: str, store: str, engine: str) -> None:
+    """The demo's windows stage (spark_ops.cli.demo), with ``engine``."""
+    from spark_ops import sliding_window
+
+    df = spark.read.parquet(input_dir)
+    windows = sliding_window(df, key="host", time="ts", value="mem_mb", aggs=AGGS, range=3600, store=store,
+                             engine=engine)
+    windows.write.mode("overwrite").parquet(out_dir)
+
+
+def _pipeline_stage(spark, input_dir: str, out_dir: str) -> None:
+    """The stage's plan (spark_ops.batch) with a Python function in place of the windows."""
+    from pyspark.sql import functions as F
+
+    def values_as_outputs(batches):
+        import pyarrow as pa
+
+        for batch in batches:
+            value = batch.column(2)
+            yield pa.RecordBatch.from_arrays(batch.columns[:3] + [value] * len(AGGS),
+                                             names=batch.schema.names[:3] + AGGS)
+
+    df = spark.read.parquet(input_dir)
+    schema = ", ".join([f"`{f.name}` {f.dataType.simpleString()}" for f in df.schema.fields]
+                       + [f"{a} double" for a in AGGS])
+    (df.withColumn("arrival", F.monotonically_increasing_id()).withColumn("time", F.col("ts").cast("double"))
+       .withColumn("value", F.col("mem_mb")).repartition("host").sortWithinPartitions("host", "time", "arrival")
+       .mapInArrow(values_as_outputs, schema).write.mode("overwrite").parquet(out_dir))
+
+
+def _checksums(spark, out_dir: str) -> list[float]:
+    from pyspark.sql import functions as F
+
+    row = spark.read.parquet(out_dir).agg(*[F.sum(a).alias(a) for a in AGGS]).collect()[0]
+    return [row[a] for a in AGGS]
+
+
+def run(cfg: RunConfig) -> dict:
+    from spark_ops.cli.demo_report import write_parquet_input
+    from spark_ops.telemetry import fleet_memory
+
+    p = PROFILES[cfg.profile]
+    job = Run(NAME, cfg, {**p, "aggs": AGGS, "range_seconds": 3600, "methods": METHODS,
+                          "master": sparkbench.MASTER, "shuffle_partitions": PARTITIONS})
+    data = job.data
+    data["notes"] = [
+        f"{p['rows']:,} readings from {p['hosts']} hosts over 24 h (the demo's generator and seed 0), "
+        "one-hour windows, max, mean and stddev per host; the stage reads Parquet and writes Parquet.",
+        f"The methods alternate, {p['repeats']} run(s) each, in one session; the medians count.",
+        "CPU: user + system seconds of the JVM (driver and executors, one process in local mode) and of "
+        "the Python workers (psutil), per output row.",
+        "MTA, file store: engine='amta' with store=file:...; columnar: engine='auto' with the same store, "
+        "which sliding_window runs on the columnar engine (windows in executor memory).",
+    ]
+    records = data["records"] = []
+    work = tempfile.mkdtemp(prefix="mta-bench-demo-")
+    input_dir, out_dir = os.path.join(work, "input"), os.path.join(work, "windows")
+    store = f"file://{work}/state"
+    write_parquet_input(fleet_memory(p["hosts"], p["rows"], seed=0, span=24 * 3600.0), input_dir)
+    spark = sparkbench.session(cfg, PARTITIONS)
+    data["spark"] = sparkbench.spark_versions(spark)
+    stages = {OLD: lambda: _windows_stage(spark, input_dir, out_dir, store, "amta"),
+              NEW: lambda: _windows_stage(spark, input_dir, out_dir, store, "auto"),
+              PIPELINE: lambda: _pipeline_stage(spark, input_dir, out_dir)}
+    try:
+        for method in METHODS:  # start the Python workers (and import NumPy) before the first timed run
+            stages[method]()
+        for repeat in range(p["repeats"]):
+            for method in METHODS:
+                load = os.getloadavg()[0]
+                cpu0, t0 = _cpu_seconds(), time.perf_counter()
+                stages[method]()
+                seconds, cpu1 = time.perf_counter() - t0, _cpu_seconds()
+                jvm, python = (cpu1[k] - cpu0[k] for k in ("jvm", "python"))
+                n = p["rows"]
+                rec = {"method": method, "repeat": repeat, "rows": n, "seconds": seconds, "rows_per_s": n / seconds,
+                       "cpu_seconds": jvm + python, "cpu_us_per_row": 1e6 * (jvm + python) / n,
+                       "jvm_cpu_us_per_row": 1e6 * jvm / n, "python_cpu_us_per_row": 1e6 * python / n,
+                       "load_average_before": round(load, 2), "checksums": _checksums(spark, out_dir)}
+                records.append(rec)
+                cfg.log(f"  spark-demo {method:<26} {rec['rows_per_s']:>10,.0f} rows/s, "
+                        f"{rec['cpu_us_per_row']:6.2f} us CPU/row (JVM {rec['jvm_cpu_us_per_row']:.2f}, Python "
+                        f"{rec['python_cpu_us_per_row']:.2f}; {seconds:.1f} s, load {load:.2f})")
+                job.save()
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    return job.finish(plot, checksums_agree=lambda d: checksums_agree(d["records"]), summary=summarize)
+
+
+def checksums_agree(records) -> bool:
+    """Every run of both window methods gives the same sums of max, mean and stddev."""
+    windows = [r for r in records if r["method"] != PIPELINE]
+    first = windows[0]["checksums"]
+    return all(math.isclose(a, b, rel_tol=1e-9) for r in windows for a, b in zip(r["checksums"], first))
+
+
+def _median(data: dict, method: str, key: str) -> float | None:
+    values = [r[key] for r in data["records"] if r["method"] == method]
+    return statistics.median(values) if values else None
+
+
+def summarize(data: dict) -> dict:
+    """The issue's target: the windows stage at least 5x faster than before."""
+    old, new = _median(data, OLD, "rows_per_s"), _median(data, NEW, "rows_per_s")
+    if not (old and new):
+        return {}
+    speedup = new / old
+    cpu = _median(data, OLD, "cpu_us_per_row") / _median(data, NEW, "cpu_us_per_row")
+    python = _median(data, OLD, "python_cpu_us_per_row") / _median(data, NEW, "python_cpu_us_per_row")
+    ceiling = _median(data, PIPELINE, "rows_per_s")
+    return {"windows_stage_speedup": {"ratio": speedup, "cpu_per_row_ratio": cpu, "python_cpu_per_row_ratio": python,
+                                      "pipeline_over_before": ceiling / old if ceiling else None,
+                                      "target": ">= 5", "met": speedup >= 5}}
+
+
+def tables(data: dict) -> list[tuple[str, list[str], list[list[str]]]]:
+    rows = []
+    for method in METHODS:
+        runs = [r for r in data["records"] if r["method"] == method]
+        if runs:
+            rows.append([method, f"{_median(data, method, 'rows_per_s'):,.0f}",
+                         f"{_median(data, method, 'seconds'):.1f}",
+                         f"{_median(data, method, 'cpu_us_per_row'):.2f}",
+                         f"{_median(data, method, 'jvm_cpu_us_per_row'):.2f}",
+                         f"{_median(data, method, 'python_cpu_us_per_row'):.2f}",
+                         ", ".join(f"{r['rows_per_s']:,.0f}" for r in runs),
+                         ", ".join(f"{r['load_average_before']:.2f}" for r in runs)])
+    return [("the demo's windows stage (median of the runs)",
+             ["method", "rows/s", "wall s", "CPU us/row", "of it JVM", "of it Python workers", "rows/s of each run",
+              "load average before each run"], rows)]
+
+
+def summary_lines(data: dict) -> list[str]:
+    lines = [f"checksums (sums of {', '.join(AGGS)}) agree: {'yes' if data.get('checksums_agree') else 'NO'}"]
+    for key, v in (data.get("summary") or summarize(data)).items():
+        lines.append(f"[target] {key}: {v['ratio']:.2f}x the rows per second "
+                     f"({v['cpu_per_row_ratio']:.2f}x less CPU per row; in the Python workers, where the windows "
+                     f"are, {v['python_cpu_per_row_ratio']:.2f}x less), target {v['target']}: {verdict(v['met'])}")
+        if v.get("pipeline_over_before"):
+            lines.append(f"the pipeline alone runs at {v['pipeline_over_before']:.2f}x the rows per second of "
+                         "before: the most any window engine in this plan could give the stage")
+    return lines
+
+
+def report(data: dict) -> str:
+    head = (f"Spark batch, the windows stage of mta-spark demo, before and now ({data['profile']} profile, "
+            f"{data['spark']['master']}, Spark {data['spark']['spark']})")
+    return report_text([head, "", common.render_tables(tables(data)), "", *summary_lines(data)], data)
+
+
+def plot(data: dict, path) -> None:
+    plt = common.pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    for ax, key, label in ((axes[0], "rows_per_s", "rows per second (higher is better)"),
+                           (axes[1], "cpu_us_per_row", "CPU microseconds per row, JVM + Python (lower is better)")):
+        values = [_median(data, m, key) or 0 for m in METHODS]
+        ax.bar(range(len(METHODS)), values, color=["0.6", "tab:blue", "0.85"], tick_label=METHODS)
+        ax.tick_params(axis="x", labelsize=8)
+        for i, v in enumerate(values):
+            ax.annotate(f"{v:,.0f}" if key == "rows_per_s" else f"{v:.2f}", (i, v), ha="center", va="bottom",
+                        fontsize=9)
+        ax.set_ylabel(label)
+        ax.grid(True, axis="y", alpha=0.3)
+    axes[0].set_title(f"mta-spark demo's windows stage, {data['config']['rows']:,} rows", fontsize=10)
+    save_figure(plt, fig, path, sparkbench.caption(data))

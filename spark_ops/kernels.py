@@ -1,0 +1,239 @@
+"""The columnar engine's kernels: each ready aggregation over every row's
+window of a batch, in NumPy (:data:`KERNELS`), and the range reductions
+they share.
+
+A kernel takes a :class:`Rows`: the values ``x`` (the rows carried from
+earlier batches, then the batch's, from ``carried`` on) and per row of the
+batch its window ``x[start[i] : end[i] + 1]``, and returns the results and
+the mask of the results that are null (``None`` when none is).
+
+* ``count``, ``first`` and ``last`` read the range's ends;
+* ``max``, ``min`` and ``sum`` (``mean``: ``sum / count``; ``geomean``:
+  ``exp`` of the mean of the logs, as the MTA's geomean lifts a value to
+  its log) reduce each range with a ufunc (:func:`reduce_windows`);
+* ``variance``, ``stddev``, ``var_pop`` and ``stddev_pop`` reduce each
+  range in the moments monoid ``(count, mean, M2)`` with Chan et al.'s
+  parallel formula (Chan, Golub and LeVeque, 1979), the MTA's own
+  :data:`mta.aggregators.MOMENTS`, applied to arrays: no sum of squares,
+  so no cancellation when the values are far from 0.  A window holding an
+  infinite value has a NaN M2, as in the MTA.
+
+Both reductions decompose a range as B-Int does (Arasu and Widom, VLDB
+2004, section 4): level 0 is the values, level j + 1 combines the pairs of
+level j (the MTA's levels with every pair kept), and a range is the
+combination, in order, of at most two aligned blocks per level, found for
+all rows at once: O(log L) vectorized passes for ranges up to L rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Callable
+
+import numpy as np
+
+
+@dataclass
+class Rows:
+    """What a kernel reads: the values, each row's window ``[start, end]``
+    (``end`` the row's own position) and how many of the values were
+    carried from earlier batches; ``shared`` holds what several kernels of
+    one push reuse (the windows' moments)."""
+
+    x: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    carried: int
+    shared: dict = field(default_factory=dict)
+
+    @property
+    def count(self) -> np.ndarray:
+        return self.end - self.start + 1
+
+
+# -- kernels ---------------------------------------------------------------------
+def _count(rows):
+    return rows.count, None
+
+
+def _first(rows):
+    return rows.x[rows.start], None
+
+
+def _last(rows):
+    return rows.x[rows.end], None
+
+
+def _reduce(ufunc, rows):
+    result = reduce_windows(ufunc, rows.x, rows.start, rows.end, rows.carried)
+    if ufunc is not np.add and rows.x.dtype.kind == "f":
+        _oldest_zero(rows.x, rows.start, result)
+    return result, None
+
+
+def _mean(rows):
+    return reduce_windows(np.add, rows.x, rows.start, rows.end, rows.carried) / rows.count, None
+
+
+def _geomean(rows):
+    """Rows whose value is not positive never get here (the window rejects
+    them as the MTA's lift does)."""
+    with np.errstate(divide="ignore"):
+        logs = np.log(rows.x.astype(np.float64))
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.exp(reduce_windows(np.add, logs, rows.start, rows.end, rows.carried) / rows.count), None
+
+
+def _spread(ddof: int, root: bool, rows):
+    """The variance (``ddof`` 1: sample, 0: population) or its square root;
+    null below ``ddof + 1`` rows, as the MTA's lower gives ``None``."""
+    m2 = rows.shared.get("m2")
+    if m2 is None:
+        m2 = rows.shared["m2"] = window_moments(rows.x, rows.start, rows.end)[2]
+    n = rows.count
+    few = n <= ddof
+    with np.errstate(divide="ignore", invalid="ignore"):
+        result = m2 / np.where(few, 1, n - ddof)
+    if root:
+        result = np.sqrt(result)
+    return result, (few if few.any() else None)
+
+
+def _oldest_zero(x: np.ndarray, start: np.ndarray, result: np.ndarray) -> None:
+    """A max or min of 0 is the window's oldest zero, sign included (as the
+    MTA keeps the older of two equal values; NumPy keeps either): only when
+    the rows hold a -0.0."""
+    zeros = x == 0
+    if not np.signbit(x[zeros]).any():
+        return
+    hit = np.flatnonzero(result == 0)
+    if len(hit):
+        nearest = np.where(zeros, np.arange(len(x)), len(x))
+        next_zero = np.minimum.accumulate(nearest[::-1])[::-1]  # first zero at or after each position
+        result[hit] = x[next_zero[start[hit]]]
+
+
+#: The ready aggregations the columnar engine computes (a job runs on it
+#: only if it has a kernel for each of its aggregations).
+KERNELS: dict[str, Callable[[Rows], tuple]] = {
+    "max": partial(_reduce, np.maximum), "min": partial(_reduce, np.minimum), "count": _count,
+    "first": _first, "last": _last, "sum": partial(_reduce, np.add), "mean": _mean, "geomean": _geomean,
+    "variance": partial(_spread, 1, False), "stddev": partial(_spread, 1, True),
+    "var_pop": partial(_spread, 0, False), "stddev_pop": partial(_spread, 0, True),
+}
+AGGREGATIONS = tuple(KERNELS)
+#: Kernels exact only on floating-point values (an integral sum may overflow int64).
+FLOAT_ONLY = ("sum", "mean")
+
+
+# -- the moments monoid on arrays ----------------------------------------------------
+def moments_combine(a: tuple, b: tuple) -> tuple:
+    """:func:`mta.aggregators._moments_combine` element-wise, the same
+    operations in the same order; where a side is empty (count 0, the
+    identity) the result is exactly the other side."""
+    na, ma, qa = a
+    nb, mb, qb = b
+    n = na + nb
+    with np.errstate(all="ignore"):
+        delta = mb - ma
+        mean = ma + delta * nb / n
+        m2 = qa + qb + delta * delta * na * nb / n
+    a_empty, b_empty = na == 0, nb == 0
+    return (n, np.where(a_empty, mb, np.where(b_empty, ma, mean)),
+            np.where(a_empty, qb, np.where(b_empty, qa, m2)))
+
+
+MOMENTS_IDENTITY = (0.0, 0.0, 0.0)
+
+
+def window_moments(x: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple:
+    """``(count, mean, M2)`` of every window ``x[start[i] : end[i] + 1]``.
+    A value lifts to ``(1, x, 0)``, or ``(1, x, nan)`` when infinite, as
+    :data:`mta.aggregators.VARIANCE` lifts it (the spread of a window
+    holding an infinite value is undefined)."""
+    v = x.astype(np.float64)
+    lifted = (np.ones(len(v)), v, np.where(np.isfinite(v), 0.0, np.nan))
+    return reduce_ranges_of(moments_combine, lifted, start, end + 1, MOMENTS_IDENTITY)
+
+
+# -- range reductions ------------------------------------------------------------------
+def reduce_windows(ufunc, x: np.ndarray, start: np.ndarray, end: np.ndarray, carried: int) -> np.ndarray:
+    """``ufunc.reduce(x[start[i] : end[i] + 1])`` for the rows of a batch:
+    ``x`` is the carried rows then the batch's (from ``carried`` on), ``end``
+    the rows' own positions, ``start`` non-decreasing, and ``ufunc``
+    commutative (max, min, add).  A window that starts among the carried
+    rows is a suffix of them and a prefix of the batch (two accumulations,
+    as Two-Stacks' two stacks: O(carried + batch)); one that starts in the
+    batch is reduced by :func:`reduce_ranges` over the batch alone."""
+    out = np.empty(len(end), dtype=x.dtype)
+    crossing = int(np.searchsorted(start, carried))  # rows [0, crossing) start among the carried rows
+    if crossing:
+        first = int(start[0])
+        with np.errstate(all="ignore"):
+            suffix = ufunc.accumulate(x[first:carried][::-1])[::-1]  # suffix[j] = x[first + j : carried]
+            prefix = ufunc.accumulate(x[carried : int(end[crossing - 1]) + 1])
+            out[:crossing] = ufunc(suffix[start[:crossing] - first], prefix[end[:crossing] - carried])
+    if crossing < len(end):
+        batch = x[carried:]
+        out[crossing:] = reduce_ranges(ufunc, batch, start[crossing:] - carried, end[crossing:] + 1 - carried)
+    return out
+
+
+def _identity(ufunc, dtype):
+    if ufunc is np.add:
+        return dtype.type(-0.0) if dtype.kind == "f" else dtype.type(0)  # -0.0 + x is x, sign of zero included
+    bounds = np.iinfo(dtype) if dtype.kind in "iu" else None
+    if ufunc is np.maximum:
+        return bounds.min if bounds is not None else -np.inf
+    return bounds.max if bounds is not None else np.inf
+
+
+def reduce_ranges(ufunc, x: np.ndarray, lo: np.ndarray, hi: np.ndarray, identity=None) -> np.ndarray:
+    """``ufunc.reduce(x[lo[i]:hi[i]])`` for every i, for an associative binary
+    ``ufunc`` (combined in order, so it need not be commutative) and its
+    ``identity`` (found for ``np.maximum``, ``np.minimum`` and ``np.add``)."""
+    if identity is None:
+        identity = _identity(ufunc, x.dtype)
+    return reduce_ranges_of(partial(_apply, ufunc), (x,), lo, hi, (identity,))[0]
+
+
+def _apply(ufunc, a: tuple, b: tuple) -> tuple:
+    return (ufunc(a[0], b[0]),)
+
+
+def reduce_ranges_of(combine, xs: tuple, lo: np.ndarray, hi: np.ndarray, identity: tuple) -> tuple:
+    """The monoid reduction of ``xs[lo[i]:hi[i]]`` for every i, where a
+    monoid value is a tuple of arrays' elements (``xs``: one array per
+    component), ``combine(a, b)`` combines tuples of arrays element-wise
+    (associative, not necessarily commutative: blocks are combined in
+    order) and ``identity`` is its identity, one scalar per component.
+    B-Int's decomposition into aligned blocks, O(log(max(hi - lo)))
+    passes over all the ranges at once."""
+    m = len(lo)
+    left = tuple(np.full(m, e, dtype=x.dtype) for e, x in zip(identity, xs))
+    right = tuple(c.copy() for c in left)
+    lo, hi = lo.astype(np.int64), hi.astype(np.int64)
+    level = xs
+    with np.errstate(all="ignore"):  # inf + -inf is nan, as in Python
+        while True:
+            take = (lo < hi) & (lo & 1).astype(bool)  # an odd left end: its block, then move right
+            if take.any():
+                at = np.where(take, lo, 0)
+                left = _where(take, combine(left, tuple(c[at] for c in level)), left)
+                lo += take
+            take = (lo < hi) & (hi & 1).astype(bool)  # an odd right end: its block, then move left
+            if take.any():
+                hi -= take
+                at = np.where(take, hi, 0)
+                right = _where(take, combine(tuple(c[at] for c in level), right), right)
+            lo >>= 1
+            hi >>= 1
+            if not (lo < hi).any():
+                return combine(left, right)
+            pairs = len(level[0]) >> 1
+            level = combine(tuple(c[0 : 2 * pairs : 2] for c in level), tuple(c[1 : 2 * pairs : 2] for c in level))
+
+
+def _where(take: np.ndarray, new: tuple, old: tuple) -> tuple:
+    return tuple(np.where(take, n, o) for n, o in zip(new, old))
