@@ -19,8 +19,8 @@ from typing import Iterable, Iterator
 
 from .plan import PACKED
 
-#: Most rows in one pack of output (a pack is one binary value: Arrow's
-#: binary arrays hold at most 2 GiB per batch).
+#: Most rows in one pack (a pack is one binary value, and Arrow's binary
+#: arrays hold at most 2 GiB per batch).
 PACK_ROWS = 4096
 
 
