@@ -1,6 +1,18 @@
 """A job's aggregations: ready ones by name (declared once, in
 :data:`mta.aggregators.READY`) or the user's own ``(column, Aggregator,
-spark_type)``, and the Spark and Arrow types of their output columns."""
+spark_type)``, the Spark and Arrow types of their output columns, and the
+overflow rule.
+
+The overflow rule: the MTAs aggregate integers as Python integers, so a
+``sum`` (or a user aggregation of Spark type ``long``) is exact however
+large it grows inside the window; a result that does not fit a ``long``
+(int64) fails the job with a :class:`~spark_ops.spec.SlidingWindowError`
+naming the column, the key and the row's time, as Spark's ANSI mode
+does, on every engine, batch and streaming (:func:`arrow_column`, called
+for every window's results by :class:`spark_ops.key_window.RowWindow`).
+It is not a bad row: ``on_bad_row="flag"`` does not turn it into one,
+because the input row is valid and no value of the declared type is right.
+"""
 
 from __future__ import annotations
 
@@ -60,3 +72,44 @@ def _resolve_one(agg, integral: bool) -> tuple[str, Aggregator, str]:
         return agg[0], agg[1], agg[2] if len(agg) == 3 else "double"
     raise SlidingWindowError(
         f"an aggregation is a name such as 'max' or a tuple (column, Aggregator, spark_type), got {agg!r}")
+
+
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+class OutOfRange(Exception):
+    """A result does not fit its column's type: the ``index``-th of the
+    results, ``value``."""
+
+    def __init__(self, index: int, value) -> None:
+        super().__init__(index, value)
+        self.index, self.value = index, value
+
+
+def arrow_column(results, spark: str):
+    """One aggregation's results (a list of Python values, or an Arrow array
+    as is) as an Arrow array of Spark type ``spark``; raises
+    :class:`OutOfRange` for the first integer outside a ``long``."""
+    import pyarrow as pa
+
+    if isinstance(results, pa.Array):
+        return results
+    arrow = arrow_type(spark)
+    try:
+        return pa.array(results, type=arrow)
+    except (OverflowError, pa.ArrowInvalid):
+        if arrow is not None and pa.types.is_integer(arrow):
+            for i, v in enumerate(results):
+                if isinstance(v, int) and not INT64_MIN <= v <= INT64_MAX:
+                    raise OutOfRange(i, v) from None
+        raise
+
+
+def overflow_error(spec, key, column: str, t, value):
+    """The error that fails a job whose ``column`` left int64 at ``key``'s
+    row of time ``t`` (see the module's overflow rule)."""
+    from .spec import SlidingWindowError
+
+    return SlidingWindowError(
+        f"{column} overflows long (int64) at {spec.key}={key!r}, {spec.time}={t!r}: the exact result is {value}, "
+        f"outside [{INT64_MIN}, {INT64_MAX}]; cast the value column to double for a wider, rounded sum")

@@ -21,6 +21,8 @@ import uuid
 
 from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
+import stores
+
 from . import columnar
 from .batch import batch_plan
 from .plan import INTERNAL
@@ -36,8 +38,10 @@ def sliding_window(df, key: str, time: str, value: str, aggs, *, range=None, row
 
     ``aggs``: names (``"max"``, ``"mean"``, ... see :data:`spark_ops.READY`;
     ``sum``, ``min``, ``max``, ``first`` and ``last`` are ``long`` for an
-    integral value column, the others ``double``) or ``(column, Aggregator,
-    spark_type)`` for user monoids.  Exactly one of ``range`` (seconds; the
+    integral value column, exact, the others ``double``; a ``long`` result
+    outside int64 fails the job, see :mod:`spark_ops.aggregations`) or
+    ``(column, Aggregator, spark_type)`` for user monoids.  Every input
+    column leaves unchanged.  Exactly one of ``range`` (seconds; the
     time column may be numeric or a timestamp), ``rows`` (count) or
     ``policy`` (an :class:`mta.SlidePolicy` over ``(time, value)`` records).
     ``store``: a store URL (``file:...``, ``redis://...``,
@@ -138,7 +142,8 @@ def choose_engine(spec: WindowSpec, df) -> tuple[str, str]:
     store keeps its windows only on an MTA asked for by name (``"amta"``,
     ``"lmta"``), for windows larger than executor memory.  ``"columnar"``
     where it cannot run is an error."""
-    where = f"its windows in the store {spec.store}" if spec.store else "its windows in executor memory"
+    shown = spec.store and stores.redact_url(spec.store)
+    where = f"its windows in the store {shown}" if spec.store else "its windows in executor memory"
     if df.isStreaming:
         if spec.engine == "columnar":
             raise SlidingWindowError("engine='columnar' is for batch jobs; a streaming query keeps its windows "
@@ -154,7 +159,7 @@ def choose_engine(spec: WindowSpec, df) -> tuple[str, str]:
             raise SlidingWindowError(f"engine='columnar' cannot run this job: {why_not}; use engine='auto' or an MTA")
         return "amta", f"the columnar engine cannot run this job ({why_not}), {where}"
     if spec.store:
-        return "columnar", (f"its windows in executor memory, not in the store {spec.store} (a batch job keeps "
+        return "columnar", (f"its windows in executor memory, not in the store {shown} (a batch job keeps "
                             "its windows in the store with engine='amta' or 'lmta', for windows larger than "
                             "executor memory)")
     return "columnar", where

@@ -13,7 +13,7 @@ from __future__ import annotations
 from mta.markers import EMPTY
 
 from . import rows
-from .plan import ARRIVAL, INTERNAL, TIME, VALUE, column, output_schema, with_order_columns
+from .plan import ARRIVAL, INTERNAL, TIME, VALUE, InputTimes, column, output_schema, with_order_columns
 from .spec import WindowSpec
 from .windows import open_key_window
 
@@ -52,7 +52,7 @@ def batch_plan(df, spec: WindowSpec, run: str):
                     n = end - start
                     pieces = window.push(times.slice(start, n), values.slice(start, n),
                                          problems[start:end] if problems else None,
-                                         shown=_InputTimes(batch.column(shown_at), start, end))
+                                         shown=InputTimes(batch.column(shown_at).slice(start, n)))
                     for column_pieces, piece in zip(out, pieces):
                         column_pieces.append(piece)
                 arrays = [_concat(pieces, t) for pieces, t in zip(out, types)]
@@ -77,22 +77,6 @@ def _concat(pieces: list, arrow_type):
         return pa.concat_arrays(pieces)
     except (pa.ArrowInvalid, pa.ArrowTypeError):  # a user type Arrow inferred differently in different runs
         return pa.array([v for piece in pieces for v in piece.to_pylist()], type=arrow_type)
-
-
-class _InputTimes:
-    """Rows ``[start, end)`` of the input's time column as Python values,
-    converted only if a message about a rejected row needs them."""
-
-    def __init__(self, column, start: int, end: int) -> None:
-        self._column, self._start, self._end = column, start, end
-        self._values = None
-
-    def __getitem__(self, i):
-        if self._values is None:
-            self._values = self._column.slice(self._start, self._end - self._start).to_pylist()
-        return self._values[i]
-
-
 
 
 def runs(keys) -> list[tuple[int, int]]:

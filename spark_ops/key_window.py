@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Protocol, Sequence
 
 from . import rows
-from .aggregations import arrow_type
+from . import aggregations
 from .spec import WindowSpec
 
 
@@ -53,15 +53,25 @@ class RowWindow:
 
     def __init__(self, spec: WindowSpec, key) -> None:
         self.spec, self.key = spec, key
-        self.types = [arrow_type(t) for _, _, t in spec.aggs]
+        self.types = [aggregations.arrow_type(t) for _, _, t in spec.aggs]
 
     def push(self, times, values, problems: Sequence | None, *, shown: Sequence | None = None) -> list:
         accepted, problems = self.aggregate(times, values, problems)
-        return rows.settle(self.spec, self.key, accepted, problems, times, values, shown)
+        columns = []
+        for (name, _, spark), results in zip(self.spec.aggs, accepted):
+            try:
+                columns.append(aggregations.arrow_column(results, spark))
+            except aggregations.OutOfRange as exc:
+                row = exc.index if problems is None else [i for i, p in enumerate(problems) if p is None][exc.index]
+                t = shown[row] if shown is not None else times[row].as_py()
+                raise aggregations.overflow_error(self.spec, self.key, name, t, exc.value) from None
+        return rows.settle(self.spec, self.key, columns, problems, times, values, shown)
 
     def aggregate(self, times, values, problems: Sequence | None) -> tuple[list, Sequence | None]:
-        """The results of the rows without a problem (per aggregation, an
-        Arrow array of :attr:`types`, in row order), and the problems, with
+        """The results of the rows without a problem (per aggregation, in
+        row order: an Arrow array of :attr:`types`, or a list of Python
+        values that :meth:`push` converts by the overflow rule,
+        :func:`spark_ops.aggregations.arrow_column`), and the problems, with
         any the window found itself (a value its aggregations cannot take,
         a row out of order)."""
         raise NotImplementedError

@@ -8,7 +8,9 @@ from .spec import WindowSpec
 ARRIVAL = "__mta_arrival"
 TIME = "__mta_time"
 VALUE = "__mta_value"
-INTERNAL = (ARRIVAL, TIME, VALUE)
+#: A key's rows as Arrow IPC bytes (the streaming plan, :mod:`spark_ops.passthrough`).
+PACKED = "__mta_rows"
+INTERNAL = (ARRIVAL, TIME, VALUE, PACKED)
 
 
 def column(name: str):
@@ -56,3 +58,25 @@ def output_schema(df, spec: WindowSpec) -> str:
     """The input's columns (without the internal ones) and the outputs."""
     fields = [f"`{f.name}` {f.dataType.simpleString()}" for f in df.schema.fields if f.name not in INTERNAL]
     return ", ".join(fields + [f"`{n}` {t}" for n, t in spec.output_columns])
+
+
+def output_arrow_schema(spark, schema: str):
+    """The Arrow schema of rows of the Spark schema ``schema`` (a DDL
+    string), as ``mapInArrow`` takes them (timestamps in the session's zone)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import _parse_datatype_string
+
+    return to_arrow_schema(_parse_datatype_string(schema), timezone=spark.conf.get("spark.sql.session.timeZone"))
+
+
+class InputTimes:
+    """The input's time column (an Arrow array) as Python values, converted
+    only if a message about a rejected row needs them."""
+
+    def __init__(self, column) -> None:
+        self._column, self._values = column, None
+
+    def __getitem__(self, i):
+        if self._values is None:
+            self._values = self._column.to_pylist()
+        return self._values[i]

@@ -24,7 +24,7 @@ from mta import LiftError
 
 from .spec import SlidingWindowError, WindowSpec
 
-# null and NaN read the same: pandas (streaming) turns null doubles into NaN
+# null and NaN read the same: neither is a number a window can take
 NULL_KEY = "null or NaN key"
 NULL_TIME = "null or NaN time"
 INFINITE_TIME = "infinite time"
@@ -33,6 +33,12 @@ NULL_VALUE = "null or NaN value"
 
 def not_a_number(v) -> str:
     return f"value of type {type(v).__name__}, not a number"
+
+
+#: A text input's value that does not parse as a number (``format_string``
+#: arguments: the text and the file it came from), for readers that parse a
+#: text column themselves (the CLI's CSV input).
+TEXT_NOT_A_NUMBER = "value '%s' is not a number (file %s)"
 
 
 def out_of_order(t, newest) -> str:

@@ -42,8 +42,6 @@ class SortedWindow(RowWindow):
         self._in_store = bool(options)
 
     def aggregate(self, times, values, problems: Sequence | None) -> tuple[list, Sequence | None]:
-        import pyarrow as pa
-
         times, values = times.to_pylist(), values.to_pylist()
         lifted, lift_problems = self.lift(values)
         if lift_problems is not None:
@@ -51,7 +49,7 @@ class SortedWindow(RowWindow):
         if problems is not None and any(problems):
             good = [i for i, p in enumerate(problems) if p is None]
             times, lifted = [times[i] for i in good], [lifted[i] for i in good]
-        return [pa.array(c, type=t) for c, t in zip(self.slide(times, lifted), self.types)], problems
+        return self.slide(times, lifted), problems
 
     def lift(self, values: Sequence) -> tuple[list, list | None]:
         """The values lifted into the aggregations' monoid, and per value the

@@ -56,8 +56,9 @@ class WindowSpec:
     range: float | None = None
     rows: int | None = None
     policy: SlidePolicy | None = None
-    store: str | None = None
-    store_options: dict = field(default_factory=dict)
+    # repr=False: the URL and options may hold credentials
+    store: str | None = field(default=None, repr=False)
+    store_options: dict = field(default_factory=dict, repr=False)
     engine: str = "auto"
     buffer_size: int = DEFAULT_BUFFER_SIZE
     cache_size: int = DEFAULT_CACHE_SIZE

@@ -54,8 +54,6 @@ class PolicyWindow(RowWindow):
         self._keep = keep
 
     def aggregate(self, times, values, problems: Sequence | None):
-        import pyarrow as pa
-
         key, window, newest = self.key, self.window, self.newest
         found = list(problems) if problems is not None else None
         columns = [[] for _ in self.types]
@@ -76,7 +74,7 @@ class PolicyWindow(RowWindow):
             found = found if found is not None else [None] * len(times)
             found[i] = problem
         self.newest = newest
-        return [pa.array(c, type=t) for c, t in zip(columns, self.types)], found
+        return columns, found
 
     def checkpoint(self) -> int:
         return self.window.checkpoint()

@@ -37,7 +37,7 @@ from .errors import (CasMismatch, CodecRegistrationError, CorruptValue, FencingE
                      MissingData, StoreAuthenticationError, StoreClosed, StoreConfigError,
                      StoreError, StoreUnavailable)
 from .pool import pooled_store
-from .urls import normalize_url, redact_url, scheme_of
+from .urls import normalize_url, redact_url, scheme_of, typo_hint
 from .window import WindowStorage
 
 _backends: dict[str, Callable[..., Store]] = {}
@@ -79,7 +79,7 @@ def open_store(url: str, **options: Any) -> Store:
     """Open the store at ``url`` (see the table in the module docstring).
 
     Options common to every backend: ``retries`` (5), ``backoff`` (0.05 s),
-    ``backoff_max`` (2 s).  Backend options are documented in
+    ``backoff_max`` (2 s), ``timeout`` (6 s, one operation with its retries).  Backend options are documented in
     :mod:`stores.sqlite_store`, :mod:`stores.redis_store` and
     :mod:`stores.couchbase_store`.  An unknown scheme or a bad option raises
     :class:`StoreConfigError`.
@@ -93,7 +93,7 @@ def open_store(url: str, **options: Any) -> Store:
     if factory is None:
         known = ", ".join(f"{s}:" for s in sorted(_backends))
         raise StoreConfigError(f"unknown store URL scheme {scheme!r}; supported: {known} "
-                               f"or a plain directory path")
+                               f"or a plain directory path{typo_hint(url)}")
     return factory(url, **options)
 
 

@@ -52,11 +52,13 @@ Token = Any
 T = TypeVar("T")
 
 #: Options every backend takes (the retry policy of :class:`Store`).
-STORE_OPTIONS = frozenset({"retries", "backoff", "backoff_max"})
+STORE_OPTIONS = frozenset({"retries", "backoff", "backoff_max", "timeout"})
 
 # Error classification returned by Store._classify.
 TRANSIENT = "transient"
 AUTH = "auth"
+#: a configuration mistake (a certificate, a file, a setting): retrying cannot help
+CONFIG = "config"
 
 
 class Store:
@@ -71,7 +73,10 @@ class Store:
     * ``backoff`` (default 0.05 s) -- first delay; each retry doubles it,
       capped at ``backoff_max`` (default 2 s), with up to 50 % random jitter
       downwards.  With the defaults a dead backend is reported after about
-      0.8 to 1.6 s of sleeping (plus connect timeouts).
+      0.8 to 1.6 s of sleeping (plus connect timeouts);
+    * ``timeout`` (default 6 s) -- the longest one operation may take,
+      retries included: no retry starts once it has passed (an attempt in
+      flight ends first; backends keep per-attempt timeouts below it).
 
     Stores are thread-safe and may be used from several threads at once.
     """
@@ -80,7 +85,7 @@ class Store:
     scheme = ""
 
     def __init__(self, url: str, *, retries: int = 5, backoff: float = 0.05,
-                 backoff_max: float = 2.0) -> None:
+                 backoff_max: float = 2.0, timeout: float = 6.0) -> None:
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise StoreConfigError(f"retries must be an int >= 0, got {retries!r}")
         try:
@@ -91,6 +96,10 @@ class Store:
         if not backoff >= 0 or not backoff_max >= backoff:
             raise StoreConfigError(
                 f"need 0 <= backoff <= backoff_max, got {backoff!r} and {backoff_max!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
+            raise StoreConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        #: The longest one operation may take, retries included (seconds).
+        self.timeout = float(timeout)
         #: The store's URL with any password replaced by ``***``.
         self.url = url
         self.stats = StoreStats()
@@ -197,6 +206,8 @@ class Store:
         """
         check_window(window)
         data = as_blob(value)
+        if expected is not None:
+            self._check_token(window, expected)
         try:
             token = self._run("cas_meta", window, self._cas_meta_attempts(), window,
                               expected, data)
@@ -205,6 +216,25 @@ class Store:
             raise
         self.stats.add(round_trips=1, meta_writes=1, bytes_written=len(data))
         return token
+
+    def delete_meta(self, window: str, expected: Token) -> None:
+        """Delete the window's metadata record if its token is still
+        ``expected`` (pairs are untouched); raises
+        :class:`~stores.errors.CasMismatch` if the record changed.  An
+        absent record counts as deleted (a retry whose first attempt landed).
+        One round trip."""
+        check_window(window)
+        if expected is None:
+            raise StoreConfigError("delete_meta needs the token of an existing record")
+        self._check_token(window, expected)
+        self._run("delete_meta", window, self._delete_meta, window, expected)
+        self.stats.add(round_trips=1, meta_writes=1)
+
+    def _check_token(self, window: str, expected: Token) -> None:
+        """Tokens are positive ints: any other was never given out (a mismatch)."""
+        if type(expected) is not int or expected <= 0:
+            self.stats.add(cas_failures=1)
+            raise cas_mismatch(window, expected, self.read_meta(window)[1])
 
     def _cas_meta_attempts(self) -> Callable[..., Token]:
         attempt = [0]
@@ -292,6 +322,7 @@ class Store:
             raise StoreClosed(f"{operation} on a closed store {self.url}")
         delay = self.backoff
         attempts = 0
+        started = time.monotonic()
         while True:
             attempts += 1
             try:
@@ -304,6 +335,9 @@ class Store:
                     raise StoreError(self._message(
                         operation, window, f"unexpected {type(exc).__name__}: "
                         f"{self._scrub(str(exc))}")) from exc
+                if kind == CONFIG:
+                    raise StoreConfigError(self._message(
+                        operation, window, self._scrub(self._config_problem(exc)))) from exc
                 if kind == AUTH:
                     raise StoreAuthenticationError(
                         self._message(operation, window, "authentication failed: "
@@ -311,17 +345,19 @@ class Store:
                         url=self.url, operation=operation, window=window,
                         attempts=attempts) from exc
                 self._on_transient_error(exc)
-                if attempts > self.retries:
+                sleep = delay * (0.5 + 0.5 * random.random())
+                spent = time.monotonic() - started
+                if attempts > self.retries or spent + sleep >= self.timeout:
                     where = f"{operation} on window {window!r}" if window is not None \
                         else operation
                     raise StoreUnavailable(
                         f"store {self.url} is unavailable: {where} failed after "
-                        f"{attempts} attempt(s): {type(exc).__name__}: "
-                        f"{self._scrub(str(exc))}",
+                        f"{attempts} attempt(s) in {spent:.1f} s (timeout {self.timeout:g} s): "
+                        f"{type(exc).__name__}: {self._scrub(str(exc))}",
                         url=self.url, operation=operation, window=window,
                         attempts=attempts) from exc
                 self.stats.add(retries=1)
-                time.sleep(delay * (0.5 + 0.5 * random.random()))
+                time.sleep(sleep)
                 delay = min(self.backoff_max, delay * 2)
 
     def _message(self, operation: str, window: Optional[str], detail: str) -> str:
@@ -343,9 +379,15 @@ class Store:
 
     def _classify(self, exc: Exception) -> Optional[str]:
         """``TRANSIENT`` (retry), ``AUTH`` (fail at once with
-        StoreAuthenticationError) or ``None`` (not a backend failure: wrap in
-        StoreError at once)."""
+        StoreAuthenticationError), ``CONFIG`` (fail at once with
+        StoreConfigError, :meth:`_config_problem` saying why) or ``None`` (not
+        a backend failure: wrap in StoreError at once)."""
         return None
+
+    def _config_problem(self, exc: Exception) -> str:
+        """What the configuration error ``exc`` (classified ``CONFIG``) means,
+        naming the setting to fix."""
+        return f"configuration error: {type(exc).__name__}: {exc}"
 
     def _on_transient_error(self, exc: Exception) -> None:
         """Called after each transient failure (e.g. drop a broken connection)."""
@@ -377,6 +419,11 @@ class Store:
         """Raise CasMismatch on a lost race.  ``retry`` is true when an
         earlier attempt of this same call failed in a way that may have
         applied it (see :meth:`cas_meta`)."""
+        raise NotImplementedError
+
+    def _delete_meta(self, window: str, expected: Token) -> None:
+        """Compare-and-delete of the metadata record (raise CasMismatch when
+        its token is not ``expected``; an absent record is fine)."""
         raise NotImplementedError
 
     def _delete_window(self, window: str) -> Optional[int]:

@@ -19,14 +19,22 @@ Exact types only (msgpack ``strict_types``): a subclass of ``int``,
 nothing silently comes back as a different type.  ``bytearray`` and
 ``memoryview`` are encoded as ``bytes`` and decode as ``bytes``.
 
-Blob layout (format version 1)::
+Blob layout::
 
-    byte 0      format version (1)
-    bytes 1..4  CRC32 of the payload, big-endian
+    byte 0      format version: 1 (free), 2 (bound to a place)
+    bytes 1..4  CRC32 of the payload (format 2: of the place's bytes, then
+                the payload), big-endian
     bytes 5..   msgpack payload
 
+A value encoded with ``bind=place`` (format 2) decodes only with the same
+``place``: the level queues bind each stored group to its window, epoch,
+level and index, so a valid value copied to another key (another window, or
+another position of the same one) fails its checksum instead of being read
+as data.  The place is not stored, only checked.
+
 :func:`decode` raises :class:`~stores.errors.FormatVersionError` for an
-unknown version byte and :class:`~stores.errors.CorruptValue` for a bad
+unknown version byte, or a free value where a bound one is expected (and the
+other way round), and :class:`~stores.errors.CorruptValue` for a bad
 checksum, a truncated blob or malformed msgpack.
 """
 
@@ -42,6 +50,8 @@ import msgpack
 from .errors import CodecRegistrationError, CorruptValue, FormatVersionError
 
 FORMAT_VERSION = 1
+#: Format of a value bound to its place (see the module docstring).
+BOUND_FORMAT_VERSION = 2
 _HEADER = struct.Struct(">BI")
 HEADER_SIZE = _HEADER.size  # 5
 
@@ -119,10 +129,13 @@ def _default(obj: Any) -> msgpack.ExtType:
         f"stores.codec.register_codec(type_, code, encode_fn, decode_fn)")
 
 
-def encode(value: Any) -> bytes:
-    """Encode ``value`` to a self-checking blob (see the module docstring)."""
+def encode(value: Any, *, bind: bytes | None = None) -> bytes:
+    """Encode ``value`` to a self-checking blob; with ``bind``, one that
+    decodes only with that same place (see the module docstring)."""
     payload = _pack(value)
-    return _HEADER.pack(FORMAT_VERSION, zlib.crc32(payload)) + payload
+    if bind is None:
+        return _HEADER.pack(FORMAT_VERSION, zlib.crc32(payload)) + payload
+    return _HEADER.pack(BOUND_FORMAT_VERSION, zlib.crc32(payload, zlib.crc32(bind))) + payload
 
 
 # -------------------------------------------------------------- unpacking
@@ -163,13 +176,14 @@ def _ext_hook(code: int, data: bytes) -> Any:
         raise _UserDecodeError(exc) from exc
 
 
-def decode(blob: bytes | bytearray | memoryview) -> Any:
-    """Decode a blob made by :func:`encode`.
+def decode(blob: bytes | bytearray | memoryview, *, bind: bytes | None = None) -> Any:
+    """Decode a blob made by :func:`encode` (with the same ``bind``).
 
-    Raises :class:`FormatVersionError` for an unknown format version and
-    :class:`CorruptValue` for a bad checksum, a truncated blob or malformed
-    content.  An exception raised by a registered ``decode_fn`` propagates
-    unchanged.
+    Raises :class:`FormatVersionError` for an unknown format version or a
+    blob bound where none is expected or free where a bound one is, and
+    :class:`CorruptValue` for a bad checksum (with ``bind``: also a value
+    made for another place), a truncated blob or malformed content.  An
+    exception raised by a registered ``decode_fn`` propagates unchanged.
     """
     if not isinstance(blob, (bytes, bytearray, memoryview)):
         raise TypeError(f"decode() needs bytes, not {type(blob).__name__}")
@@ -178,14 +192,25 @@ def decode(blob: bytes | bytearray | memoryview) -> Any:
         raise CorruptValue(f"blob of {len(blob)} bytes is too short to hold a value "
                            f"(header is {HEADER_SIZE} bytes)")
     version, crc = _HEADER.unpack_from(blob)
-    if version != FORMAT_VERSION:
+    want = FORMAT_VERSION if bind is None else BOUND_FORMAT_VERSION
+    if version != want:
+        if version == FORMAT_VERSION:
+            raise FormatVersionError(
+                "blob has format version 1, not bound to its place: it was written by a "
+                "version of this code that did not bind stored values to their window "
+                "and position, and cannot be read as one")
+        if version == BOUND_FORMAT_VERSION:
+            raise FormatVersionError("blob has format version 2: it is bound to a place, "
+                                     "and decodes only with that place")
         raise FormatVersionError(
-            f"blob has format version {version}; this code reads version "
-            f"{FORMAT_VERSION} only (written by a newer or foreign version?)")
+            f"blob has format version {version}; this code reads versions "
+            f"{FORMAT_VERSION} and {BOUND_FORMAT_VERSION} only (written by a newer or foreign version?)")
     payload = blob[HEADER_SIZE:]
-    if zlib.crc32(payload) != crc:
-        raise CorruptValue(f"checksum mismatch in a blob of {len(blob)} bytes "
-                           f"(stored {crc:#010x}, computed {zlib.crc32(payload):#010x})")
+    computed = zlib.crc32(payload) if bind is None else zlib.crc32(payload, zlib.crc32(bind))
+    if computed != crc:
+        raise CorruptValue(f"checksum mismatch in a blob of {len(blob)} bytes (stored {crc:#010x}, "
+                           f"computed {computed:#010x})" + ("" if bind is None else
+                           ": corrupt, or a value copied from another window or position"))
     try:
         return _unpack(payload)
     except _UserDecodeError as err:
@@ -253,4 +278,4 @@ def registered_codecs() -> dict[type, int]:
 
 
 __all__ = ["encode", "decode", "register_codec", "unregister_codec", "registered_codecs",
-           "FORMAT_VERSION", "HEADER_SIZE"]
+           "FORMAT_VERSION", "BOUND_FORMAT_VERSION", "HEADER_SIZE"]

@@ -27,6 +27,12 @@ from . import codec
 from .errors import CorruptValue
 
 
+def exc_kind(exc: BaseException) -> set[str]:
+    """Names of the exception's classes (SDK exceptions are matched by name,
+    so no SDK import is needed to classify them)."""
+    return {c.__name__ for c in type(exc).__mro__}
+
+
 def pair_key(window: str, epoch: int, level: int, index: int) -> str:
     return f"mta::{window}::e{epoch}::l{level}::{index}"
 

@@ -19,13 +19,12 @@ the child (the parent's SDK connections are left alone).
 
 Documents and the records of what was written: :mod:`stores.couchbase_layout`.
 
-``drop_epoch(window, epoch, ranges=None)``: with ``ranges`` (level ->
-``(first, end)``, e.g. the level queues' ``lo``/``hi`` from a checkpoint)
-exactly those indices are removed; without, the recorded ranges are, which
-may include indices already deleted (removing a missing document is
-harmless but costs a request).  Either way the ranges document goes and the
-epoch leaves the epochs document.  Pairs written by a crashed batch that
-never recorded them can be missed; pass ``ranges`` covering them.
+``drop_epoch(window, epoch, ranges=None)``: every level goes, as the store
+contract says: the recorded ranges (which may include indices already
+deleted: removing a missing document is harmless but costs a request) and,
+as a hint, ``ranges`` (level -> ``(first, end)``, e.g. the level queues'
+``lo``/``hi`` from a checkpoint) for pairs a crashed writer never recorded.
+The ranges document goes and the epoch leaves the epochs document.
 
 Batches of more than :data:`CHUNK` keys are split into several SDK calls,
 each counted as a round trip.  Compare-and-set: ``insert`` when the caller
@@ -45,7 +44,7 @@ from typing import Any, Mapping, Optional
 from . import codec
 from .base import AUTH, STORE_OPTIONS, TRANSIENT, Store, Token, cas_mismatch
 from . import couchbase_layout as layout
-from .couchbase_layout import EpochView
+from .couchbase_layout import EpochView, exc_kind
 from .couchbase_url import parse_couchbase_url, redacted_url
 from .errors import StoreConfigError, StoreError
 
@@ -63,17 +62,7 @@ _TRANSIENT_ERRORS = {
     "MissingConnectionException", "DocumentLockedException", "RateLimitedException",
     "DurabilitySyncWriteInProgressException", "DurabilitySyncWriteAmbiguousException",
 }
-
-
 _NO_LOCK = contextlib.nullcontext()
-
-
-def exc_kind(exc: BaseException) -> set[str]:
-    """Names of the exception's classes (SDK exceptions are matched by name,
-    so no SDK import is needed to classify them)."""
-    return {c.__name__ for c in type(exc).__mro__}
-
-
 #: Clusters inherited across fork, kept referenced so the child never closes them.
 _inherited: list = []
 
@@ -339,15 +328,17 @@ class CouchbaseStore(Store):
     def _drop_epoch(self, window: str, epoch: int,
                     ranges: Optional[dict[int, tuple[int, int]]]) -> int:
         rk, ek = self.ranges_key(window, epoch), self.epochs_key(window)
-        found, calls = self._get_multi([rk] if ranges is None else [])
-        if ranges is None:
-            ranges = self._decode_ranges(found.get(rk), rk)
-            with self._lock:
-                view = self._views.get((window, epoch))
-                if view is not None:  # this object's writes may be newer
-                    for level, (a, b) in view.ranges.items():
-                        old = ranges.get(level)
-                        ranges[level] = (a, b) if old is None else (a, max(b, old[1]))
+        # The given ranges are a hint (pairs never recorded); the recorded
+        # ones go too, or levels the caller did not name would stay forever.
+        found, calls = self._get_multi([rk])
+        hint, ranges = ranges or {}, self._decode_ranges(found.get(rk), rk)
+        with self._lock:
+            view = self._views.get((window, epoch))
+            mine = dict(view.ranges) if view is not None else {}  # this object's writes may be newer
+        for extra in (mine, hint):
+            for level, (a, b) in extra.items():
+                old = ranges.get(level)
+                ranges[level] = (a, b) if old is None else (min(a, old[0]), max(b, old[1]))
         keys = [self.pair_key(window, epoch, level, i)
                 for level, (a, b) in sorted(ranges.items()) for i in range(a, b)]
         keys.append(rk)
@@ -394,6 +385,18 @@ class CouchbaseStore(Store):
                 # An earlier attempt of this call landed before its reply was lost.
                 return current
             raise cas_mismatch(window, expected, current) from None
+
+    def _delete_meta(self, window: str, expected: Token) -> None:
+        key = self.meta_key(window)
+        try:
+            self._collection().remove(key, cas=expected, **self._kw())
+        except Exception as exc:
+            names = exc_kind(exc)
+            if _NOT_FOUND in names:
+                return
+            if not names & {_EXISTS, _CAS}:
+                raise
+            raise cas_mismatch(window, expected, self._get(key)[1]) from None
 
     def _delete_window(self, window: str) -> int:
         ek = self.epochs_key(window)

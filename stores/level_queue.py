@@ -197,8 +197,9 @@ class StoreLevelQueue(LevelQueue):
         recent = self._recent
         blobs = []
         start = first
-        for end in range(first - first % size + size, first + count + 1, size):
-            blobs.append(encode((start, recent[2 * (start - first) : 2 * (end - first)])))
+        for g, end in enumerate(range(first - first % size + size, first + count + 1, size), first // size):
+            value = (start, recent[2 * (start - first) : 2 * (end - first)])
+            blobs.append(encode(value, bind=w.place(w.epoch, self.level, g)))
             start = end
         if w.background:
             future = w.start_write(self.level, first // size, blobs, count)
@@ -298,17 +299,15 @@ class StoreLevelQueue(LevelQueue):
         error naming the window, the level and the group."""
         w = self._w
         size = w.group
+        epoch = self.epoch_of(first)  # the epoch the caller read them from
         out: list = []
         for g, blob in enumerate(blobs, group):
             lo, hi = g * size, (g + 1) * size
             where = f"window {w.window!r} in {w.store.url}: group {g} (pairs {lo}..{hi - 1}) of level {self.level}"
             if blob is None:
-                raise MissingData(
-                    f"{where} is missing from the store (was it restarted without "
-                    "persistence?); resume from a store that kept the data"
-                )
+                raise w.missing(where)
             try:
-                start, items = decode(blob)
+                start, items = decode(blob, bind=w.place(epoch, self.level, g))
             except (CorruptValue, FormatVersionError) as exc:
                 raise type(exc)(f"{where}: {exc}") from exc
             except (TypeError, ValueError):

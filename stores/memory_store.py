@@ -15,7 +15,7 @@ import threading
 from typing import Any, Optional
 from urllib.parse import urlsplit
 
-from .base import Store, Token, cas_mismatch
+from .base import STORE_OPTIONS, Store, Token, cas_mismatch
 from .errors import StoreConfigError
 
 
@@ -52,7 +52,7 @@ class MemoryStore(Store):
         name = (parts.netloc + parts.path).strip("/")
         if parts.query or parts.fragment:
             raise StoreConfigError(f"memory:// URLs take no query or fragment: {url!r}")
-        unknown = set(options) - {"retries", "backoff", "backoff_max"}
+        unknown = set(options) - STORE_OPTIONS
         if unknown:
             raise StoreConfigError(f"unknown option(s) for memory:// stores: "
                                    f"{', '.join(sorted(unknown))}")
@@ -130,6 +130,14 @@ class MemoryStore(Store):
             version = 1 if rec is None else rec[0] + 1
             sp.meta[window] = (version, value)
             return version
+
+    def _delete_meta(self, window: str, expected: Token) -> None:
+        sp = self._space
+        with sp.lock:
+            rec = sp.meta.get(window)
+            if rec is not None and rec[0] != expected:
+                raise cas_mismatch(window, expected, rec[0])
+            sp.meta.pop(window, None)
 
     def _delete_window(self, window: str) -> None:
         sp = self._space

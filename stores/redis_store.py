@@ -4,16 +4,18 @@ URLs::
 
     redis://[[user]:password@]host[:port][/db]     plain TCP (port 6379, db 0)
     rediss://...                                    TLS
-    redis+cluster://host[:port]                     Redis Cluster (one seed node)
-    rediss+cluster://host[:port]                    Redis Cluster over TLS
+    redis+cluster://host[:port][,host[:port]...]    Redis Cluster (seed nodes: any one that
+                                                    answers gives the cluster's layout)
+    rediss+cluster://...                            Redis Cluster over TLS
 
 The option ``cluster=True`` also selects Redis Cluster.  Credentials:
 ``password`` / ``username`` options, else the URL, else the environment
 variables ``MTA_REDIS_PASSWORD`` / ``MTA_REDIS_USERNAME``.  The password is
 never logged nor part of ``url``, ``repr`` or error messages.  Other options
 go to the redis-py client unchanged (``ssl_ca_certs``, ``ssl_certfile``,
-``ssl_keyfile``, ``ssl_cert_reqs``, ``socket_timeout`` (default 5 s),
-``socket_connect_timeout`` (default 2 s), ``max_connections``, ...).  redis-py
+``ssl_keyfile``, ``ssl_cert_reqs``, ``socket_timeout`` (default half the
+store's ``timeout``, at most 5 s), ``socket_connect_timeout`` (default a
+third of it, at most 2 s), ``max_connections``, ...).  redis-py
 uses hiredis automatically when it is installed.  ``key_prefix`` (default
 ``"mta"``) namespaces the keys.
 
@@ -59,17 +61,37 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import ssl
 import sys
 import threading
 from array import array
 from typing import Any, Optional
 
-from .base import AUTH, STORE_OPTIONS, TRANSIENT, Store, Token, cas_mismatch
+from .base import AUTH, CONFIG, STORE_OPTIONS, TRANSIENT, Store, Token, cas_mismatch
 from .errors import StoreConfigError
 
 from .redis_url import parse_redis_url, redacted_url
-from .redis_wire import (CAS_LUA, CHUNK, LUA_INDEX_LIMIT, READ_LUA, SMALL_READ, WRITE_LUA, DeferredChannel,
+from .redis_wire import (CAS_LUA, DELETE_META_LUA, CHUNK, LUA_INDEX_LIMIT, READ_LUA, SMALL_READ, WRITE_LUA, DeferredChannel,
                          command, hmget_commands, hset_commands)
+
+
+#: The client options that name files (TLS certificates and keys).
+TLS_FILES = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile")
+
+
+def _tls_mistake(exc: BaseException) -> BaseException | None:
+    """The TLS configuration error behind ``exc`` (a certificate that does
+    not verify, a missing file, a handshake with a server not speaking TLS),
+    or None: redis-py wraps them in a ConnectionError, like an outage."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, ssl.SSLCertVerificationError) or isinstance(exc, FileNotFoundError):
+            return exc
+        if isinstance(exc, ssl.SSLError) and getattr(exc, "reason", None) in (
+                "WRONG_VERSION_NUMBER", "PEM_LIB", "KEY_VALUES_MISMATCH", "NO_START_LINE"):
+            return exc
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
 
 
 class RedisStore(Store):
@@ -110,8 +132,9 @@ class RedisStore(Store):
         kwargs: dict[str, Any] = {
             "host": cfg["host"], "port": cfg["port"],
             "username": cfg["username"], "password": cfg["password"],
-            "socket_timeout": cfg.get("socket_timeout", 5.0),
-            "socket_connect_timeout": cfg.get("socket_connect_timeout", 2.0),
+            # two attempts fit in the operation's timeout
+            "socket_timeout": cfg.get("socket_timeout", min(5.0, self.timeout / 2)),
+            "socket_connect_timeout": cfg.get("socket_connect_timeout", min(2.0, self.timeout / 3)),
             "retry": Retry(NoBackoff(), 0),
         }
         for name in ("health_check_interval", "max_connections", "client_name",
@@ -122,6 +145,10 @@ class RedisStore(Store):
         if cfg["tls"]:
             kwargs["ssl"] = True
         kwargs.update(options)  # pass-through client options win
+        for name in TLS_FILES:
+            path = kwargs.get(name)
+            if path is not None and not os.path.isfile(path):
+                raise StoreConfigError(f"store {redacted_url(cfg)}: {name}: no such file {path!r}")
         if self.cluster:
             if cfg["db"] not in (0, None):
                 raise StoreConfigError("Redis Cluster has database 0 only")
@@ -130,9 +157,11 @@ class RedisStore(Store):
         else:
             kwargs["db"] = cfg["db"]
         self._kwargs = kwargs
+        self._seeds = cfg["seeds"]
         self._client_obj: Any = None
         self._client_lock = threading.Lock()
         self._cas_script: Any = None
+        self._delete_meta_script: Any = None
         self._write_script: Any = None
         self._read_script: Any = None
         if not self.cluster:
@@ -149,8 +178,10 @@ class RedisStore(Store):
                 import redis
                 try:
                     if self.cluster:
-                        from redis.cluster import RedisCluster
-                        client = RedisCluster(**self._kwargs)
+                        from redis.cluster import ClusterNode, RedisCluster
+                        kwargs = dict(self._kwargs)
+                        del kwargs["host"], kwargs["port"]
+                        client = RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in self._seeds], **kwargs)
                     else:
                         client = redis.Redis(**self._kwargs)
                 except TypeError as exc:
@@ -158,6 +189,7 @@ class RedisStore(Store):
                         f"store {self.url}: bad Redis client option: "
                         f"{self._scrub(str(exc))}") from None
                 self._cas_script = client.register_script(CAS_LUA)
+                self._delete_meta_script = client.register_script(DELETE_META_LUA)
                 self._write_script = client.register_script(WRITE_LUA)
                 self._read_script = client.register_script(READ_LUA)
                 self._client_obj = client
@@ -168,6 +200,8 @@ class RedisStore(Store):
 
     def _classify(self, exc: Exception) -> Optional[str]:
         from redis import exceptions as rx
+        if _tls_mistake(exc) is not None:
+            return CONFIG
         if isinstance(exc, (rx.AuthenticationError, rx.AuthorizationError,
                             rx.NoPermissionError)):
             return AUTH
@@ -186,6 +220,18 @@ class RedisStore(Store):
                                                                        "CLUSTERDOWN", "TRYAGAIN")):
             return TRANSIENT
         return None
+
+    def _config_problem(self, exc: Exception) -> str:
+        cause = _tls_mistake(exc)
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            trusted = self._kwargs.get("ssl_ca_certs")
+            trusted = f"ssl_ca_certs={trusted!r}" if trusted else "the system's CA certificates (set ssl_ca_certs)"
+            return (f"TLS certificate verification failed against {trusted}: "
+                    f"{cause.verify_message or cause.reason}")
+        if isinstance(cause, FileNotFoundError):
+            return f"TLS file not found: {cause.filename!r}"
+        return (f"TLS handshake failed ({getattr(cause, 'reason', None) or cause}): is the server speaking "
+                f"TLS (rediss://) on this port, and are ssl_certfile and ssl_keyfile a matching pair?")
 
     # -------------------------------------------------------------- keys
 
@@ -327,15 +373,18 @@ class RedisStore(Store):
 
     def _cas_meta(self, window: str, expected: Token, value: bytes, retry: bool) -> Token:
         self.client()
-        if expected is not None and (isinstance(expected, bool)
-                                     or not isinstance(expected, int)):
-            raise cas_mismatch(window, expected, self._read_meta(window)[1])
         ok, version = self._cas_script(
             keys=[self.meta_key(window)],
             args=["" if expected is None else str(expected), value, "1" if retry else "0"])
         if ok == 1:
             return int(version)
         raise cas_mismatch(window, expected, int(version) if version not in (b"", "") else None)
+
+    def _delete_meta(self, window: str, expected: Token) -> None:
+        self.client()
+        version = self._delete_meta_script(keys=[self.meta_key(window)], args=[str(expected)])
+        if version not in (b"", ""):
+            raise cas_mismatch(window, expected, int(version))
 
     def _delete_window(self, window: str) -> int:
         client = self.client()

@@ -32,17 +32,23 @@ def parse_redis_url(url: str) -> dict[str, Any]:
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES:
         raise StoreConfigError(f"not a Redis URL (schemes: {', '.join(SCHEMES)})")
-    try:
-        port = parts.port or 6379
-    except ValueError:
-        raise StoreConfigError("Redis URL has an invalid port") from None
+    cluster = scheme.endswith("+cluster")
+    userinfo, _, hosts = parts.netloc.rpartition("@")
+    if "," in hosts and "" in hosts.split(","):
+        raise StoreConfigError("Redis URL has an empty host in its list of seed nodes")
+    seeds = [_host_port(h) for h in hosts.split(",")]
+    if len(seeds) > 1 and not cluster:
+        raise StoreConfigError("several hosts (seed nodes) need a Redis Cluster URL: "
+                               "redis+cluster://host1:port1,host2:port2")
+    user, colon, password = userinfo.partition(":")
     cfg: dict[str, Any] = {
         "tls": scheme.startswith("rediss"),
-        "cluster": scheme.endswith("+cluster"),
-        "host": parts.hostname or "localhost",
-        "port": port,
-        "username": unquote(parts.username) if parts.username else None,
-        "password": unquote(parts.password) if parts.password else None,
+        "cluster": cluster,
+        "host": seeds[0][0],
+        "port": seeds[0][1],
+        "seeds": seeds,
+        "username": unquote(user) if user else None,
+        "password": unquote(password) if password else None,
         "db": 0,
     }
     path = parts.path.strip("/")
@@ -76,15 +82,27 @@ def parse_redis_url(url: str) -> dict[str, Any]:
     return cfg
 
 
+def _host_port(text: str) -> tuple[str, int]:
+    """``host[:port]`` (``[v6]:port`` too) of a URL's host list, port 6379 by default."""
+    if not text:
+        return "localhost", 6379
+    parts = urlsplit("//" + text)
+    try:
+        port = parts.port or 6379
+    except ValueError:
+        raise StoreConfigError(f"Redis URL host {text!r} has an invalid port") from None
+    if not parts.hostname:
+        raise StoreConfigError(f"Redis URL host {text!r} has no host name")
+    return parts.hostname, port
+
+
 def redacted_url(cfg: dict[str, Any]) -> str:
     scheme = ("rediss" if cfg["tls"] else "redis") + ("+cluster" if cfg["cluster"] else "")
     auth = ""
     if cfg.get("username") or cfg.get("password"):
         auth = (cfg.get("username") or "") + (":***" if cfg.get("password") else "") + "@"
-    host = cfg["host"]
-    if ":" in host:
-        host = f"[{host}]"
+    hosts = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in cfg.get("seeds") or [(cfg["host"], cfg["port"])])
     db = "" if cfg["cluster"] else f"/{cfg['db']}"
-    return f"{scheme}://{auth}{host}:{cfg['port']}{db}"
+    return f"{scheme}://{auth}{hosts}{db}"
 
 

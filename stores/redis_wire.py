@@ -43,6 +43,15 @@ end
 return {0, cur or ''}
 """
 
+#: Compare-and-delete of a metadata hash: '' when deleted or absent, else
+#: the current version (the caller's token is stale).
+DELETE_META_LUA = """
+local cur = redis.call('HGET', KEYS[1], 'v')
+if cur and cur ~= ARGV[1] then return cur end
+redis.call('DEL', KEYS[1])
+return ''
+"""
+
 #: write_pairs: KEYS = pairs hash, epochs set, levels set; ARGV = epoch, level,
 #: first index, the blobs concatenated, their lengths (uint32 little-endian).
 WRITE_LUA = """

@@ -21,7 +21,10 @@ after which the call is retried like any transient error.  After ``fork``
 (Spark executors fork their Python workers) the child notices the pid
 change and opens its own connections; inherited ones are never used or
 closed in the child.  Network file systems are not supported (WAL needs
-shared memory between the processes).
+shared memory between the processes).  The database a store first opens
+is its identity: every call first checks that file is still there and the
+same (device, inode), and raises :class:`~stores.errors.MissingData` if it
+was deleted or replaced, rather than going on with a deleted file.
 
 Durability (option ``synchronous``):
 
@@ -49,8 +52,8 @@ import threading
 import weakref
 from typing import Any, Optional
 
-from .base import Store, Token, TRANSIENT, cas_mismatch
-from .errors import FormatVersionError, StoreClosed, StoreConfigError, StoreError
+from .base import STORE_OPTIONS, Store, Token, TRANSIENT, cas_mismatch
+from .errors import FormatVersionError, MissingData, StoreClosed, StoreConfigError, StoreError
 from .urls import parse_file_url
 
 SCHEMA_VERSION = 1
@@ -85,7 +88,7 @@ class SQLiteStore(Store):
 
     def __init__(self, url: str, *, busy_timeout: float = 10.0, synchronous: str = "meta",
                  **options: Any) -> None:
-        unknown = set(options) - {"retries", "backoff", "backoff_max"}
+        unknown = set(options) - STORE_OPTIONS
         if unknown:
             raise StoreConfigError(f"unknown option(s) for file: stores: "
                                    f"{', '.join(sorted(unknown))}")
@@ -108,6 +111,9 @@ class SQLiteStore(Store):
         self._pid = os.getpid()
         self._idle = threading.Condition()  # close() waits for calls in flight
         self._in_flight = 0
+        # (device, inode) of the database this store first opened: the store's
+        # identity, checked before every call (see _check_identity)
+        self._identity: tuple[int, int] | None = None
 
     # -------------------------------------------------------- connections
 
@@ -131,6 +137,29 @@ class SQLiteStore(Store):
             self._conns = weakref.WeakSet()
             self._pid = pid
 
+    def _file_identity(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def _check_identity(self) -> None:
+        """Refuse to go on when the database this store opened was deleted
+        or replaced (its directory removed under a running job): open
+        connections would keep using the deleted file, and a new one would
+        silently start an empty store."""
+        if self._identity is None:
+            return
+        identity = self._file_identity()
+        if identity != self._identity:
+            raise self._lost("was deleted" if identity is None else "was replaced by another database")
+
+    def _lost(self, what: str) -> MissingData:
+        return MissingData(f"store {self.url}: its database {self.path} {what} while in use; the windows it "
+                           "held are gone (resume from a store that kept them, or start the query afresh "
+                           "with a new checkpoint location)")
+
     def _connect(self) -> sqlite3.Connection:
         try:
             os.makedirs(self.directory, exist_ok=True)
@@ -146,6 +175,11 @@ class SQLiteStore(Store):
                                  f"(journal_mode is {mode})")
             conn.execute(f"PRAGMA synchronous = {self._sync_data}")
             self._init_schema(conn)
+            identity = self._file_identity()
+            if self._identity is None:
+                self._identity = identity
+            elif identity != self._identity:
+                raise self._lost("was replaced by another database")
         except BaseException:
             conn.close()
             raise
@@ -198,6 +232,7 @@ class SQLiteStore(Store):
                 raise StoreClosed(f"{operation} on a closed store {self.url}")
             self._in_flight += 1
         try:
+            self._check_identity()
             return super()._run(operation, window, fn, *args)
         finally:
             with self._idle:
@@ -262,9 +297,6 @@ class SQLiteStore(Store):
 
     def _cas_meta(self, window: str, expected: Token, value: bytes, retry: bool) -> Token:
         conn = self._conn()
-        if expected is not None and (isinstance(expected, bool)
-                                     or not isinstance(expected, int)):
-            raise cas_mismatch(window, expected, self._read_meta(window)[1])
 
         def cas() -> Token:
             if expected is None:
@@ -293,6 +325,20 @@ class SQLiteStore(Store):
         if isinstance(out, Exception):
             raise out
         return out
+
+    def _delete_meta(self, window: str, expected: Token) -> None:
+        conn = self._conn()
+
+        def delete() -> Exception | None:
+            row = conn.execute("SELECT version FROM meta WHERE window = ?", (window,)).fetchone()
+            if row is not None and row[0] != expected:
+                return cas_mismatch(window, expected, row[0])
+            conn.execute("DELETE FROM meta WHERE window = ?", (window,))
+            return None
+
+        out = self._tx(conn, delete)
+        if out is not None:
+            raise out
 
     def _delete_window(self, window: str) -> None:
         conn = self._conn()

@@ -17,6 +17,12 @@ from .errors import StoreConfigError
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
 #: ``user:password@`` in a URL's authority.
 _USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://)([^@/?#]*)@")
+#: A Windows drive (``C:\`` or ``c:/``): the one colon a plain path may hold.
+_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
+#: A scheme name followed by ``//`` with no colon: a URL with a typo.
+_SCHEME_NO_COLON = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*//")
+#: ``host:port`` with no scheme.
+_HOST_PORT = re.compile(r"^[\w.\-]+:\d+(/\d*)?$")
 
 
 def scheme_of(url: str) -> str | None:
@@ -28,8 +34,34 @@ def scheme_of(url: str) -> str | None:
     return m.group(1).lower()
 
 
+def check_plain_path(url: str) -> None:
+    """Refuse a "plain path" that is more likely a mistyped URL than a
+    directory, so a typo never becomes a new, empty local store: it must not
+    hold a colon (but for a Windows drive), start with ``name//``, carry
+    whitespace at either end, or hold control characters.  An odd but
+    intended directory can always be given as a ``file:`` URL."""
+    shown = redact_url(url)
+    if url != url.strip():
+        raise StoreConfigError(f"store URL {shown!r} has leading or trailing whitespace")
+    if any(ord(c) < 32 or ord(c) == 127 for c in url):
+        raise StoreConfigError(f"store URL {shown!r} holds a control character")
+    if ":" in (url[2:] if _DRIVE.match(url) else url):
+        raise StoreConfigError(
+            f"store URL {shown!r} has no known scheme and is not a plain path: it holds a ':' "
+            f"(a directory with one in its name is given as a file: URL){typo_hint(url)}")
+    if _SCHEME_NO_COLON.match(url):
+        raise StoreConfigError(f"store URL {shown!r} looks like a URL missing the ':' after "
+                               f"its scheme; a directory is given as a plain path or a file: URL")
+
+
+def typo_hint(url: str) -> str:
+    """``"; did you mean redis://host:port?"`` for a bare ``host:port``, else ``""``."""
+    return f"; did you mean redis://{redact_url(url)}?" if _HOST_PORT.match(url) else ""
+
+
 def parse_file_url(url: str) -> str:
-    """The absolute directory of a ``file:`` URL or plain path."""
+    """The absolute directory of a ``file:`` URL or plain path (a plain path
+    must pass :func:`check_plain_path`)."""
     if scheme_of(url) == "file":
         parts = urlsplit(url)
         if parts.query or parts.fragment:
@@ -40,6 +72,7 @@ def parse_file_url(url: str) -> str:
                 f"supported (file:///abs/dir or file:relative/dir)")
         path = unquote(parts.path)
     else:
+        check_plain_path(url)
         path = url
     if not path:
         raise StoreConfigError(f"file: URL {redact_url(url)!r} has no path")
@@ -48,9 +81,10 @@ def parse_file_url(url: str) -> str:
 
 def normalize_url(url: str | None) -> str | None:
     """``url`` as every process of a job can open it: a file store as an
-    absolute ``file://`` URL, any other URL unchanged, and no URL (``None``
-    or ``""``: no store) as given.  Raises :class:`StoreConfigError` for a
-    bad file URL (naming it redacted) or a URL that is not a str."""
+    absolute ``file://`` URL, any other URL with its scheme in lower case,
+    and no URL (``None`` or ``""``: no store) as given.  Raises
+    :class:`StoreConfigError` for a bad file URL or a plain path that looks
+    like a mistyped URL (naming it redacted), or a URL that is not a str."""
     if not url:
         return url
     if not isinstance(url, str):
@@ -60,13 +94,16 @@ def normalize_url(url: str | None) -> str | None:
             return "file://" + parse_file_url(url)
         except StoreConfigError as e:
             raise StoreConfigError(f"bad store URL {redact_url(url)}: {e}") from None
-    return url
+    scheme = scheme_of(url)
+    return scheme + url[len(scheme):]
 
 
 def redact_url(url: str) -> str:
-    """``url`` with the password of its user info replaced by ``***``."""
+    """``url`` with the password of its user info replaced by ``***`` (in a
+    string that is not a well-formed URL, any ``:secret@``)."""
     m = _USERINFO.match(url)
     if m is None:
-        return url
+        # a mistyped URL (no scheme, no "//") may still carry a password
+        return re.sub(r":[^:@/\s]*@", ":***@", url) if "@" in url else url
     user, sep, password = m.group(2).partition(":")
     return m.group(1) + user + (":***" if sep and password else sep) + "@" + url[m.end():]

@@ -33,13 +33,14 @@ dropped whole, with whatever a dead owner wrote after its last checkpoint.
 
 from __future__ import annotations
 
+import struct
 import threading
 
 from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
 from .background import Decoded, ready, submit
 from .codec import decode, encode
-from .errors import CasMismatch, CorruptValue, FencingError, FormatVersionError, StoreError
+from .errors import CasMismatch, CorruptValue, FencingError, FormatVersionError, MissingData, StoreError
 from .level_queue import TAIL_KEPT, StoreLevelQueue
 from .stats import StoreStats
 
@@ -151,6 +152,9 @@ class WindowStorage:
             )
         return found[0]
 
+    def place(self, epoch: int, level: int, group: int) -> bytes:
+        return group_place(self.window, epoch, level, group)
+
     def new_level(self, level: int, lo: int) -> StoreLevelQueue:
         return StoreLevelQueue(self, level, lo)
 
@@ -214,13 +218,7 @@ class WindowStorage:
         try:
             token = self._call(self.store.cas_meta, self.window, self._token, self._encode_meta(meta))
         except CasMismatch:
-            blob, _ = self._call(self.store.read_meta, self.window)
-            now = self._decode_meta(blob) if blob is not None else {"epoch": "none (deleted)"}
-            raise FencingError(
-                f"window {self.window!r} in {self.store.url}: checkpoint refused, the window "
-                f"is now owned by epoch {now['epoch']} and this engine holds epoch {self.epoch}; "
-                "a newer owner took it over (this engine is stale and must stop)"
-            ) from None
+            raise self._fenced("checkpoint") from None
         self._token = token
         self._meta = meta
         self.version = version
@@ -237,7 +235,49 @@ class WindowStorage:
         if self._channel is not None:
             self._channel.close()
         if delete:
-            self._call(self.store.delete_window, self.window)
+            self._delete()
+
+    def _delete(self) -> None:
+        """Remove the window, fenced like a checkpoint: a stale engine must
+        not delete what a newer owner took over.  The record is first
+        emptied by compare-and-set (a refusal is a FencingError and nothing
+        is deleted); an owner arriving after that claims above this epoch and
+        starts empty, so dropping the epochs up to ours never touches its
+        pairs; the emptied record is then removed only if still ours."""
+        epochs = set(self._meta["epochs"])
+        tombstone = dict(self._meta, checkpoints=[], epochs=[])
+        try:
+            token = self._call(self.store.cas_meta, self.window, self._token, self._encode_meta(tombstone))
+        except CasMismatch:
+            raise self._fenced("delete") from None
+        self._token, self._meta = token, tombstone
+        known = epochs | set(self._call(self.store.list_epochs, self.window))
+        for epoch in sorted(known):
+            if epoch <= self.epoch:
+                self._call(self.store.drop_epoch, self.window, epoch)
+        try:
+            self._call(self.store.delete_meta, self.window, token)
+        except CasMismatch:
+            pass  # a newer owner claimed the (empty) window meanwhile: the record is its own
+
+    def missing(self, where: str) -> StoreError:
+        """The error for a group that must exist but is gone: a FencingError
+        when a newer owner holds the window (its clean-up may drop the stale
+        engine's epochs), else MissingData (the store lost it)."""
+        blob, _ = self._call(self.store.read_meta, self.window)
+        meta = self._decode_meta(blob) if blob is not None else None
+        if meta is not None and meta["epoch"] > self.epoch:
+            return self._fenced("read", where)
+        return MissingData(f"{where} is missing from the store (was it restarted without "
+                           "persistence?); resume from a store that kept the data")
+
+    def _fenced(self, what: str, where: str | None = None) -> FencingError:
+        blob, _ = self._call(self.store.read_meta, self.window)
+        now = self._decode_meta(blob) if blob is not None else {"epoch": "none (deleted)"}
+        return FencingError(
+            f"{where or f'window {self.window!r} in {self.store.url}'}: {what} refused, the window "
+            f"is now owned by epoch {now['epoch']} and this engine holds epoch {self.epoch}; "
+            "a newer owner took it over (this engine is stale and must stop)")
 
     def _collect_garbage(self, levels: list[StoreLevelQueue]) -> None:
         """Delete pairs below the head of the live levels and of every
@@ -362,6 +402,13 @@ class WindowStorage:
         if missing:
             raise CorruptValue(f"window {self.window!r} in {self.store.url}: metadata lacks {missing}")
         return meta
+
+
+def group_place(window: str, epoch: int, level: int, group: int) -> bytes:
+    """The place a stored group is bound to (:mod:`stores.codec`): its key,
+    so that a value copied from another window, epoch, level or index fails
+    its checksum.  Window names hold no NUL, so the bytes are unambiguous."""
+    return window.encode() + b"\0" + struct.pack(">QQQ", epoch, level, group)
 
 
 _stats_lock = threading.Lock()

@@ -228,7 +228,8 @@ def racing_writer(url: str, window: str, engine_name: str, tag: int, rounds: int
     values tagged ``(tag, k)`` comparing every result, checkpoint.  Reports
     ``("resumed", tag, contents)`` for every open, ``("committed", tag,
     (version, contents))`` for every successful checkpoint, ``("fenced",
-    tag, message)`` for every FencingError, ``("missing", tag, (stale,
+    tag, message)`` for every FencingError (a refused checkpoint, or a push
+    needing a pair the new owner cleaned up), ``("missing", tag, (stale,
     message))`` when a push found pairs missing (then the round is
     abandoned), then ``("done", tag, None)`` (or ``("error", tag,
     traceback)``)."""
@@ -265,6 +266,10 @@ def racing_writer(url: str, window: str, engine_name: str, tag: int, rounds: int
                 now = decode(store.read_meta(window)[0])["epoch"]
                 mine = engine._storage.epoch
                 queue.put(("missing", tag, (now > mine, f"epoch {mine}, window now at {now}: {exc}")))
+                continue
+            except stores.FencingError as exc:
+                # A stale owner needing a pair the new owner's clean-up dropped.
+                queue.put(("fenced", tag, str(exc)))
                 continue
             try:
                 version = engine.checkpoint()

@@ -243,6 +243,49 @@ def test_run_bad_rows_error_or_flag(spark, tmp_path, capsys):
     assert_matches([r for r in got if r["rejected"] is None], rows, ["max", "count"], range=20)
 
 
+def test_run_text_value_flags_that_row_and_keeps_the_rest(spark, tmp_path, capsys):
+    """One value that is not a number makes Spark read the column as text:
+    flag mode flags that row, naming the text and its file, and keeps the
+    others; error mode refuses naming them."""
+    rows = make_rows(60, keys=3, seed=8)
+    src = tmp_path / "in.csv"
+    write_csv(src, rows)
+    with open(src, "a") as f:
+        f.write("k1,31.0,abc\n")
+    args = ["run", "--input", src, "--key", "key", "--time", "t", "--value", "v", "--agg", "max,count",
+            "--range", 20]
+    assert run_cli(spark, *args, "--output", tmp_path / "o2", "--on-bad-row", "flag") == 0
+    got = spark.read.parquet(str(tmp_path / "o2")).collect()
+    flagged = [r for r in got if r["rejected"] is not None]
+    assert len(flagged) == 1 and (flagged[0]["key"], flagged[0]["t"]) == ("k1", 31.0)
+    assert "value 'abc' is not a number" in flagged[0]["rejected"] and "in.csv" in flagged[0]["rejected"]
+    assert flagged[0]["max"] is None and flagged[0]["count"] is None
+    assert_matches([r for r in got if r["rejected"] is None], rows, ["max", "count"], range=20)
+
+    capsys.readouterr()
+    assert run_cli(spark, *args, "--output", tmp_path / "o1") == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "value 'abc' is not a number" in line and "in.csv" in line and "--on-bad-row flag" in line
+
+
+def test_stream_text_value_with_a_double_schema_is_flagged_as_not_a_number(spark, tmp_path):
+    incoming = tmp_path / "incoming"
+    incoming.mkdir()
+    rows = make_rows(40, keys=2, seed=3)
+    write_csv(incoming / "part-1.csv", rows)
+    with open(incoming / "part-1.csv", "a") as f:
+        f.write("k0,200.0,abc\n")
+    args = ["stream", "--input", incoming, "--output", tmp_path / "out", "--checkpoint", tmp_path / "ckpt",
+            "--store", f"file:{tmp_path / 'state'}", "--key", "key", "--time", "t", "--value", "v",
+            "--agg", "max", "--range", 30, "--schema", "key STRING, t DOUBLE, v DOUBLE", "--on-bad-row", "flag"]
+    assert run_cli(spark, *args) == 0
+    got = spark.read.parquet(str(tmp_path / "out")).collect()
+    flagged = [r for r in got if r["rejected"] is not None]
+    assert [(r["key"], r["t"]) for r in flagged] == [("k0", 200.0)]
+    assert "value 'abc' is not a number" in flagged[0]["rejected"] and "part-1.csv" in flagged[0]["rejected"]
+    assert_matches([r for r in got if r["rejected"] is None], rows, ["max"], range=30)
+
+
 # -- stream -------------------------------------------------------------------------------
 def test_stream_two_runs_available_now(spark, tmp_path, capsys):
     """Files arriving between two available-now runs: the output equals the
@@ -415,6 +458,17 @@ def test_error_unreachable_store(small_csv, tmp_path, capsys):
     line = one_error_line(capsys.readouterr().err)
     assert "redis://127.0.0.1:1" in line and "unavailable" in line
     assert time.monotonic() - t0 < 10  # checked up front with few retries, before Spark
+
+
+def test_verbose_keeps_an_input_errors_exit_status(spark, tmp_path, capsys):
+    """--verbose adds the traceback but a row the job cannot take still exits 2."""
+    src = tmp_path / "in.csv"
+    write_csv(src, [("a", 1.0, 2.0), ("a", 2.0, None)])
+    assert run_cli(spark, *_run_args(src, tmp_path / "o"), "-v") == 2
+    err = capsys.readouterr().err
+    assert "Traceback" in err
+    assert "mta-spark: error: row rejected (null or NaN value)" in err
+    assert "--verbose shows the details" not in err
 
 
 def test_error_missing_input(tmp_path, capsys):

@@ -375,3 +375,16 @@ def test_codec_and_local_stores_do_not_load_pickle():
                          cwd=STORES_DIR.parent, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_bound_values_decode_only_at_their_place():
+    here, there = b"w\0" + bytes(24), b"v\0" + bytes(24)
+    blob = encode((3, [1.5, "x"]), bind=here)
+    assert blob[0] == codec.BOUND_FORMAT_VERSION
+    assert decode(blob, bind=here) == (3, [1.5, "x"])
+    with pytest.raises(CorruptValue, match="copied from another window or position"):
+        decode(blob, bind=there)
+    with pytest.raises(FormatVersionError, match="bound to a place"):
+        decode(blob)  # a bound value read as a free one
+    with pytest.raises(FormatVersionError, match="version 1, not bound"):
+        decode(encode((3, [])), bind=here)  # written before values were bound: a clear refusal

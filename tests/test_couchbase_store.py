@@ -316,16 +316,24 @@ def test_range_records_and_drop_epoch(store, fake):
     other.drop_epoch("w", 4)  # nothing left: fine
 
 
-def test_drop_epoch_with_explicit_ranges(store, fake):
+def test_drop_epoch_ranges_are_a_hint_every_level_goes(store, fake):
+    """The contract: ranges name pairs the records may lack; levels they do
+    not name go too (their record would be gone, and the pairs with it)."""
     store.write_pairs("w", 1, 0, 0, [b"a"] * 10)
     store.write_pairs("w", 1, 1, 0, [b"b"] * 5)
-    fake.calls.clear()
-    store.drop_epoch("w", 1, ranges={0: (4, 10), 1: (0, 5)})
-    # exactly the given indices: 0..3 of level 0 are not touched
-    assert pair_docs(fake) == [f"mta::w::e1::l0::{i}" for i in range(4)]
-    removed = sum(n for op, n in fake.calls if op == "remove_multi")
-    assert removed == 6 + 5 + 1  # pairs + the ranges record
-    assert store.list_epochs("w") == []
+    store.write_pairs("w", 1, 2, 0, [b"c"] * 3)
+    fake.docs["mta::w::e1::l0::12"] = fake.docs["mta::w::e1::l0::0"]  # a pair no record lists
+    store.drop_epoch("w", 1, ranges={0: (4, 13)})
+    assert pair_docs(fake) == []
+    assert "mta::w::e1::ranges" not in fake.docs and store.list_epochs("w") == []
+
+
+def test_meta_cas_refuses_tokens_that_are_not_cas_values(store, fake):
+    token = store.cas_meta("m", None, b"one")
+    for bad in ("not a token", 0, -1, True, 1.5, str(token)):
+        with pytest.raises(CasMismatch):
+            store.cas_meta("m", bad, b"overwritten")
+    assert store.read_meta("m") == (b"one", token)
 
 
 def test_delete_from_head_advances_recorded_start(store, fake):

@@ -39,6 +39,7 @@ from pathlib import Path
 import pytest
 
 import stores
+from stores.window import group_place
 from mta.amortized_mta import AmortizedMTA
 from mta.errors import EngineFailedError
 from mta.log_mta import LogMTA
@@ -340,6 +341,66 @@ def test_stale_owner_is_fenced(cls, store_url):  # noqa: F811
     store.close()
 
 
+@pytest.mark.parametrize("cls", ENGINES)
+def test_stale_close_delete_is_fenced(cls, store_url):  # noqa: F811
+    """A stale engine's close(delete=True) is refused like its checkpoint:
+    the window B took over keeps its data, B checkpoints and C resumes it."""
+    window = fresh_window("fence-close")
+
+    def wsp(t, p):
+        return len(t) - len(p) >= 25
+
+    store = stores.open_store(store_url)
+    opts = dict(store=store, window_id=window, buffer_size=1, cache_size=1)
+    a, o = cls(CONCAT, wsp, **opts), BruteForceWindow(CONCAT, wsp)
+    for i in range(60):
+        assert a.push((i,)) == o.push((i,))
+    a.checkpoint()
+    b = cls(CONCAT, wsp, **opts)
+    with pytest.raises(stores.FencingError) as info:
+        a.close(delete=True)
+    assert "delete refused" in str(info.value) and repr(window) in str(info.value)
+    for i in range(60, 90):
+        assert b.push((i,)) == o.push((i,))
+    b.checkpoint()
+    c = cls(CONCAT, wsp, store=stores.open_store(store_url), window_id=window, buffer_size=2, cache_size=1)
+    assert len(c) == len(o) and c.query() == o.query()
+    drain_against_oracle(c, o)
+    c.close(delete=True)  # the owner's delete removes everything
+    assert store.read_meta(window) == (None, None) and store.list_epochs(window) == []
+    settle_background()
+    store.close()
+
+
+@pytest.mark.parametrize("cls", ENGINES)
+def test_stale_owner_reading_cleaned_up_data_is_fenced(cls, store_url):  # noqa: F811
+    """B took the window over and its clean-up dropped A's epoch: A's next
+    read of a dropped pair is a FencingError, not MissingData."""
+    window = fresh_window("fence-read")
+
+    def wsp(t, p):
+        return len(t) - len(p) >= 25
+
+    store = stores.open_store(store_url)
+    opts = dict(store=store, window_id=window, buffer_size=1, cache_size=1)
+    a, oa = cls(CONCAT, wsp, **opts), BruteForceWindow(CONCAT, wsp)
+    for i in range(60):
+        assert a.push((i,)) == oa.push((i,))
+    a.checkpoint()
+    stale = max(store.list_epochs(window))  # A's, the only one written so far
+    b = cls(CONCAT, wsp, **opts)
+    for i in range(60, 200):  # far enough that nothing of A's epoch is referenced
+        b.push((i,))
+        if i % 20 == 0:
+            b.checkpoint()
+    b.checkpoint()
+    assert stale not in store.list_epochs(window)  # B's clean-up dropped A's epoch
+    err = _run_until(stores.FencingError, lambda: a, oa)
+    assert repr(window) in str(err) and "owned by epoch" in str(err)
+    settle_background()
+    store.close()
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("engine", ["LogMTA", "AmortizedMTA"])
 def test_two_processes_racing(engine, persistent_url):  # noqa: F811
@@ -602,7 +663,7 @@ def _corrupt_head_pair(cls, url, blob_of):
     keys = [k for k in pair_keys(url, window) if k[1] == 0]
     epoch, _, index = min(keys, key=lambda k: k[2])
     original = read_pair(url, window, epoch, 0, index)
-    overwrite_pair(url, window, epoch, 0, index, blob_of(original))
+    overwrite_pair(url, window, epoch, 0, index, blob_of(original, group_place(window, epoch, 0, index)))
 
     def factory():
         return cls(CONCAT, wsp, store=stores.open_store(url), window_id=window, buffer_size=1, cache_size=1)
@@ -613,11 +674,11 @@ def _corrupt_head_pair(cls, url, blob_of):
 @pytest.mark.parametrize(
     "damage",
     [
-        pytest.param(lambda b: b"\x01\x00\x00\x00\x00garbage", id="bad-checksum"),
-        pytest.param(lambda b: b[:-3], id="truncated"),
-        pytest.param(lambda b: b"\x01", id="header-only"),
-        pytest.param(lambda b: stores.encode((0, [])), id="not-the-group"),
-        pytest.param(lambda b: stores.encode(["a", "list"]), id="not-a-group"),
+        pytest.param(lambda b, place: b"\x02\x00\x00\x00\x00garbage", id="bad-checksum"),
+        pytest.param(lambda b, place: b[:-3], id="truncated"),
+        pytest.param(lambda b, place: b"\x02", id="header-only"),
+        pytest.param(lambda b, place: stores.encode((0, []), bind=place), id="not-the-group"),
+        pytest.param(lambda b, place: stores.encode(["a", "list"], bind=place), id="not-a-group"),
     ],
 )
 @pytest.mark.parametrize("cls", ENGINES)
@@ -628,9 +689,48 @@ def test_corrupt_pair_raises_corrupt_value(cls, store_url, damage):  # noqa: F81
     assert repr(window) in msg and f"group {index} (pairs {index}..{index}) of level 0" in msg, msg
 
 
+@pytest.mark.parametrize("source", ["other-window", "other-index"])
+@pytest.mark.parametrize("cls", ENGINES)
+def test_valid_value_copied_to_another_place_is_refused(cls, store_url, source):  # noqa: F811
+    """A valid group copied from another key's window (same epoch, level and
+    index) or from another index of the same window is CorruptValue, never
+    read as this place's data."""
+    store = stores.open_store(store_url)
+
+    def wsp(t, p):
+        return len(t) - len(p) >= 60
+
+    windows, oracles = [fresh_window("bound"), fresh_window("bound")], []
+    for n, window in enumerate(windows):
+        e = cls(CONCAT, wsp, store=store, window_id=window, buffer_size=1, cache_size=1, retain=1)
+        o = BruteForceWindow(CONCAT, wsp)
+        for i in range(100):
+            assert e.push((1000 * n + i,)) == o.push((1000 * n + i,))
+        e.checkpoint()
+        oracles.append(o)
+    settle_background()
+    victim, donor = windows
+    keys = sorted(k for k in pair_keys(store_url, victim) if k[1] == 0)
+    epoch, _, index = keys[0]
+    if source == "other-window":
+        assert (epoch, 0, index) in set(pair_keys(store_url, donor))
+        blob = read_pair(store_url, donor, epoch, 0, index)
+    else:
+        blob = read_pair(store_url, victim, epoch, 0, keys[1][2])
+    overwrite_pair(store_url, victim, epoch, 0, index, blob)
+
+    def factory():
+        return cls(CONCAT, wsp, store=stores.open_store(store_url), window_id=victim, buffer_size=1, cache_size=1)
+
+    err = _run_until(stores.CorruptValue, factory, oracles[0])
+    msg = str(err)
+    assert repr(victim) in msg and f"group {index} " in msg and "copied from another window or position" in msg, msg
+    store.close()
+
+
 @pytest.mark.parametrize("cls", ENGINES)
 def test_unknown_pair_format_raises_format_version_error(cls, store_url):  # noqa: F811
-    window, index, factory, oracle = _corrupt_head_pair(cls, store_url, lambda b: bytes([7]) + b[1:])
+    window, index, factory, oracle = _corrupt_head_pair(cls, store_url, lambda b, place: bytes([7]) + b[1:])
     err = _run_until(stores.FormatVersionError, factory, oracle)
     msg = str(err)
     assert repr(window) in msg and f"group {index} (pairs {index}..{index}) of level 0" in msg, msg

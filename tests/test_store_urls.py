@@ -86,3 +86,49 @@ def test_open_fifo_starts_empty(store):
 def test_stores_exports_the_url_and_pool_api():
     for name in ("normalize_url", "redact_url", "scheme_of", "pooled_store", "FencingError"):
         assert name in stores.__all__ and hasattr(stores, name)
+
+
+@pytest.mark.parametrize("url, problem", [
+    ("127.0.0.1:6421", "redis://127.0.0.1:6421"),
+    ("redis//127.0.0.1:6379/0", "':'"),
+    ("redis//localhost/0", "missing the ':'"),
+    (" redis://127.0.0.1:6379/0", "whitespace"),
+    ("state ", "whitespace"),
+    ("::::", "':'"),
+    ("st\tate", "control character"),
+])
+def test_url_typos_are_errors_not_file_stores(url, problem, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for call in (normalize_url, stores.open_store):
+        with pytest.raises(StoreConfigError) as e:
+            call(url)
+        assert problem in str(e.value)
+    assert os.listdir(tmp_path) == []  # no store was created
+
+
+def test_host_port_is_an_unknown_scheme_with_a_hint():
+    with pytest.raises(StoreConfigError) as e:
+        stores.open_store("localhost:6379/0")
+    assert "unknown store URL scheme 'localhost'" in str(e.value)
+    assert "did you mean redis://localhost:6379/0?" in str(e.value)
+
+
+def test_url_typos_never_show_a_password():
+    for url in ("redis//:s3cret@127.0.0.1:6379/0", " redis://u:s3cret@h:1/0", "u:s3cret@h:6379"):
+        with pytest.raises(StoreConfigError) as e:
+            normalize_url(url)
+        assert "s3cret" not in str(e.value) and "***" in str(e.value)
+
+
+def test_plain_paths_that_look_like_paths_still_make_file_stores(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for path in ("state", "a/b-c_d.e", "./x", "~/mta-x", "/abs/dir"):
+        assert normalize_url(path) == "file://" + os.path.abspath(os.path.expanduser(path))
+    # a directory with a ':' in its name is still reachable, as a file: URL
+    assert normalize_url("file:a:b") == "file://" + os.path.join(os.getcwd(), "a:b")
+
+
+def test_normalize_url_lowercases_the_scheme():
+    assert normalize_url("REDIS://h:1/0") == "redis://h:1/0"
+    assert normalize_url("Rediss+Cluster://:pw@H:1") == "rediss+cluster://:pw@H:1"
+    assert normalize_url("FILE:///abs") == "file:///abs"

@@ -1,7 +1,10 @@
 """Every store backend against the same contract, plus backend specifics.
 
-Backends: memory, file (SQLite in tmp_path) and redis (a real redis-server
-started by tests/conftest.py).  Couchbase has its own file
+Backends: memory, file (SQLite in tmp_path), redis (a real redis-server
+started by tests/conftest.py), redis-cluster (three masters) and redis-tls
+(TLS only, an ACL user); and ``env``, the store at the URL in the
+environment variable ``MTA_TEST_STORE_URL`` when it is set (docs/operations.md:
+check a deployment's store before using it).  Couchbase has its own file
 (tests/test_couchbase_store.py).
 """
 
@@ -24,7 +27,8 @@ from stores.redis_store import RedisStore
 from stores.redis_url import parse_redis_url
 from stores.sqlite_store import SQLiteStore
 
-BACKENDS = ["memory", "file", "redis"]
+BACKENDS = ["memory", "file", "redis", "redis-cluster", "redis-tls"] + (
+    ["env"] if os.environ.get("MTA_TEST_STORE_URL") else [])
 
 
 @pytest.fixture(params=BACKENDS)
@@ -32,20 +36,48 @@ def backend(request):
     return request.param
 
 
+def _isolated(url: str, tmp_path) -> tuple[str, dict]:
+    """The store at ``url`` as a test of its own sees it: a fresh key prefix
+    (Redis), a fresh directory (file) or name (memory)."""
+    scheme = stores.scheme_of(url)
+    tag = f"t{uuid.uuid4().hex[:12]}"
+    if scheme in (None, "file"):
+        return f"file://{stores.urls.parse_file_url(url)}/{tag}", {}
+    if scheme == "memory":
+        return f"memory://{tag}", {}
+    if scheme.startswith("redis"):
+        return url, {"key_prefix": tag}
+    pytest.fail(f"MTA_TEST_STORE_URL: the contract suite isolates tests on file, memory and Redis "
+                f"stores; a {scheme} store runs tests/test_couchbase_store.py (COUCHBASE_URL)", pytrace=False)
+
+
 @pytest.fixture
 def make_store(backend, request, tmp_path):
     """Open stores of the backend under test that share one space."""
+    given = {}
     if backend == "memory":
         name = f"test-{uuid.uuid4().hex}"
         url = f"memory://{name}"
     elif backend == "file":
         url = f"file://{tmp_path / 'store'}"
-    else:
+    elif backend == "redis":
         url = request.getfixturevalue("redis_url")
+    elif backend == "redis-cluster":
+        cluster = request.getfixturevalue("redis_cluster")
+        cluster.flushall()
+        url = cluster.url
+    elif backend == "redis-tls":
+        server = request.getfixturevalue("redis_tls")
+        client = server.client()
+        client.flushall()
+        client.close()
+        url = server.url
+    else:
+        url, given = _isolated(os.environ["MTA_TEST_STORE_URL"], tmp_path)
     opened = []
 
     def make(**options):
-        s = open_store(url, **options)
+        s = open_store(url, **given, **options)
         opened.append(s)
         return s
 
@@ -204,6 +236,29 @@ def test_cas_after_delete_window(store):
         store.cas_meta("w", t, b"b")
     assert info.value.actual is None
     store.cas_meta("w", None, b"c")
+
+
+def test_cas_refuses_anything_but_a_real_token(store):
+    """A token the store did not give (a string, 0, a bool, a float, the
+    token's text) is a mismatch, never an unconditional overwrite."""
+    token = store.cas_meta("w", None, b"one")
+    for bad in ("not a token", 0, -1, True, 1.5, str(token), b"x"):
+        with pytest.raises(CasMismatch):
+            store.cas_meta("w", bad, b"overwritten")
+    assert store.read_meta("w") == (b"one", token)
+
+
+def test_delete_meta_is_compare_and_delete(store):
+    t1 = store.cas_meta("w", None, b"one")
+    store.write_pairs("w", 1, 0, 0, [b"p"])
+    t2 = store.cas_meta("w", t1, b"two")
+    with pytest.raises(CasMismatch) as info:
+        store.delete_meta("w", t1)  # stale token: the record stays
+    assert info.value.actual == t2 and store.read_meta("w") == (b"two", t2)
+    store.delete_meta("w", t2)
+    assert store.read_meta("w") == (None, None)
+    assert store.read_pairs("w", 1, 0, 0, 1) == [b"p"]  # pairs are not its business
+    store.delete_meta("w", t2)  # absent: a retry that already landed
 
 
 def test_two_stores_racing_cas(make_store):
@@ -547,6 +602,41 @@ def test_file_store_busy_database_is_retried_then_unavailable(tmp_path):
     s.write_pairs("w", 0, 0, 1, [b"y"])  # works again once the lock is gone
     assert s.read_pairs("w", 0, 0, 0, 2) == [b"x", b"y"]
     s.close()
+
+
+def test_file_store_deleted_under_a_running_job_is_detected(tmp_path):
+    """The directory removed while a store is open: the next call (from any
+    thread, on connections opened before or after) is MissingData naming the
+    database, instead of going on with the deleted file or a new empty one."""
+    import shutil
+
+    directory = tmp_path / "state"
+    store = SQLiteStore(f"file://{directory}")
+    token = store.cas_meta("w", None, b"one")
+    store.write_pairs("w", 1, 0, 0, [b"p"])
+    shutil.rmtree(directory)
+    for call in (lambda: store.read_meta("w"), lambda: store.cas_meta("w", token, b"two")):
+        with pytest.raises(stores.MissingData, match="was deleted while in use"):
+            call()
+    errors = []
+    worker = threading.Thread(target=lambda: errors.append(_raised(lambda: store.read_pairs("w", 1, 0, 0, 1))))
+    worker.start()
+    worker.join()
+    assert isinstance(errors[0], stores.MissingData), errors
+    other = SQLiteStore(f"file://{directory}")  # a new worker creates a new, empty database there
+    assert other.read_meta("w") == (None, None)
+    with pytest.raises(stores.MissingData, match="was replaced by another database"):
+        store.read_meta("w")
+    other.close()
+    store.close()
+
+
+def _raised(fn):
+    try:
+        fn()
+    except Exception as exc:  # noqa: BLE001 - returned for the assertion
+        return exc
+    return None
 
 
 def test_file_store_connection_per_thread(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import traceback
 
 from . import demo, run, stream
 from .errors import EXIT_FAILED, EXIT_OK, PROG, CLIError, fail, failure_message
@@ -49,7 +50,9 @@ def main(argv=None, *, spark=None) -> int:
     except KeyboardInterrupt:
         return fail("interrupted", 130)
     except Exception as e:  # noqa: BLE001 - one line instead of a stack trace
+        # --verbose adds the traceback; the status still tells an input error (2) from a failed job (1)
         if verbose:
-            raise
+            traceback.print_exc()
         message, code = failure_message(e)
-        return fail(message + " (--verbose shows the details)" * (code == EXIT_FAILED), code)
+        hint = " (--verbose shows the details)" * (code == EXIT_FAILED and not verbose)
+        return fail(message + hint, code)

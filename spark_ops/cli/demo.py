@@ -16,7 +16,7 @@ from .errors import EXIT_FAILED, EXIT_OK, PROG, CLIError
 from .options import Command, positive_int, store_sizes
 from .progress import Progress, duration
 from .session import active_session, session
-from .store import check_store, normalize_store
+from .store import check_store, normalize_store, shown
 
 
 def add_arguments(p) -> None:
@@ -112,7 +112,7 @@ def run(args, spark=None) -> int:
     print(f"  input          {input_dir} ({files} Parquet file{'s' * (files != 1)}: host, ts, mem_mb)")
     print(f"  windows        {windows_dir} (Parquet: host, ts, mem_mb, {', '.join(DEMO_AGGS)})")
     if store:
-        print(f"  state          {store}")
+        print(f"  state          {shown(store)}")
     print(f"  plot           {plot} ({check['host']})")
     sys.stdout.flush()
     if not check["ok"]:

@@ -147,8 +147,8 @@ def window_options(p: argparse.ArgumentParser, *, store_required: bool) -> None:
                       help="time window: the rows of the key with time in (t - SECONDS, t]")
     size.add_argument("--rows", type=positive_int, metavar="N", help="count window: the key's newest N rows")
     cols.add_argument("--on-bad-row", choices=("error", "flag"), default="error",
-                      help="a row with a null or NaN key, time or value, an infinite time, a value an "
-                           "aggregation cannot take (geomean of a value <= 0), or, streaming, a time older "
+                      help="a row with a null or NaN key, time or value, an infinite time, a CSV value that "
+                           "is not a number, a value an aggregation cannot take (geomean of a value <= 0), or, streaming, a time older "
                            "than its key's newest in an earlier micro-batch: 'error' stops the job naming the "
                            "row; 'flag' keeps it with null aggregations and the reason in a 'rejected' column "
                            "(default: %(default)s)")

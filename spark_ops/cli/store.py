@@ -9,6 +9,11 @@ import stores
 from .errors import CLIError
 
 
+def shown(url: str | None) -> str | None:
+    """``url`` as the command prints it: its password replaced by ``***``."""
+    return url and stores.redact_url(url)
+
+
 def normalize_store(url: str | None) -> str | None:
     """File stores as absolute ``file://`` URLs (executors may not share the cwd)."""
     try:
@@ -24,15 +29,15 @@ def check_store(url: str, *, retries: int = 1) -> None:
     try:
         store = stores.open_store(url, retries=retries, backoff=0.05, backoff_max=0.2)
     except StoreError as e:
-        raise CLIError(f"bad store URL {url}: {e}") from None
+        raise CLIError(f"bad store URL {shown(url)}: {e}") from None
     except ImportError as e:
-        raise CLIError(f"store {url} needs a package that is not installed: {e}") from None
+        raise CLIError(f"store {shown(url)} needs a package that is not installed: {e}") from None
     try:
         store.ping()
     except StoreError as e:
         raise CLIError(f"cannot use --store: {e}") from None
     except ImportError as e:
-        raise CLIError(f"store {url} needs a package that is not installed: {e}") from None
+        raise CLIError(f"store {shown(url)} needs a package that is not installed: {e}") from None
     finally:
         with contextlib.suppress(Exception):
             store.close()

@@ -12,7 +12,7 @@ from .errors import EXIT_OK, PROG, CLIError, failure_message
 from .options import Command, seconds, trigger, window_options
 from .progress import Progress, duration, rows
 from .session import session
-from .store import check_store, normalize_store
+from .store import check_store, normalize_store, shown
 from .window import describe, window_spec, windows
 
 
@@ -53,9 +53,9 @@ def run(args, spark=None) -> int:
     name = "stream-" + hashlib.sha1(checkpoint.encode()).hexdigest()[:12]
     progress = Progress()
     with session(args, spark, "stream", progress) as spark:
-        schema = _schema(args, spark, fmt, progress)
+        schema, value_type = _text_values(_schema(args, spark, fmt, progress), fmt, args)
         df = inputs.reader(spark.readStream, fmt, streaming=True).schema(schema).load(inputs.spark_path(args.input))
-        out = windows(df, args, spec, store, name)
+        out = windows(df, args, spec, store, name, value_type)
         writer = (out.writeStream.format("parquet").outputMode("append")
                   .option("path", inputs.spark_path(args.output))
                   .option("checkpointLocation", inputs.spark_path(args.checkpoint)))
@@ -72,8 +72,24 @@ def run(args, spark=None) -> int:
             total, batches, stopped = _watch(query, progress)
     print(f"processed {rows(total)} in {batches} micro-batch{'es' * (batches != 1)}"
           f"{' (stopped on request)' if stopped else ''}; output {args.output} (Parquet: "
-          f"{', '.join(out.columns)}), checkpoint {args.checkpoint}, store {store}")
+          f"{', '.join(out.columns)}), checkpoint {args.checkpoint}, store {shown(store)}")
     return EXIT_OK
+
+
+def _text_values(schema, fmt: str, args):
+    """With --on-bad-row flag, a CSV's numeric value column read as text and
+    its type (Spark's CSV reader turns a value that is not a number into a
+    null, which would be flagged as one): ``windows`` parses it and flags
+    such a row as not a number."""
+    from pyspark.sql.types import NumericType, StringType, StructField, StructType
+
+    if fmt != "csv" or args.on_bad_row != "flag" or args.value not in schema.fieldNames():
+        return schema, None
+    field = schema[args.value]
+    if not isinstance(field.dataType, NumericType):
+        return schema, None
+    fields = [StructField(f.name, StringType(), f.nullable) if f.name == args.value else f for f in schema.fields]
+    return StructType(fields), field.dataType
 
 
 def _schema(args, spark, fmt: str, progress: Progress):

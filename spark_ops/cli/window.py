@@ -30,11 +30,23 @@ def describe(spec: WindowSpec) -> str:
     return f"{', '.join(n for n, _, _ in spec.aggs)} over {size} per {spec.key}"
 
 
-def windows(df, args, spec: WindowSpec, store: str | None, name: str | None):
-    """``sliding_window`` over the key, time and value columns only, returning
-    them plus the aggregation columns (and ``rejected`` when flagging)."""
-    from pyspark.sql import functions as F
+#: Columns a text value column's parse carries through the window (dropped after).
+_TEXT, _FILE = "__mta_value_text", "__mta_value_file"
 
+
+def windows(df, args, spec: WindowSpec, store: str | None, name: str | None, value_type=None):
+    """``sliding_window`` over the key, time and value columns only, returning
+    them plus the aggregation columns (and ``rejected`` when flagging).
+
+    A value column read as text (a CSV column with a value that is not a
+    number; ``value_type``: the numeric type to parse it into, else double)
+    is parsed here: with ``--on-bad-row flag`` a row whose text is not a
+    number is flagged naming the text and its file and the rest are kept;
+    otherwise the first such row is an error naming them."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
+
+    from .. import rows
     from ..api import sliding_window
 
     fields = {f.name: f.dataType for f in df.schema.fields}
@@ -48,7 +60,20 @@ def windows(df, args, spec: WindowSpec, store: str | None, name: str | None):
         raise CLIError(f"input column {', '.join(map(repr, clash))} has the name of an output column; "
                        "rename it in the input")
     keep = list(dict.fromkeys([args.key, args.time, args.value]))
-    df = df.select(*[F.col(f"`{c}`") for c in keep])
+    text = isinstance(fields[args.value], StringType)
+    extra = []
+    if text:
+        value = F.col(f"`{args.value}`")
+        df = df.withColumn(_TEXT, value).withColumn(_FILE, F.input_file_name())
+        df = df.withColumn(args.value, value.try_cast(value_type or "double"))
+        if args.on_bad_row != "flag" and not df.isStreaming:
+            bad = df.filter(F.col(_TEXT).isNotNull() & F.col(f"`{args.value}`").isNull()).select(_FILE, *keep[:2], _TEXT).first()
+            if bad is not None:
+                problem = rows.TEXT_NOT_A_NUMBER % (bad[_TEXT], bad[_FILE])
+                raise CLIError(str(rows.rejected(spec, problem, bad[args.key], bad[args.time], bad[_TEXT]))
+                               .replace("pass on_bad_row='flag'", "pass --on-bad-row flag"))
+        extra = [_TEXT, _FILE]
+    df = df.select(*[F.col(f"`{c}`") for c in keep + extra])
     try:
         out = sliding_window(df, key=args.key, time=args.time, value=args.value, aggs=args.agg,
                              range=args.range, rows=args.rows, store=store, on_bad_row=args.on_bad_row,
@@ -56,4 +81,8 @@ def windows(df, args, spec: WindowSpec, store: str | None, name: str | None):
                              engine=args.engine, expire_after=getattr(args, "expire_after", None))
     except SlidingWindowError as e:
         raise CLIError(str(e)) from None
+    if text and args.on_bad_row == "flag":  # the window saw a null: say why it was one
+        reason = F.format_string(rows.TEXT_NOT_A_NUMBER, F.col(_TEXT), F.col(_FILE))
+        parsed = (F.col("rejected") == rows.NULL_VALUE) & F.col(_TEXT).isNotNull() & F.col(f"`{args.value}`").isNull()
+        out = out.withColumn("rejected", F.when(parsed, reason).otherwise(F.col("rejected")))
     return out.select(*[F.col(f"`{c}`") for c in keep + outputs])

@@ -1,0 +1,105 @@
+"""Rows carried through pandas untouched: Arrow IPC bytes in one binary column.
+
+``applyInPandasWithState`` hands each key's rows to Python as pandas
+frames, and pandas infers their dtypes: an integer column with a null
+becomes float64 (2^53 + 1 comes back as 2^53), a timestamp beyond 2262
+overflows nanoseconds.  A sliding window must give back every value as it
+came, so the streaming plan (:mod:`spark_ops.streaming`) never lets pandas
+see the rows: :func:`pack_by_key` turns each Arrow batch into one row per
+key holding that key's rows as Arrow IPC bytes, the per-key function
+unpacks them (:func:`unpack`), packs its output the same way
+(:func:`pack`), and :func:`unpack_batches` turns the packs back into rows
+of the declared output schema.  Pandas only ever holds ``bytes`` objects,
+which it keeps as they are.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator
+
+from .plan import PACKED
+
+#: Most rows in one pack of output (a pack is one binary value: Arrow's
+#: binary arrays hold at most 2 GiB per batch).
+PACK_ROWS = 4096
+
+
+def pack(table) -> list[bytes]:
+    """``table`` (an Arrow table or record batch) as Arrow IPC stream bytes,
+    in packs of at most :data:`PACK_ROWS` rows (none for no rows)."""
+    import pyarrow as pa
+
+    out = []
+    for start in range(0, table.num_rows, PACK_ROWS):
+        piece = table.slice(start, PACK_ROWS)
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, piece.schema) as writer:
+            writer.write(piece)
+        out.append(sink.getvalue().to_pybytes())
+    return out
+
+
+def unpack(packs: Iterable[bytes]):
+    """The Arrow table of the rows in ``packs`` (the packs' order kept)."""
+    import pyarrow as pa
+
+    tables = [pa.ipc.open_stream(p).read_all() for p in packs]
+    return pa.concat_tables(tables).combine_chunks()
+
+
+def pack_by_key(key: str):
+    """A ``mapInArrow`` function: each input batch as rows ``(key, packed)``,
+    one per key of the batch (its rows, in input order, as IPC bytes), so
+    the rows travel to their key's group without pandas reading them."""
+
+    def packed(batches: Iterator) -> Iterator:
+        import pyarrow as pa
+
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            at, blobs = [], []
+            for group in _key_groups(batch, key):
+                for blob in pack(batch.take(pa.array(group, pa.int64()))):
+                    at.append(group[0])
+                    blobs.append(blob)
+            keys = batch.column(key).take(pa.array(at, pa.int64()))
+            yield pa.RecordBatch.from_arrays([keys, pa.array(blobs, pa.binary())], names=[key, PACKED])
+
+    return packed
+
+
+def _key_groups(batch, key: str) -> list[list[int]]:
+    """The row positions of each key of ``batch``, in input order; for key
+    types Arrow cannot group (nested ones), one row per group (Spark's
+    grouping then brings them together)."""
+    import pyarrow as pa
+
+    n = batch.num_rows
+    positions = pa.array(range(n), pa.int64())
+    try:
+        table = pa.table({"k": batch.column(key), "i": positions})
+        grouped = table.group_by("k", use_threads=False).aggregate([("i", "list")])
+        return [sorted(g) for g in grouped.column("i_list").to_pylist()]
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return [[i] for i in range(n)]
+
+
+def unpack_batches(schema):
+    """A ``mapInArrow`` function: the packed output rows back as rows of
+    ``schema`` (the output's Arrow schema; a column Arrow inferred
+    differently, e.g. a user aggregation's, is cast to its declared type)."""
+
+    def unpacked(batches: Iterator) -> Iterator:
+        import pyarrow as pa
+
+        for batch in batches:
+            for blob in batch.column(PACKED).to_pylist():
+                for piece in pa.ipc.open_stream(blob):
+                    if piece.schema != schema:
+                        piece = pa.RecordBatch.from_arrays(
+                            [c if c.type == f.type else c.cast(f.type) for c, f in zip(piece.columns, schema)],
+                            schema=schema)
+                    yield piece
+
+    return unpacked
