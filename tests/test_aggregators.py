@@ -149,6 +149,19 @@ def test_sample_variance_needs_two_values():
     assert A.VAR_POP.aggregate([3.0]) == 0 and A.STDDEV_POP.aggregate([3.0]) == 0
 
 
+@given(xs=st.lists(st.one_of(st.integers(-5, 5).map(float), st.just(0.0)), max_size=20),
+       infinite=st.lists(st.sampled_from([math.inf, -math.inf]), min_size=1, max_size=3),
+       seed=st.integers(0, 50), at=st.randoms(use_true_random=False))
+def test_spread_of_a_window_with_an_infinite_value_is_nan_in_any_tree(xs, infinite, seed, at):
+    """A window holding an infinite value has an undefined spread: NaN,
+    however the engine's tree combines it (below ddof + 1 values: None)."""
+    for x in infinite:
+        xs.insert(at.randrange(len(xs) + 1), x)
+    for agg, ddof in ((A.VARIANCE, 1), (A.STDDEV, 1), (A.VAR_POP, 0), (A.STDDEV_POP, 0)):
+        got = run_tree(agg, xs, seed)
+        assert got is None if len(xs) <= ddof else math.isnan(got), (agg.name, xs, got)
+
+
 # -- monoid laws and truthful declarations, on exact-valued inputs ----------
 
 # aggregator, exact raw inputs (variance on Fractions is exact, too)
