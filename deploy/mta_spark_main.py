@@ -7,7 +7,7 @@ so this file stands in for it::
 
 e.g. ``spark-submit --master yarn --py-files mta_windows.zip
 deploy/mta_spark_main.py run --input hdfs:///in --output hdfs:///out --key host
---time ts --value mem --agg max --range 3600 --store redis://redis:6379/0``.
+--time ts --value mem --agg max --range 3600 --engine amta --store redis://redis:6379/0``.
 
 The session comes from spark-submit's own configuration (``--master``,
 ``--deploy-mode``, ``--conf``, ``spark-defaults.conf``), so ``mta-spark``'s

@@ -6,7 +6,7 @@
 # e.g.
 #   deploy/submit.sh --master yarn --deploy-mode cluster --num-executors 4 -- \
 #       run --input hdfs:///readings --output hdfs:///windows --key host --time ts \
-#       --value mem --agg max,mean --range 3600 --store redis://redis.example.com:6379/0
+#       --value mem --agg max,mean --range 3600 --engine amta --store redis://redis.example.com:6379/0
 #
 # It runs $SPARK_HOME/bin/spark-submit (or the spark-submit on PATH) with
 # deploy/mta_spark_main.py as the application, which runs the mta-spark COMMAND
