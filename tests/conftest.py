@@ -31,42 +31,35 @@ def _require_redis() -> None:
         pytest.fail(REDIS_MISSING, pytrace=False)
 
 
+def _served(prefix: str, start: Callable[[str], object]) -> Iterator:
+    """What ``start(directory)`` launched, in a fresh temporary directory;
+    stopped and the directory removed afterwards."""
+    _require_redis()
+    directory = tempfile.mkdtemp(prefix=prefix)
+    served = start(directory)
+    try:
+        yield served
+    finally:
+        served.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
-    _require_redis()
-    directory = tempfile.mkdtemp(prefix="mta-redis-")
-    server = RedisServer(directory).start()
-    try:
-        yield server
-    finally:
-        server.stop()
-        shutil.rmtree(directory, ignore_errors=True)
+    yield from _served("mta-redis-", lambda d: RedisServer(d).start())
 
 
 @pytest.fixture(scope="session")
 def redis_cluster() -> Iterator[RedisClusterServers]:
-    _require_redis()
-    directory = tempfile.mkdtemp(prefix="mta-redis-cluster-")
-    cluster = RedisClusterServers(directory, masters=3).start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
-        shutil.rmtree(directory, ignore_errors=True)
+    yield from _served("mta-redis-cluster-", lambda d: RedisClusterServers(d, masters=3).start())
 
 
 @pytest.fixture(scope="session")
 def redis_tls() -> Iterator[RedisServer]:
-    _require_redis()
     if shutil.which("openssl") is None:
         pytest.fail("openssl not found: it makes the TLS server's certificates", pytrace=False)
-    directory = tempfile.mkdtemp(prefix="mta-redis-tls-")
-    server = RedisServer(directory, tls=make_tls_files(f"{directory}/tls"), user=("mta-test", "acl:pass@word")).start()
-    try:
-        yield server
-    finally:
-        server.stop()
-        shutil.rmtree(directory, ignore_errors=True)
+    yield from _served("mta-redis-tls-", lambda d: RedisServer(
+        d, tls=make_tls_files(f"{d}/tls"), user=("mta-test", "acl:pass@word")).start())
 
 
 @pytest.fixture
