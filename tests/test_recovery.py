@@ -282,6 +282,21 @@ def test_killed_at_random_moments_resumes_the_last_commit(cls, persistent_url, t
 _FENCED = re.compile(r"owned by epoch (\d+) and this engine holds epoch (\d+)")
 
 
+def _newest_25(t, p):
+    return len(t) - len(p) >= 25
+
+
+def _owner_a(cls, store_url, window):
+    """Engine A owning ``window`` with 60 elements checkpointed, its oracle,
+    the store, the options a second owner opens it with, and A's version."""
+    store = stores.open_store(store_url)
+    opts = dict(store=store, window_id=window, buffer_size=1, cache_size=1)
+    a, oracle = cls(CONCAT, _newest_25, **opts), BruteForceWindow(CONCAT, _newest_25)
+    for i in range(60):
+        assert a.push((i,)) == oracle.push((i,))
+    return store, opts, a, oracle, a.checkpoint()
+
+
 @pytest.mark.parametrize("cls", ENGINES)
 def test_stale_owner_is_fenced(cls, store_url):  # noqa: F811
     """A opens and checkpoints; B takes over; A keeps pushing (its flushes
@@ -289,19 +304,10 @@ def test_stale_owner_is_fenced(cls, store_url):  # noqa: F811
     raises FencingError; B's checkpoints succeed; neither B nor C (resuming
     B's checkpoints) ever sees A's writes."""
     window = fresh_window("fence")
+    store, opts, a, oa, v1 = _owner_a(cls, store_url, window)
 
-    def wsp(t, p):
-        return len(t) - len(p) >= 25
-
-    store = stores.open_store(store_url)
-    opts = dict(store=store, window_id=window, buffer_size=1, cache_size=1)
-    a, oa = cls(CONCAT, wsp, **opts), BruteForceWindow(CONCAT, wsp)
-    for i in range(60):
-        assert a.push((i,)) == oa.push((i,))
-    v1 = a.checkpoint()
-
-    b = cls(CONCAT, wsp, **opts)
-    ob = BruteForceWindow(CONCAT, wsp)
+    b = cls(CONCAT, _newest_25, **opts)
+    ob = BruteForceWindow(CONCAT, _newest_25)
     ob.items = list(oa.items)
     assert b.query() == ob.query()
     for i in range(60, 100):  # A and B interleaved, different values at the same positions
@@ -333,7 +339,7 @@ def test_stale_owner_is_fenced(cls, store_url):  # noqa: F811
         a.checkpoint()
     v3 = b.checkpoint()
 
-    c = cls(CONCAT, wsp, store=stores.open_store(store_url), window_id=window, buffer_size=2, cache_size=1)
+    c = cls(CONCAT, _newest_25, store=stores.open_store(store_url), window_id=window, buffer_size=2, cache_size=1)
     assert len(c) == len(ob) and c.query() == ob.query()
     drain_against_oracle(c, ob)
     assert v3 == v2 + 4
@@ -346,24 +352,15 @@ def test_stale_close_delete_is_fenced(cls, store_url):  # noqa: F811
     """A stale engine's close(delete=True) is refused like its checkpoint:
     the window B took over keeps its data, B checkpoints and C resumes it."""
     window = fresh_window("fence-close")
-
-    def wsp(t, p):
-        return len(t) - len(p) >= 25
-
-    store = stores.open_store(store_url)
-    opts = dict(store=store, window_id=window, buffer_size=1, cache_size=1)
-    a, o = cls(CONCAT, wsp, **opts), BruteForceWindow(CONCAT, wsp)
-    for i in range(60):
-        assert a.push((i,)) == o.push((i,))
-    a.checkpoint()
-    b = cls(CONCAT, wsp, **opts)
+    store, opts, a, o, _ = _owner_a(cls, store_url, window)
+    b = cls(CONCAT, _newest_25, **opts)
     with pytest.raises(stores.FencingError) as info:
         a.close(delete=True)
     assert "delete refused" in str(info.value) and repr(window) in str(info.value)
     for i in range(60, 90):
         assert b.push((i,)) == o.push((i,))
     b.checkpoint()
-    c = cls(CONCAT, wsp, store=stores.open_store(store_url), window_id=window, buffer_size=2, cache_size=1)
+    c = cls(CONCAT, _newest_25, store=stores.open_store(store_url), window_id=window, buffer_size=2, cache_size=1)
     assert len(c) == len(o) and c.query() == o.query()
     drain_against_oracle(c, o)
     c.close(delete=True)  # the owner's delete removes everything
@@ -377,18 +374,9 @@ def test_stale_owner_reading_cleaned_up_data_is_fenced(cls, store_url):  # noqa:
     """B took the window over and its clean-up dropped A's epoch: A's next
     read of a dropped pair is a FencingError, not MissingData."""
     window = fresh_window("fence-read")
-
-    def wsp(t, p):
-        return len(t) - len(p) >= 25
-
-    store = stores.open_store(store_url)
-    opts = dict(store=store, window_id=window, buffer_size=1, cache_size=1)
-    a, oa = cls(CONCAT, wsp, **opts), BruteForceWindow(CONCAT, wsp)
-    for i in range(60):
-        assert a.push((i,)) == oa.push((i,))
-    a.checkpoint()
+    store, opts, a, oa, _ = _owner_a(cls, store_url, window)
     stale = max(store.list_epochs(window))  # A's, the only one written so far
-    b = cls(CONCAT, wsp, **opts)
+    b = cls(CONCAT, _newest_25, **opts)
     for i in range(60, 200):  # far enough that nothing of A's epoch is referenced
         b.push((i,))
         if i % 20 == 0:
@@ -462,9 +450,9 @@ def test_two_processes_racing(engine, persistent_url):  # noqa: F811
         return len(t) - len(p) >= keep
 
     store = stores.open_store(persistent_url)
-    final = cls(CONCAT, wsp, store=store, window_id=window)
+    final = cls(CONCAT, _newest_25, store=store, window_id=window)
     assert final.query() == committed[max(committed)]
-    o = BruteForceWindow(CONCAT, wsp)
+    o = BruteForceWindow(CONCAT, _newest_25)
     o.items = [(x,) for x in final.query()]
     drain_against_oracle(final, o)
     settle_background()
