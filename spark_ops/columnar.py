@@ -3,9 +3,9 @@
 A batch job knows each key's rows in advance, sorted by (time, arrival), so
 every row's window is a contiguous range ``[s_i, i]`` of them: ``s_i = i - N
 + 1`` for ``rows=N``, the first row newer than the frame's edge
-(:func:`spark_ops.frames.range_edge`) for ``range=``.  When the aggregations are ready ones that NumPy computes
-(:mod:`spark_ops.kernels`), a whole Arrow batch of one key is answered at
-once instead of row by row.
+(:func:`spark_ops.frames.range_edge`) for ``range=``.  When the
+aggregations are ready ones that NumPy computes (:mod:`spark_ops.kernels`),
+a whole Arrow batch of one key is answered at once instead of row by row.
 
 Between batches a key keeps the rows its next windows can still reach (the
 newest N - 1, or those newer than the last time minus the range): O(window)

@@ -215,11 +215,13 @@ def test_default_frame_keeps_ties_in_arrival_order():
     assert brute(times, values, span=1) == [[5.0], [5.0, 1.0, 2.0], [5.0, 1.0, 2.0], [1.0, 2.0, 3.0]]
 
 
+@sane_settings(100)
 @given(st.lists(st.tuples(st.sampled_from(["a", "b", None]), st.sampled_from([0.0, 1.0, 2.0, None])),
                 max_size=30))
 def test_trailing_peers(pairs):
     """Where the rows sharing the last row's key and time start (the rows
-    the batch plan holds back): the brute-force scan from the end."""
+    the batch plan holds back): the brute-force scan from the end; string
+    keys and struct keys alike."""
     keys, times = pa.array([k for k, _ in pairs], pa.string()), pa.array([t for _, t in pairs], pa.float64())
     n = len(pairs)
     want = n
@@ -228,6 +230,9 @@ def test_trailing_peers(pairs):
         while want and pairs[want - 1] == pairs[-1]:
             want -= 1
     assert frames.trailing_peers(keys, times) == want
+    nested = pa.array([None if k is None else {"name": k} for k, _ in pairs],
+                      pa.struct([("name", pa.string())]))  # a key type Arrow cannot compare
+    assert frames.trailing_peers(nested, times) == want
 
 
 @given(st.lists(st.sampled_from([0.0, 1.0, 2.0, 3.0]), max_size=40).map(sorted))

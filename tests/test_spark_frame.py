@@ -158,7 +158,8 @@ def test_the_frames_differ_where_the_docs_say(spark, tmp_path):
     (so the equivalence tests above can fail), and only for rows with a
     peer or a row exactly ``range`` before them."""
     rows = tied_rows(4)
-    df = spark.createDataFrame([(r["id"], r["k"], r["t"] / 2, r["v"]) for r in rows], "id long, k string, t double, v double")
+    df = spark.createDataFrame([(r["id"], r["k"], r["t"] / 2, r["v"]) for r in rows],
+                               "id long, k string, t double, v double")
     default = {r["id"]: r for r in sliding_window(df, key="k", time="t", value="v", aggs=["count"],
                                                  range=2.5).collect()}
     want = spark_says(df, "double", range=2.5)
