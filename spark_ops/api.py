@@ -33,7 +33,8 @@ from .streaming import streaming_plan
 def sliding_window(df, key: str, time: str, value: str, aggs, *, range=None, rows=None, policy=None,
                    store: str | None = None, store_options: dict | None = None, engine: str = "auto",
                    buffer_size: int = DEFAULT_BUFFER_SIZE, cache_size: int = DEFAULT_CACHE_SIZE,
-                   on_bad_row: str = "error", name: str | None = None, expire_after: float | None = None):
+                   on_bad_row: str = "error", name: str | None = None, expire_after: float | None = None,
+                   frame: str = "default"):
     """The input's columns plus one column per aggregation, one row per input row.
 
     ``aggs``: names (``"max"``, ``"mean"``, ... see :data:`spark_ops.READY`;
@@ -44,6 +45,19 @@ def sliding_window(df, key: str, time: str, value: str, aggs, *, range=None, row
     column leaves unchanged.  Exactly one of ``range`` (seconds; the
     time column may be numeric or a timestamp), ``rows`` (count) or
     ``policy`` (an :class:`mta.SlidePolicy` over ``(time, value)`` records).
+    A key's rows are ordered by time, then arrival (input order in batch,
+    the order within a micro-batch in streaming).
+
+    ``frame``: which rows a window holds (:mod:`spark_ops.frames`).
+    ``"default"``: for ``range=R`` the rows of the key with time in ``(t -
+    R, t]`` that come at or before the row in that order: rows of equal
+    time in arrival order, each seeing those that arrived before it, as
+    pandas' ``rolling`` does.  ``"sql"``: Spark SQL's ``rangeBetween(-R,
+    0)``, the rows with time in ``[t - R, t]``, rows of equal time peers
+    that share one output (the aggregate over all of them); in streaming
+    a row whose time equals one an earlier micro-batch gave outputs for is
+    then a bad row.  For ``rows=N`` both are the newest N rows in that
+    order (``rowsBetween(-(N - 1), 0)``); a ``policy`` takes the default.
     ``store``: a store URL (``file:...``, ``redis://...``,
     ``couchbase://...``) for the windows' level queues (streaming; batch
     with an MTA engine), or ``None`` for process memory (batch only).
@@ -81,7 +95,7 @@ def sliding_window(df, key: str, time: str, value: str, aggs, *, range=None, row
     spec = WindowSpec.build(key=key, time=time, value=value, aggs=aggs, range=range, rows=rows,
                             policy=policy, store=store, store_options=store_options, engine=engine,
                             buffer_size=buffer_size, cache_size=cache_size, on_bad_row=on_bad_row,
-                            integral=isinstance(df.schema[value].dataType, IntegralType))
+                            frame=frame, integral=isinstance(df.schema[value].dataType, IntegralType))
     clash = sorted({n for n, _ in spec.output_columns} & set(df.columns))
     if clash:
         raise SlidingWindowError(f"input column {', '.join(map(repr, clash))} has the name of an output column; "

@@ -3,7 +3,10 @@ repartitioned by key, sorted within partitions by ``(key, time, arrival)``
 and streamed through one window per key with ``mapInArrow``.
 
 Each Arrow batch is cut into runs of one key; a run goes through the key's
-window (:func:`spark_ops.windows.open_key_window`) in one push.  A retried
+window (:func:`spark_ops.windows.open_key_window`) in one push.  With
+``frame="sql"`` a push holds every row of its times (rows of equal time
+share one output, :mod:`spark_ops.frames`): the rows of a batch that share
+its last row's key and time wait for the next batch.  A retried
 task recomputes its partition from the start: batch windows never resume,
 so a retry's output equals a run without failure.
 """
@@ -12,7 +15,7 @@ from __future__ import annotations
 
 from mta.markers import EMPTY
 
-from . import rows
+from . import frames, rows
 from .plan import ARRIVAL, INTERNAL, TIME, VALUE, InputTimes, column, output_schema, with_order_columns
 from .spec import WindowSpec
 from .windows import open_key_window
@@ -38,25 +41,41 @@ def batch_plan(df, spec: WindowSpec, run: str):
         # attempt never deletes the windows another attempt is using
         attempt = f"{run}/{TaskContext.get().taskAttemptId()}"
         current, window = EMPTY, None
+
+        def windowed(batch):
+            nonlocal current, window
+            keys, times, values = batch.column(key_at), batch.column(time_at), batch.column(value_at)
+            problems = rows.check_columns(keys, times, values)
+            out = [[] for _ in spec.output_columns]
+            for start, end in runs(keys):
+                key = keys[start].as_py()
+                if key is None or current is EMPTY or not key == current:
+                    if window is not None:
+                        window.close()
+                    current, window = key, open_key_window(spec, key, attempt)
+                n = end - start
+                pieces = window.push(times.slice(start, n), values.slice(start, n),
+                                     problems[start:end] if problems else None,
+                                     shown=InputTimes(batch.column(shown_at).slice(start, n)))
+                for column_pieces, piece in zip(out, pieces):
+                    column_pieces.append(piece)
+            arrays = [_concat(pieces, t) for pieces, t in zip(out, types)]
+            return pa.RecordBatch.from_arrays([batch.column(i) for i in passed] + arrays, names=names)
+
+        held = None  # the rows that wait for the rest of their time (frame="sql")
         try:  # the open window is deleted however the task ends (error, early stop)
             for batch in batches:
-                keys, times, values = batch.column(key_at), batch.column(time_at), batch.column(value_at)
-                problems = rows.check_columns(keys, times, values)
-                out = [[] for _ in spec.output_columns]
-                for start, end in runs(keys):
-                    key = keys[start].as_py()
-                    if key is None or current is EMPTY or not key == current:
-                        if window is not None:
-                            window.close()
-                        current, window = key, open_key_window(spec, key, attempt)
-                    n = end - start
-                    pieces = window.push(times.slice(start, n), values.slice(start, n),
-                                         problems[start:end] if problems else None,
-                                         shown=InputTimes(batch.column(shown_at).slice(start, n)))
-                    for column_pieces, piece in zip(out, pieces):
-                        column_pieces.append(piece)
-                arrays = [_concat(pieces, t) for pieces, t in zip(out, types)]
-                yield pa.RecordBatch.from_arrays([batch.column(i) for i in passed] + arrays, names=names)
+                if spec.peers:
+                    if held is not None:
+                        batch = pa.Table.from_batches([held, batch]).combine_chunks().to_batches()[0]
+                    cut = frames.trailing_peers(batch.column(key_at), batch.column(time_at))
+                    held = batch.slice(cut) if cut < batch.num_rows else None
+                    batch = batch.slice(0, cut)
+                    if not batch.num_rows:
+                        continue
+                yield windowed(batch)
+            if held is not None:
+                yield windowed(held)
         finally:
             if window is not None:
                 window.close()

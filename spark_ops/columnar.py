@@ -2,10 +2,10 @@
 
 A batch job knows each key's rows in advance, sorted by (time, arrival), so
 every row's window is a contiguous range ``[s_i, i]`` of them: ``s_i = i - N
-+ 1`` for ``rows=N``, the first row newer than ``t_i - range`` for
-``range=``.  When the aggregations are ready ones that NumPy computes
-(:mod:`spark_ops.kernels`), a whole Arrow batch of one key is answered at
-once instead of row by row.
++ 1`` for ``rows=N``, the first row newer than the frame's edge
+(:func:`spark_ops.frames.range_edge`) for ``range=``.  When the
+aggregations are ready ones that NumPy computes (:mod:`spark_ops.kernels`),
+a whole Arrow batch of one key is answered at once instead of row by row.
 
 Between batches a key keeps the rows its next windows can still reach (the
 newest N - 1, or those newer than the last time minus the range): O(window)
@@ -25,6 +25,7 @@ import numpy as np
 
 from mta import aggregators
 
+from . import frames
 from . import rows as row_rules
 from .kernels import AGGREGATIONS, FLOAT_ONLY, KERNELS, Rows
 from .key_window import RowWindow
@@ -54,7 +55,8 @@ class ColumnarKeyWindow(RowWindow):
 
     def __init__(self, spec, key) -> None:
         super().__init__(spec, key)
-        self.window = ColumnarWindow([name for name, _, _ in spec.aggs], rows=spec.rows, range=spec.range)
+        self.window = ColumnarWindow([name for name, _, _ in spec.aggs], rows=spec.rows, range=spec.range,
+                                     frame=spec.frame)
         self._positive = "geomean" in self.window.names
 
     def aggregate(self, times, values, problems):
@@ -94,11 +96,15 @@ class ColumnarKeyWindow(RowWindow):
 
 
 class ColumnarWindow:
-    """One key's window in a batch job: rows pushed in batches, sorted by time."""
+    """One key's window in a batch job: rows pushed in batches, sorted by
+    time; each row's results over its own window (with ``frame="sql"``,
+    :class:`ColumnarKeyWindow` gives peers the last one's)."""
 
-    def __init__(self, names, *, rows: int | None = None, range: float | None = None) -> None:
+    def __init__(self, names, *, rows: int | None = None, range: float | None = None,
+                 frame: str = "default") -> None:
         # a count beyond any key's rows behaves as "all of them" (and fits an int64)
         self.names, self.rows, self.range = list(names), rows if rows is None else min(rows, 1 << 62), range
+        self._edge = frames.range_edge(range, frame) if range is not None else None
         self._values = self._times = None  # the carried rows
         self._kernels = [KERNELS[name] for name in self.names]
         self._empty = [aggregators.READY[name].empty for name in self.names]
@@ -109,7 +115,7 @@ class ColumnarWindow:
         An empty window gives what the aggregation declares
         (:attr:`mta.aggregators.Ready.empty`: 0 for ``count`` and ``sum``,
         else null), and only a range too small to tell a time from itself
-        makes one (e.g. 1 at 1e17)."""
+        makes one (e.g. 1 at 1e17, in the default frame)."""
         if not len(values):
             return [(values[:0], None) for _ in self.names]
         carried = 0 if self._values is None else len(self._values)
@@ -119,7 +125,7 @@ class ColumnarWindow:
             start = np.maximum(end - (self.rows - 1), 0)
         else:
             t = times if not carried else np.concatenate((self._times, times))
-            start = np.searchsorted(t, t[carried:] - self.range, side="right")
+            start = np.searchsorted(t, self._edge(t[carried:]), side="right")
         keep = int(start[-1])  # later windows start there or later
         self._values = x[keep:].copy()
         if self.range is not None:

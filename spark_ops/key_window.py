@@ -4,16 +4,18 @@ A task opens one window per key (:func:`spark_ops.windows.open_key_window`)
 and pushes the key's rows through it in runs, in ``(time, arrival)``
 order; each push gives the run's output columns.  Every implementation
 derives from :class:`RowWindow`, which leaves it one job, aggregating the
-rows it accepts; rejected rows are settled in one place for all of them
-(:func:`spark_ops.rows.settle`).
+rows it accepts, each over its own window; rejected rows are settled in
+one place for all of them (:func:`spark_ops.rows.settle`), and so are
+peers (``frame="sql"``: rows of equal time share the last one's results,
+:func:`spark_ops.frames.last_peers`), so a push must then hold every row
+of the times it holds.
 """
 
 from __future__ import annotations
 
 from typing import Protocol, Sequence
 
-from . import rows
-from . import aggregations
+from . import aggregations, frames, rows
 from .spec import WindowSpec
 
 
@@ -57,6 +59,8 @@ class RowWindow:
 
     def push(self, times, values, problems: Sequence | None, *, shown: Sequence | None = None) -> list:
         accepted, problems = self.aggregate(times, values, problems)
+        if self.spec.peers:
+            accepted = self._peers(accepted, times, problems)
         columns = []
         for (name, _, spark), results in zip(self.spec.aggs, accepted):
             try:
@@ -66,6 +70,21 @@ class RowWindow:
                 t = shown[row] if shown is not None else times[row].as_py()
                 raise aggregations.overflow_error(self.spec, self.key, name, t, exc.value) from None
         return rows.settle(self.spec, self.key, columns, problems, times, values, shown)
+
+    @staticmethod
+    def _peers(accepted: list, times, problems: Sequence | None) -> list:
+        """Each accepted row's results replaced by those of the last
+        accepted row of its time (its peers' shared results)."""
+        import numpy as np
+        import pyarrow as pa
+
+        if problems is not None and any(problems):
+            times = times.filter(pa.array([p is None for p in problems], type=pa.bool_()))
+        at = frames.last_peers(times.to_numpy(zero_copy_only=False).astype(np.float64, copy=False))
+        if at is None:
+            return accepted
+        return [results.take(pa.array(at)) if isinstance(results, pa.Array) else [results[i] for i in at]
+                for results in accepted]
 
     def aggregate(self, times, values, problems: Sequence | None) -> tuple[list, Sequence | None]:
         """The results of the rows without a problem (per aggregation, in

@@ -3,8 +3,10 @@
 A row is rejected for a null or NaN key, a null, NaN or infinite time, a
 null or NaN value, a value that is not a number, a time older than its
 key's newest (possible only across streaming micro-batches: a batch job
-sorts each key's rows), or a value the aggregations cannot take (their
-``lift`` raises, e.g. ``geomean`` of a value <= 0).  The reasons are
+sorts each key's rows), with ``frame="sql"`` a time equal to the newest
+whose outputs an earlier micro-batch gave (its peers' shared output is
+out already), or a value the aggregations cannot take (their ``lift``
+raises, e.g. ``geomean`` of a value <= 0).  The reasons are
 written here once; batch and streaming, and every per-key window
 (:mod:`spark_ops.windows`), use them.
 
@@ -45,6 +47,11 @@ def out_of_order(t, newest) -> str:
     return f"time {t} is older than the key's newest time {newest} (out of order)"
 
 
+def peers_emitted(t) -> str:
+    return (f"time {t} equals the key's newest time, whose rows' shared output (frame='sql': rows of equal time "
+            "are peers) an earlier micro-batch gave (out of order; rows of one time belong in one micro-batch)")
+
+
 def cannot_lift(exc: BaseException) -> str:
     """The reason when the aggregations' ``lift`` raised ``exc`` for the value."""
     cause = exc.__cause__ if isinstance(exc, LiftError) and exc.__cause__ is not None else exc
@@ -60,9 +67,11 @@ def null_key(key) -> bool:
     return _missing(key)
 
 
-def check_row(key, t, v, newest) -> str | None:
+def check_row(key, t, v, newest, emitted=None) -> str | None:
     """Why a row cannot enter its key's window (whose newest time is
-    ``newest``, ``None`` if it has none), or ``None``."""
+    ``newest``, ``None`` if it has none), or ``None``; ``emitted``: with
+    ``frame="sql"``, the newest time whose outputs were given in an earlier
+    push (``None``: none, or the default frame)."""
     if _missing(key):
         return NULL_KEY
     if _missing(t):
@@ -75,6 +84,8 @@ def check_row(key, t, v, newest) -> str | None:
         return not_a_number(v)
     if newest is not None and t < newest:
         return out_of_order(t, newest)
+    if emitted is not None and t == emitted:
+        return peers_emitted(t)
     return None
 
 

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 from mta import MemoryLevelQueue
 from mta.monoid import identity_function
 
-from . import rows
+from . import frames, rows
 from .key_window import RowWindow
 from .spec import WindowSpec
 
@@ -36,6 +36,7 @@ class SortedWindow(RowWindow):
         self.range, self.rows = spec.range, spec.rows
         self.times = None
         if self.range is not None:
+            self._edge = frames.range_edge(spec.range, spec.frame)
             self.times = (options["store"].open_fifo(options["window_id"] + "~times", buffer_size=spec.buffer_size,
                                                    cache_size=spec.cache_size)
                           if options else MemoryLevelQueue(0, 0))
@@ -84,13 +85,13 @@ class SortedWindow(RowWindow):
             room = max(self.rows - len(self.engine), 0)
             n = len(times)
             return [0] * min(room, n) + [1] * max(n - room, 0)
-        fifo, span = self.times, self.range
+        fifo, edge = self.times, self._edge
         add_time = fifo.append
         out = []
         append = out.append
         for t in times:
             add_time(t)
-            cutoff = t - span
+            cutoff = edge(t)
             if fifo[fifo.lo] <= cutoff:
                 gone = leading_at_most(fifo, cutoff)
                 fifo.lo += gone

@@ -9,6 +9,8 @@ Semantics: one output row per input row.  A row's window holds the rows of
 the same key whose time lies in ``(t - range, t]`` (or the newest ``rows``
 rows, or what a custom policy keeps) and that come at or before it in
 ``(time, arrival)`` order; its outputs are the aggregations over that window.
+``frame="sql"`` makes a time window Spark SQL's ``[t - range, t]`` with rows
+of equal time as peers (:mod:`spark_ops.frames`).
 In streaming, the order is that of each micro-batch: a row older than its
 key's newest time in an earlier micro-batch cannot enter the window (it is
 a bad row, see ``on_bad_row`` and :mod:`spark_ops.rows`).
@@ -26,7 +28,7 @@ from mta import Aggregator, AmortizedMTA, LogMTA, SlidePolicy, policies, product
 from mta.errors import MTAError
 from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
-from . import aggregations
+from . import aggregations, frames
 from .aggregations import READY
 
 __all__ = ["BAD_ROW_RULES", "ENGINES", "ENGINE_CHOICES", "READY", "SlidingWindowError", "WindowSpec"]
@@ -64,12 +66,13 @@ class WindowSpec:
     cache_size: int = DEFAULT_CACHE_SIZE
     on_bad_row: str = "error"
     namespace: str = "mta"
+    frame: str = "default"
 
     @classmethod
     def build(cls, *, key, time, value, aggs, range=None, rows=None, policy=None, store=None,
               store_options=None, engine="auto", buffer_size=DEFAULT_BUFFER_SIZE,
               cache_size=DEFAULT_CACHE_SIZE,
-              on_bad_row="error", namespace="mta", integral: bool = False) -> "WindowSpec":
+              on_bad_row="error", namespace="mta", frame="default", integral: bool = False) -> "WindowSpec":
         """Check the arguments of :func:`spark_ops.sliding_window`;
         ``integral``: the value column holds integers."""
         given = [name for name, v in (("range", range), ("rows", rows), ("policy", policy)) if v is not None]
@@ -83,6 +86,11 @@ class WindowSpec:
             raise SlidingWindowError(f"rows must be a positive int, got {rows!r}")
         if policy is not None and not isinstance(policy, SlidePolicy):
             raise SlidingWindowError(f"policy must be an mta SlidePolicy, got {type(policy).__name__}")
+        if frame not in frames.FRAMES:
+            raise SlidingWindowError(f"frame must be one of {frames.FRAMES}, got {frame!r}")
+        if frame != "default" and policy is not None:
+            raise SlidingWindowError(f"frame={frame!r} is for range= and rows=; a custom policy decides its window "
+                                     "itself, so it takes the default frame")
         if engine not in ENGINE_CHOICES:
             raise SlidingWindowError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINE_CHOICES)}")
         if on_bad_row not in BAD_ROW_RULES:
@@ -94,13 +102,18 @@ class WindowSpec:
         return cls(key=key, time=time, value=value, aggs=resolved, range=range, rows=rows,
                    policy=policy, store=_store_url(store), store_options=dict(store_options or {}),
                    engine=engine, buffer_size=buffer_size, cache_size=cache_size,
-                   on_bad_row=on_bad_row, namespace=namespace)
+                   on_bad_row=on_bad_row, namespace=namespace, frame=frame)
 
     @property
     def mta_engine(self) -> type:
         """The MTA class for windows that run through one (``auto`` and
         ``columnar`` mean the Amortized MTA there)."""
         return ENGINES.get(self.engine, AmortizedMTA)
+
+    @property
+    def peers(self) -> bool:
+        """Rows of equal time share one output (``frame="sql"`` with ``range=``)."""
+        return self.frame == "sql" and self.range is not None
 
     @property
     def output_columns(self) -> list[tuple[str, str]]:
@@ -111,7 +124,9 @@ class WindowSpec:
 
     def slide_policy(self) -> SlidePolicy:
         if self.range is not None:
-            return policies.TimeRange(self.range, time=_time_of)
+            edge = frames.range_edge(self.range, self.frame)
+            return policies.custom(policies.MAX_MONOID, _time_of, lambda total, prefix: prefix <= edge(total),
+                                   name=f"TimeRange({self.range!r}, frame={self.frame})")
         if self.rows is not None:
             return policies.Count(self.rows)
         return self.policy
@@ -148,6 +163,8 @@ class WindowSpec:
         aggs = ",".join(f"{name}={agg.name}" for name, agg, _ in self.aggs)
         slide = (f"range={self.range!r}" if self.range is not None else f"rows={self.rows}" if self.rows is not None
                  else f"policy={self.policy.name}")
+        if self.frame != "default":
+            slide += f", frame={self.frame}"
         return f"{aggs}; {slide}; {self.engine}; key={self.key}, time={self.time}, value={self.value}"
 
     def storage_options(self, key: Any, run: str, *, resume: bool | int = False) -> dict:

@@ -55,12 +55,13 @@ class PolicyWindow(RowWindow):
 
     def aggregate(self, times, values, problems: Sequence | None):
         key, window, newest = self.key, self.window, self.newest
+        emitted = newest if self.spec.peers else None  # outputs given by an earlier push
         found = list(problems) if problems is not None else None
         columns = [[] for _ in self.types]
         for i, (t, v) in enumerate(zip(times.to_pylist(), values.to_pylist())):
             problem = found[i] if found is not None else None
             if problem is None:
-                problem = rows.check_row(key, t, v, newest)
+                problem = rows.check_row(key, t, v, newest, emitted)
             if problem is None:
                 try:
                     results = window.push((t, v))

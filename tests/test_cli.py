@@ -221,6 +221,33 @@ def test_run_json_time_window_format_option_and_overwrite(spark, tmp_path):
     assert_matches(result.collect(), rows, aggs, range=10.5)
 
 
+def test_run_frame_sql_equals_spark_range_between(spark, tmp_path, capsys):
+    """``--frame sql``: every row's outputs equal Spark's own window functions
+    over ``RANGE BETWEEN 5 PRECEDING AND CURRENT ROW`` (rows on a half-second
+    grid: many ties, and rows exactly 5 s before others)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    rows = make_rows(300, keys=4, seed=11, t_hi=40)
+    src = tmp_path / "in.csv"
+    write_csv(src, rows)
+    aggs = ["max", "min", "sum", "count", "mean"]
+    out = tmp_path / "out"
+    assert run_cli(spark, "run", "--input", src, "--output", out, "--key", "key", "--time", "t",
+                   "--value", "v", "--agg", ",".join(aggs), "--range", 5, "--frame", "sql") == 0
+    assert "frame sql" in capsys.readouterr().err
+    got = {(r["key"], r["t"], r["v"]): r for r in spark.read.parquet(str(out)).collect()}
+    frame = Window.partitionBy("key").orderBy("t").rangeBetween(-5, 0)
+    df = spark.createDataFrame(rows, "key string, t double, v double")
+    want = df.select("key", "t", "v", *[getattr(F, a if a != "mean" else "avg")("v").over(frame).alias(a)
+                                        for a in aggs]).collect()
+    assert len(got) == len(want) == len(rows)
+    for w in want:
+        g = got[(w["key"], w["t"], w["v"])]
+        for a in aggs:
+            assert math.isclose(g[a], w[a], rel_tol=1e-9, abs_tol=1e-9), (w, a, g[a])
+
+
 def test_run_bad_rows_error_or_flag(spark, tmp_path, capsys):
     rows = make_rows(60, keys=3, seed=4)
     bad = [("k1", 30.0, None), ("k2", None, 1.5)]
@@ -437,6 +464,7 @@ def test_error_missing_column(spark, small_csv, tmp_path, capsys):
     ("both sizes", dict(size=("--range", "10", "--rows", "3")), "not allowed with"),
     ("neither size", dict(size=()), "one of the arguments --range --rows is required"),
     ("bad range", dict(size=("--range", "-4")), "positive number of seconds"),
+    ("unknown frame", dict(size=("--range", "4", "--frame", "pandas")), "invalid choice: 'pandas'"),
 ])
 def test_usage_errors(small_csv, tmp_path, capsys, case, extra, expect):
     assert cli.main(_run_args(small_csv, tmp_path / "o", **extra)) == 2  # no Spark needed

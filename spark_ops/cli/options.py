@@ -16,6 +16,7 @@ from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
 from ..aggregations import READY
 from ..columnar import AGGREGATIONS, FLOAT_ONLY
+from ..frames import FRAMES
 from ..spec import ENGINE_CHOICES
 from .errors import CLIError
 
@@ -144,8 +145,17 @@ def window_options(p: argparse.ArgumentParser, *, store_required: bool) -> None:
                            f"{', '.join(aggregation_names())}")
     size = cols.add_mutually_exclusive_group(required=True)
     size.add_argument("--range", type=seconds, metavar="SECONDS",
-                      help="time window: the rows of the key with time in (t - SECONDS, t]")
+                      help="time window: the rows of the key with time in (t - SECONDS, t] (in [t - SECONDS, "
+                           "t] with --frame sql)")
     size.add_argument("--rows", type=positive_int, metavar="N", help="count window: the key's newest N rows")
+    cols.add_argument("--frame", choices=FRAMES, default="default",
+                      help="default: a --range window holds the rows with time in (t - SECONDS, t] at or "
+                           "before the row, rows of equal time in arrival order, each seeing those that "
+                           "arrived before it (as pandas' rolling); sql: Spark SQL's RANGE BETWEEN SECONDS "
+                           "PRECEDING AND CURRENT ROW, the rows with time in [t - SECONDS, t], rows of equal "
+                           "time peers sharing one output (streaming: a row at a time an earlier "
+                           "micro-batch gave outputs for is then a bad row). --rows N is the newest N rows "
+                           "in (time, arrival) order in both (default: %(default)s)")
     cols.add_argument("--on-bad-row", choices=("error", "flag"), default="error",
                       help="a row with a null or NaN key, time or value, an infinite time, a CSV value that "
                            "is not a number, a value an aggregation cannot take (geomean of a value <= 0), or, streaming, a time older "

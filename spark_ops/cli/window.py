@@ -20,13 +20,16 @@ def window_spec(args) -> WindowSpec:
                        f"in --agg; choose from {', '.join(ready)}")
     try:
         return WindowSpec.build(key=args.key, time=args.time, value=args.value, aggs=args.agg,
-                                range=args.range, rows=args.rows, on_bad_row=args.on_bad_row)
+                                range=args.range, rows=args.rows, on_bad_row=args.on_bad_row,
+                                frame=args.frame)
     except SlidingWindowError as e:
         raise CLIError(str(e)) from None
 
 
 def describe(spec: WindowSpec) -> str:
     size = f"range {spec.range} s" if spec.range is not None else f"newest {spec.rows} rows"
+    if spec.peers:
+        size += " (frame sql: [t - range, t], ties as peers)"
     return f"{', '.join(n for n, _, _ in spec.aggs)} over {size} per {spec.key}"
 
 
@@ -78,7 +81,8 @@ def windows(df, args, spec: WindowSpec, store: str | None, name: str | None, val
         out = sliding_window(df, key=args.key, time=args.time, value=args.value, aggs=args.agg,
                              range=args.range, rows=args.rows, store=store, on_bad_row=args.on_bad_row,
                              name=name, buffer_size=args.buffer_size, cache_size=args.cache_size,
-                             engine=args.engine, expire_after=getattr(args, "expire_after", None))
+                             engine=args.engine, expire_after=getattr(args, "expire_after", None),
+                             frame=args.frame)
     except SlidingWindowError as e:
         raise CLIError(str(e)) from None
     if text and args.on_bad_row == "flag":  # the window saw a null: say why it was one

@@ -1,0 +1,85 @@
+"""Which rows a row's window holds: the two frames of ``sliding_window``.
+
+Both frames order a key's rows by ``(time, arrival)`` (arrival: the input
+order in batch, the order within a micro-batch in streaming) and give one
+output per row.  They differ only for ``range=R``:
+
+* ``frame="default"``: the window of row i at time t holds the rows at or
+  before it in that order with time in ``(t - R, t]``; rows of equal time
+  come in arrival order, each seeing the ones that arrived before it (as
+  pandas' ``rolling("R")`` does);
+* ``frame="sql"``: the rows with time in ``[t - R, t]``, all of them: rows
+  of equal time are peers and share one output, the aggregate after the
+  last of them, as Spark SQL's ``RANGE BETWEEN R PRECEDING AND CURRENT
+  ROW`` (``Window.orderBy(t).rangeBetween(-R, 0)``) gives.
+
+For ``rows=N`` both are the newest N rows in ``(time, arrival)`` order,
+``rowsBetween(-(N - 1), 0)`` over that order.
+
+Each rule is written once here: :func:`range_edge` (the lower edge, for
+every engine's eviction) and :func:`last_peers` (the peers, applied to
+every engine's results by :class:`spark_ops.key_window.RowWindow`).  A
+push of rows into a key window must then end where a time ends: the batch
+plan holds back a trailing run of equal times until the next Arrow batch
+shows it complete, and a streaming row whose time equals one whose outputs
+an earlier micro-batch gave is a bad row (:func:`spark_ops.rows.check_row`).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+#: What ``frame=`` takes.
+FRAMES = ("default", "sql")
+
+
+def range_edge(span: float, frame: str) -> Callable:
+    """``edge(t)``: the window of a row at time ``t`` holds the rows with
+    time ``> edge(t)`` (and ``<= t``).  ``t`` is a float or a NumPy array of
+    them (double seconds, as every window takes its times).
+
+    ``"default"``: ``t - span``.  ``"sql"``: the largest double below
+    ``t - span``, so ``> edge(t)`` is exactly ``>= t - span`` with ``t -
+    span`` rounded as Spark rounds a double frame's bound."""
+    if frame == "sql":
+        return lambda t: np.nextafter(t - span, -np.inf)
+    return lambda t: t - span
+
+
+def last_peers(times: np.ndarray) -> np.ndarray | None:
+    """Per row of non-decreasing ``times``, the position of the last row
+    with its time (where the row's peers' shared output is), or ``None``
+    when no two rows share a time.  O(n)."""
+    n = len(times)
+    if n < 2:
+        return None
+    tied = times[1:] == times[:-1]
+    if not tied.any():
+        return None
+    ends = np.flatnonzero(np.append(~tied, True))  # the last row of each time
+    group = np.concatenate(([0], np.cumsum(~tied)))  # each row's time, counted from 0
+    return ends[group]
+
+
+def trailing_peers(keys, times) -> int:
+    """Where the run of rows sharing the last row's key and time starts in
+    Arrow arrays ``keys`` and ``times`` (rows sorted by key, then time);
+    ``len`` when the last row's key or time is null, which no later row
+    can share.  The batch plan holds these rows back (see the module)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(keys)
+    if not n or not keys[n - 1].is_valid or not times[n - 1].is_valid:
+        return n
+    try:
+        same = pc.and_(pc.equal(keys, keys[n - 1]), pc.equal(times, times[n - 1]))
+    except pa.ArrowNotImplementedError:  # key types Arrow cannot compare: in Python, from the end
+        key, t, start = keys[n - 1].as_py(), times[n - 1].as_py(), n - 1
+        while start and keys[start - 1].as_py() == key and times[start - 1].as_py() == t:
+            start -= 1
+        return start
+    other = pc.indices_nonzero(pc.invert(pc.fill_null(same, False)))
+    return int(other[-1].as_py()) + 1 if len(other) else 0
