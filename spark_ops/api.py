@@ -89,17 +89,14 @@ def sliding_window(df, key: str, time: str, value: str, aggs, *, range=None, row
     with a processing-time trigger: an ``availableNow`` or ``once`` query
     would not stop.
     """
-    _check_columns(df, key, time, value)
+    check_columns(df.schema, key, time, value)
     from pyspark.sql.types import IntegralType
 
     spec = WindowSpec.build(key=key, time=time, value=value, aggs=aggs, range=range, rows=rows,
                             policy=policy, store=store, store_options=store_options, engine=engine,
                             buffer_size=buffer_size, cache_size=cache_size, on_bad_row=on_bad_row,
                             frame=frame, integral=isinstance(df.schema[value].dataType, IntegralType))
-    clash = sorted({n for n, _ in spec.output_columns} & set(df.columns))
-    if clash:
-        raise SlidingWindowError(f"input column {', '.join(map(repr, clash))} has the name of an output column; "
-                                 "rename it (or name a user aggregation differently)")
+    check_output_names(spec, df.columns)
     if name is not None and (not isinstance(name, str) or not _NAME.fullmatch(name)):
         raise SlidingWindowError(f"name must be 1 to 40 letters, digits, '.', '_' or '-', got {name!r}")
     if expire_after is not None and not (isinstance(expire_after, (int, float)) and expire_after > 0):
@@ -122,10 +119,13 @@ def sliding_window(df, key: str, time: str, value: str, aggs, *, range=None, row
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,40}")
 
 
-def _check_columns(df, *columns) -> None:
+def check_columns(schema, key: str, time: str, value: str) -> None:
+    """The input (a ``StructType``) has the key, time and value columns, of
+    types a window takes, and no column named like an internal one."""
     from pyspark.sql.types import NumericType, TimestampNTZType, TimestampType
 
-    fields = {f.name: f.dataType for f in df.schema.fields}
+    columns = (key, time, value)
+    fields = {f.name: f.dataType for f in schema.fields}
     for c in columns:
         if c not in fields:
             raise SlidingWindowError(f"no column {c!r} in the input; it has {', '.join(fields)}")
@@ -133,12 +133,19 @@ def _check_columns(df, *columns) -> None:
     if internal:
         raise SlidingWindowError(f"input column {', '.join(map(repr, internal))} has a name sliding_window "
                                  "uses internally; rename it")
-    key, time, value = columns
     if not isinstance(fields[time], (NumericType, TimestampType, TimestampNTZType)):
         raise SlidingWindowError(f"time column {time!r} is {fields[time].simpleString()}, "
                                  "not a number of seconds or a timestamp")
     if not isinstance(fields[value], NumericType):
         raise SlidingWindowError(f"value column {value!r} is {fields[value].simpleString()}, not numeric")
+
+
+def check_output_names(spec: WindowSpec, columns) -> None:
+    """No input column has the name of one of ``spec``'s output columns."""
+    clash = sorted({n for n, _ in spec.output_columns} & set(columns))
+    if clash:
+        raise SlidingWindowError(f"input column {', '.join(map(repr, clash))} has the name of an output column; "
+                                 "rename it (or name a user aggregation differently)")
 
 
 def _with_engine(spec: WindowSpec, df) -> WindowSpec:
@@ -156,18 +163,25 @@ def choose_engine(spec: WindowSpec, df) -> tuple[str, str]:
     store keeps its windows only on an MTA asked for by name (``"amta"``,
     ``"lmta"``), for windows larger than executor memory.  ``"columnar"``
     where it cannot run is an error."""
+    from pyspark.sql.types import FractionalType
+
+    return engine_for(spec, streaming=df.isStreaming,
+                      fractional=isinstance(df.schema[spec.value].dataType, FractionalType))
+
+
+def engine_for(spec: WindowSpec, *, streaming: bool, fractional: bool) -> tuple[str, str]:
+    """:func:`choose_engine`'s rule for a streaming or batch job whose value
+    column is ``fractional`` (floating point) or not."""
     shown = spec.store and stores.redact_url(spec.store)
     where = f"its windows in the store {shown}" if spec.store else "its windows in executor memory"
-    if df.isStreaming:
+    if streaming:
         if spec.engine == "columnar":
             raise SlidingWindowError("engine='columnar' is for batch jobs; a streaming query keeps its windows "
                                      "in the store with engine='amta' or 'lmta'")
         return ("amta" if spec.engine == "auto" else spec.engine), f"a streaming query, {where}"
     if spec.engine not in ("auto", "columnar"):
         return spec.engine, f"engine={spec.engine!r} asked for, {where}"
-    from pyspark.sql.types import FractionalType
-
-    why_not = columnar.ineligible(spec, isinstance(df.schema[spec.value].dataType, FractionalType))
+    why_not = columnar.ineligible(spec, fractional)
     if why_not is not None:
         if spec.engine == "columnar":
             raise SlidingWindowError(f"engine='columnar' cannot run this job: {why_not}; use engine='auto' or an MTA")

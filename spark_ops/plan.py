@@ -17,7 +17,7 @@ def column(name: str):
     """A top-level column by its exact name (a name with dots is not a path)."""
     from pyspark.sql import functions as F
 
-    return F.col(f"`{name}`")
+    return F.col(quoted(name))
 
 
 def with_order_columns(df, spec: WindowSpec):
@@ -25,7 +25,6 @@ def with_order_columns(df, spec: WindowSpec):
     time as double seconds and the value as the engine takes it (decimals
     as doubles, like the aggregations' outputs)."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import DecimalType, TimestampNTZType
 
     if not df.isStreaming:
         numbered = df.withColumn(ARRIVAL, F.monotonically_increasing_id())
@@ -45,13 +44,33 @@ def with_order_columns(df, spec: WindowSpec):
 
         numbered = df.mapInArrow(number_rows, schema)
     types = {f.name: f.dataType for f in df.schema.fields}
-    time = column(spec.time)
-    if isinstance(types[spec.time], TimestampNTZType):  # no zone: seconds since the epoch's wall clock
-        time = F.timestamp_diff("MICROSECOND", F.lit("1970-01-01 00:00:00").cast("timestamp_ntz"), time) / 1e6
-    value = column(spec.value)
-    if isinstance(types[spec.value], DecimalType):
-        value = value.cast("double")
-    return numbered.withColumn(TIME, time.cast("double")).withColumn(VALUE, value)
+    return (numbered.withColumn(TIME, F.expr(time_sql(spec.time, types[spec.time])))
+                    .withColumn(VALUE, F.expr(value_sql(spec.value, types[spec.value]))))
+
+
+def time_sql(name: str, data_type) -> str:
+    """The SQL expression of a time column as the windows take it: double
+    seconds since the epoch (a timestamp without a zone: since the epoch's
+    wall clock)."""
+    from pyspark.sql.types import TimestampNTZType
+
+    if isinstance(data_type, TimestampNTZType):
+        return (f"CAST(timestampdiff(MICROSECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', {quoted(name)}) AS DOUBLE)"
+                " / 1e6")
+    return f"CAST({quoted(name)} AS DOUBLE)"
+
+
+def value_sql(name: str, data_type) -> str:
+    """The SQL expression of a value column as the engines take it (decimals
+    as doubles, like the aggregations' outputs)."""
+    from pyspark.sql.types import DecimalType
+
+    return f"CAST({quoted(name)} AS DOUBLE)" if isinstance(data_type, DecimalType) else quoted(name)
+
+
+def quoted(name: str) -> str:
+    """A column name as a SQL identifier."""
+    return "`" + name.replace("`", "``") + "`"
 
 
 def output_schema(df, spec: WindowSpec) -> str:

@@ -1,0 +1,214 @@
+"""``mta_sliding_window``: :func:`spark_ops.sliding_window` as a SQL table
+function, for SQL and dbt users::
+
+    spark_ops.register_sql(spark)
+    spark.sql('''
+        SELECT * FROM mta_sliding_window(
+            TABLE(readings) PARTITION BY host ORDER BY ts,
+            key => 'host', time => 'ts', value => 'mem',
+            aggs => 'max,mean', range => 3600)''')
+
+The result has the table's columns and one column per aggregation, one row
+per input row, exactly as the DataFrame call gives them (every value exact;
+``on_bad_row => 'flag'`` adds ``rejected``).  ``PARTITION BY`` the key and
+``ORDER BY`` the time are required: each key's rows reach one instance of
+the function in time order, which checks both and names the clause that is
+missing.  Rows with equal times enter the window in the order they arrive,
+which is the order of the ``ORDER BY``'s further columns (``ORDER BY (ts,
+seq)``, in parentheses as Spark requires); the DataFrame call orders them
+by their position in the input.
+
+The function is a Python UDTF with Arrow transport: Spark hands it one row
+at a time, and it pushes a key's rows through the key's window
+(:func:`spark_ops.windows.open_key_window`, the per-key windows of the
+DataFrame call, the engine chosen by the same rule) in chunks of
+:data:`CHUNK` rows.  Batch tables only; the arguments (ready aggregations,
+``range`` or ``rows``, ``frame``, ``engine``, ``store``, ``on_bad_row``) are those of
+:func:`spark_ops.sliding_window` and must be constants.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import decimal
+import math
+import uuid
+from typing import Any
+
+from pyspark.sql.udtf import AnalyzeResult, SelectedColumn
+
+from . import frames, rows
+from .plan import TIME, VALUE, quoted, time_sql, value_sql
+from .spec import SlidingWindowError, WindowSpec
+
+__all__ = ["CHUNK", "FUNCTION_NAME", "SlidingWindowFunction", "register_sql"]
+
+#: The name :func:`register_sql` registers the function under by default.
+FUNCTION_NAME = "mta_sliding_window"
+#: Rows pushed through a key's window at once: long enough that the
+#: columnar engine works on arrays, short enough that the function holds
+#: little of a key's rows.
+CHUNK = 4096
+#: The arguments the function takes besides its table, and their defaults.
+ARGUMENTS = {"key": None, "time": None, "value": None, "aggs": None, "range": None, "rows": None,
+             "frame": "default", "engine": "auto", "store": None, "on_bad_row": "error"}
+
+
+def register_sql(spark, name: str = FUNCTION_NAME) -> None:
+    """Register the table function on ``spark``'s session as ``name``."""
+    from pyspark.sql.functions import udtf
+
+    spark.udtf.register(name, udtf(SlidingWindowFunction, useArrow=True))
+
+
+@dataclasses.dataclass
+class _Analyzed(AnalyzeResult):
+    """What :meth:`SlidingWindowFunction.analyze` hands every instance:
+    the output schema and the job."""
+
+    spec: Any = None
+    run: str = ""
+    value_type: Any = None  # the value column's Arrow type as the engines take it
+
+
+class SlidingWindowFunction:
+    """The UDTF (register it with :func:`register_sql`)."""
+
+    @staticmethod
+    def analyze(table, **arguments):
+        """The output schema and the job, checked before any row is read."""
+        from pyspark.sql.pandas.types import to_arrow_type
+        from pyspark.sql.types import DecimalType, DoubleType, FractionalType, IntegralType, StructType
+
+        from .api import check_columns, check_output_names, engine_for
+
+        if not getattr(table, "isTable", False):
+            raise SlidingWindowError(f"{FUNCTION_NAME}'s first argument is the input: TABLE(name) PARTITION BY "
+                                     "<key> ORDER BY <time>")
+        given = _constants(arguments)
+        missing = [a for a in ("key", "time", "value", "aggs") if given.get(a) is None]
+        if missing:
+            raise SlidingWindowError(f"{FUNCTION_NAME} needs {', '.join(f'{a} =>' for a in missing)}; e.g. "
+                                     "key => 'host', time => 'ts', value => 'mem', aggs => 'max,mean', range => 3600")
+        schema = table.dataType
+        check_columns(schema, given["key"], given["time"], given["value"])
+        value_type = schema[given["value"]].dataType
+        aggs = given["aggs"]
+        spec = WindowSpec.build(key=given["key"], time=given["time"], value=given["value"],
+                                aggs=[a.strip() for a in aggs.split(",")] if isinstance(aggs, str) else list(aggs),
+                                range=given["range"], rows=given["rows"], frame=given["frame"], store=given["store"],
+                                engine=given["engine"], on_bad_row=given["on_bad_row"],
+                                integral=isinstance(value_type, IntegralType))
+        check_output_names(spec, schema.names)
+        engine, _ = engine_for(spec, streaming=False, fractional=isinstance(value_type, FractionalType))
+        spec = dataclasses.replace(spec, engine=engine)
+        out = StructType(list(schema.fields))
+        for name, spark_type in spec.output_columns:  # the ready aggregations' types: long, double, string
+            out = out.add(name, spark_type)
+        # the table's columns as they are, then the time and value as the windows take them
+        select = ([SelectedColumn(quoted(f.name)) for f in schema.fields]
+                  + [SelectedColumn(time_sql(spec.time, schema[spec.time].dataType), TIME),
+                     SelectedColumn(value_sql(spec.value, value_type), VALUE)])
+        taken = DoubleType() if isinstance(value_type, DecimalType) else value_type
+        return _Analyzed(schema=out, select=select, spec=spec, run=f"sql-{uuid.uuid4().hex[:12]}",
+                         value_type=to_arrow_type(taken))
+
+    def __init__(self, analyze_result=None) -> None:
+        self.spec: WindowSpec = analyze_result.spec
+        self.run = f"{analyze_result.run}/{uuid.uuid4().hex[:12]}"  # each key's instance its own windows
+        self.value_type = analyze_result.value_type
+        self.window = None
+        self.key: Any = None
+        self.newest = None  # the newest time seen, for the ORDER BY check
+        self.buffer: list = []
+        self.flush_at = CHUNK
+        self.width = self.key_at = self.shown_at = None  # positions in the rows, from the first
+
+    def _positions(self, row) -> None:
+        fields = list(row.__fields__)
+        self.width = len(fields) - 2  # the table's columns; the time and value follow
+        self.key_at, self.shown_at = fields.index(self.spec.key), fields.index(self.spec.time)
+
+    def eval(self, row, **_arguments):
+        """Take one row; yields the output of a full chunk."""
+        from .windows import open_key_window
+
+        if self.window is None:
+            self._positions(row)
+        key = row[self.key_at]
+        if self.window is None:
+            self.key, self.window = key, open_key_window(self.spec, key, self.run)
+        elif not _same_key(key, self.key):
+            raise SlidingWindowError(f"{FUNCTION_NAME} got the rows of {self.spec.key}={self.key!r} and of "
+                                     f"{key!r} in one partition: {self._clauses()}")
+        t = row[self.width]
+        if t is not None and not math.isnan(t):
+            if self.newest is not None and t < self.newest:
+                raise SlidingWindowError(f"{FUNCTION_NAME} got the rows of {self.spec.key}={key!r} out of time "
+                                         f"order ({self.spec.time}={row[self.shown_at]!r} after a later time): "
+                                         f"{self._clauses()}")
+            self.newest = t
+        self.buffer.append(row)
+        if len(self.buffer) >= self.flush_at:
+            yield from self._flush(complete=False)
+            self.flush_at = len(self.buffer) + CHUNK  # rows held back wait for a chunk more
+
+    def _clauses(self) -> str:
+        return (f"call it with TABLE(...) PARTITION BY {quoted(self.spec.key)} ORDER BY {quoted(self.spec.time)} "
+                "(ties broken by further columns: ORDER BY (time, seq))")
+
+    def terminate(self):
+        """The key's last rows."""
+        yield from self._flush(complete=True)
+
+    def cleanup(self) -> None:
+        if self.window is not None:
+            self.window.close()  # a batch window's data goes with it
+
+    def _flush(self, complete: bool):
+        """Push the buffered rows through the window and yield their output
+        rows; unless the key's rows are ``complete``, rows of the newest time
+        wait for their peers when the frame makes ties share an output."""
+        import pyarrow as pa
+
+        width = self.width
+        times = pa.array([r[width] for r in self.buffer], pa.float64())
+        cut = len(self.buffer)
+        if self.spec.peers and not complete:
+            cut = frames.trailing_peers(_one_key(cut), times)
+            times = times.slice(0, cut)
+        chunk, self.buffer = self.buffer[:cut], self.buffer[cut:]
+        if not chunk:
+            return
+        values = pa.array([r[width + 1] for r in chunk], self.value_type)
+        problems = rows.check_columns(_one_key(len(chunk)), times, values)
+        outputs = self.window.push(times, values, problems, shown=[r[self.shown_at] for r in chunk])
+        columns = [column.to_pylist() for column in outputs]
+        for i, r in enumerate(chunk):
+            yield (*r[:width], *(column[i] for column in columns))
+
+
+def _constants(arguments: dict) -> dict:
+    """The scalar arguments' values (each must be a constant)."""
+    unknown = sorted(set(arguments) - set(ARGUMENTS))
+    if unknown:
+        raise SlidingWindowError(f"{FUNCTION_NAME} has no argument {', '.join(map(repr, unknown))}; "
+                                 f"it takes {', '.join(ARGUMENTS)}")
+    values = dict(ARGUMENTS)
+    for name, argument in arguments.items():
+        if not argument.isConstantExpression:
+            raise SlidingWindowError(f"{FUNCTION_NAME}'s {name} => must be a constant")
+        values[name] = float(argument.value) if isinstance(argument.value, decimal.Decimal) else argument.value
+    return values
+
+
+def _one_key(n: int):
+    """A key column for ``n`` rows of one instance's key (its null rule is
+    the window's: :func:`spark_ops.windows.open_key_window`)."""
+    import pyarrow as pa
+
+    return pa.repeat(pa.scalar(0, pa.int8()), n)
+
+
+def _same_key(a, b) -> bool:
+    return a == b or (rows.null_key(a) and rows.null_key(b))

@@ -1,0 +1,150 @@
+"""The SQL table function ``mta_sliding_window`` (spark_ops.sql): its rows
+equal the brute-force oracle (tests/spark_fixtures.expected) and the
+DataFrame call's, value for value, on every engine; its mistakes are
+errors that name the fix."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import sys
+
+import pytest
+
+from spark_ops import READY, sliding_window
+from spark_ops.sql import register_sql
+from tests.spark_fixtures import (SCHEMA, as_tuples, assert_outputs, canonical, expected, random_rows, ship_by_value,
+                                  spark_session)
+
+ship_by_value(sys.modules[__name__])
+
+NAMES = list(READY)
+
+
+@pytest.fixture(scope="module")
+def spark():
+    session = spark_session("local[2]")
+    register_sql(session)
+    yield session
+    session.stop()
+
+
+def _call(table: str, *, order: str = "t, id", partition: str = "k", **arguments) -> str:
+    args = ", ".join(f"{name} => {value!r}" for name, value in arguments.items())
+    clauses = (f" PARTITION BY {partition}" if partition else "") + (f" ORDER BY ({order})" if order else "")
+    return f"SELECT * FROM mta_sliding_window(TABLE({table}){clauses}, {args})"
+
+
+def _table(spark, rows, name="readings", schema=SCHEMA):
+    spark.createDataFrame(as_tuples(rows), schema).createOrReplaceTempView(name)
+    return name
+
+
+@pytest.mark.parametrize("engine", ["auto", "amta", "lmta"])
+def test_time_window_every_ready_aggregation(spark, engine):
+    """Ties broken by ORDER BY t, id: the ids are the arrival order, which is
+    the oracle's (and the DataFrame call's) order of equal times."""
+    rows = random_rows(random.Random(11))
+    got = spark.sql(_call(_table(spark, rows), key="k", time="t", value="v", aggs=",".join(NAMES), range=10,
+                          engine=engine)).collect()
+    assert_outputs(got, rows, expected(rows, NAMES, range=10), NAMES)
+
+
+def test_count_window_in_the_file_store_with_bad_rows_flagged(spark, tmp_path):
+    rows = random_rows(random.Random(12), per_key=(5, 40))
+    rows += [{"id": 10_000, "k": "k01", "t": 3.0, "v": None}, {"id": 10_001, "k": None, "t": 2.0, "v": 1.0},
+             {"id": 10_002, "k": "k02", "t": None, "v": 4.0}, {"id": 10_003, "k": "k02", "t": 1.0, "v": float("nan")}]
+    aggs = ["max", "first", "last", "sum", "stddev"]
+    got = spark.sql(_call(_table(spark, rows), key="k", time="t", value="v", aggs=",".join(aggs), rows=4,
+                          engine="amta", store=f"file://{tmp_path}/store", on_bad_row="flag")).collect()
+    assert_outputs(got, rows, expected(rows, aggs, count=4), aggs, flag=True)
+    assert sum(g.rejected is not None for g in got) == 4
+
+
+@pytest.mark.parametrize("time_type", ["timestamp", "timestamp_ntz"])
+def test_same_rows_as_the_dataframe_call(spark, time_type):
+    """Timestamps for time, 64-bit integers beyond 2^53 for values, a passed
+    column of another type: both calls give the same rows, exactly."""
+    rng = random.Random(13)
+    epoch = dt.datetime(2025, 3, 1, 8, 0, 0)
+    rows = [(i, f"h{rng.randrange(4)}", epoch + dt.timedelta(seconds=i * 7 + rng.randrange(7)),
+             rng.choice([2**53 + 1, -(2**62), 2**62, rng.randrange(-5, 5)]), f"note {i}") for i in range(400)]
+    df = spark.createDataFrame(rows, f"id long, host string, ts {time_type}, n long, note string")
+    df.createOrReplaceTempView("counts")
+    aggs = ["max", "min", "first", "last", "count", "mean"]
+    sql = spark.sql(_call("counts", partition="host", order="ts, id", key="host", time="ts", value="n",
+                          aggs=",".join(aggs), range=60)).collect()
+    frame = sliding_window(df, key="host", time="ts", value="n", aggs=aggs, range=60).collect()
+    assert sql[0].__fields__ == frame[0].__fields__
+    assert canonical(sql) == canonical(frame)
+    assert {type(r.max) for r in sql} == {int}
+
+
+def test_a_fractional_range_literal(spark):
+    """A SQL literal such as 2.5 is a decimal; the range takes it as seconds."""
+    rows = random_rows(random.Random(14), keys=3)
+    got = spark.sql(_call(_table(spark, rows), key="k", time="t", value="v", aggs="max,count", range=2.5)).collect()
+    assert_outputs(got, rows, expected(rows, ["max", "count"], range=2.5), ["max", "count"])
+
+
+@pytest.mark.parametrize("call, messages", [
+    (dict(partition=None, order=None), ("in one partition", "out of time order")),
+    (dict(order=None), ("out of time order",)),
+    (dict(order="id"), ("out of time order",)),
+])
+def test_a_missing_clause_is_named(spark, call, messages):
+    """Without PARTITION BY (Spark allows no ORDER BY then) or ORDER BY."""
+    rows = random_rows(random.Random(15), keys=4, per_key=(30, 40))
+    query = _call(_table(spark, rows), key="k", time="t", value="v", aggs="max", range=5, **call)
+    with pytest.raises(Exception) as info:
+        spark.sql(query).collect()
+    assert any(m in str(info.value) for m in messages) and "PARTITION BY `k` ORDER BY `t`" in str(info.value)
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (dict(key="k", time="t", value="v", aggs="max", range=5, rnge=3), "no argument 'rnge'"),
+    (dict(key="k", time="t", value="v", range=5), "needs aggs =>"),
+    (dict(key="k", time="t", value="nope", aggs="max", range=5), "no column 'nope'"),
+    (dict(key="k", time="t", value="v", aggs="max"), "exactly one of range="),
+    (dict(key="k", time="t", value="v", aggs="maximum", range=5), "maximum"),
+    (dict(key="k", time="t", value="k", aggs="max", range=5), "not numeric"),
+])
+def test_bad_arguments_fail_at_analysis(spark, arguments, message):
+    from pyspark.errors import AnalysisException
+
+    rows = random_rows(random.Random(16), keys=2)
+    with pytest.raises(AnalysisException) as info:
+        spark.sql(_call(_table(spark, rows), **arguments))
+    assert message in str(info.value)
+
+
+def test_an_argument_must_be_a_constant(spark):
+    from pyspark.errors import AnalysisException
+
+    _table(spark, random_rows(random.Random(17), keys=2))
+    with pytest.raises(AnalysisException) as info:
+        spark.sql("SELECT * FROM mta_sliding_window(TABLE(readings) PARTITION BY k ORDER BY t, key => 'k', "
+                  "time => 't', value => 'v', aggs => 'max', range => rand())")
+    assert "range => must be a constant" in str(info.value)
+
+
+def test_frame_sql_with_ties_across_chunks(spark):
+    """frame => 'sql': rows of equal time are peers, also when a run of them
+    straddles the function's chunks (CHUNK rows); equals the DataFrame
+    call, which tests/test_spark_frame.py holds to Spark's rangeBetween."""
+    from spark_ops.sql import CHUNK
+
+    rng = random.Random(18)
+    rows = [(i, f"k{i % 2}", float(i // 14), float(rng.randrange(-50, 50))) for i in range(2 * CHUNK + 500)]
+    rows.append((len(rows), "k0", rows[-1][2], 7.0))
+    df = spark.createDataFrame(rows, SCHEMA)
+    df.createOrReplaceTempView("ties")
+    aggs = ["max", "sum", "count", "first", "last"]
+    sql = spark.sql(_call("ties", key="k", time="t", value="v", aggs=",".join(aggs), range=3,
+                          frame="sql")).collect()
+    frame = sliding_window(df, key="k", time="t", value="v", aggs=aggs, range=3, frame="sql").collect()
+    assert canonical(sql) == canonical(frame)
+    peers = {}
+    for r in sql:
+        peers.setdefault((r.k, r.t), set()).add(tuple(r[a] for a in aggs))
+    assert all(len(outputs) == 1 for outputs in peers.values())  # one output per time
