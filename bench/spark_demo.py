@@ -15,8 +15,14 @@ on the same files, interleaved (old, new, old, new, ...):
   with the same ``store=``, which runs this job on the columnar engine,
   the windows in executor memory;
 * ``SQL table function``: the same job through ``mta_sliding_window``
-  (:mod:`spark_ops.sql`, ``PARTITION BY host ORDER BY ts``), which Spark
+  (:mod:`spark_ops.sql`, ``PARTITION BY host ORDER BY (ts, seq)``, ``seq``
+  the input order, which breaks ties as the DataFrame call does), which Spark
   feeds one row at a time; the same engine choice (columnar);
+* ``UDTF hand-over alone``, pickled and Arrow: a Python UDTF that returns
+  each row as it came, called like the SQL function (``PARTITION BY host
+  ORDER BY ts``): what Spark's row-at-a-time hand-over to a Python table
+  function costs before any window, with rows pickled (as
+  ``mta_sliding_window`` takes them) and with Spark's Arrow transport;
 * ``pipeline alone``: the same stage with the windows left out: the
   Parquet read, the arrival number and time columns, the shuffle by host,
   the sort, the Arrow round trip to a Python function that returns the
@@ -56,8 +62,12 @@ AGGS = ["max", "mean", "stddev"]
 OLD = "MTA, file store (before)"
 NEW = "columnar (now)"
 SQL = "SQL table function (columnar)"
+HANDOVER = "UDTF hand-over alone (pickled)"
+HANDOVER_ARROW = "UDTF hand-over alone (Arrow)"
 PIPELINE = "pipeline alone (no window)"
-METHODS = [OLD, NEW, SQL, PIPELINE]
+METHODS = [OLD, NEW, SQL, HANDOVER, HANDOVER_ARROW, PIPELINE]
+#: Methods without a window: their outputs are not compared.
+NO_WINDOW = (HANDOVER, HANDOVER_ARROW, PIPELINE)
 #: The demo's shuffle partitions: 4 x the cores of local[2] (mta-spark's default).
 PARTITIONS = 8
 
@@ -90,12 +100,39 @@ def _windows_stage(spark, input_dir: str, out_dir: str, store: str, engine: str)
 
 def _sql_stage(spark, input_dir: str, out_dir: str) -> None:
     """The windows stage as the SQL table function (spark_ops.sql)."""
+    from pyspark.sql import functions as F
+
     from spark_ops.sql import register_sql
 
     register_sql(spark)
-    spark.read.parquet(input_dir).createOrReplaceTempView("readings")
-    spark.sql(f"""SELECT * FROM mta_sliding_window(TABLE(readings) PARTITION BY host ORDER BY ts,
+    # readings of one host at the same time enter its window in input order, as in the DataFrame call
+    readings = spark.read.parquet(input_dir).withColumn("seq", F.monotonically_increasing_id())
+    readings.createOrReplaceTempView("readings")
+    spark.sql(f"""SELECT * EXCEPT (seq) FROM mta_sliding_window(TABLE(readings) PARTITION BY host ORDER BY (ts, seq),
                   key => 'host', time => 'ts', value => 'mem_mb', aggs => '{",".join(AGGS)}', range => 3600)""") \
+         .write.mode("overwrite").parquet(out_dir)
+
+
+class _Identity:
+    """A Python UDTF that returns every row as it came."""
+
+    @staticmethod
+    def analyze(table):
+        from pyspark.sql.udtf import AnalyzeResult
+
+        return AnalyzeResult(schema=table.dataType)
+
+    def eval(self, row):
+        yield tuple(row)
+
+
+def _handover_stage(spark, input_dir: str, out_dir: str, arrow: bool) -> None:
+    """Spark's hand-over of the rows to a Python UDTF and back, no window."""
+    from pyspark.sql.functions import udtf
+
+    spark.udtf.register("mta_bench_identity", udtf(_Identity, useArrow=arrow))
+    spark.read.parquet(input_dir).createOrReplaceTempView("readings")
+    spark.sql("SELECT * FROM mta_bench_identity(TABLE(readings) PARTITION BY host ORDER BY ts)") \
          .write.mode("overwrite").parquet(out_dir)
 
 
@@ -153,6 +190,8 @@ def run(cfg: RunConfig) -> dict:
     stages = {OLD: lambda: _windows_stage(spark, input_dir, out_dir, store, "amta"),
               NEW: lambda: _windows_stage(spark, input_dir, out_dir, store, "auto"),
               SQL: lambda: _sql_stage(spark, input_dir, out_dir),
+              HANDOVER: lambda: _handover_stage(spark, input_dir, out_dir, arrow=False),
+              HANDOVER_ARROW: lambda: _handover_stage(spark, input_dir, out_dir, arrow=True),
               PIPELINE: lambda: _pipeline_stage(spark, input_dir, out_dir)}
     try:
         for method in METHODS:  # start the Python workers (and import NumPy) before the first timed run
@@ -168,7 +207,8 @@ def run(cfg: RunConfig) -> dict:
                 rec = {"method": method, "repeat": repeat, "rows": n, "seconds": seconds, "rows_per_s": n / seconds,
                        "cpu_seconds": jvm + python, "cpu_us_per_row": 1e6 * (jvm + python) / n,
                        "jvm_cpu_us_per_row": 1e6 * jvm / n, "python_cpu_us_per_row": 1e6 * python / n,
-                       "load_average_before": round(load, 2), "checksums": _checksums(spark, out_dir)}
+                       "load_average_before": round(load, 2),
+                       "checksums": None if method in (HANDOVER, HANDOVER_ARROW) else _checksums(spark, out_dir)}
                 records.append(rec)
                 cfg.log(f"  spark-demo {method:<26} {rec['rows_per_s']:>10,.0f} rows/s, "
                         f"{rec['cpu_us_per_row']:6.2f} us CPU/row (JVM {rec['jvm_cpu_us_per_row']:.2f}, Python "
@@ -182,7 +222,7 @@ def run(cfg: RunConfig) -> dict:
 
 def checksums_agree(records) -> bool:
     """Every run of both window methods gives the same sums of max, mean and stddev."""
-    windows = [r for r in records if r["method"] != PIPELINE]
+    windows = [r for r in records if r["method"] not in NO_WINDOW]
     first = windows[0]["checksums"]
     return all(math.isclose(a, b, rel_tol=1e-9) for r in windows for a, b in zip(r["checksums"], first))
 
@@ -205,6 +245,8 @@ def summarize(data: dict) -> dict:
     return {"windows_stage_speedup": {"ratio": speedup, "cpu_per_row_ratio": cpu, "python_cpu_per_row_ratio": python,
                                       "pipeline_over_before": ceiling / old if ceiling else None,
                                       "sql_over_dataframe": sql / new if sql else None,
+                                      "handover_rows_per_s": _median(data, HANDOVER, "rows_per_s"),
+                                      "handover_arrow_rows_per_s": _median(data, HANDOVER_ARROW, "rows_per_s"),
                                       "sql_cpu_per_row_ratio": (_median(data, SQL, "cpu_us_per_row")
                                                                 / _median(data, NEW, "cpu_us_per_row")) if sql else None,
                                       "target": ">= 5", "met": speedup >= 5}}
@@ -236,6 +278,11 @@ def summary_lines(data: dict) -> list[str]:
         if v.get("sql_over_dataframe"):
             lines.append(f"the SQL table function runs at {v['sql_over_dataframe']:.2f}x the rows per second of the "
                          f"DataFrame call on the same engine ({v['sql_cpu_per_row_ratio']:.2f}x its CPU per row)")
+        if v.get("handover_rows_per_s"):
+            lines.append(f"Spark's hand-over to a Python UDTF and back, with no window, runs at "
+                         f"{v['handover_rows_per_s']:,.0f} rows/s with rows pickled and "
+                         f"{v['handover_arrow_rows_per_s']:,.0f} with its Arrow transport: the most a SQL table "
+                         "function can reach here")
         if v.get("pipeline_over_before"):
             lines.append(f"the pipeline alone runs at {v['pipeline_over_before']:.2f}x the rows per second of "
                          "before: the most any window engine in this plan could give the stage")
@@ -254,7 +301,7 @@ def plot(data: dict, path) -> None:
     for ax, key, label in ((axes[0], "rows_per_s", "rows per second (higher is better)"),
                            (axes[1], "cpu_us_per_row", "CPU microseconds per row, JVM + Python (lower is better)")):
         values = [_median(data, m, key) or 0 for m in METHODS]
-        ax.bar(range(len(METHODS)), values, color=["0.6", "tab:blue", "tab:green", "0.85"], tick_label=METHODS)
+        ax.bar(range(len(METHODS)), values, color=["0.6", "tab:blue", "tab:green", "0.75", "0.8", "0.85"], tick_label=METHODS)
         ax.tick_params(axis="x", labelsize=8)
         for i, v in enumerate(values):
             ax.annotate(f"{v:,.0f}" if key == "rows_per_s" else f"{v:.2f}", (i, v), ha="center", va="bottom",

@@ -18,13 +18,21 @@ which is the order of the ``ORDER BY``'s further columns (``ORDER BY (ts,
 seq)``, in parentheses as Spark requires); the DataFrame call orders them
 by their position in the input.
 
-The function is a Python UDTF with Arrow transport: Spark hands it one row
-at a time, and it pushes a key's rows through the key's window
+The function is a Python UDTF: Spark hands it one row at a time, and it
+pushes a key's rows through the key's window
 (:func:`spark_ops.windows.open_key_window`, the per-key windows of the
 DataFrame call, the engine chosen by the same rule) in chunks of
 :data:`CHUNK` rows.  Batch tables only; the arguments (ready aggregations,
-``range`` or ``rows``, ``frame``, ``engine``, ``store``, ``on_bad_row``) are those of
-:func:`spark_ops.sliding_window` and must be constants.
+``range`` or ``rows``, ``frame``, ``engine``, ``store``, ``on_bad_row``)
+are those of :func:`spark_ops.sliding_window` and must be constants.
+
+Spark's row-at-a-time hand-over costs far more than the windows: the
+DataFrame call runs the same job many times faster (docs/benchmarks-spark.md,
+"SQL").  Rows travel pickled, not through Arrow: Spark's Arrow transport
+for Python UDTFs converts every row through pandas and measured slower
+(the same page); its Arrow-native UDTFs take record batches but cannot
+declare their output schema from the input table (no ``analyze``), which
+a function returning the table's own columns needs.
 """
 
 from __future__ import annotations
@@ -58,7 +66,7 @@ def register_sql(spark, name: str = FUNCTION_NAME) -> None:
     """Register the table function on ``spark``'s session as ``name``."""
     from pyspark.sql.functions import udtf
 
-    spark.udtf.register(name, udtf(SlidingWindowFunction, useArrow=True))
+    spark.udtf.register(name, udtf(SlidingWindowFunction, useArrow=False))
 
 
 @dataclasses.dataclass
