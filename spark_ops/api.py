@@ -23,7 +23,7 @@ from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
 import stores
 
-from . import columnar
+from . import columnar, durations
 from .batch import batch_plan
 from .plan import INTERNAL
 from .spec import SlidingWindowError, WindowSpec
@@ -75,13 +75,25 @@ def sliding_window(df, key: str, time: str, value: str, aggs, *, range=None, row
     through with null aggregations and the reason in a ``rejected`` column.
     Bad rows: a null or NaN key; a null, NaN or infinite time; a null or NaN
     value; a value the aggregations cannot take (``geomean`` of a value
-    <= 0); and in streaming a time older than its key's newest time in an
-    earlier micro-batch (rows are ordered within a micro-batch, not across
-    them: there is no watermark).
+    <= 0); in streaming without a watermark, a time older than its key's
+    newest time in an earlier micro-batch (rows are ordered within a
+    micro-batch, not across them); with one, a time behind the watermark
+    (a late row).
+
+    Event time (streaming): when the time column carries a watermark
+    (``df.withWatermark(time, "10 minutes")``), rows may arrive in any
+    order within the delay.  Each key's rows wait in Spark's state until
+    the watermark passes their time, then enter the window in time order
+    (earlier micro-batches first at equal times), so the output equals the
+    batch output of the same rows whatever their arrival order; a row's
+    output comes in the micro-batch after the one that moves the watermark
+    past it (:mod:`spark_ops.event_time`).
 
     ``name`` names the windows in the store: required for streaming, where
     a restarted query finds its windows by it, and each query needs its own.
-    ``expire_after`` (streaming): seconds of processing time, counted from
+    ``range`` and ``expire_after`` take seconds or a duration (``"1h"``,
+    ``"10 minutes"``, :mod:`spark_ops.durations`).
+    ``expire_after`` (streaming, no watermark): processing time, counted from
     the start of the last micro-batch with rows for a key, after which the
     key's window is deleted from the store and its Spark state dropped
     (default: kept forever); rows arriving later start a new window.  Spark
@@ -99,8 +111,11 @@ def sliding_window(df, key: str, time: str, value: str, aggs, *, range=None, row
     check_output_names(spec, df.columns)
     if name is not None and (not isinstance(name, str) or not _NAME.fullmatch(name)):
         raise SlidingWindowError(f"name must be 1 to 40 letters, digits, '.', '_' or '-', got {name!r}")
-    if expire_after is not None and not (isinstance(expire_after, (int, float)) and expire_after > 0):
-        raise SlidingWindowError(f"expire_after must be a positive number of seconds, got {expire_after!r}")
+    if expire_after is not None:
+        try:
+            expire_after = durations.seconds(expire_after, "expire_after")
+        except ValueError as exc:
+            raise SlidingWindowError(str(exc)) from None
     if df.isStreaming:
         if not store:
             raise SlidingWindowError("a streaming sliding_window needs store= (the windows live there "

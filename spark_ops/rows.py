@@ -47,6 +47,11 @@ def out_of_order(t, newest) -> str:
     return f"time {t} is older than the key's newest time {newest} (out of order)"
 
 
+def behind_watermark(t, watermark) -> str:
+    return (f"time {t} is behind the watermark {watermark} (late: rows of later times have entered the window; "
+            "a longer watermark delay keeps rows waiting longer)")
+
+
 def peers_emitted(t) -> str:
     return (f"time {t} equals the key's newest time, whose rows' shared output (frame='sql': rows of equal time "
             "are peers) an earlier micro-batch gave (out of order; rows of one time belong in one micro-batch)")

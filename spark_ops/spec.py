@@ -28,7 +28,7 @@ from mta import Aggregator, AmortizedMTA, LogMTA, SlidePolicy, policies, product
 from mta.errors import MTAError
 from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
-from . import aggregations, frames
+from . import aggregations, durations, frames
 from .aggregations import READY
 
 __all__ = ["BAD_ROW_RULES", "ENGINES", "ENGINE_CHOICES", "READY", "SlidingWindowError", "WindowSpec"]
@@ -80,8 +80,15 @@ class WindowSpec:
             raise SlidingWindowError(
                 "give exactly one of range= (seconds), rows= (count) or policy= "
                 f"(a SlidePolicy over (time, value) records); got {given or 'none'}")
-        if range is not None and not (isinstance(range, (int, float)) and range > 0 and math.isfinite(range)):
-            raise SlidingWindowError(f"range must be a positive number of seconds, got {range!r}")
+        if isinstance(range, str):
+            try:
+                range = durations.seconds(range, "range")
+            except ValueError as exc:
+                raise SlidingWindowError(str(exc)) from None
+        if range is not None and not (isinstance(range, (int, float)) and not isinstance(range, bool)
+                                      and range > 0 and math.isfinite(range)):
+            raise SlidingWindowError(f"range must be a positive number of seconds or a duration such as '1h', "
+                                     f"got {range!r}")
         if rows is not None and (type(rows) is not int or rows < 1):
             raise SlidingWindowError(f"rows must be a positive int, got {rows!r}")
         if policy is not None and not isinstance(policy, SlidePolicy):

@@ -15,7 +15,7 @@ it), so nothing is lost or counted twice.
 
 from __future__ import annotations
 
-from . import passthrough
+from . import event_time, passthrough
 from .plan import (ARRIVAL, INTERNAL, PACKED, TIME, VALUE, InputTimes, column, output_arrow_schema, output_schema,
                    with_order_columns)
 from .spec import SlidingWindowError, WindowSpec
@@ -48,10 +48,7 @@ def streaming_plan(df, spec: WindowSpec, run: str, expire_after: float | None):
         rows = passthrough.unpack(blob for frame in frames for blob in frame[PACKED])
         rows = rows.take(pc.sort_indices(rows, [(TIME, "ascending"), (ARRIVAL, "ascending")]))
         version, newest, job = state.get if state.exists else (None, None, None)
-        if job is not None and job != fingerprint:
-            raise SlidingWindowError(
-                f"{spec.key}={k!r}: the query's windows were built by another job ({job}), not by this one "
-                f"({fingerprint}); restart a changed query with a new name= and checkpoint location")
+        _check_job(spec, k, job, fingerprint)
         window = open_key_window(spec, k, run, streaming=True, resume=version if version is not None else False,
                                  newest=newest)
         try:
@@ -63,14 +60,82 @@ def streaming_plan(df, spec: WindowSpec, run: str, expire_after: float | None):
         state.update((version, window.newest, fingerprint))
         if expire_after is not None:
             state.setTimeoutDuration(int(expire_after * 1000))
-        result = rows.select(passed)
-        for (name, _), output in zip(spec.output_columns, outputs):
-            result = result.append_column(name, output)
-        yield pd.DataFrame({PACKED: passthrough.pack(result)})
+        yield pd.DataFrame({PACKED: passthrough.pack(_with_outputs(rows.select(passed), spec, outputs))})
 
     timeout = GroupStateTimeout.NoTimeout if expire_after is None else GroupStateTimeout.ProcessingTimeTimeout
     key_type = ordered.schema[spec.key].dataType.simpleString()
     packed = ordered.mapInArrow(passthrough.pack_by_key(spec.key), f"`{spec.key}` {key_type}, {PACKED} binary")
+    delay = event_time.watermark_delay(df, spec.time)
+    if delay is None:
+        per_key, state_schema = windows_of_key, STATE_SCHEMA
+    else:
+        if expire_after is not None:
+            raise SlidingWindowError("expire_after counts processing time, and a query with a watermark waits for "
+                                     "event time: use one or the other")
+        packed = event_time.with_marker(packed, delay)
+        per_key, state_schema = event_time_windows(spec, run, passed), EVENT_TIME_STATE_SCHEMA
+        timeout = GroupStateTimeout.EventTimeTimeout
     return (packed.groupBy(column(spec.key))
-                  .applyInPandasWithState(windows_of_key, f"{PACKED} binary", STATE_SCHEMA, "append", timeout)
+                  .applyInPandasWithState(per_key, f"{PACKED} binary", state_schema, "append", timeout)
                   .mapInArrow(passthrough.unpack_batches(target), schema))
+
+
+#: Spark's state per key with a watermark: :data:`STATE_SCHEMA` and the
+#: rows waiting for the watermark (an Arrow IPC stream, :mod:`spark_ops.event_time`).
+EVENT_TIME_STATE_SCHEMA = STATE_SCHEMA + ", waiting binary"
+
+
+def event_time_windows(spec: WindowSpec, run: str, passed: list[str]):
+    """The per-key function of a query with a watermark: this micro-batch's
+    rows join the waiting ones; those the watermark passed enter the window
+    (:mod:`spark_ops.event_time`)."""
+    fingerprint = spec.fingerprint()
+
+    def windows_of_key(key, frames, state):
+        import pandas as pd
+
+        k = key[0].item() if hasattr(key[0], "item") else key[0]  # numpy scalars as Python values
+        version, newest, job, blob = state.get if state.exists else (None, None, None, None)
+        _check_job(spec, k, job, fingerprint)
+        waiting = event_time.unpack_waiting(blob)
+        blobs = [blob for frame in frames for blob in frame[PACKED]]
+        if not blobs and waiting is None:  # timed out with nothing waiting
+            return
+        new = passthrough.unpack(blobs) if blobs else waiting.slice(0, 0)
+        watermark = state.getCurrentWatermarkMs() / 1000
+        leaving, problems, ready, waiting = event_time.split(new, waiting, watermark)
+        results = []
+        if leaving.num_rows or ready.num_rows:
+            window = open_key_window(spec, k, run, streaming=True,
+                                     resume=version if version is not None else False, newest=newest)
+            try:
+                for part, part_problems in ((leaving, problems), (ready, None)):
+                    if part.num_rows:
+                        outputs = window.push(part.column(TIME).combine_chunks(),
+                                              part.column(VALUE).combine_chunks(), part_problems,
+                                              shown=InputTimes(part.column(spec.time)))
+                        results.append(_with_outputs(part.select(passed), spec, outputs))
+                if ready.num_rows:
+                    version, newest = window.checkpoint(), window.newest
+            finally:
+                window.close()
+        state.update((version, newest, fingerprint, event_time.pack_waiting(waiting)))
+        if waiting.num_rows:
+            state.setTimeoutTimestamp(event_time.timeout_ms(waiting))
+        for result in results:
+            yield pd.DataFrame({PACKED: passthrough.pack(result)})
+
+    return windows_of_key
+
+
+def _check_job(spec: WindowSpec, k, job, fingerprint: str) -> None:
+    if job is not None and job != fingerprint:
+        raise SlidingWindowError(
+            f"{spec.key}={k!r}: the query's windows were built by another job ({job}), not by this one "
+            f"({fingerprint}); restart a changed query with a new name= and checkpoint location")
+
+
+def _with_outputs(table, spec: WindowSpec, outputs):
+    for (name, _), output in zip(spec.output_columns, outputs):
+        table = table.append_column(name, output)
+    return table

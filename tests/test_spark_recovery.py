@@ -323,3 +323,29 @@ class TestExecutorLoss:
         print("query restarts after the kill:", restarts or "none (the query recovered by itself)")
         # a row's output depends on the rows before it only: the reference's rows of rounds 0 and 1
         assert by_id(got) == {r["id"]: reference[r["id"]] for batch in rounds for r in batch}
+
+    def test_event_time_recovers_after_an_executor_is_killed(self, cluster, tmp_path):
+        """A watermarked query (tests/test_spark_event_time.py) stops with rows
+        waiting in Spark's state; restarted from its checkpoint, the executor is
+        killed while released rows enter their windows.  The sink equals the
+        oracle: no waiting row lost or released twice."""
+        from tests import test_spark_event_time as et
+
+        rows = et.out_of_order(5)
+        cut = len(rows) // 2
+        restarts: list[str] = []
+
+        def run(lift, control, killer, groups):
+            stream = et.Stream(cluster, str(tmp_path / "run"), lift=lift)
+            stream.run(rows[:cut])
+            open(os.path.join(control, "armed"), "w").close()
+            killer.start()
+            try:
+                return stream.run(rows[cut:] + [et.closing_row(rows, len(rows))], run_ids=groups)
+            except Exception as exc:  # noqa: BLE001 - the query may fail; it restarts from its checkpoint
+                restarts.append(f"{type(exc).__name__}: {str(exc)[:500]}")
+                return stream.run([], run_ids=groups)
+
+        got = self._kill_during(cluster, run, tmp_path, delay=0.05)
+        print("query restarts after the kill:", restarts or "none (the query recovered by itself)")
+        assert_outputs(got, rows, et.oracle(rows), et.NAMES)

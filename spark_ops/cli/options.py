@@ -5,8 +5,6 @@ option groups."""
 from __future__ import annotations
 
 import argparse
-import math
-import re
 import shutil
 import textwrap
 from dataclasses import dataclass
@@ -14,6 +12,7 @@ from typing import Callable
 
 from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
+from .. import durations
 from ..aggregations import READY
 from ..columnar import AGGREGATIONS, FLOAT_ONLY
 from ..frames import FRAMES
@@ -77,30 +76,25 @@ def positive_int(text: str) -> int:
 
 
 def seconds(text: str) -> float:
+    """A duration (:mod:`spark_ops.durations`) in seconds."""
     try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not (x > 0 and math.isfinite(x)):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return int(x) if x.is_integer() else x
-
-
-_INTERVAL_UNITS = {"ms": 0.001, "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
-                   "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
-                   "h": 3600, "hour": 3600, "hours": 3600}
+        return durations.seconds(text, "a duration")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def trigger(text: str):
-    """``once``, ``available-now`` or an interval such as ``10s``, ``500ms``, ``1 minute``."""
+    """``once``, ``available-now`` or an interval such as ``10s``, ``500ms``,
+    ``1 minute`` (in milliseconds)."""
     t = text.strip().lower()
     if t in ("once", "available-now", "availablenow", "available_now"):
         return "once" if t == "once" else "available-now"
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([a-z]*)", t)
-    if m and (m.group(2) or "s") in _INTERVAL_UNITS:
-        ms = round(float(m.group(1)) * _INTERVAL_UNITS[m.group(2) or "s"] * 1000)
-        if ms > 0:
-            return ms
+    try:
+        ms = round(durations.seconds(t, "a trigger") * 1000)
+    except ValueError:
+        ms = 0
+    if ms > 0:
+        return ms
     raise argparse.ArgumentTypeError(
         f"{text!r} is not a trigger: use once, available-now or an interval such as 10s, 500ms, 2min")
 
@@ -144,15 +138,15 @@ def window_options(p: argparse.ArgumentParser, *, store_required: bool) -> None:
                       help=f"comma-separated aggregations, each becoming an output column of that name: "
                            f"{', '.join(aggregation_names())}")
     size = cols.add_mutually_exclusive_group(required=True)
-    size.add_argument("--range", type=seconds, metavar="SECONDS",
-                      help="time window: the rows of the key with time in (t - SECONDS, t] (in [t - SECONDS, "
+    size.add_argument("--range", type=seconds, metavar="R",
+                      help="time window: the rows of the key with time in (t - R, t] (in [t - R, "
                            "t] with --frame sql)")
     size.add_argument("--rows", type=positive_int, metavar="N", help="count window: the key's newest N rows")
     cols.add_argument("--frame", choices=FRAMES, default="default",
-                      help="default: a --range window holds the rows with time in (t - SECONDS, t] at or "
+                      help="default: a --range window holds the rows with time in (t - R, t] at or "
                            "before the row, rows of equal time in arrival order, each seeing those that "
-                           "arrived before it (as pandas' rolling); sql: Spark SQL's RANGE BETWEEN SECONDS "
-                           "PRECEDING AND CURRENT ROW, the rows with time in [t - SECONDS, t], rows of equal "
+                           "arrived before it (as pandas' rolling); sql: Spark SQL's RANGE BETWEEN R "
+                           "PRECEDING AND CURRENT ROW, the rows with time in [t - R, t], rows of equal "
                            "time peers sharing one output (streaming: a row at a time an earlier "
                            "micro-batch gave outputs for is then a bad row). --rows N is the newest N rows "
                            "in (time, arrival) order in both (default: %(default)s)")

@@ -7,6 +7,7 @@ import hashlib
 import signal
 import threading
 
+from .. import durations
 from . import inputs
 from .errors import EXIT_OK, PROG, CLIError, failure_message
 from .options import Command, seconds, trigger, window_options
@@ -25,9 +26,15 @@ def add_arguments(p) -> None:
     p.add_argument("--schema", metavar="DDL",
                    help="input schema, e.g. 'host STRING, ts TIMESTAMP, mem DOUBLE' (default: "
                         "inferred from the files already in the directory)")
-    p.add_argument("--expire-after", type=seconds, metavar="SECONDS",
+    p.add_argument("--expire-after", type=seconds, metavar="DURATION",
                    help="delete the window (and Spark state) of a key that received no rows for this long, "
                         "in processing time; needs an interval --trigger (default: keep every key)")
+    p.add_argument("--watermark", type=seconds, metavar="DURATION",
+                   help="event time: rows may arrive this much out of order (e.g. 10m), by the --time column "
+                        "(a timestamp); each row waits in Spark's state until the watermark (the newest time "
+                        "seen minus DURATION) passes it, then enters its window in time order; a row behind "
+                        "the watermark when it arrives is late (--on-bad-row) (default: no watermark, rows "
+                        "in order across micro-batches)")
     p.add_argument("--trigger", type=trigger, default="available-now",
                    help="once, available-now (process what is there and stop; default) or an "
                         "interval such as 10s (run until interrupted)")
@@ -36,6 +43,8 @@ def add_arguments(p) -> None:
 
 def run(args, spark=None) -> int:
     spec = window_spec(args)
+    if args.expire_after is not None and args.watermark is not None:
+        raise CLIError("--expire-after counts processing time and --watermark waits for event time: use one")
     if args.expire_after is not None and isinstance(args.trigger, str):
         raise CLIError(f"--expire-after needs an interval --trigger such as 10s (with {args.trigger} the query "
                        "would keep running micro-batches to expire keys instead of stopping)")
@@ -55,6 +64,8 @@ def run(args, spark=None) -> int:
     with session(args, spark, "stream", progress) as spark:
         schema, value_type = _text_values(_schema(args, spark, fmt, progress), fmt, args)
         df = inputs.reader(spark.readStream, fmt, streaming=True).schema(schema).load(inputs.spark_path(args.input))
+        if args.watermark is not None:
+            df = _with_watermark(df, args)
         out = windows(df, args, spec, store, name, value_type)
         writer = (out.writeStream.format("parquet").outputMode("append")
                   .option("path", inputs.spark_path(args.output))
@@ -90,6 +101,16 @@ def _text_values(schema, fmt: str, args):
         return schema, None
     fields = [StructField(f.name, StringType(), f.nullable) if f.name == args.value else f for f in schema.fields]
     return StructType(fields), field.dataType
+
+
+def _with_watermark(df, args):
+    """``df`` with Spark's watermark on the time column (--watermark)."""
+    from pyspark.sql.types import TimestampType
+
+    if args.time in df.columns and not isinstance(df.schema[args.time].dataType, TimestampType):
+        raise CLIError(f"--watermark needs a timestamp --time column; {args.time!r} is "
+                       f"{df.schema[args.time].dataType.simpleString()} (give it as TIMESTAMP in --schema)")
+    return df.withWatermark(args.time, durations.spark_interval(args.watermark)) if args.time in df.columns else df
 
 
 def _schema(args, spark, fmt: str, progress: Progress):
@@ -152,5 +173,6 @@ COMMAND = Command(
     epilog=f"examples:\n  {PROG} stream --input incoming/ --output windows/ --checkpoint ckpt/ "
            "--store file:state --key host --time ts --value mem --agg max --range 3600 "
            "--trigger available-now\n"
-           "  ... --trigger 10s     runs a micro-batch every 10 s until Ctrl-C, which stops it cleanly",
+           "  ... --trigger 10s     runs a micro-batch every 10 s until Ctrl-C, which stops it cleanly\n"
+           "  ... --watermark 10m   takes rows up to 10 minutes out of order (--time a timestamp)",
     add_arguments=add_arguments, run=run)

@@ -1,0 +1,137 @@
+"""Event time in streaming: rows wait for the input's watermark.
+
+A streaming input with a watermark on its time column
+(``df.withWatermark("ts", "10 minutes")``) may deliver a key's rows in any
+order within the delay.  Each key's rows then wait in Spark's own state
+(its state store, checkpointed with the query: a replayed micro-batch finds
+the same rows waiting) until the watermark passes their time, and enter the
+key's window in ``(time, arrival)`` order, earlier micro-batches first at
+equal times: a row's output is the batch output over the same rows,
+whatever their arrival order and micro-batch boundaries.
+
+The watermark is Spark's (``GroupState.getCurrentWatermarkMs``): a row at
+time ``t`` waits while ``t > watermark``, and Spark's event-time timeout
+calls the key again once the watermark passes its oldest waiting row, in a
+micro-batch with no rows for it if need be.  A row that arrives with
+``t <= watermark`` is late: rows of that time may already have entered
+the window, so it cannot; it follows ``on_bad_row`` (error, or flagged in
+the output with the reason), as do rows that no window can take (a null
+time or value), which leave at once.
+
+Spark drops rows behind the watermark before an event-time timeout
+operator sees them, silently, when its input carries the watermarked
+column.  The plan's input to that operator is the key and the packed rows
+(:mod:`spark_ops.passthrough`) plus :data:`MARKER`, a column that carries
+the watermark's metadata (so Spark gives the operator its watermark and
+timeouts) but holds a time no watermark reaches: every late row reaches
+:func:`settle_key` and is reported.
+"""
+
+from __future__ import annotations
+
+import math
+
+from . import rows
+from .plan import ARRIVAL, TIME, VALUE
+from .spec import SlidingWindowError
+
+#: Where Spark records a column's watermark delay (in milliseconds).
+DELAY_KEY = "spark.watermarkDelayMs"
+#: The column that carries the watermark to the stateful operator (see the module).
+MARKER = "__mta_watermark"
+#: The marker's value: a time no watermark passes, which pandas (the
+#: operator's Python side) still holds.
+MARKER_TIME = "2262-01-01 00:00:00"
+
+
+def watermark_delay(df, time: str) -> float | None:
+    """The watermark delay (seconds) of ``df``'s time column, ``None`` when
+    the input has no watermark; an error when its watermark is on another
+    column (the windows would not wait for it)."""
+    delay = df.schema[time].metadata.get(DELAY_KEY)
+    if delay is not None:
+        return delay / 1000
+    others = [f.name for f in df.schema.fields if DELAY_KEY in f.metadata]
+    if others:
+        raise SlidingWindowError(
+            f"the input's watermark is on column {others[0]!r}, not on the time column {time!r}: each key's rows "
+            f"wait for a watermark on the time that orders them; use df.withWatermark({time!r}, delay)")
+    return None
+
+
+def with_marker(packed, delay: float):
+    """``packed`` (the key and its packed rows) with :data:`MARKER`."""
+    from pyspark.sql import functions as F
+
+    marker = F.lit(MARKER_TIME).cast("timestamp").alias(MARKER, metadata={DELAY_KEY: int(round(delay * 1000))})
+    return packed.select("*", marker)
+
+
+def split(new, waiting, watermark: float):
+    """The rows that leave now and the rows that wait.
+
+    ``new``: this micro-batch's rows of the key (an Arrow table with the
+    plan's columns; no rows when the key timed out); ``waiting``: the rows that waited so far (``None`` for
+    none), in order; ``watermark``: seconds.  Returns ``(leaving, problems,
+    ready, waiting)``: the rows that leave at once with their problems (late,
+    or no window can take them), the rows whose time the watermark passed
+    in ``(time, arrival)`` order (earlier micro-batches first at equal
+    times), and the rows that still wait, in that order."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = new.num_rows
+    # a null or NaN key is the window's rule, like a null time's or value's
+    problems = rows.check_columns(pa.repeat(pa.scalar(0, pa.int8()), n), new.column(TIME), new.column(VALUE))
+    problems = list(problems) if problems is not None else [None] * n
+    times = new.column(TIME).to_pylist()
+    for i, t in enumerate(times):
+        if problems[i] is None and t <= watermark:
+            problems[i] = rows.behind_watermark(_utc(t), _utc(watermark))
+    leaves = pa.array([p is not None for p in problems], type=pa.bool_())
+    leaving = new.filter(leaves)
+    kept = new.filter(pc.invert(leaves))
+    kept = kept.take(pc.sort_indices(kept, [(TIME, "ascending"), (ARRIVAL, "ascending")]))
+    if waiting is not None and waiting.num_rows:
+        # a stable sort by time keeps earlier micro-batches' rows first at equal times
+        both = pa.concat_tables([waiting, kept.select(waiting.column_names).cast(waiting.schema)])
+        kept = both.take(pc.sort_indices(both, [(TIME, "ascending")]))
+    due = pc.less_equal(kept.column(TIME), watermark)
+    return (leaving, [p for p in problems if p is not None], kept.filter(due), kept.filter(pc.invert(due)))
+
+
+def pack_waiting(waiting) -> bytes | None:
+    """The waiting rows as the key's state holds them: one Arrow IPC stream
+    (``None`` for none)."""
+    import pyarrow as pa
+
+    if waiting is None or not waiting.num_rows:
+        return None
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, waiting.schema) as writer:
+        writer.write_table(waiting)
+    return sink.getvalue().to_pybytes()
+
+
+def unpack_waiting(blob: bytes | None):
+    """The waiting rows from the key's state (``None`` for none)."""
+    import pyarrow as pa
+
+    return pa.ipc.open_stream(blob).read_all().combine_chunks() if blob else None
+
+
+def timeout_ms(waiting) -> int:
+    """The event-time timeout that calls the key once the watermark passes
+    its oldest waiting row (Spark times a timeout out when the watermark
+    passes it; the result is at least the current watermark, which is below
+    every waiting row's time)."""
+    import pyarrow.compute as pc
+
+    # Spark takes only positive timestamps; a row that waits is after the first watermark (0)
+    return max(math.ceil(pc.min(waiting.column(TIME)).as_py() * 1000) - 1, 1)
+
+
+def _utc(seconds: float) -> str:
+    import datetime as dt
+
+    return (dt.datetime(1970, 1, 1) + dt.timedelta(seconds=seconds)).isoformat(sep=" ") + " UTC"

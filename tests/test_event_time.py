@@ -1,0 +1,84 @@
+"""spark_ops.event_time.split, the watermark rule, without Spark.
+
+A key's rows arrive over micro-batches in any order; after each one the
+watermark moves to the newest time seen minus the delay (never back).  The
+rows released over all micro-batches must be exactly the rows that were not
+late, in time order with ties in arrival order (earlier micro-batches
+first, then the order within a micro-batch); a late row (time at or behind
+the watermark when it arrives) leaves at once with its reason; a row with a
+null time leaves with its own reason; nothing is lost or released twice.
+The oracle replays the same rule row by row in plain Python.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spark_ops import event_time, rows
+from spark_ops.plan import ARRIVAL, TIME, VALUE
+
+batches = st.lists(st.lists(st.one_of(st.integers(0, 40).map(float), st.none()), max_size=8), min_size=1,
+                   max_size=8)
+
+
+def table(times, first_id):
+    return pa.table({"id": pa.array(range(first_id, first_id + len(times)), pa.int64()),
+                     ARRIVAL: pa.array(range(len(times)), pa.int64()),
+                     TIME: pa.array(times, pa.float64()), VALUE: pa.array([1.0] * len(times))})
+
+
+@settings(max_examples=300, deadline=None)
+@given(batches=batches, delay=st.sampled_from([0.0, 1.0, 5.0, 100.0]))
+def test_released_rows_are_the_timely_rows_in_time_order(batches, delay):
+    watermark, newest, waiting, next_id = 0.0, None, None, 0
+    released, left, expect_late, expect_null, timely = [], {}, set(), set(), []
+    for times in batches:
+        new = table(times, next_id)
+        for i, t in enumerate(times):  # the oracle: each row against the watermark it arrives under
+            if t is None:
+                expect_null.add(next_id + i)
+            elif t <= watermark:
+                expect_late.add(next_id + i)
+            else:
+                timely.append((t, len(timely), next_id + i))
+        leaving, problems, ready, waiting = event_time.split(new, waiting, watermark)
+        assert leaving.num_rows == len(problems)
+        left.update(zip(leaving.column("id").to_pylist(), problems))
+        released += ready.column("id").to_pylist()
+        assert all(t <= watermark for t in ready.column(TIME).to_pylist())
+        assert all(t > watermark for t in waiting.column(TIME).to_pylist())
+        seen = [t for t in times if t is not None]
+        if seen:
+            newest = max(seen) if newest is None else max(newest, max(seen))
+        if newest is not None:
+            watermark = max(watermark, newest - delay)
+        next_id += len(times)
+    # the rows still waiting would be released by a later watermark, in order
+    leaving, problems, ready, rest = event_time.split(table([], next_id), waiting, float("inf"))
+    assert not leaving.num_rows and not rest.num_rows
+    released += ready.column("id").to_pylist()
+    assert released == [i for _, _, i in sorted(timely)]
+    assert set(left) == expect_late | expect_null
+    assert all("is behind the watermark" in left[i] for i in expect_late)
+    assert all(left[i] == rows.NULL_TIME for i in expect_null)
+
+
+def test_waiting_rows_survive_their_state_form():
+    _, _, ready, waiting = event_time.split(table([5.0, 3.0, 9.0], 0), None, 2.0)
+    assert not ready.num_rows and waiting.column("id").to_pylist() == [1, 0, 2]
+    _, _, ready, waiting = event_time.split(table([], 3), waiting, 4.0)  # no rows: the timeout's call
+    assert ready.column("id").to_pylist() == [1]
+    blob = event_time.pack_waiting(waiting)
+    assert isinstance(blob, bytes) and event_time.pack_waiting(waiting.slice(0, 0)) is None
+    assert event_time.unpack_waiting(blob).equals(waiting) and event_time.unpack_waiting(None) is None
+    # the timeout calls the key once the watermark passes its oldest waiting row (5 s), not before
+    assert event_time.timeout_ms(waiting) == 4999
+
+
+@pytest.mark.parametrize("t, watermark", [(0.0005, 0.0), (1e-9, 0.0)])
+def test_timeout_is_a_timestamp_spark_takes(t, watermark):
+    _, _, _, waiting = event_time.split(table([t], 0), None, watermark)
+    assert event_time.timeout_ms(waiting) >= 1

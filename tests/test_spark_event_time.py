@@ -1,0 +1,233 @@
+"""Event time in streaming: a watermarked input's rows wait for the watermark.
+
+The rows of every key arrive out of order within the watermark delay, cut
+into many micro-batches (one file each, ``maxFilesPerTrigger=1``); the
+sink must equal the brute-force oracle over the same rows in time order
+(ties in arrival order), which is also what the batch job gives.  Late rows
+(behind the watermark when they arrive) are flagged with the reason and
+counted, or fail the query naming the row; they never enter a window.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import random
+import uuid
+
+import pytest
+
+import json
+import sys
+
+from spark_ops import SlidingWindowError, sliding_window
+from tests.spark_fixtures import (FailFirstAttempt, assert_outputs, expected, key_times, read_sink,
+                                  run_available_now, ship_by_value, spark_session, trace)
+
+ship_by_value(sys.modules[__name__])
+
+#: Times are seconds after BASE; the windows and the delay in seconds.
+BASE = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+SCHEMA = "id long, k string, t double, ts timestamp, v double"
+READY_AGGS = ["sum", "count", "max", "mean", "first", "last"]
+#: ``joined`` (the window's values in order, non-commutative) shows a row
+#: that entered out of order, twice or not at all.
+NAMES = READY_AGGS + ["joined"]
+RANGE = 10
+DELAY = 6
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """local[2,3]: a failed task is tried again (the retry test)."""
+    session = spark_session("local[2,3]")
+    yield session
+    session.stop()
+
+
+def aggs(lift=None) -> list:
+    return READY_AGGS + [("joined", trace(lift), "string")]
+
+
+def out_of_order(seed: int, *, keys: int = 6, per_key=(15, 40), delay: float = DELAY) -> list[dict]:
+    """Rows of ``keys`` keys in arrival order: every row arrives at its time
+    plus a random lag below ``delay``, so a row arrives after a row of time
+    ``t`` only if its own time is above ``t - delay``: never behind the
+    watermark (the newest time of earlier micro-batches minus the delay)."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(keys):
+        for t in key_times(rng, rng.randint(*per_key)):
+            rows.append({"k": f"k{i:02d}", "t": t, "v": float(rng.choice([rng.randint(1, 9), rng.randint(10, 200)])),
+                         "lag": rng.uniform(0, delay * 0.999)})
+    rows.sort(key=lambda r: r["t"] + r.pop("lag"))
+    for j, r in enumerate(rows):
+        r["id"], r["ts"] = j, BASE + dt.timedelta(seconds=r["t"])
+    newest: dict = {}
+    behind = 0
+    for r in rows:
+        behind += r["t"] < newest.get(r["k"], r["t"])
+        newest[r["k"]] = max(newest.get(r["k"], r["t"]), r["t"])
+    assert behind >= 5, "the rows must arrive out of order within their keys"
+    return rows
+
+
+def at(t: float, id_: int, k: str, v: float) -> dict:
+    return {"id": id_, "k": k, "t": t, "ts": BASE + dt.timedelta(seconds=t), "v": v}
+
+
+def closing_row(rows: list[dict], id_: int) -> dict:
+    """A row of its own key far past every row: its micro-batch moves the
+    watermark past every row before it (the row itself waits)."""
+    return at(max(r["t"] for r in rows) + 10 * DELAY, id_, "zz-closing", 0.0)
+
+
+def write_files(directory: str, rows: list[dict], per_file: int, first: int = 0) -> int:
+    """``rows`` as files of ``per_file`` rows, each one micro-batch
+    (``maxFilesPerTrigger=1``), in list order (the file source takes files
+    by modification time).  Returns the next file number."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([("id", pa.int64()), ("k", pa.string()), ("t", pa.float64()),
+                        ("ts", pa.timestamp("us", tz="UTC")), ("v", pa.float64())])
+    os.makedirs(directory, exist_ok=True)
+    n = first
+    for start in range(0, len(rows), per_file):
+        table = pa.Table.from_pylist([{f.name: r[f.name] for f in schema} for r in rows[start:start + per_file]],
+                                     schema=schema)
+        path = os.path.join(directory, f"part-{n:05d}.parquet")
+        pq.write_table(table, path + ".tmp")
+        os.utime(path + ".tmp", (1_700_000_000 + n, 1_700_000_000 + n))
+        os.rename(path + ".tmp", path)
+        n += 1
+    return n
+
+
+class Stream:
+    """A watermarked query over a file source, run with ``availableNow``
+    from its checkpoint (again after more files arrive)."""
+
+    def __init__(self, spark, directory, *, lift=None, **kw):
+        self.spark, self.files = spark, 0
+        self.source, self.sink, self.ckpt = (os.path.join(directory, d) for d in ("in", "out", "ckpt"))
+        os.makedirs(self.source)
+        df = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(self.source)
+              .withWatermark("ts", f"{DELAY} seconds"))
+        kw.setdefault("store", f"file://{directory}/store")
+        self.out = sliding_window(df, key="k", time="ts", value="v", aggs=aggs(lift), range=RANGE, buffer_size=2,
+                                  cache_size=2, name=f"et-{uuid.uuid4().hex[:8]}", **kw)
+        self.progress: list[dict] = []
+
+    def run(self, rows, per_file: int = 12, run_ids=None):
+        self.files = write_files(self.source, rows, per_file, self.files)
+        query = run_available_now(self.out, self.sink, self.ckpt, run_ids=run_ids)
+        self.progress += [json.loads(p.json) for p in query.recentProgress]
+        return read_sink(self.spark, self.sink)
+
+    def dropped_by_spark(self) -> int:
+        """Rows Spark's stateful operator dropped as late (it must see none)."""
+        return sum(op.get("numRowsDroppedByWatermark", 0) for p in self.progress for op in p.get("stateOperators", []))
+
+
+def oracle(rows, rejected=None) -> dict:
+    """The batch answer: each key's rows in time order, ties in arrival order."""
+    return expected(sorted(rows, key=lambda r: r["t"]), NAMES, range=RANGE, rejected=rejected)
+
+
+@pytest.mark.parametrize("kind", ["file", "redis"])
+def test_out_of_order_rows_within_the_delay_give_the_batch_output(spark, tmp_path, kind, request):
+    """Rows of many keys shuffled within the delay over a dozen
+    micro-batches: every row's output is the oracle's (and the batch job's)
+    over its key's rows in time order; the closing row, which the watermark
+    has not passed, waits."""
+    rows = out_of_order(1)
+    store = f"file://{tmp_path}/store" if kind == "file" else request.getfixturevalue("redis_url")
+    stream = Stream(spark, str(tmp_path), store=store)
+    got = stream.run(rows + [closing_row(rows, len(rows))])
+    want = oracle(rows)
+    assert_outputs(got, rows, want, NAMES)
+    assert stream.dropped_by_spark() == 0
+    batch = sliding_window(spark.createDataFrame([tuple(r[c] for c in ("id", "k", "t", "ts", "v")) for r in rows],
+                                                 SCHEMA), key="k", time="ts", value="v", aggs=aggs(), range=RANGE)
+    assert_outputs(batch.collect(), rows, want, NAMES)
+
+
+def late_rows(rows: list[dict], first_id: int) -> tuple[list[dict], dict]:
+    """Rows behind the watermark once ``rows`` are in: one at the oldest
+    time of a key, one just behind the watermark, each of a key with rows
+    after it.  Returns them and {id: reason}."""
+    newest = max(r["t"] for r in rows)
+    late = [at(rows[0]["t"], first_id, rows[0]["k"], 7.0),
+            at(newest - DELAY - 1, first_id + 1, rows[-1]["k"], 8.0)]
+    return late, {r["id"]: "is behind the watermark" for r in late}
+
+
+def test_late_rows_are_flagged_and_leave_the_windows_unchanged(spark, tmp_path):
+    """on_bad_row="flag": rows behind the watermark come out at once with
+    null aggregations and the reason; Spark drops none of them itself; the
+    rows around them give the oracle's output without them."""
+    rows = out_of_order(2)
+    late, rejected = late_rows(rows, len(rows))
+    after = [at(r["t"] + (max(q["t"] for q in rows) + 1), len(rows) + 2 + i, r["k"], r["v"])
+             for i, r in enumerate(rows[:20])]
+    stream = Stream(spark, str(tmp_path), on_bad_row="flag")
+    stream.run(rows)
+    everything = rows + late + after
+    got = stream.run(late + after + [closing_row(everything, len(everything))], per_file=8)
+    want = oracle(everything, rejected)
+    assert_outputs(got, everything, want, NAMES, flag=True)
+    flagged = [g for g in got if g["rejected"] is not None]
+    assert sorted(g["id"] for g in flagged) == sorted(rejected)
+    assert stream.dropped_by_spark() == 0
+
+
+def test_late_row_error_fails_the_query_naming_it(spark, tmp_path):
+    rows = out_of_order(3, keys=3)
+    late, _ = late_rows(rows, len(rows))
+    stream = Stream(spark, str(tmp_path))
+    stream.run(rows)
+    with pytest.raises(Exception) as info:
+        stream.run(late[:1])
+    message = str(info.value)
+    assert "is behind the watermark" in message and f"k={late[0]['k']!r}" in message, message[:3000]
+
+
+def test_pending_rows_survive_a_restart_and_a_failed_task(spark, tmp_path, tmp_path_factory):
+    """The query stops with rows waiting (in Spark's state, in its
+    checkpoint) and restarts from its checkpoint; in the restarted run, the
+    first attempt of a task fails in the middle of a key, after other keys
+    of its partition entered their windows.  The sink equals a failure-free
+    run, which equals the oracle."""
+    rows = out_of_order(4)
+    cut = len(rows) // 2
+    marker = rows[cut + 10]
+    marker["v"] = 12345.0  # the lift fails at it in the first attempt
+    tail = rows[cut:] + [closing_row(rows, len(rows))]
+
+    clean = Stream(spark, str(tmp_path_factory.mktemp("clean")))
+    want = oracle(rows)
+    assert_outputs(clean.run(rows + tail[-1:]), rows, want, NAMES)
+
+    evidence = tmp_path / "evidence"
+    evidence.mkdir()
+    stream = Stream(spark, str(tmp_path / "run"), lift=FailFirstAttempt({marker["v"]}, str(evidence)))
+    first = stream.run(rows[:cut])
+    assert len(first) < cut, "rows must be waiting when the query stops"
+    got = stream.run(tail)
+    (failure,) = [json.load(open(evidence / f)) for f in os.listdir(evidence)]
+    assert failure["lifted_before"] > 0, failure
+    assert_outputs(got, rows, want, NAMES)
+    assert sorted(map(tuple, got)) == sorted(map(tuple, clean.run([])))
+
+
+def test_configuration_errors(spark, tmp_path):
+    df = (spark.readStream.schema(SCHEMA).parquet(str(tmp_path)).withWatermark("ts", "1 minute"))
+    with pytest.raises(SlidingWindowError, match="expire_after counts processing time"):
+        sliding_window(df, key="k", time="ts", value="v", aggs=["sum"], range=10, store=f"file://{tmp_path}/s",
+                       name="x", expire_after="1h")
+    other = spark.readStream.schema(SCHEMA + ", ingest timestamp").parquet(str(tmp_path)) \
+        .withWatermark("ingest", "1 minute")
+    with pytest.raises(SlidingWindowError, match="watermark is on column 'ingest'"):
+        sliding_window(other, key="k", time="ts", value="v", aggs=["sum"], range=10, store=f"file://{tmp_path}/s",
+                       name="x")
