@@ -9,6 +9,7 @@ install, status 2, instead of a traceback or a job failing halfway.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import sys
 
 #: The modules of the ``spark`` extra (pyproject.toml) that the command imports.
@@ -38,6 +39,8 @@ def main(argv=None) -> int:
         print(f"mta-spark: error: the spark extra is not installed (no module {', '.join(missing)}); "
               f"install it with: {INSTALL}", file=sys.stderr)
         return 2
+    # the project's warnings (store retries, fencing, rejected rows) as lines on stderr
+    logging.basicConfig(level=logging.WARNING, format="mta-spark: %(levelname)s: %(name)s: %(message)s")
     from .app import main as run
 
     return run(argv)
