@@ -327,6 +327,9 @@ def test_stream_text_value_with_a_double_schema_is_flagged_as_not_a_number(spark
     assert run_cli(spark, *args) == 0
     assert "processed 41 rows in 1 micro-batch, 1 row rejected (flagged in column 'rejected');" \
         in capsys.readouterr().out
+    # each micro-batch's jobs are described by the query's name
+    assert any(re.match(r"mta-spark stream \(stream-\w+\): sliding window max over range 30 s per key\n", d)
+               for d in job_descriptions(spark)), job_descriptions(spark)
     got = spark.read.parquet(str(tmp_path / "out")).collect()
     flagged = [r for r in got if r["rejected"] is not None]
     assert [(r["key"], r["t"]) for r in flagged] == [("k0", 200.0)]

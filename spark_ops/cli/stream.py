@@ -59,8 +59,9 @@ def run(args, spark=None) -> int:
         schema, value_type = _text_values(_schema(args, spark, fmt, progress), fmt, args)
         df = inputs.reader(spark.readStream, fmt, streaming=True).schema(schema).load(inputs.spark_path(args.input))
         out, _ = observe_rejected(windows(df, args, spec, store, name, value_type), args)
-        # the query's name heads the description of each micro-batch's jobs in the Spark UI
-        writer = (out.writeStream.queryName(f"{PROG} stream: sliding window {describe(spec)}")
+        # the query's name heads the description of each micro-batch's jobs in the Spark UI; active
+        # queries' names are unique in a session, as are their checkpoints (hence ``name``)
+        writer = (out.writeStream.queryName(f"{PROG} stream ({name}): sliding window {describe(spec)}")
                   .format("parquet").outputMode("append")
                   .option("path", inputs.spark_path(args.output))
                   .option("checkpointLocation", inputs.spark_path(args.checkpoint)))
