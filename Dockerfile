@@ -1,7 +1,7 @@
 # The project image: Python 3.11, Java 17 (Debian's OpenJDK), Spark 4.3.0 (the
 # pyspark 4.3.0 package: its jars and bin/ scripts are a complete Spark), and
-# mta-windows with the spark, redis, couchbase and bench extras (bench brings
-# matplotlib, which `mta-spark demo` plots with).
+# mta-windows with the spark (pyspark's pandas, pyarrow and NumPy, and matplotlib for
+# `mta-spark demo`'s plot), redis and couchbase extras.
 #
 # One image for every Spark role: the standalone master and workers and the jobs
 # of docker-compose.yml, and the driver and executor pods of deploy/k8s (see
@@ -12,7 +12,7 @@
 # -- the project's wheel ---------------------------------------------------------
 FROM python:3.11.13-slim-bookworm AS wheel
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY mta/ mta/
 COPY stores/ stores/
 COPY spark_ops/ spark_ops/
@@ -43,7 +43,7 @@ COPY --from=wheel /wheels/ /tmp/wheels/
 RUN python -m venv /opt/venv \
     && pip install --no-cache-dir \
         "pyspark==${SPARK_VERSION}" \
-        "$(ls /tmp/wheels/mta_windows-*.whl)[spark,redis,couchbase,bench]" \
+        "$(ls /tmp/wheels/mta_windows-*.whl)[spark,redis,couchbase]" \
     && rm -rf /tmp/wheels \
     && python -c "import pyspark; assert pyspark.__version__ == '${SPARK_VERSION}', pyspark.__version__" \
     && mta-spark --help > /dev/null

@@ -104,7 +104,7 @@ case "$ship" in
   pyfiles)
     dist=${MTA_DIST:-$work/dist}
     mkdir -p "$dist" "$work/src" "$work/wheel"
-    cp -R "$root/pyproject.toml" "$root/README.md" "$root/mta" "$root/stores" "$root/spark_ops" "$work/src/"
+    cp -R "$root/pyproject.toml" "$root/README.md" "$root/LICENSE" "$root/mta" "$root/stores" "$root/spark_ops" "$work/src/"
     echo "submit.sh: building the wheel (pip wheel --no-deps) into $dist" >&2
     "$python" -m pip wheel --no-deps --quiet --disable-pip-version-check --wheel-dir "$work/wheel" "$work/src" >&2
     wheel=$(ls "$work"/wheel/mta_windows-*.whl)

@@ -92,8 +92,9 @@ def generate() -> str:
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     summaries = {a.dest: a.help for a in sub._choices_actions}
+    version = [f"mta-spark --version{' ' * 8}# {a.help}" for a in parser._actions if "--version" in a.option_strings]
     out = ["## mta-spark", "", _one_line(parser.description), "", "```text",
-           "mta-spark COMMAND [options]", "mta-spark COMMAND --help", "```", "",
+           "mta-spark COMMAND [options]", "mta-spark COMMAND --help", *version, "```", "",
            "| command | what it does |", "|---|---|"]
     out += [f"| [`{name}`](#mta-spark-{name}) | {_cell(summaries[name])} |" for name in sub.choices]
     out += ["", _one_line(parser.epilog), ""]

@@ -4,6 +4,9 @@
 ``LogMTA`` are the engines behind it, ``mta.baselines`` their peers.
 """
 
+#: The version of the mta-windows distribution (pyproject.toml reads it from here).
+__version__ = "0.1.0"
+
 from . import aggregators, policies
 from .amortized_mta import AmortizedMTA
 from .engine import Engine

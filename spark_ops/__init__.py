@@ -2,10 +2,27 @@
 
 ``sliding_window(df, key=..., time=..., value=..., aggs=[...], range=...)``
 works on batch and streaming DataFrames; ``mta-spark`` is the command line.
+
+The names below load on first use, so that importing the package (as the
+``mta-spark`` console script does) works before the ``spark`` extra's
+packages are installed and can say which extra is missing.
 """
 
-from .api import sliding_window
-from .aggregations import READY
-from .spec import SlidingWindowError, WindowSpec
+import importlib
+
+#: Each public name and the submodule it comes from.
+_EXPORTS = {"READY": "aggregations", "SlidingWindowError": "spec", "WindowSpec": "spec", "sliding_window": "api"}
 
 __all__ = ["READY", "SlidingWindowError", "WindowSpec", "sliding_window"]
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -34,6 +34,7 @@ levels and indices are ``int`` in ``[0, 2**63)`` (not ``bool``).
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar
@@ -50,6 +51,9 @@ from .stats import StoreStats
 Token = Any
 
 T = TypeVar("T")
+
+#: Retries of transient failures, at WARNING (the ``stores`` package's logger).
+_log = logging.getLogger(__name__)
 
 #: Options every backend takes (the retry policy of :class:`Store`).
 STORE_OPTIONS = frozenset({"retries", "backoff", "backoff_max", "timeout"})
@@ -357,6 +361,10 @@ class Store:
                         url=self.url, operation=operation, window=window,
                         attempts=attempts) from exc
                 self.stats.add(retries=1)
+                # self.url is redacted and _scrub removes the backend's secrets from its message
+                _log.warning("store %s: %s failed (%s: %s); retry %d of %d in %.2f s", self.url,
+                             f"{operation} on window {window!r}" if window is not None else operation,
+                             type(exc).__name__, self._scrub(str(exc)), attempts, self.retries, sleep)
                 time.sleep(sleep)
                 delay = min(self.backoff_max, delay * 2)
 

@@ -33,6 +33,7 @@ dropped whole, with whatever a dead owner wrote after its last checkpoint.
 
 from __future__ import annotations
 
+import logging
 import struct
 import threading
 
@@ -48,6 +49,9 @@ from .stats import StoreStats
 META_FORMAT = 2
 #: Pairs per stored value, for new windows (capped by their buffer size).
 GROUP_SIZE = 16
+
+#: A stale engine's refused write, at WARNING (the ``stores`` package's logger).
+_log = logging.getLogger(__name__)
 
 
 class WindowStorage:
@@ -274,10 +278,12 @@ class WindowStorage:
     def _fenced(self, what: str, where: str | None = None) -> FencingError:
         blob, _ = self._call(self.store.read_meta, self.window)
         now = self._decode_meta(blob) if blob is not None else {"epoch": "none (deleted)"}
-        return FencingError(
+        error = FencingError(
             f"{where or f'window {self.window!r} in {self.store.url}'}: {what} refused, the window "
             f"is now owned by epoch {now['epoch']} and this engine holds epoch {self.epoch}; "
             "a newer owner took it over (this engine is stale and must stop)")
+        _log.warning("%s", error)
+        return error
 
     def _collect_garbage(self, levels: list[StoreLevelQueue]) -> None:
         """Delete pairs below the head of the live levels and of every

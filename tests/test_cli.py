@@ -13,6 +13,7 @@ window the key's newest ``rows`` rows up to it.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import random
@@ -163,6 +164,13 @@ def run_cli(spark, *argv):
     return cli.main([str(a) for a in argv], spark=spark)
 
 
+def job_descriptions(spark) -> set[str]:
+    """The descriptions of the session's jobs, as the Spark UI lists them."""
+    jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)
+    found = (jobs.apply(i).description() for i in range(jobs.size()))
+    return {d.get() for d in found if d.isDefined()}
+
+
 def one_error_line(err: str) -> str:
     """The one error line on stderr, besides the progress lines ("[2] stage ...",
     indented status lines)."""
@@ -186,7 +194,11 @@ def test_run_csv_time_window(spark, tmp_path, capsys):
     result = spark.read.parquet(str(out))
     assert result.columns == ["key", "t", "v", *aggs]
     assert_matches(result.collect(), rows, aggs, range=15)
-    assert "wrote 300 rows" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "wrote 300 rows" in printed and "rejected" not in printed
+    # the window job is named in its Spark jobs' descriptions (the Spark UI's jobs page)
+    assert f"mta-spark run: sliding window {', '.join(aggs)} over range 15 s per key, engine columnar" \
+        in job_descriptions(spark)
 
 
 def test_run_parquet_count_window_with_timestamps_and_file_store(spark, tmp_path):
@@ -248,7 +260,7 @@ def test_run_frame_sql_equals_spark_range_between(spark, tmp_path, capsys):
             assert math.isclose(g[a], w[a], rel_tol=1e-9, abs_tol=1e-9), (w, a, g[a])
 
 
-def test_run_bad_rows_error_or_flag(spark, tmp_path, capsys):
+def test_run_bad_rows_error_or_flag(spark, tmp_path, capsys, caplog):
     rows = make_rows(60, keys=3, seed=4)
     bad = [("k1", 30.0, None), ("k2", None, 1.5)]
     src = tmp_path / "in.csv"
@@ -260,7 +272,13 @@ def test_run_bad_rows_error_or_flag(spark, tmp_path, capsys):
     line = one_error_line(capsys.readouterr().err)
     assert "row rejected" in line and "--on-bad-row flag" in line
 
-    assert run_cli(spark, *args, "--output", tmp_path / "o2", "--on-bad-row", "flag") == 0
+    with caplog.at_level(logging.WARNING, logger="spark_ops"):
+        assert run_cli(spark, *args, "--output", tmp_path / "o2", "--on-bad-row", "flag") == 0
+    # the summary and a warning count the flagged rows (Spark's observed metrics of the job)
+    assert re.search(r"^wrote 62 rows to .* rows/s; 2 rejected, flagged in column 'rejected'$",
+                     capsys.readouterr().out, re.M)
+    warnings = [r.getMessage() for r in caplog.records if r.name.startswith("spark_ops")]
+    assert warnings == [f"mta-spark run: 2 of 62 rows rejected (flagged in column 'rejected' of {tmp_path / 'o2'})"]
     result = spark.read.parquet(str(tmp_path / "o2"))
     assert result.columns == ["key", "t", "v", "max", "count", "rejected"]
     got = result.collect()
@@ -295,7 +313,7 @@ def test_run_text_value_flags_that_row_and_keeps_the_rest(spark, tmp_path, capsy
     assert "value 'abc' is not a number" in line and "in.csv" in line and "--on-bad-row flag" in line
 
 
-def test_stream_text_value_with_a_double_schema_is_flagged_as_not_a_number(spark, tmp_path):
+def test_stream_text_value_with_a_double_schema_is_flagged_as_not_a_number(spark, tmp_path, capsys):
     incoming = tmp_path / "incoming"
     incoming.mkdir()
     rows = make_rows(40, keys=2, seed=3)
@@ -305,7 +323,13 @@ def test_stream_text_value_with_a_double_schema_is_flagged_as_not_a_number(spark
     args = ["stream", "--input", incoming, "--output", tmp_path / "out", "--checkpoint", tmp_path / "ckpt",
             "--store", f"file:{tmp_path / 'state'}", "--key", "key", "--time", "t", "--value", "v",
             "--agg", "max", "--range", 30, "--schema", "key STRING, t DOUBLE, v DOUBLE", "--on-bad-row", "flag"]
+    capsys.readouterr()
     assert run_cli(spark, *args) == 0
+    assert "processed 41 rows in 1 micro-batch, 1 row rejected (flagged in column 'rejected');" \
+        in capsys.readouterr().out
+    # each micro-batch's jobs are described by the query's name
+    assert any(re.match(r"mta-spark stream \(stream-\w+\): sliding window max over range 30 s per key\n", d)
+               for d in job_descriptions(spark)), job_descriptions(spark)
     got = spark.read.parquet(str(tmp_path / "out")).collect()
     flagged = [r for r in got if r["rejected"] is not None]
     assert [(r["key"], r["t"]) for r in flagged] == [("k0", 200.0)]
@@ -413,6 +437,8 @@ def test_demo_tiny(spark, tmp_path, capsys, engine):
     assert "3,000 from 5 hosts" in printed.out
     assert "running windows: done" in printed.err  # progress lines
     assert f"engine         {'columnar' if engine == 'auto' else engine}: " in printed.out
+    assert (f"mta-spark demo: sliding window max, mean, stddev over 1 h per host, "
+            f"engine {'columnar' if engine == 'auto' else engine}") in job_descriptions(spark)
     windows = spark.read.parquet(str(out / "windows"))
     assert windows.columns == ["host", "ts", "mem_mb", "max", "mean", "stddev"]
     assert windows.count() == 3000
@@ -548,6 +574,20 @@ def test_failure_message_from_the_exception_chain():
     assert cli.failure_message(worker("stores.errors.StoreConfigError: bad x")) == ("StoreConfigError: bad x", 2)
     assert cli.failure_message(worker("ValueError: nope")) == ("ValueError: nope", 1)
     assert cli.failure_message(worker("elsewhere.SlidingWindowError: nope")) == ("SlidingWindowError: nope", 1)
+
+
+def test_session_ui_on_unless_no_ui():
+    """A session mta-spark starts has the Spark UI on; --no-ui turns it off,
+    and --conf still has the last word."""
+    from spark_ops.cli.session import session_conf
+
+    def ui(*argv):
+        return session_conf(cli.build_parser().parse_args(["demo", *argv]), "local[2]")["spark.ui.enabled"]
+
+    assert ui() == "true"
+    assert ui("--no-ui") == "false"
+    assert ui("--conf", "spark.ui.enabled=false") == "false"
+    assert ui("--no-ui", "--conf", "spark.ui.enabled=true") == "true"
 
 
 def test_help_in_process(capsys):

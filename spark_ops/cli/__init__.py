@@ -28,10 +28,29 @@ what they share: :mod:`.options` (option groups and argument types),
 :mod:`.inputs` (input paths, formats, readers), :mod:`.store` (the
 ``--store`` URL), :mod:`.window` (the window job of ``run`` and ``stream``),
 :mod:`.session` (the Spark session), :mod:`.progress` and :mod:`.errors`.
+
+The ``mta-spark`` console script is :func:`.entry.main`: without the
+``spark`` extra's packages it prints which extra to install instead of a
+traceback, so this package loads its names on first use.
 """
 
-from .app import COMMANDS, build_parser, main
-from .errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, PROG, CLIError, failure_message
+import importlib
+
+#: Each public name and the submodule it comes from.
+_EXPORTS = {"COMMANDS": "app", "build_parser": "app", "main": "app", "CLIError": "errors", "EXIT_FAILED": "errors",
+            "EXIT_OK": "errors", "EXIT_USAGE": "errors", "PROG": "errors", "failure_message": "errors"}
 
 __all__ = ["COMMANDS", "CLIError", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "PROG", "build_parser",
            "failure_message", "main"]
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

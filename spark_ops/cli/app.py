@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import traceback
 
+from mta import __version__
+
 from . import demo, run, stream
 from .errors import EXIT_FAILED, EXIT_OK, PROG, CLIError, fail, failure_message
 from .options import Command, Parser, spark_options, wrap
@@ -21,6 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "one output row per input row, with the aggregations over that row's window.",
         epilog=f"Run '{PROG} COMMAND --help' for a command's options.  Exit status: 0 done, "
                "1 the job failed, 2 a usage or input error.")
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}",
+                        help="print the version of mta-windows and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=Parser)
     for command in COMMANDS:
         p = sub.add_parser(

@@ -77,7 +77,9 @@ def run(args, spark=None) -> int:
         job = dict(key="host", time="ts", value="mem_mb", aggs=list(DEMO_AGGS), range=3600, store=store,
                    engine=args.engine, buffer_size=args.buffer_size, cache_size=args.cache_size)
         engine, why = choose_engine(WindowSpec.build(**job), df)
-        with progress.stage(label, spark, f"one hour per host: {', '.join(DEMO_AGGS)}; engine {engine}: {why}"):
+        with progress.stage(label, spark, f"one hour per host: {', '.join(DEMO_AGGS)}; engine {engine}: {why}",
+                            job=f"{PROG} demo: sliding window {', '.join(DEMO_AGGS)} over 1 h per host, "
+                                f"engine {engine}"):
             windows = sliding_window(df, **job)
             windows.write.mode("overwrite").parquet(windows_dir)
         window_seconds = progress.times[label]

@@ -120,6 +120,9 @@ def spark_options(master: str) -> argparse.ArgumentParser:
                             "e.g. --conf spark.executor.memory=2g")
     spark.add_argument("--partitions", type=positive_int, default=None, metavar="N",
                        help="shuffle partitions, i.e. parallel window tasks (default: 4 x the cores)")
+    spark.add_argument("--no-ui", action="store_true",
+                       help="turn off the Spark UI of the session mta-spark starts (default: on, its address "
+                            "printed when the session starts; the window job is named in its job descriptions)")
     spark.add_argument("-v", "--verbose", action="store_true",
                        help="show Spark's logs and full tracebacks")
     return common

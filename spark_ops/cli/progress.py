@@ -28,9 +28,10 @@ class Progress:
         print(text, file=self.stream, end=end, flush=True)
 
     @contextlib.contextmanager
-    def stage(self, label: str, spark=None, detail: str = ""):
+    def stage(self, label: str, spark=None, detail: str = "", job: str | None = None):
         """A stage called ``label`` (its time is ``times[label]``), described
-        further by ``detail`` on its first line."""
+        further by ``detail`` on its first line; ``job``: the description of
+        its Spark jobs in the UI (default ``label``)."""
         self.number += 1
         head = f"[{self.number}/{self.stages}]" if self.stages else f"[{self.number}]"
         self.line(f"{head} {label}{': ' + detail if detail else ''} ...")
@@ -42,6 +43,8 @@ class Progress:
             sc = spark.sparkContext
             group = f"mta-spark-{uuid.uuid4().hex[:8]}"
             sc.setJobGroup(group, label)
+            if job:
+                sc.setJobDescription(job)
             poller = threading.Thread(target=self._poll, args=(sc, group, label, t0, stop), daemon=True)
             poller.start()
         try:

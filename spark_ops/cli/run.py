@@ -4,6 +4,7 @@ Parquet output."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import time
 
@@ -13,7 +14,9 @@ from .options import Command, window_options
 from .progress import Progress, duration
 from .session import session
 from .store import check_store, normalize_store
-from .window import describe, window_spec, windows
+from .window import describe, observe_rejected, window_spec, windows
+
+_log = logging.getLogger(__name__)
 
 
 def add_arguments(p) -> None:
@@ -43,15 +46,22 @@ def run(args, spark=None) -> int:
         with progress.stage("reading input", spark, f"{fmt} {args.input}"):
             df = inputs.reader(spark.read, fmt, streaming=False).load(inputs.spark_path(args.input))
             out = windows(df, args, spec, store, None)
+            out, observation = observe_rejected(out, args)
             engine, why = choose_engine(dataclasses.replace(spec, store=store, engine=args.engine), df)
         with progress.stage("running windows", spark,
-                            f"{describe(spec)}, into {args.output}; engine {engine}: {why}"):
+                            f"{describe(spec)}, into {args.output}; engine {engine}: {why}",
+                            job=f"{PROG} run: sliding window {describe(spec)}, engine {engine}"):
             out.write.mode("overwrite" if args.overwrite else "errorifexists").parquet(
                 inputs.spark_path(args.output))
         elapsed = time.monotonic() - t0
         rows = spark.read.parquet(inputs.spark_path(args.output)).count()
+    rejected = observation.get["rejected"] if observation is not None else None
+    flagged = "" if rejected is None else f"; {rejected:,} rejected, flagged in column 'rejected'"
+    if rejected:
+        _log.warning("%s run: %d of %d rows rejected (flagged in column 'rejected' of %s)",
+                     PROG, rejected, rows, args.output)
     print(f"wrote {rows:,} rows to {args.output} (Parquet: {', '.join(out.columns)}) "
-          f"in {duration(elapsed)}, {rows / max(elapsed, 1e-9):,.0f} rows/s")
+          f"in {duration(elapsed)}, {rows / max(elapsed, 1e-9):,.0f} rows/s{flagged}")
     return EXIT_OK
 
 

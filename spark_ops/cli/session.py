@@ -35,6 +35,23 @@ def active_session():
     return SparkSession.getActiveSession()
 
 
+def session_conf(args, master: str | None, log4j: str | None = None) -> dict[str, str]:
+    """The settings of a session ``mta-spark`` starts on ``master``: the
+    project's defaults, the shuffle partitions, the Spark UI on unless
+    ``--no-ui``, Spark's logs through the ``log4j`` file if given, then
+    ``--conf`` (which wins)."""
+    conf = {"spark.ui.showConsoleProgress": "false", **SESSION_DEFAULTS}
+    if log4j:
+        conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
+    if args.partitions or master is not None:
+        conf["spark.sql.shuffle.partitions"] = str(args.partitions or shuffle_partitions(master_cores(master)))
+    # the UI shows the window job's stages and tasks while it runs (local_session turns it off
+    # for notebooks and tests)
+    conf["spark.ui.enabled"] = "false" if args.no_ui else "true"
+    conf.update(args.conf)
+    return conf
+
+
 @contextlib.contextmanager
 def session(args, spark, app: str, progress=None):
     """The given session, the active one, or a new local one (stopped at the end)."""
@@ -49,20 +66,17 @@ def session(args, spark, app: str, progress=None):
             spark.conf.set("spark.sql.shuffle.partitions", str(args.partitions))
         yield spark
         return
-    conf = {"spark.ui.showConsoleProgress": "false", **SESSION_DEFAULTS}
     log_dir = None
+    log4j = None
     if not args.verbose:
         log_dir = tempfile.mkdtemp(prefix="mta-spark-log4j-")
-        config = os.path.join(log_dir, "log4j2.properties")
-        with open(config, "w") as f:
+        log4j = os.path.join(log_dir, "log4j2.properties")
+        with open(log4j, "w") as f:
             f.write(_LOG4J)
-        conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{config}"
         os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning,ignore::DeprecationWarning")
     # under spark-submit the session takes its master (and the rest) from spark-submit
     master = args.master or (None if "PYSPARK_GATEWAY_PORT" in os.environ else args.default_master)
-    if args.partitions or master is not None:
-        conf["spark.sql.shuffle.partitions"] = str(args.partitions or shuffle_partitions(master_cores(master)))
-    conf.update(args.conf)
+    conf = session_conf(args, master, log4j)
     started = None
     try:
         with (progress.stage("starting Spark", detail=master or "spark-submit's master")
@@ -70,6 +84,8 @@ def session(args, spark, app: str, progress=None):
             started = local_session(master, app=f"{PROG} {app}", **conf)
             if not args.verbose:
                 started.sparkContext.setLogLevel("OFF")
+        if progress and started.sparkContext.uiWebUrl:
+            progress.line(f"    Spark UI: {started.sparkContext.uiWebUrl}")
         yield started
     finally:
         if started is not None:

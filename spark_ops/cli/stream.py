@@ -4,6 +4,7 @@ directory, with a checkpoint and the windows in a store; resumable."""
 from __future__ import annotations
 
 import hashlib
+import logging
 import signal
 import threading
 
@@ -14,7 +15,9 @@ from .options import Command, seconds, trigger, window_options
 from .progress import Progress, duration, rows
 from .session import session
 from .store import check_store, normalize_store, shown
-from .window import describe, window_spec, windows
+from .window import OBSERVED, describe, observe_rejected, window_spec, windows
+
+_log = logging.getLogger(__name__)
 
 
 def add_arguments(p) -> None:
@@ -66,8 +69,11 @@ def run(args, spark=None) -> int:
         df = inputs.reader(spark.readStream, fmt, streaming=True).schema(schema).load(inputs.spark_path(args.input))
         if args.watermark is not None:
             df = _with_watermark(df, args)
-        out = windows(df, args, spec, store, name, value_type)
-        writer = (out.writeStream.format("parquet").outputMode("append")
+        out, _ = observe_rejected(windows(df, args, spec, store, name, value_type), args)
+        # the query's name heads the description of each micro-batch's jobs in the Spark UI; active
+        # queries' names are unique in a session, as are their checkpoints (hence ``name``)
+        writer = (out.writeStream.queryName(f"{PROG} stream ({name}): sliding window {describe(spec)}")
+                  .format("parquet").outputMode("append")
                   .option("path", inputs.spark_path(args.output))
                   .option("checkpointLocation", inputs.spark_path(args.checkpoint)))
         if args.trigger == "once":
@@ -80,9 +86,13 @@ def run(args, spark=None) -> int:
                 else f"every {args.trigger / 1000:g} s until interrupted (Ctrl-C stops cleanly)")
         with progress.stage("streaming", None, f"{args.input} -> {args.output} ({describe(spec)}), {what}"):
             query = writer.start()
-            total, batches, stopped = _watch(query, progress)
+            total, batches, stopped, rejected = _watch(query, progress)
+    flagged = f", {rows(rejected)} rejected (flagged in column 'rejected')" if args.on_bad_row == "flag" else ""
+    if rejected:
+        _log.warning("%s stream: %d of %d rows rejected (flagged in column 'rejected' of %s)",
+                     PROG, rejected, total, args.output)
     print(f"processed {rows(total)} in {batches} micro-batch{'es' * (batches != 1)}"
-          f"{' (stopped on request)' if stopped else ''}; output {args.output} (Parquet: "
+          f"{' (stopped on request)' if stopped else ''}{flagged}; output {args.output} (Parquet: "
           f"{', '.join(out.columns)}), checkpoint {args.checkpoint}, store {shown(store)}")
     return EXIT_OK
 
@@ -126,9 +136,10 @@ def _schema(args, spark, fmt: str, progress: Progress):
         return inputs.reader(spark.read, fmt, streaming=False).load(inputs.spark_path(args.input)).schema
 
 
-def _watch(query, progress: Progress) -> tuple[int, int, bool]:
+def _watch(query, progress: Progress) -> tuple[int, int, bool, int]:
     """Wait for the query, printing each micro-batch; SIGINT/SIGTERM stop it
-    cleanly (a second SIGINT interrupts).  Returns rows, batches, stopped."""
+    cleanly (a second SIGINT interrupts).  Returns rows, batches, stopped and
+    the rows flagged (observed metrics :data:`.window.OBSERVED`, 0 without)."""
     stop = threading.Event()
     previous = {}
 
@@ -140,7 +151,7 @@ def _watch(query, progress: Progress) -> tuple[int, int, bool]:
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous[sig] = signal.signal(sig, request_stop)
-    seen, total, batches = -1, 0, 0
+    seen, total, batches, rejected = -1, 0, 0, 0
     try:
         while True:
             finished = query.awaitTermination(0.5)
@@ -149,15 +160,17 @@ def _watch(query, progress: Progress) -> tuple[int, int, bool]:
                     seen = p["batchId"]
                     total += p["numInputRows"]
                     batches += 1
+                    observed = (p.get("observedMetrics") or {}).get(OBSERVED)
+                    rejected += observed["rejected"] if observed else 0
                     ms = (p.get("durationMs") or {}).get("triggerExecution", 0)
                     progress.line(f"    micro-batch {p['batchId']}: {rows(p['numInputRows'])} "
                                   f"in {duration(ms / 1000)}")
             if finished:
-                return total, batches, False
+                return total, batches, False, rejected
             if stop.is_set():
                 progress.line("    stopping the query ...")
                 query.stop()
-                return total, batches, True
+                return total, batches, True, rejected
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

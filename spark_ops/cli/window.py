@@ -90,3 +90,24 @@ def windows(df, args, spec: WindowSpec, store: str | None, name: str | None, val
         parsed = (F.col("rejected") == rows.NULL_VALUE) & F.col(_TEXT).isNotNull() & F.col(f"`{args.value}`").isNull()
         out = out.withColumn("rejected", F.when(parsed, reason).otherwise(F.col("rejected")))
     return out.select(*[F.col(f"`{c}`") for c in keep + outputs])
+
+
+def observe_rejected(out, args):
+    """With ``--on-bad-row flag``: ``out`` counting its flagged rows as Spark
+    observed metrics (no extra pass over the data), and the ``Observation``
+    (batch; a streaming query reports them in its progress under
+    :data:`OBSERVED`); else ``out`` and None."""
+    if args.on_bad_row != "flag":
+        return out, None
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    metrics = F.count(F.col("rejected")).alias("rejected")
+    if out.isStreaming:
+        return out.observe(OBSERVED, metrics), None
+    observation = Observation(OBSERVED)
+    return out.observe(observation, metrics), observation
+
+
+#: The name of the observed metrics of a job's flagged rows.
+OBSERVED = "mta_rejected_rows"
