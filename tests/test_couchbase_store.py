@@ -175,6 +175,19 @@ class FakeCollection:
             raise pending
         return MutationResult(_Orig({"cas": new}), key=key)
 
+    def remove(self, key, *opts, cas=None, **kwargs):
+        pending = self._enter("remove", 1, kwargs)
+        with self._lock:
+            if key not in self.docs:
+                raise cb_exc.DocumentNotFoundException(message=f"not found: {key}")
+            if cas not in (None, 0) and self.docs[key][2] != cas:
+                raise cb_exc.CasMismatchException(message=f"cas mismatch: {key}")
+            del self.docs[key]
+            new = next(self._cas)
+        if pending is not None:
+            raise pending
+        return MutationResult(_Orig({"cas": new}), key=key)
+
 
 @pytest.fixture
 def fake():
@@ -346,8 +359,10 @@ def test_delete_from_head_advances_recorded_start(store, fake):
     fresh = open_store("couchbase://db.example/bucket", collection=fake, username="u",
                        password="p")
     fresh.drop_epoch("w", 0)
-    assert sum(n for op, n in fake.calls if op == "remove_multi") == 20 + 1
-    assert pair_docs(fake) == []
+    # the 20 pairs from the recorded start, the ranges record, and the epochs
+    # record (its last epoch went)
+    assert sum(n for op, n in fake.calls if op == "remove_multi") == 20 + 1 + 1
+    assert pair_docs(fake) == [] and fake.docs == {}
 
 
 def test_threads_sharing_a_store_keep_the_records_complete(store, fake):
