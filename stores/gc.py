@@ -145,7 +145,14 @@ def sweep(store, older_than: float, *, dry_run: bool = False, now: Optional[floa
     Round trips: the listing's, then about 4 + the window's epochs per
     orphan deleted (its pairs: O(pairs) keys removed)."""
     older_than = check_age(older_than)
-    found = list_windows(store, older_than, now=now)
+    return sweep_listed(store, list_windows(store, older_than, now=now), dry_run=dry_run,
+                        progress=progress)
+
+
+def sweep_listed(store, found: list[WindowInfo], *, dry_run: bool = False,
+                 progress: Optional[Callable[[int, int], None]] = None) -> Sweep:
+    """:func:`sweep` of a listing already made by :func:`list_windows` (a
+    window used since is left alone, as in a sweep)."""
     orphans = [w for w in found if not w.held]
     result = Sweep(found=len(found), kept=len(found) - len(orphans), dry_run=dry_run)
     for done, w in enumerate(orphans, 1):
