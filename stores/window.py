@@ -251,9 +251,13 @@ class WindowStorage:
         """Remove the window, fenced like a checkpoint: a stale engine must
         not delete what a newer owner took over (see :func:`delete_fenced`)."""
         try:
-            delete_fenced(self.store, self.window, self._meta, self._token, self._call)
+            delete_fenced(self.store, self.window, self._meta, self._token, self._call, self._emptied)
         except CasMismatch:
             raise self._fenced("delete") from None
+
+    def _emptied(self, token, tombstone: dict) -> None:
+        # a close(delete=True) retried after a failure part-way goes on from here
+        self._token, self._meta = token, tombstone
 
     def missing(self, where: str) -> StoreError:
         """The error for a group that must exist but is gone: a FencingError
@@ -420,7 +424,7 @@ def clock_of(store) -> Callable[[], float]:
     return getattr(store, "clock", None) or time.time
 
 
-def delete_fenced(store, window: str, meta: dict, token, call=None) -> None:
+def delete_fenced(store, window: str, meta: dict, token, call=None, emptied=None) -> None:
     """Delete ``window`` (record ``meta`` with token ``token``): every pair
     of every epoch up to the record's, then the record.
 
@@ -431,7 +435,8 @@ def delete_fenced(store, window: str, meta: dict, token, call=None) -> None:
     to it never touches its pairs; the emptied record is then removed only
     if still the one written here.  ``token=None`` with ``meta`` a
     :func:`new_meta` fences a window that has pairs but no record: creating
-    the emptied record fails if one appeared meanwhile.
+    the emptied record fails if one appeared meanwhile.  ``emptied(token,
+    record)`` is told the emptied record once it is written.
 
     Round trips: 3 (4 without a record), plus one ``drop_epoch`` per epoch
     (O(pairs) keys deleted)."""
@@ -442,7 +447,9 @@ def delete_fenced(store, window: str, meta: dict, token, call=None) -> None:
     epoch = max([meta["epoch"], *known])
     tombstone = dict(meta, epoch=epoch, checkpoints=[], epochs=[])
     token = call(store.cas_meta, window, token, encode(tombstone))
-    # a zombie may have written under a listed epoch since: list again
+    if emptied is not None:
+        emptied(token, tombstone)
+    # the store's own list too: a zombie may have written under an epoch the record no longer names
     for e in sorted(known | set(call(store.list_epochs, window))):
         if e <= epoch:
             call(store.drop_epoch, window, e)
