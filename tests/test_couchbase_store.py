@@ -726,3 +726,19 @@ def test_integration_index_and_sweep(real_store):
     assert s.sweep(60, now=5000.0).deleted == []
     s.delete_window(w)
     assert w not in s.window_names()
+
+
+def test_a_forked_child_connects_afresh_and_never_closes_the_parents_cluster(monkeypatch):
+    import couchbase.cluster
+
+    monkeypatch.setattr(couchbase.cluster, "Cluster", FakeCluster)
+    monkeypatch.setattr(FakeCluster, "made", [])
+    s = open_store("couchbase://h/b", username="u", password=SECRET)
+    s.read_meta("w")
+    parent = FakeCluster.made[0]
+    monkeypatch.setattr(cbs.os, "getpid", lambda: -4242)  # as in a child after fork
+    s.read_meta("w")
+    assert len(FakeCluster.made) == 2 and parent in cbs._inherited
+    s.close()
+    assert parent.closed == 0 and FakeCluster.made[1].closed == 1
+    cbs._inherited.remove(parent)

@@ -169,6 +169,15 @@ def _make_windows(store, clock):
     store.write_pairs("old/epochs", e1._storage.epoch, 3, 500, [b"zombie"])
     e1.close()
     e2.close()
+    # a batch task attempt killed mid-key (issue 18's leftover records): the
+    # key's window and its times FIFO were never closed
+    killed = "mta/batch-1/17/'host-3'"
+    e = _engine(store, killed, resume=False)
+    _fill(e, 0, 90)
+    fifo = store.open_fifo(killed + "~times", buffer_size=2, cache_size=2)
+    for t in range(90):
+        fifo.append(float(t))
+    fifo.lo = 50
     # pairs without a record (a stale engine wrote after its window was deleted)
     store.write_pairs("stray", 7, 0, 0, [b"a", b"b"])
     store.write_pairs("stray", 7, 2, 4, [b"c"])
@@ -193,7 +202,8 @@ def _make_windows(store, clock):
     live = _engine(store, "live")
     _fill(live, 0, 90)
     clock.t = T0 + 2 * DAY + 3600
-    return ["interrupted", "old/closed", "old/epochs", "stray"], ["live", "recent"], live
+    return (["interrupted", killed, killed + "~times", "old/closed", "old/epochs", "stray"], ["live", "recent"],
+            live)
 
 
 @pytest.mark.timeout(120)
