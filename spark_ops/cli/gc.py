@@ -72,6 +72,7 @@ def run(args, spark=None) -> int:
             store.ping()
         except stores.StoreError as e:  # before anything is deleted: a usage error, as for run
             raise CLIError(f"cannot use --store: {e}") from None
+        print(f"listing the windows of {store.url} (one metadata read each) ...", file=sys.stderr, flush=True)
         found = store.windows(args.older_than)
         orphans = [w for w in found if not w.held]
         print(f"store {store.url}: {len(found)} window{'s' * (len(found) != 1)}, {len(orphans)} not used for "
@@ -86,7 +87,7 @@ def run(args, spark=None) -> int:
     finally:
         store.close()
     deleted = len(result.deleted)
-    print(f"deleted {deleted} window{'s' * (deleted != 1)} of {result.found}, kept {result.kept} in use"
+    print(f"deleted {deleted} window{'s' * (deleted != 1)} of {result.found}, kept {result.kept} (in use, or of unknown age)"
           + (f" and {len(result.changed)} used since they were listed" if result.changed else ""), file=out)
     return EXIT_OK
 
