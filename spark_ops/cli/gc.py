@@ -72,7 +72,8 @@ def run(args, spark=None) -> int:
             store.ping()
         except stores.StoreError as e:  # before anything is deleted: a usage error, as for run
             raise CLIError(f"cannot use --store: {e}") from None
-        print(f"listing the windows of {store.url} (one metadata read each) ...", file=sys.stderr, flush=True)
+        print(f"listing the windows of {store.url} (one metadata read each) ...", file=sys.stderr,
+              flush=True)
         found = store.windows(args.older_than)
         orphans = [w for w in found if not w.held]
         print(f"store {store.url}: {len(found)} window{'s' * (len(found) != 1)}, {len(orphans)} not used for "
