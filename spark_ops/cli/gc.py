@@ -88,7 +88,8 @@ def run(args, spark=None) -> int:
     finally:
         store.close()
     deleted = len(result.deleted)
-    print(f"deleted {deleted} window{'s' * (deleted != 1)} of {result.found}, kept {result.kept} (in use, or of unknown age)"
+    print(f"deleted {deleted} window{'s' * (deleted != 1)} of {result.found}, "
+          f"kept {result.kept} (in use, or of unknown age)"
           + (f" and {len(result.changed)} used since they were listed" if result.changed else ""), file=out)
     return EXIT_OK
 
