@@ -27,7 +27,9 @@ The window index lets ``mta-spark gc`` find every window with the
 key-value service only: a window's name is added (compare-and-set on its
 shard) before its metadata record is created, and removed after the record
 is deleted, so a crash in between leaves a name without a record (listed,
-and swept) rather than a record nobody can find.  Names of windows whose
+and swept) rather than a record nobody can find.  It costs two round trips
+when a window is created (read the shard, write it back) and three when it
+is deleted (the shard, then a check that nobody created the window again).  Names of windows whose
 only trace is pairs a stale engine wrote after the window was deleted are
 not in the index (the next delete of that window takes them).
 """
