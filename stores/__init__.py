@@ -17,6 +17,11 @@ each, plus one metadata record per window with compare-and-set.  Errors
 are in :mod:`stores.errors`; values are turned into blobs by
 :mod:`stores.codec` (msgpack with extension types, never pickle).
 
+Windows nobody uses any more (a killed task attempt's, an abandoned
+query's) are found by the last use every window records:
+``store.windows(older_than)`` lists them and ``store.sweep(older_than)``
+deletes them (:mod:`stores.gc`; ``mta-spark gc`` on the command line).
+
 Network backends connect lazily: ``open_store`` does no I/O and a backend
 that is down makes the first operation raise :class:`StoreUnavailable`
 after the bounded retries.

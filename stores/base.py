@@ -88,6 +88,10 @@ class Store:
     #: URL scheme(s) of the backend, for messages.
     scheme = ""
 
+    #: The wall clock windows record their last use by and :meth:`windows`
+    #: and :meth:`sweep` measure ages with (tests set a fake one on a store).
+    clock: Callable[[], float] = staticmethod(time.time)
+
     def __init__(self, url: str, *, retries: int = 5, backoff: float = 0.05,
                  backoff_max: float = 2.0, timeout: float = 6.0) -> None:
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
@@ -287,6 +291,30 @@ class Store:
         trips = self._run("delete_window", window, self._delete_window, window)
         self.stats.add(round_trips=trips or 1)
 
+    def window_names(self) -> list[str]:
+        """The name of every window with a metadata record or pairs, sorted.
+        Round trips: 1 (memory, file; Couchbase reads its window index), Redis
+        one SCAN per 1000 keys of the store (on every master of a Cluster)."""
+        out = self._run("window_names", None, self._window_names)
+        self.stats.add(round_trips=1)
+        return sorted(set(out))
+
+    def windows(self, older_than: Optional[float] = None, *, now: Optional[float] = None) -> list:
+        """Every window, with its last use and whether a live owner may hold
+        it (:class:`stores.gc.WindowInfo`).  See :func:`stores.gc.list_windows`."""
+        from .gc import list_windows
+
+        return list_windows(self, older_than, now=now)
+
+    def sweep(self, older_than: float, *, dry_run: bool = False, now: Optional[float] = None,
+              progress: Optional[Callable[[int, int], None]] = None):
+        """Delete the windows not used for ``older_than`` seconds (every level
+        of every epoch, then the record), fenced against owners that come
+        back; a :class:`stores.gc.Sweep`.  See :func:`stores.gc.sweep`."""
+        from .gc import sweep
+
+        return sweep(self, older_than, dry_run=dry_run, now=now, progress=progress)
+
     def ping(self) -> None:
         """Check the backend answers (connecting if needed); raises
         :class:`StoreUnavailable` after the retries otherwise."""
@@ -436,6 +464,10 @@ class Store:
 
     def _delete_window(self, window: str) -> Optional[int]:
         """Returns the number of round trips made (``None`` means 1)."""
+        raise NotImplementedError
+
+    def _window_names(self) -> list[str]:
+        """Names of the windows with a record or pairs (duplicates allowed)."""
         raise NotImplementedError
 
     def _ping(self) -> None:

@@ -7,7 +7,13 @@ Documents (binary, ``RawBinaryTranscoder``)::
     mta::<window>::e<epoch>::ranges          {level: (first, end)} written so far
     mta::<window>::epochs                    the epochs that hold pairs
 
-Couchbase cannot list keys, so the store records what it writes: the
+    mta::windows::<shard>                    window index: the names of windows with a
+                                             record, shard = CRC-32 of the name mod 1024
+                                             (a window's keys end in ::meta, ::epochs,
+                                             ::ranges or ::e<E>::l<L>::<i>: none is one)
+
+Couchbase cannot list keys (without the query service, which is not
+assumed), so the store records what it writes: the
 *ranges* document of an epoch holds, per level, the smallest index written
 and the end of the highest range, and the *epochs* document lists the
 epochs.  Both ride in the same ``upsert_multi`` as the pairs (one round
@@ -16,11 +22,22 @@ first write there (one extra round trip, once).  delete_pairs from the head
 of a level advances the recorded start on the next write.  The records
 assume one writer per window (the fencing layer's job); with several, the
 last writer's view wins.
+
+The window index lets ``mta-spark gc`` find every window with the
+key-value service only: a window's name is added (compare-and-set on its
+shard) before its metadata record is created, and removed after the record
+is deleted, so a crash in between leaves a name without a record (listed,
+and swept) rather than a record nobody can find.  It costs two round trips
+when a window is created (read the shard, write it back) and three when it
+is deleted (the shard, then a check that nobody created the window again).  Names of windows whose
+only trace is pairs a stale engine wrote after the window was deleted are
+not in the index (the next delete of that window takes them).
 """
 
 from __future__ import annotations
 
 import threading
+import zlib
 from typing import Any, Optional
 
 from . import codec
@@ -47,6 +64,28 @@ def ranges_key(window: str, epoch: int) -> str:
 
 def epochs_key(window: str) -> str:
     return f"mta::{window}::epochs"
+
+
+#: Documents the window index is spread over (a window creation rewrites one).
+INDEX_SHARDS = 1024
+
+
+def index_key(window: str) -> str:
+    return f"mta::windows::{zlib.crc32(window.encode()) % INDEX_SHARDS}"
+
+
+def index_keys() -> list[str]:
+    return [f"mta::windows::{shard}" for shard in range(INDEX_SHARDS)]
+
+
+def decode_index(blob: Optional[bytes], where: str) -> set[str]:
+    """A shard of the window index: window names (empty if absent)."""
+    if blob is None:
+        return set()
+    value = codec.decode(blob)
+    if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
+        raise CorruptValue(f"{where} is not a window index")
+    return set(value)
 
 
 def decode_ranges(blob: Optional[bytes], where: str) -> dict[int, tuple[int, int]]:

@@ -13,7 +13,12 @@ callers that manage their own Cluster), plus the common ``retries``,
 The SDK is imported lazily (the package imports without it) and the
 connection is made by the first operation (``open_store`` does no I/O): a
 cluster that is down makes that operation raise
-:class:`~stores.errors.StoreUnavailable` after the retries.  A store
+:class:`~stores.errors.StoreUnavailable` after the retries.  One SDK
+``Cluster`` serves every store of the process opened with the same
+connection string, credentials, timeouts and ``cluster_options``
+(connecting costs most of a second); it is closed when the last of them
+closes.  Connecting waits for the key-value service only (the one the store
+uses), so a degraded query or analytics node does not hold it up.  A store
 object used after ``fork`` notices the pid change and connects afresh in
 the child (the parent's SDK connections are left alone).
 
@@ -36,6 +41,7 @@ expects no record (``DocumentExistsException`` -> CasMismatch), else
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import threading
 from datetime import timedelta
@@ -65,6 +71,68 @@ _TRANSIENT_ERRORS = {
 _NO_LOCK = contextlib.nullcontext()
 #: Clusters inherited across fork, kept referenced so the child never closes them.
 _inherited: list = []
+#: Compare-and-set attempts on a shard of the window index before giving up.
+INDEX_ATTEMPTS = 50
+
+
+class _SharedCluster:
+    """One SDK Cluster and the stores using it (see :func:`_acquire`)."""
+
+    __slots__ = ("cluster", "users", "lock", "buckets")
+
+    def __init__(self) -> None:
+        self.cluster: Any = None
+        self.users = 0
+        self.lock = threading.Lock()  # connecting and opening buckets
+        self.buckets: dict[str, Any] = {}  # opened, and the key-value service ready
+
+
+_clusters: dict[tuple, _SharedCluster] = {}
+_clusters_lock = threading.Lock()
+_clusters_pid = os.getpid()
+
+
+def _acquire(key: tuple) -> _SharedCluster:
+    """The process's shared cluster entry for ``key``, counted as used (its
+    ``cluster`` is None until the first user connects)."""
+    global _clusters_pid
+    with _clusters_lock:
+        if _clusters_pid != os.getpid():
+            # Forked: the entries' connections belong to the parent.
+            _inherited.extend(e.cluster for e in _clusters.values() if e.cluster is not None)
+            _clusters.clear()
+            _clusters_pid = os.getpid()
+        entry = _clusters.get(key)
+        if entry is None:
+            entry = _clusters[key] = _SharedCluster()
+        entry.users += 1
+        return entry
+
+
+def _release(key: tuple, entry: _SharedCluster, pid: int) -> None:
+    """One user less; the last one closes the cluster (in the process that
+    acquired it only: a forked child never closes its parent's)."""
+    with _clusters_lock:
+        if pid != os.getpid() or _clusters_pid != pid:
+            return
+        entry.users -= 1
+        if entry.users > 0:
+            return
+        if _clusters.get(key) is entry:
+            del _clusters[key]
+        cluster, entry.cluster = entry.cluster, None
+    if cluster is not None:
+        with contextlib.suppress(Exception):  # best effort: the store is closed either way
+            cluster.close()
+
+
+def _cluster_key(cfg: Mapping[str, Any], password: Optional[str], connect_timeout: float,
+                 kv_timeout: float, cluster_options: Mapping[str, Any]) -> tuple:
+    """What makes two stores' clusters interchangeable.  The password is held
+    as a digest, so the key never shows it."""
+    digest = hashlib.sha256((password or "").encode()).hexdigest()
+    return (cfg["connstr"], cfg["username"], digest, connect_timeout, kv_timeout,
+            repr(sorted(cluster_options.items())))
 
 
 class CouchbaseStore(Store):
@@ -100,6 +168,9 @@ class CouchbaseStore(Store):
         self._coll = collection
         self._cluster: Any = None
         self._owns_cluster = collection is None
+        self._shared: Optional[_SharedCluster] = None  # the entry this store uses
+        self._shared_key = _cluster_key(cfg, self._password, self.connect_timeout, self.kv_timeout,
+                                        self._cluster_options)
         self._pid = os.getpid()
         self._lock = threading.Lock()
         self._conn_lock = threading.Lock()
@@ -131,21 +202,37 @@ class CouchbaseStore(Store):
                 # references without closing them and connect afresh.
                 self._pid = os.getpid()
                 if self._owns_cluster:
-                    _inherited.append(self._cluster)
+                    self._shared = None
                     self._cluster = self._coll = None
             if self._coll is None:
-                try:
-                    from couchbase.auth import PasswordAuthenticator
-                    from couchbase.cluster import Cluster
-                    from couchbase.options import ClusterOptions, ClusterTimeoutOptions
-                except ImportError as exc:
-                    raise StoreConfigError(
-                        "couchbase:// stores need the Couchbase SDK: "
-                        "pip install 'mta-windows[couchbase]'") from exc
                 if not self._cfg["username"] or not self._password:
                     raise StoreConfigError(
                         f"store {self.url}: no Couchbase credentials: pass username= and "
                         f"password= or set COUCHBASE_USERNAME and COUCHBASE_PASSWORD")
+                entry = _acquire(self._shared_key)
+                try:
+                    bucket = self._bucket(entry)
+                    coll = bucket.scope(self.scope_name).collection(self.collection_name)
+                except BaseException:
+                    _release(self._shared_key, entry, os.getpid())
+                    raise
+                self._shared, self._cluster, self._coll = entry, entry.cluster, coll
+            return self._coll
+
+    def _bucket(self, entry: _SharedCluster) -> Any:
+        """The bucket, through the shared cluster (connected by its first user),
+        once the key-value service answers."""
+        try:
+            from couchbase.auth import PasswordAuthenticator
+            from couchbase.cluster import Cluster
+            from couchbase.diagnostics import ServiceType
+            from couchbase.options import ClusterOptions, ClusterTimeoutOptions, WaitUntilReadyOptions
+        except ImportError as exc:
+            raise StoreConfigError(
+                "couchbase:// stores need the Couchbase SDK: "
+                "pip install 'mta-windows[couchbase]'") from exc
+        with entry.lock:
+            if entry.cluster is None:
                 opts = ClusterOptions(
                     PasswordAuthenticator(self._cfg["username"], self._password),
                     timeout_options=ClusterTimeoutOptions(
@@ -153,19 +240,18 @@ class CouchbaseStore(Store):
                         connect_timeout=timedelta(seconds=self.connect_timeout),
                         kv_timeout=timedelta(seconds=self.kv_timeout)),
                     transcoder=self._transcoder, **self._cluster_options)
-                cluster = Cluster(self._cfg["connstr"], opts)
-                try:
-                    cluster.wait_until_ready(timedelta(seconds=self.connect_timeout))
-                    bucket = cluster.bucket(self.bucket_name)
-                    coll = bucket.scope(self.scope_name).collection(self.collection_name)
-                except BaseException:
-                    try:
-                        cluster.close()
-                    except Exception:
-                        pass
-                    raise
-                self._cluster, self._coll = cluster, coll
-            return self._coll
+                entry.cluster = Cluster(self._cfg["connstr"], opts)
+            bucket = entry.buckets.get(self.bucket_name)
+            if bucket is None:
+                bucket = entry.cluster.bucket(self.bucket_name)
+                # The bucket's key-value connections are what the store uses;
+                # waiting for every service would let a degraded query,
+                # search or analytics node hold up the first operations.
+                entry.cluster.wait_until_ready(
+                    timedelta(seconds=self.connect_timeout),
+                    WaitUntilReadyOptions(service_types=[ServiceType.KeyValue]))
+                entry.buckets[self.bucket_name] = bucket
+            return bucket
 
     def _secrets(self) -> tuple[str, ...]:
         return (self._password,) if self._password else ()
@@ -349,7 +435,10 @@ class CouchbaseStore(Store):
             epochs = self._decode_epochs(found.get(ek), ek)
             if epoch in epochs:
                 epochs.discard(epoch)
-                calls += self._upsert_multi({ek: codec.encode(sorted(epochs))})
+                if epochs:
+                    calls += self._upsert_multi({ek: codec.encode(sorted(epochs))})
+                else:  # the window's last epoch: no empty record stays behind
+                    calls += self._remove_multi([ek])
             with self._lock:
                 self._views.pop((window, epoch), None)
                 known = self._epochs.get(window)
@@ -370,6 +459,8 @@ class CouchbaseStore(Store):
     def _cas_meta(self, window: str, expected: Token, value: bytes, retry: bool) -> Token:
         coll = self._collection()
         key = self.meta_key(window)
+        if expected is None:  # listed before it exists: a crash here leaves a name, not a record
+            self.stats.add(round_trips=self._index_update(window, add=True))
         try:
             if expected is None:
                 res = coll.insert(key, value, **self._kw())
@@ -392,11 +483,11 @@ class CouchbaseStore(Store):
             self._collection().remove(key, cas=expected, **self._kw())
         except Exception as exc:
             names = exc_kind(exc)
-            if _NOT_FOUND in names:
-                return
-            if not names & {_EXISTS, _CAS}:
-                raise
-            raise cas_mismatch(window, expected, self._get(key)[1]) from None
+            if _NOT_FOUND not in names:
+                if not names & {_EXISTS, _CAS}:
+                    raise
+                raise cas_mismatch(window, expected, self._get(key)[1]) from None
+        self._unindex(window)
 
     def _delete_window(self, window: str) -> int:
         ek = self.epochs_key(window)
@@ -426,7 +517,59 @@ class CouchbaseStore(Store):
             for k in [k for k in self._views if k[0] == window]:
                 del self._views[k]
             self._epochs.pop(window, None)
+        self._unindex(window)
         return calls
+
+    # ------------------------------------------------------ window index
+
+    def _window_names(self) -> list[str]:
+        found, calls = self._get_multi(layout.index_keys())
+        self._extra_trips(calls)
+        names: list[str] = []
+        for key, blob in found.items():
+            names.extend(layout.decode_index(blob, f"store {self.url}: document {key!r}"))
+        return names
+
+    def _index_update(self, window: str, add: bool) -> int:
+        """Add ``window`` to its shard of the window index (or remove it), by
+        compare-and-set on the shard; returns the SDK calls made (2 when it
+        changes, 1 when it is already so, more under contention)."""
+        coll = self._collection()
+        key = layout.index_key(window)
+        calls = 0
+        for _ in range(INDEX_ATTEMPTS):
+            blob, cas = self._get(key)
+            calls += 1
+            names = layout.decode_index(blob, f"store {self.url}: document {key!r}")
+            if (window in names) == add:
+                return calls
+            names = names | {window} if add else names - {window}
+            calls += 1
+            try:
+                if cas is None:
+                    coll.insert(key, codec.encode(sorted(names)), **self._kw())
+                elif names:
+                    coll.replace(key, codec.encode(sorted(names)), cas=cas, **self._kw())
+                else:
+                    coll.remove(key, cas=cas, **self._kw())
+                return calls
+            except Exception as exc:
+                if not exc_kind(exc) & {_EXISTS, _CAS, _NOT_FOUND}:
+                    raise
+                # another store changed the shard meanwhile: read it again
+        raise StoreError(f"store {self.url}: window index document {key!r} changed under "
+                         f"{INDEX_ATTEMPTS} compare-and-set attempts in a row")
+
+    def _unindex(self, window: str) -> None:
+        """Take a deleted window out of the index.  A store creating it again
+        meanwhile may have found its name still listed and not added it: if
+        its record exists now, the name goes back."""
+        calls = self._index_update(window, add=False)
+        blob, _ = self._get(self.meta_key(window))
+        calls += 1
+        if blob is not None:
+            calls += self._index_update(window, add=True)
+        self.stats.add(round_trips=calls)
 
     def _ping(self) -> None:
         self._collection()
@@ -436,12 +579,11 @@ class CouchbaseStore(Store):
             self.stats.add(round_trips=calls - 1)
 
     def _close(self) -> None:
-        cluster, self._cluster = self._cluster, None
+        entry, self._shared, self._cluster = self._shared, None, None
         if self._owns_cluster:
             self._coll = None
-        if cluster is not None:
-            with contextlib.suppress(Exception):  # best effort: the store is closed either way
-                cluster.close()
+        if entry is not None:
+            _release(self._shared_key, entry, self._pid)
 
 
 __all__ = ["CouchbaseStore", "parse_couchbase_url", "exc_kind", "CHUNK"]

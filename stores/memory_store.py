@@ -145,6 +145,10 @@ class MemoryStore(Store):
             sp.pairs.pop(window, None)
             sp.meta.pop(window, None)
 
+    def _window_names(self) -> list[str]:
+        with self._space.lock:
+            return [*self._space.meta, *self._space.pairs]
+
     def _ping(self) -> None:
         pass
 

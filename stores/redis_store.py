@@ -94,6 +94,11 @@ def _tls_mistake(exc: BaseException) -> BaseException | None:
     return None
 
 
+def _glob_escape(text: str) -> str:
+    """``text`` matched literally by a Redis glob pattern (SCAN MATCH)."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
 class RedisStore(Store):
     scheme = "redis"
 
@@ -405,6 +410,20 @@ class RedisStore(Store):
             pipe.unlink(key)
         pipe.execute()
         return trips + 1
+
+    def _window_names(self) -> list[str]:
+        # A window's keys are <prefix>:{<window>}:<suffix> and names hold no
+        # brace; its record and its epochs set name every window with a
+        # record or pairs.  SCAN walks every master of a Cluster.
+        head = f"{self.key_prefix}:{{"
+        pattern = _glob_escape(head) + "*}:*"
+        names = []
+        for key in self.client().scan_iter(match=pattern, count=1000):
+            text = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
+            window, _, suffix = text[len(head):].partition("}:")
+            if suffix in ("meta", "epochs"):
+                names.append(window)
+        return names
 
     def _ping(self) -> None:
         self.client().ping()

@@ -349,6 +349,11 @@ class SQLiteStore(Store):
 
         self._tx(conn, delete)
 
+    def _window_names(self) -> list[str]:
+        # the pairs' primary key starts with the window: DISTINCT walks that index
+        return [r[0] for r in self._conn().execute(
+            "SELECT window FROM meta UNION SELECT DISTINCT window FROM pairs")]
+
     def _ping(self) -> None:
         self._conn().execute("SELECT 1").fetchone()
 

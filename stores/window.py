@@ -29,13 +29,23 @@ checkpoint of the last *committed* batch, which may not be the newest, and
 may be replayed more than once).  After a commit, pairs below every retained
 checkpoint's head are deleted, and epochs that nothing references are
 dropped whole, with whatever a dead owner wrote after its last checkpoint.
+
+Orphans.  Every open and checkpoint records in the metadata when it
+happened (``used``, the store's wall ``clock``) and who opened the window
+(``owner``, host and pid), so that windows nobody uses any more (a killed
+batch attempt's, an abandoned streaming query's) can be found and deleted
+by :mod:`stores.gc` (``mta-spark gc``).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import struct
 import threading
+import time
+from typing import Callable
 
 from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
@@ -113,11 +123,11 @@ class WindowStorage:
             blob, token = self._call(self.store.read_meta, self.window)
             meta = self._decode_meta(blob) if blob is not None else None
             if meta is None:
-                meta = {"format": META_FORMAT, "epoch": 0, "epochs": [], "group": group,
-                        "version": 0, "checkpoints": [], "gc": []}
+                meta = new_meta(0, group)
             checkpoint = self._checkpoint_to_resume(meta, resume)
             meta["epoch"] += 1
             meta["epochs"] = sorted(set(meta["epochs"]) | {meta["epoch"]})
+            meta.update(used=clock_of(self.store)(), owner=owner())
             try:
                 self._token = self._call(self.store.cas_meta, self.window, token, self._encode_meta(meta))
             except CasMismatch:
@@ -218,7 +228,7 @@ class WindowStorage:
         newest = everything[-self.retain :]
         keep = {c[0] for c in newest} | {c[1] for c in newest}
         checkpoints = [c for c in everything if c[0] in keep]
-        meta = dict(old, version=version, checkpoints=checkpoints)
+        meta = dict(old, version=version, checkpoints=checkpoints, used=clock_of(self.store)())
         try:
             token = self._call(self.store.cas_meta, self.window, self._token, self._encode_meta(meta))
         except CasMismatch:
@@ -243,26 +253,15 @@ class WindowStorage:
 
     def _delete(self) -> None:
         """Remove the window, fenced like a checkpoint: a stale engine must
-        not delete what a newer owner took over.  The record is first
-        emptied by compare-and-set (a refusal is a FencingError and nothing
-        is deleted); an owner arriving after that claims above this epoch and
-        starts empty, so dropping the epochs up to ours never touches its
-        pairs; the emptied record is then removed only if still ours."""
-        epochs = set(self._meta["epochs"])
-        tombstone = dict(self._meta, checkpoints=[], epochs=[])
+        not delete what a newer owner took over (see :func:`delete_fenced`)."""
         try:
-            token = self._call(self.store.cas_meta, self.window, self._token, self._encode_meta(tombstone))
+            delete_fenced(self.store, self.window, self._meta, self._token, self._call, self._emptied)
         except CasMismatch:
             raise self._fenced("delete") from None
+
+    def _emptied(self, token, tombstone: dict) -> None:
+        # a close(delete=True) retried after a failure part-way goes on from here
         self._token, self._meta = token, tombstone
-        known = epochs | set(self._call(self.store.list_epochs, self.window))
-        for epoch in sorted(known):
-            if epoch <= self.epoch:
-                self._call(self.store.drop_epoch, self.window, epoch)
-        try:
-            self._call(self.store.delete_meta, self.window, token)
-        except CasMismatch:
-            pass  # a newer owner claimed the (empty) window meanwhile: the record is its own
 
     def missing(self, where: str) -> StoreError:
         """The error for a group that must exist but is gone: a FencingError
@@ -394,20 +393,76 @@ class WindowStorage:
         return encode(meta)
 
     def _decode_meta(self, blob: bytes) -> dict:
-        try:
-            meta = decode(blob)
-        except (CorruptValue, FormatVersionError) as exc:
-            raise type(exc)(f"window {self.window!r} in {self.store.url}: metadata: {exc}") from exc
-        if not isinstance(meta, dict) or meta.get("format") != META_FORMAT:
-            raise FormatVersionError(
-                f"window {self.window!r} in {self.store.url}: metadata format "
-                f"{meta.get('format') if isinstance(meta, dict) else '?'} is not {META_FORMAT}; "
-                "it was written by an incompatible version"
-            )
-        missing = sorted(_META_FIELDS - meta.keys())
-        if missing:
-            raise CorruptValue(f"window {self.window!r} in {self.store.url}: metadata lacks {missing}")
-        return meta
+        return decode_meta(blob, f"window {self.window!r} in {self.store.url}")
+
+
+def decode_meta(blob: bytes, where: str) -> dict:
+    """A window's metadata record (msgpack through :mod:`stores.codec`, never
+    pickle); CorruptValue or FormatVersionError naming ``where`` otherwise."""
+    try:
+        meta = decode(blob)
+    except (CorruptValue, FormatVersionError) as exc:
+        raise type(exc)(f"{where}: metadata: {exc}") from exc
+    if not isinstance(meta, dict) or meta.get("format") != META_FORMAT:
+        raise FormatVersionError(
+            f"{where}: metadata format {meta.get('format') if isinstance(meta, dict) else '?'} "
+            f"is not {META_FORMAT}; it was written by an incompatible version")
+    missing = sorted(_META_FIELDS - meta.keys())
+    if missing:
+        raise CorruptValue(f"{where}: metadata lacks {missing}")
+    return meta
+
+
+def new_meta(epoch: int, group: int) -> dict:
+    """The metadata record of a window nobody has written yet."""
+    return {"format": META_FORMAT, "epoch": epoch, "epochs": [], "group": group,
+            "version": 0, "checkpoints": [], "gc": []}
+
+
+def owner() -> str:
+    """Who opens a window, recorded in its metadata (``mta-spark gc`` lists it)."""
+    return f"{socket.gethostname()} pid {os.getpid()}"
+
+
+def clock_of(store) -> Callable[[], float]:
+    """The wall clock a window's ``used`` time is read from: the store's
+    ``clock`` (tests give it a fake one), else :func:`time.time`."""
+    return getattr(store, "clock", None) or time.time
+
+
+def delete_fenced(store, window: str, meta: dict, token, call=None, emptied=None) -> None:
+    """Delete ``window`` (record ``meta`` with token ``token``): every pair
+    of every epoch up to the record's, then the record.
+
+    The record is first emptied by compare-and-set: if it changed since
+    ``token`` was read (a newer owner, or a checkpoint) that raises
+    :class:`CasMismatch` and nothing is deleted.  An owner arriving after
+    that claims above this epoch and starts empty, so dropping the epochs up
+    to it never touches its pairs; the emptied record is then removed only
+    if still the one written here.  ``token=None`` with ``meta`` a
+    :func:`new_meta` fences a window that has pairs but no record: creating
+    the emptied record fails if one appeared meanwhile.  ``emptied(token,
+    record)`` is told the emptied record once it is written.
+
+    Round trips: 3 (4 without a record), plus one ``drop_epoch`` per epoch
+    (O(pairs) keys deleted)."""
+    call = call or (lambda fn, *args: fn(*args))
+    known = set(meta["epochs"])
+    if token is None:  # no record: the emptied one must sit above every epoch left
+        known |= set(call(store.list_epochs, window))
+    epoch = max([meta["epoch"], *known])
+    tombstone = dict(meta, epoch=epoch, checkpoints=[], epochs=[])
+    token = call(store.cas_meta, window, token, encode(tombstone))
+    if emptied is not None:
+        emptied(token, tombstone)
+    # the store's own list too: a zombie may have written under an epoch the record no longer names
+    for e in sorted(known | set(call(store.list_epochs, window))):
+        if e <= epoch:
+            call(store.drop_epoch, window, e)
+    try:
+        call(store.delete_meta, window, token)
+    except CasMismatch:
+        pass  # a newer owner claimed the (empty) window meanwhile: the record is its own
 
 
 def group_place(window: str, epoch: int, level: int, group: int) -> bytes:
@@ -418,5 +473,7 @@ def group_place(window: str, epoch: int, level: int, group: int) -> bytes:
 
 
 _stats_lock = threading.Lock()
-#: Fields of a metadata record (format META_FORMAT).
+#: Fields every metadata record (format META_FORMAT) has.  ``used`` (the wall
+#: clock of the last open or checkpoint) and ``owner`` (who last opened it) are
+#: absent from records written before they existed, so they are optional.
 _META_FIELDS = frozenset({"format", "epoch", "epochs", "group", "version", "checkpoints", "gc"})

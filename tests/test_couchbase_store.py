@@ -175,6 +175,19 @@ class FakeCollection:
             raise pending
         return MutationResult(_Orig({"cas": new}), key=key)
 
+    def remove(self, key, *opts, cas=None, **kwargs):
+        pending = self._enter("remove", 1, kwargs)
+        with self._lock:
+            if key not in self.docs:
+                raise cb_exc.DocumentNotFoundException(message=f"not found: {key}")
+            if cas not in (None, 0) and self.docs[key][2] != cas:
+                raise cb_exc.CasMismatchException(message=f"cas mismatch: {key}")
+            del self.docs[key]
+            new = next(self._cas)
+        if pending is not None:
+            raise pending
+        return MutationResult(_Orig({"cas": new}), key=key)
+
 
 @pytest.fixture
 def fake():
@@ -346,8 +359,10 @@ def test_delete_from_head_advances_recorded_start(store, fake):
     fresh = open_store("couchbase://db.example/bucket", collection=fake, username="u",
                        password="p")
     fresh.drop_epoch("w", 0)
-    assert sum(n for op, n in fake.calls if op == "remove_multi") == 20 + 1
-    assert pair_docs(fake) == []
+    # the 20 pairs from the recorded start, the ranges record, and the epochs
+    # record (its last epoch went)
+    assert sum(n for op, n in fake.calls if op == "remove_multi") == 20 + 1 + 1
+    assert pair_docs(fake) == [] and fake.docs == {}
 
 
 def test_threads_sharing_a_store_keep_the_records_complete(store, fake):
@@ -541,3 +556,189 @@ def test_integration_meta_cas(real_store):
     with pytest.raises(CasMismatch):
         s.cas_meta(w, t, b"stale")
     assert s.read_meta(w) == (b"m2", t2)
+
+
+# ------------------------------------------------- window index and sweep
+
+def test_window_index_lists_every_record_and_forgets_deleted_ones(store, fake):
+    from stores import couchbase_layout as layout
+    from stores.codec import decode
+
+    names = [f"w{i}" for i in range(40)] + ["a::b", "ünï/ 1"]
+    for n in names:
+        store.cas_meta(n, None, b"m")
+    store.write_pairs("w0", 1, 0, 0, [b"p"])
+    assert store.window_names() == sorted(names)
+    index_docs = {k for k in fake.docs if k.startswith("mta::windows::")}
+    assert index_docs and index_docs <= set(layout.index_keys())
+    # what the shards hold, read from the fake's documents directly
+    held = set()
+    for k in index_docs:
+        held |= set(decode(fake.docs[k][0]))
+    assert held == set(names)
+    for n in names[1:]:
+        token = store.read_meta(n)[1]
+        store.delete_meta(n, token)
+    store.delete_window("w0")
+    assert store.window_names() == [] and fake.docs == {}
+
+
+def test_unindex_keeps_a_window_created_again_meanwhile(store, fake):
+    """A delete takes the name out after the record; a store that created
+    the window again in between (finding the name still listed) must stay
+    listed: the deleter puts the name back when the record exists."""
+    store.cas_meta("w", None, b"m")
+    store._unindex("w")  # as the deleter would, with the new record in place
+    assert store.window_names() == ["w"]
+
+
+def test_sweep_on_couchbase_leaves_no_document_of_an_orphan(store, fake):
+    from mta.amortized_mta import AmortizedMTA
+    from tests.oracle import CONCAT
+
+    def engine(w):
+        return AmortizedMTA(CONCAT, lambda a, b: len(a) - len(b) >= 30, store=store, window_id=w,
+                            buffer_size=2, cache_size=2)
+
+    store.clock = lambda: 1000.0
+    for w in ("old", "older"):
+        e = engine(w)
+        for i in range(100):
+            e.push(((i,),))
+        e.checkpoint()
+        e.close()
+    e = engine("older")  # a second epoch
+    e.push(((100,),))
+    e.checkpoint()
+    e.close()
+    store.clock = lambda: 1000.0 + 7200
+    e = engine("new")
+    for i in range(100):
+        e.push(((i,),))
+    e.checkpoint()
+    e.close()
+    new_docs = {k: v for k, v in fake.docs.items() if k.startswith("mta::new::")}
+    assert any("::l2::" in k for k in new_docs)  # the levels reach the store
+    dry = store.sweep(3600, dry_run=True, now=1000.0 + 7300)
+    assert dry.deleted == ["old", "older"] and store.window_names() == ["new", "old", "older"]
+    done = store.sweep(3600, now=1000.0 + 7300)
+    assert done.deleted == ["old", "older"]
+    left = {k for k in fake.docs if not k.startswith("mta::windows::")}
+    assert left == set(new_docs), sorted(left - set(new_docs))
+    assert store.window_names() == ["new"]
+    assert engine("new").query() == tuple((i,) for i in range(70, 100))
+
+
+# ------------------------------------------- one cluster per process, KV only
+
+class FakeCluster:
+    """Stands in for ``couchbase.cluster.Cluster``: counts what a store asks of it."""
+
+    made: list = []
+
+    def __init__(self, connstr, options):
+        self.connstr, self.options = connstr, options
+        self.buckets, self.waits, self.closed = [], [], 0
+        self.collection = FakeCollection()
+        FakeCluster.made.append(self)
+
+    def bucket(self, name):
+        self.buckets.append(name)
+        coll = self.collection
+
+        class Bucket:
+            def scope(self, s):
+                return self
+
+            def collection(self, c):
+                return coll
+
+        return Bucket()
+
+    def wait_until_ready(self, timeout, *options, **kwargs):
+        self.waits.append((options, kwargs))
+
+    def close(self):
+        self.closed += 1
+
+
+def test_one_cluster_per_process_and_settings_waiting_for_key_value_only(monkeypatch):
+    import couchbase.cluster
+    from couchbase.diagnostics import ServiceType
+    from couchbase.options import forward_args
+
+    monkeypatch.setattr(couchbase.cluster, "Cluster", FakeCluster)
+    monkeypatch.setattr(FakeCluster, "made", [])
+
+    def opened(url="couchbase://h1,h2/bucket", password=SECRET, **kw):
+        s = open_store(url, username="u", password=password, **kw)
+        s.read_meta("w")  # connects
+        return s
+
+    a, b = opened(), opened(retries=1)  # store options do not matter to the connection
+    d = opened("couchbase://h1,h2/other")
+    assert len(FakeCluster.made) == 1
+    first = FakeCluster.made[0]
+    assert first.connstr == "couchbase://h1,h2" and first.buckets == ["bucket", "other"]
+    # one wait per bucket, for the key-value service alone (read as the SDK reads it)
+    assert len(first.waits) == 2
+    for options, kwargs in first.waits:
+        assert forward_args(kwargs, *options)["service_types"] == [ServiceType.KeyValue]
+    c = opened(password="other-" + SECRET)
+    e = opened(kv_timeout=1.0)
+    assert len(FakeCluster.made) == 3  # other credentials, other timeouts: other clusters
+    assert SECRET not in repr(cbs._clusters)
+    a.close()
+    b.close()
+    assert first.closed == 0  # still used by d
+    d.close()
+    assert first.closed == 1
+    c.close()
+    e.close()
+    assert [cl.closed for cl in FakeCluster.made] == [1, 1, 1] and cbs._clusters == {}
+    again = opened()
+    assert len(FakeCluster.made) == 4
+    again.close()
+
+
+def test_a_failed_connection_is_not_shared(monkeypatch):
+    import couchbase.cluster
+
+    class Down(FakeCluster):
+        def wait_until_ready(self, timeout, *options, **kwargs):
+            raise cb_exc.UnAmbiguousTimeoutException(message="not ready")
+
+    monkeypatch.setattr(couchbase.cluster, "Cluster", Down)
+    monkeypatch.setattr(FakeCluster, "made", [])
+    s = open_store("couchbase://h/b", username="u", password=SECRET, retries=1, backoff=0.001)
+    with pytest.raises(StoreUnavailable) as info:
+        s.read_meta("w")
+    assert SECRET not in str(info.value)
+    s.close()
+    assert cbs._clusters == {} and all(cl.closed == 1 for cl in FakeCluster.made)
+
+
+def test_integration_index_and_sweep(real_store):
+    s, w = real_store
+    s.clock = lambda: 1000.0
+    s.cas_meta(w, None, b"not a record of ours")  # unreadable: listed, kept
+    assert w in s.window_names()
+    assert s.sweep(60, now=5000.0).deleted == []
+    s.delete_window(w)
+    assert w not in s.window_names()
+
+
+def test_a_forked_child_connects_afresh_and_never_closes_the_parents_cluster(monkeypatch):
+    import couchbase.cluster
+
+    monkeypatch.setattr(couchbase.cluster, "Cluster", FakeCluster)
+    monkeypatch.setattr(FakeCluster, "made", [])
+    s = open_store("couchbase://h/b", username="u", password=SECRET)
+    s.read_meta("w")
+    parent = FakeCluster.made[0]
+    monkeypatch.setattr(cbs.os, "getpid", lambda: -4242)  # as in a child after fork
+    s.read_meta("w")
+    assert len(FakeCluster.made) == 2 and parent in cbs._inherited
+    s.close()
+    assert parent.closed == 0 and FakeCluster.made[1].closed == 1
+    cbs._inherited.remove(parent)

@@ -207,6 +207,22 @@ def test_delete_window(store):
     store.delete_window("w")  # idempotent
 
 
+def test_window_names_list_records_and_pairs(store):
+    """What ``mta-spark gc`` starts from: every window with a record or
+    pairs, once each, whatever the name holds (the layout's separators too)."""
+    assert store.window_names() == []
+    store.write_pairs("pairs only", 2, 1, 0, [b"p"])
+    store.cas_meta("record:only", None, b"m")
+    store.write_pairs("both::e1", 0, 0, 0, [b"b"])
+    store.write_pairs("both::e1", 3, 0, 0, [b"b"])
+    store.cas_meta("both::e1", None, b"m")
+    store.write_pairs("mta/run/'k*?[x]'", 0, 0, 0, [b"g"])
+    assert store.window_names() == sorted(["pairs only", "record:only", "both::e1", "mta/run/'k*?[x]'"])
+    store.delete_window("both::e1")
+    store.drop_epoch("pairs only", 2)
+    assert store.window_names() == sorted(["record:only", "mta/run/'k*?[x]'"])
+
+
 # ---------------------------------------------------------------- metadata
 
 def test_meta_compare_and_set(store):

@@ -10,6 +10,8 @@ Subcommands:
   with one column per aggregation.
 * ``mta-spark stream`` -- the same over a directory where files arrive
   (Spark's file source), with a checkpoint; resumable.
+* ``mta-spark gc`` -- delete from a store the windows no job has used for
+  a while (killed task attempts', abandoned queries'); no Spark.
 
 Usage errors (a missing column, an unknown aggregation, an unreachable
 store, a missing input, both or neither of ``--range``/``--rows``) exit with
@@ -23,7 +25,8 @@ if any, else starts a local one and stops it at the end.
 
 The package: :mod:`.app` (the subcommand table, the parser, :func:`main`),
 one module per subcommand with its options and its run function
-(:mod:`.run`, :mod:`.stream`, :mod:`.demo` with :mod:`.demo_report`), and
+(:mod:`.run`, :mod:`.stream`, :mod:`.demo` with :mod:`.demo_report`,
+:mod:`.gc`), and
 what they share: :mod:`.options` (option groups and argument types),
 :mod:`.inputs` (input paths, formats, readers), :mod:`.store` (the
 ``--store`` URL), :mod:`.window` (the window job of ``run`` and ``stream``),

@@ -7,12 +7,12 @@ import traceback
 
 from mta import __version__
 
-from . import demo, run, stream
+from . import demo, gc, run, stream
 from .errors import EXIT_FAILED, EXIT_OK, PROG, CLIError, fail, failure_message
 from .options import Command, Parser, spark_options, wrap
 
 #: Every subcommand, in the order ``mta-spark --help`` lists them.
-COMMANDS: tuple[Command, ...] = (demo.COMMAND, run.COMMAND, stream.COMMAND)
+COMMANDS: tuple[Command, ...] = (demo.COMMAND, run.COMMAND, stream.COMMAND, gc.COMMAND)
 _BY_NAME = {c.name: c for c in COMMANDS}
 
 

@@ -61,7 +61,8 @@ def engine_help() -> str:
 
 def wrap(text: str) -> str:
     width = min(shutil.get_terminal_size((80, 24)).columns, 100) - 2
-    return textwrap.fill(text, width=max(40, width))
+    # an option name (--older-than) must not be cut at its hyphen
+    return textwrap.fill(text, width=max(40, width), break_on_hyphens=False)
 
 
 # -- argument types -------------------------------------------------------------

@@ -1,0 +1,129 @@
+"""``mta-spark gc``: find and delete the windows no job uses any more
+(:meth:`stores.Store.sweep`); no Spark."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+
+import stores
+from stores.gc import sweep_listed
+
+from .errors import EXIT_OK, CLIError
+from .options import Command
+from .store import normalize_store, shown
+
+#: Seconds per unit of an ``--older-than`` age.
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+
+
+def age(text: str) -> float:
+    """An age such as ``1d``, ``12h``, ``30m``, ``90s``, ``2w`` or ``1d12h``, in seconds."""
+    import argparse
+
+    t = text.strip().lower().replace(" ", "")
+    parts = _PART.findall(t)
+    if not t or "".join(a + u for a, u in parts) != t:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an age: use a number and a unit, s, m, h, d or w, e.g. 30m, 12h, 1d, 1d12h")
+    seconds = sum(float(a) * _UNITS[u] for a, u in parts)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"--older-than must be more than 0, got {text!r}")
+    return seconds
+
+
+def span(seconds: float) -> str:
+    """``seconds`` as the largest two units: 45s, 12m, 3h20m, 2d4h."""
+    s = int(round(seconds))
+    for unit, size, sub, subsize in (("d", 86400, "h", 3600), ("h", 3600, "m", 60), ("m", 60, "s", 1)):
+        if s >= size:
+            whole, rest = divmod(s, size)
+            rest //= subsize
+            return f"{whole}{unit}" + (f"{rest}{sub}" if rest else "")
+    return f"{s}s"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--store", required=True, metavar="URL",
+                   help="the store the jobs used: file:DIR, redis://..., couchbase://... (credentials from "
+                        "the environment, as for run and stream)")
+    p.add_argument("--older-than", required=True, type=age, metavar="AGE",
+                   help="delete the windows not opened or checkpointed for this long: 30m, 12h, 1d, 1d12h, 2w. "
+                        "Make it longer than any live job goes without touching a window: a streaming key's "
+                        "longest quiet spell, a batch task's longest key")
+    p.add_argument("--dry-run", action="store_true",
+                   help="list the windows that would be deleted, delete nothing")
+    p.add_argument("-v", "--verbose", action="store_true", help="list every window found, and full tracebacks")
+
+
+def run(args, spark=None) -> int:
+    url = normalize_store(args.store)
+    try:
+        store = stores.open_store(url)
+    except stores.StoreError as e:
+        raise CLIError(f"bad store URL {shown(url)}: {e}") from None
+    except ImportError as e:
+        raise CLIError(f"store {shown(url)} needs a package that is not installed: {e}") from None
+    out = sys.stdout
+    try:
+        try:
+            store.ping()
+        except stores.StoreError as e:  # before anything is deleted: a usage error, as for run
+            raise CLIError(f"cannot use --store: {e}") from None
+        print(f"listing the windows of {store.url} (one metadata read each) ...", file=sys.stderr,
+              flush=True)
+        found = store.windows(args.older_than)
+        orphans = [w for w in found if not w.held]
+        print(f"store {store.url}: {len(found)} window{'s' * (len(found) != 1)}, {len(orphans)} not used for "
+              f"{span(args.older_than)} or more", file=out, flush=True)
+        for w in found if args.verbose else orphans if args.dry_run else ():
+            print("  " + _describe(w), file=out)
+        if args.dry_run:
+            print(f"dry run: would delete {len(orphans)} window{'s' * (len(orphans) != 1)}; nothing deleted",
+                  file=out)
+            return EXIT_OK
+        result = sweep_listed(store, found, progress=_Reporter())
+    finally:
+        store.close()
+    deleted = len(result.deleted)
+    print(f"deleted {deleted} window{'s' * (deleted != 1)} of {result.found}, "
+          f"kept {result.kept} (in use, or of unknown age)"
+          + (f" and {len(result.changed)} used since they were listed" if result.changed else ""), file=out)
+    return EXIT_OK
+
+
+def _describe(w) -> str:
+    used = "never recorded" if w.used is None else \
+        time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(w.used)) + f" ({span(max(0.0, w.idle))} ago)"
+    owner = f", opened by {w.owner}" if w.owner else ""
+    held = "in use" if w.held else "orphan"
+    return f"{w.name!r}: {held}, {w.kind}, last used {used}{owner}"
+
+
+class _Reporter:
+    """Sweep progress on stderr: a line every ``every`` seconds, and the last."""
+
+    def __init__(self, every: float = 5.0) -> None:
+        self.every = every
+        self.last = time.monotonic()
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done == total or now - self.last >= self.every:
+            self.last = now
+            print(f"  deleting: {done}/{total}", file=sys.stderr, flush=True)
+
+
+COMMAND = Command(
+    name="gc",
+    summary="delete the windows no job uses any more from a store",
+    description="Find the windows in --store that nobody opened or checkpointed for --older-than (the "
+                "windows of killed batch task attempts, of abandoned streaming queries) and delete them, every "
+                "level of every epoch.  A window opened or checkpointed while the sweep runs is left alone.",
+    epilog="Example: mta-spark gc --store redis://cache:6379/0 --older-than 1d --dry-run",
+    add_arguments=add_arguments,
+    run=run,
+    master=None,
+)
