@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from bench import spark_batch, spark_demo, spark_growth, spark_stream  # noqa: E402
+from bench import spark_batch, spark_demo, spark_event_time, spark_growth, spark_stream  # noqa: E402
 from bench.common import RunConfig  # noqa: E402
 
 
@@ -63,3 +63,16 @@ def test_spark_stream(tmp_path):
         assert r["input_rows"] == r["events"] and r["micro_batches"] >= 2
         # MTA keeps one row of Spark state per key; hopping windows keep many per key
         assert r["state_rows"] == r["hosts"] if r["method"] != "hopping windows" else r["state_rows"] > 10 * r["hosts"]
+
+
+def test_spark_event_time(tmp_path):
+    data = _run(spark_event_time, tmp_path)
+    methods = {(r["store"], r["method"]) for r in data["records"]}
+    assert {("file", spark_event_time.BASELINE), ("redis", "out of order, 10%")} <= methods
+    for r in data["records"]:
+        assert r["input_rows"] == r["events"] and r["micro_batches"] >= 2
+        # one row of Spark state per key, waiting rows inside it
+        assert r["state_rows"] == spark_event_time.PROFILES["tiny"]["hosts"]
+        assert (r["waiting_per_key_mean"] > 0) == (r["watermark_fraction"] is not None)
+    assert set(data["summary"]["ratio_to_in_order"]) == {f"{s}: {m}" for s, m in methods
+                                                         if m != spark_event_time.BASELINE}

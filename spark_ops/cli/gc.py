@@ -3,35 +3,26 @@
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 
 import stores
 from stores.gc import sweep_listed
 
+from .. import durations
 from .errors import EXIT_OK, CLIError
 from .options import Command
 from .store import normalize_store, shown
 
-#: Seconds per unit of an ``--older-than`` age.
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
-
-
 def age(text: str) -> float:
-    """An age such as ``1d``, ``12h``, ``30m``, ``90s``, ``2w`` or ``1d12h``, in seconds."""
+    """An age such as ``1d``, ``12h``, ``30m``, ``2w``, ``1d12h`` or a number
+    of seconds (:mod:`spark_ops.durations`), in seconds."""
     import argparse
 
-    t = text.strip().lower().replace(" ", "")
-    parts = _PART.findall(t)
-    if not t or "".join(a + u for a, u in parts) != t:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not an age: use a number and a unit, s, m, h, d or w, e.g. 30m, 12h, 1d, 1d12h")
-    seconds = sum(float(a) * _UNITS[u] for a, u in parts)
-    if seconds <= 0:
-        raise argparse.ArgumentTypeError(f"--older-than must be more than 0, got {text!r}")
-    return seconds
+    try:
+        return durations.seconds(text, "--older-than")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def span(seconds: float) -> str:
