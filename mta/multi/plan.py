@@ -60,11 +60,19 @@ def sharing_key(query) -> tuple:
     both time or both rows, the same monoid and the same lift (by identity:
     functions compare by identity anyway)."""
     agg = query.aggregator
-    return (query.by_rows, id(agg.monoid), id(agg.lift))
+    return (query.by_rows, id(agg.monoid), id(agg.lift), holistic(query))
+
+
+def holistic(query) -> bool:
+    """True for an exact quantile (:mod:`.quantiles`): its tree hands the
+    base-interval cover to ``lower`` unmerged, so it runs on B-Int only."""
+    return getattr(query.aggregator, "holistic", False)
 
 
 def applicable_finals(queries) -> list:
     """Final techniques that can serve every query of a group."""
+    if holistic(queries[0]):
+        return ["bint"]  # B-INT-QNT
     monoid = queries[0].aggregator.monoid
     suffix = all(q.lag == 0 for q in queries)
     names = ["naive", "bint", "lint", "flatfat"]

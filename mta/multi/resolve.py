@@ -6,7 +6,7 @@ any tree is built.  The names and aliases come from :mod:`.plan`; 'auto',
 
 from __future__ import annotations
 
-from .plan import FINAL_ALIASES, FINALS, PARTIALS, Group, applicable_finals, sharing_key
+from .plan import FINAL_ALIASES, FINALS, PARTIALS, Group, applicable_finals, holistic, sharing_key
 
 __all__ = ["resolve_final", "resolve_plan", "check_groups"]
 
@@ -23,6 +23,10 @@ def resolve_final(name, queries) -> str:
     if key == "slickdeque":
         key = "slickdeque-inv" if monoid.inverse is not None else "slickdeque-noninv"
     if key not in applicable_finals(queries):
+        if holistic(queries[0]):
+            names = ", ".join(q.name for q in queries)
+            raise ValueError(f"exact quantiles ({names}) run on B-Int only (B-INT-QNT selects over its base "
+                             f"intervals), not on {key!r}; ask for e.g. plan='cutty+bint' or plan='auto'")
         why = {"rint": "an invertible monoid", "slickdeque-inv": "an invertible monoid",
                "slickdeque-noninv": "a selective monoid and no lag (it answers suffix windows)",
                "flatfit": "no lag (it answers suffix windows)"}.get(key, "other queries")

@@ -28,7 +28,8 @@ from ..errors import EngineFailedError, MTAError, OperationRefused
 from ..markers import EMPTY
 from ..storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 from . import cutty, pairs, panes
-from .plan import Group, Plan, final_class
+from .plan import Group, Plan, final_class, holistic
+from .quantiles import Runs
 from .query import OutOfOrderError, Query, Result
 from .resolve import check_groups, resolve_plan
 
@@ -72,6 +73,8 @@ class Tree:
         self._open_key = None
         self._open_value = None
         self._open_end = None
+        # B-INT-QNT: exact quantiles select over B-Int's cover, unmerged
+        self.holistic = holistic(self.queries[0]) and hasattr(final, "runs")
         specs: dict = {}
         self.spec = {q.name: specs.setdefault((q.periodic, q.exact_width, q.exact_lag), len(specs)) for q in self.queries}
 
@@ -99,12 +102,16 @@ class Tree:
         """Aggregate of the elements with keys in ``[a, b)`` (or ``(a, b]``),
         or EMPTY; ``a`` and ``b`` are edges (or ``b`` is past the newest
         element).  Two binary searches (O(log partials), no call), the final
-        technique's lookup, and one combine with the open partial."""
+        technique's lookup, and one combine with the open partial.  For exact
+        quantiles, B-Int's O(log W) covering runs and the open partial as
+        :class:`~mta.multi.quantiles.Runs`, no call."""
         find = bisect_left if left_closed else bisect_right
         keys, base = self._keys, self._kbase
         dead = self.final.lo - base
         lo = base + find(keys, a, dead)
         hi = base + find(keys, b, dead)
+        if self.holistic:
+            return self._runs(lo, hi, a, b, left_closed)
         value = self.final.range(lo, hi, self.spec[q.name]) if lo < hi else EMPTY
         if self._open:
             k = self._open_key
@@ -112,6 +119,16 @@ class Tree:
                 v = self._open_value
                 value = v if value is EMPTY else self._combine(value, v)
         return value
+
+    def _runs(self, lo: int, hi: int, a, b, left_closed: bool):
+        """The window's sorted runs (B-INT-QNT's LOOKUP before selection),
+        or EMPTY.  O(log W), no monoid call."""
+        runs = self.final.runs(lo, hi) if lo < hi else []
+        if self._open:
+            k = self._open_key
+            if (a <= k < b) if left_closed else (a < k <= b):
+                runs.append(self._open_value)
+        return Runs(runs) if runs else EMPTY
 
     def first_key(self, a):
         """The key of the first partial (closed or open) at or after ``a``.
