@@ -19,7 +19,7 @@ from mta.baselines.subtract_on_evict import SubtractOnEvict
 from mta import CountingMonoid
 from mta.multi import Query, Result, SharedWindows
 from mta.multi.quantiles import SORTED_RUNS, median, quantile, select_rank
-from mta.sketches import QUANTILES, quantile_sketch
+from mta.sketches import QUANTILES, approx_median, approx_quantile, quantile_sketch
 from stores import open_store
 from tests.multi_oracle import MultiOracle
 from tests.strategies import sane_settings
@@ -204,3 +204,73 @@ def test_sketch_in_engines_and_shared_windows():
             rows = 64 if r.query == "a" else 16
             exact = nearest_rank(values[max(0, r.end + 1 - rows):r.end + 1], 0.9)
             assert abs(r.value.quantile(0.9) - exact) <= 0.01 * abs(exact) * (1 + 1e-9)
+
+
+# -- approx_quantile: the sketch as a ready aggregator -------------------------
+
+APPROX_PHIS = (0.0, 0.3, 0.5, 0.9, 1.0)
+
+
+def _within(got, exact, alpha) -> bool:
+    if exact is None:
+        return got is None
+    return abs(got - exact) <= alpha * abs(exact) * (1 + 1e-9)
+
+
+def _compare(got: list, want: list, alpha: float, where: str) -> None:
+    assert [(r.query, r.end) for r in got] == [(r.query, r.end) for r in want], where
+    for g, w in zip(got, want):
+        assert _within(g.value, w.value, alpha), (where, g, w)
+
+
+@pytest.mark.parametrize("plan", ["auto", "cutty+slickdeque-inv", "pairs+rint", "panes+bint", "separate"])
+@pytest.mark.parametrize("alpha", [0.01, 0.2])
+@sane_settings(40)
+@given(data=st.data())
+def test_approx_quantile_bound_against_exact(plan, alpha, data):
+    """approx_quantile queries (any phi, one shared tree) through
+    SharedWindows, each result within relative error alpha of the exact
+    nearest-rank quantile the oracle sorts out of the same window; values
+    include 0, negatives and ties."""
+    aggs = [approx_quantile(phi, alpha, on=_value) for phi in APPROX_PHIS]
+    queries = data.draw(query_sets(aggs), label="queries")
+    exact = [Query(q.name, quantile(APPROX_PHIS[aggs.index(q.aggregator)], on=_value),
+                   **({"rows": q.rows} if q.by_rows else {"range": q.range}), slide=q.slide, lag=q.lag)
+             for q in queries]
+    values = st.one_of(st.integers(-50, 50), st.floats(-1e6, 1e6, allow_nan=False))
+    ops = data.draw(operations(values), label="ops")
+    shared = SharedWindows(queries, time=_time, plan=plan)
+    oracle = MultiOracle(exact, time=_time)
+    t = 0
+    for step, op in enumerate(ops):
+        if op[0] == "push":
+            t += op[1]
+            _compare(shared.push((t, op[2])), oracle.push((t, op[2])), alpha, f"step {step}")
+        elif op[0] == "query":
+            name = queries[op[1] % len(queries)].name
+            assert _within(shared.query(name), oracle.query(name), alpha), step
+        else:
+            until = None if op[1] is None else t + op[1]
+            _compare(shared.flush(until), oracle.flush(until), alpha, f"step {step}")
+    _compare(shared.flush(), oracle.flush(), alpha, "final flush")
+
+
+def test_approx_quantiles_share_a_tree_and_arguments():
+    qs = [Query(f"p{phi}", approx_quantile(phi, on=_value), rows=100, slide=10) for phi in (0.5, 0.9, 0.99)]
+    qs.append(Query("m", approx_median(on=_value), rows=50, slide=10))
+    assert len(SharedWindows(qs, plan="cutty+slickdeque-inv").plan.groups) == 1
+    assert approx_quantile(0.5).monoid is approx_median().monoid is quantile_sketch().monoid
+    assert approx_quantile(0.5, 0.05).monoid is not approx_quantile(0.5).monoid  # another grid
+    assert approx_quantile(0.5).aggregate([]) is None
+    assert approx_quantile(0.5).aggregate([3, 0, -7]) == 0.0  # zero is exact
+    assert abs(approx_quantile(1.0).aggregate([3, 0, -7]) - 3) <= 0.01 * 3
+    for bad in (-0.1, 1.5, True, "0.5"):
+        with pytest.raises(ValueError, match="phi"):
+            approx_quantile(bad)
+    for bad in (0, 1, 2, -0.5, True):
+        with pytest.raises(ValueError, match="alpha"):
+            approx_quantile(0.5, bad)
+    with pytest.raises(TypeError, match="on="):
+        approx_quantile(0.5, on="x")
+    with pytest.raises(ValueError, match="NaN"):
+        approx_quantile(0.5).lift(float("nan"))
