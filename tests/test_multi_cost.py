@@ -203,7 +203,9 @@ def measure(specs, plan, agg, n=3000, seed=0):
     for _ in range(n):
         sw.push(rng.random())
     groups = sw.plan.groups
+    # trees, plus each shared slicer once (TriWeave's first level)
     est = sum(g.estimate if g.estimate is not None else cost.MTA_CALLS_PER_ELEMENT for g in groups)
+    est += sum(s.estimate for s in sw.plan.slicers)
     return counting.calls / n, est
 
 

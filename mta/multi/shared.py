@@ -30,6 +30,7 @@ from ..storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 from . import cutty, pairs, panes
 from .plan import Group, Plan, final_class, holistic
 from .quantiles import Runs
+from .shared_slicer import SharedSlicer
 from .query import OutOfOrderError, Query, Result
 from .resolve import check_groups, resolve_plan
 
@@ -73,6 +74,7 @@ class Tree:
         self._open_key = None
         self._open_value = None
         self._open_end = None
+        self.slicer = None  # TriWeave's shared first level, when one feeds this tree
         # B-INT-QNT: exact quantiles select over B-Int's cover, unmerged
         self.holistic = holistic(self.queries[0]) and hasattr(final, "runs")
         specs: dict = {}
@@ -102,7 +104,8 @@ class Tree:
         """Aggregate of the elements with keys in ``[a, b)`` (or ``(a, b]``),
         or EMPTY; ``a`` and ``b`` are edges (or ``b`` is past the newest
         element).  Two binary searches (O(log partials), no call), the final
-        technique's lookup, and one combine with the open partial.  For exact
+        technique's lookup, and one combine with the open partial (and one
+        with a shared slicer's open fragment, when it feeds the tree).  For exact
         quantiles, B-Int's O(log W) covering runs and the open partial as
         :class:`~mta.multi.quantiles.Runs`, no call."""
         find = bisect_left if left_closed else bisect_right
@@ -118,6 +121,12 @@ class Tree:
             if (a <= k < b) if left_closed else (a < k <= b):
                 v = self._open_value
                 value = v if value is EMPTY else self._combine(value, v)
+        slicer = self.slicer
+        if slicer is not None and slicer.open:
+            k = slicer.open_key
+            if (a <= k < b) if left_closed else (a < k <= b):
+                v = slicer.open_value
+                value = v if value is EMPTY else self._combine(value, v)
         return value
 
     def _runs(self, lo: int, hi: int, a, b, left_closed: bool):
@@ -128,6 +137,11 @@ class Tree:
             k = self._open_key
             if (a <= k < b) if left_closed else (a < k <= b):
                 runs.append(self._open_value)
+        slicer = self.slicer
+        if slicer is not None and slicer.open:
+            k = slicer.open_key
+            if (a <= k < b) if left_closed else (a < k <= b):
+                runs.append(slicer.open_value)
         return Runs(runs) if runs else EMPTY
 
     def first_key(self, a):
@@ -139,6 +153,9 @@ class Tree:
             return keys[i]
         if self._open and self._open_key >= a:
             return self._open_key
+        slicer = self.slicer
+        if slicer is not None and slicer.open and slicer.open_key >= a:
+            return slicer.open_key
         return None
 
     def evict(self, floor) -> None:
@@ -246,6 +263,24 @@ class SharedWindows:
             self._executors.append(ex)
             for q in g.queries:
                 self._executor_of[q.name] = ex
+        # the inputs: each executor slicing its own, or TriWeave's shared slicers
+        self._feeders: list = []
+        self._slicers: list = []
+        fed: dict = {}
+        for g, ex in zip(groups, self._executors):
+            if g.slicer is None:
+                self._feeders.append(ex)
+            else:
+                fed.setdefault(id(g.slicer), []).append(ex)
+        for trees in fed.values():
+            union = trees[0].edges
+            for t in trees[1:]:
+                union = union | t.edges
+            slicer = SharedSlicer(union, trees, trees[0].monoid, trees[0].lift, trees[0].by_rows)
+            for t in trees:
+                t.slicer = slicer
+            self._feeders.append(slicer)
+            self._slicers.append(slicer)
         self._count = 0  # elements pushed
         self._last_time = None
         self._next: dict = {q.name: None for q in queries if q.periodic}
@@ -336,12 +371,18 @@ class SharedWindows:
             if self._last_time is not None and t < self._last_time:
                 raise OutOfOrderError(f"element time {t!r} is older than the newest time {self._last_time!r}; "
                                       "elements must arrive in time order (nothing was changed)")
-        values = [ex.lift(raw) for ex in self._executors]
+        values = [f.lift(raw) for f in self._feeders]
         out: list = []
         index = self._count
         try:
             first = index == 0
-            for ex, v in zip(self._executors, values):
+            # time windows ending at or before t are reported before the
+            # element enters any tree (a shared slicer feeds several at once)
+            if t is not None:
+                for f in self._slicers:
+                    if not f.by_rows:
+                        f.advance(t)
+            for ex in self._executors:
                 key = index if ex.by_rows else t
                 if first:
                     for q in ex.periodic:
@@ -349,7 +390,10 @@ class SharedWindows:
                 if not ex.by_rows:
                     for q in ex.periodic:
                         self._report(ex, q, key, out)
-                ex.add(key, v)
+            for f, v in zip(self._feeders, values):
+                f.add(index if f.by_rows else t, v)
+            for ex in self._executors:
+                key = index if ex.by_rows else t
                 if ex.by_rows:
                     for q in ex.periodic:
                         self._report(ex, q, key + 1, out)
