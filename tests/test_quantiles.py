@@ -274,3 +274,16 @@ def test_approx_quantiles_share_a_tree_and_arguments():
         approx_quantile(0.5, on="x")
     with pytest.raises(ValueError, match="NaN"):
         approx_quantile(0.5).lift(float("nan"))
+
+
+@sane_settings(40)
+@given(data=st.data())
+def test_exact_quantiles_behind_a_shared_slicer(data):
+    """B-INT-QNT trees fed fragments by TriWeave's shared slicer (the open
+    fragment is one more sorted run of the lookup)."""
+    from tests.test_multi_queries import shared_slicer_plans
+
+    queries = data.draw(query_sets(QNT_AGGS, max_queries=6), label="queries")
+    groups = data.draw(shared_slicer_plans(queries), label="groups")
+    ops = data.draw(operations(QNT_SPEC.values, max_ops=40), label="ops")
+    run(queries, ops, QNT_SPEC, groups)
