@@ -14,7 +14,9 @@ see :mod:`.query`).  A tree's partial holds the elements between two
 consecutive edges and is keyed by its first element's key; every window
 bound is an edge, so a window is the partials whose keys lie in it, found
 by binary search, plus the open partial when the window ends at the newest
-element (Cutty's reading of the current partial).
+element (Cutty's reading of the current partial).  Trees of a TriWeave plan
+take their input from one :class:`~.shared_slicer.SharedSlicer` instead of
+slicing the stream each, and also read its open fragment.
 """
 
 from __future__ import annotations
@@ -193,7 +195,8 @@ class SharedWindows:
     times must not decrease.  ``plan`` is ``"auto"``, ``"weaveshare"``,
     ``"triweave"``, ``"separate"``, or a partial technique (``"panes"``,
     ``"pairs"``, ``"cutty"``) with an optional final one, ``"pairs+bint"`` or
-    ``("pairs", "bint")``.  ``store=`` and ``window_id=`` keep B-Int's level
+    ``("pairs", "bint")``, or groups already made (a :class:`Plan` or a list
+    of :class:`Group`).  ``store=`` and ``window_id=`` keep B-Int's level
     queues in a store (``options``: ``buffer_size``, ``cache_size``).
 
     If user code (time, lift, combine, lower) raises before anything
