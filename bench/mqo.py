@@ -37,7 +37,7 @@ import time
 
 from mta import aggregators as A
 from mta.monoid import Aggregator, CountingMonoid
-from mta.multi import Query, SharedWindows, cost, planner
+from mta.multi import Query, SharedWindows, cost
 from mta.multi.plan import Group, applicable_finals
 from mta.multi.shared_slicer import Slicer
 from mta.multi.triweave import triweave

@@ -364,3 +364,8 @@ def test_triweave_plan_runs_one_slicer():
              Group([Query("x", CONCAT_AGG2, rows=5, slide=2)], "cutty", "bint", None, sl)]
     with pytest.raises(ValueError, match="cannot share partials"):
         SharedWindows(qs[:3] + list(mixed[1].queries), plan=mixed)
+    with pytest.raises(TypeError, match="Slicer"):
+        SharedWindows(qs, plan=[Group(qs, "cutty", "bint", None, "cutty")])
+    # the same plan handed back runs the same
+    again = SharedWindows(qs, plan=shared.plan)
+    assert again.plan.groups == plan.groups and again.plan.estimate == plan.estimate

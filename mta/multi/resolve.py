@@ -7,6 +7,7 @@ any tree is built.  The names and aliases come from :mod:`.plan`; 'auto',
 from __future__ import annotations
 
 from .plan import FINAL_ALIASES, FINALS, PARTIALS, Group, Plan, applicable_finals, holistic, sharing_key
+from .shared_slicer import Slicer
 
 __all__ = ["resolve_final", "resolve_plan", "check_groups"]
 
@@ -97,6 +98,8 @@ def check_groups(queries: list, groups: list) -> None:
             if g.final not in applicable_finals(g.queries):
                 raise ValueError(f"final technique {g.final!r} cannot serve {g!r}")
         if g.slicer is not None:
+            if not isinstance(g.slicer, Slicer):
+                raise TypeError(f"a group's slicer must be an mta.multi.shared_slicer.Slicer or None: {g!r}")
             fed = [h for h in groups if h.slicer is g.slicer]
             if g.final == "mta" or any(h.partial != g.slicer.partial for h in fed):
                 raise ValueError(f"a shared slicer feeds trees of its own partial technique "
