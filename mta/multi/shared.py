@@ -32,9 +32,9 @@ from ..storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 from . import cutty, pairs, panes
 from .plan import Group, Plan, final_class, holistic
 from .quantiles import Runs
-from .shared_slicer import SharedSlicer
 from .query import OutOfOrderError, Query, Result
 from .resolve import check_groups, resolve_plan
+from .shared_slicer import SharedSlicer
 
 _PARTIAL_MODULES = {"panes": panes, "pairs": pairs, "cutty": cutty}
 
