@@ -30,7 +30,6 @@ keeps), against ``separate``.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import math
 import random
@@ -38,10 +37,11 @@ import time
 
 from mta import aggregators as A
 from mta.monoid import Aggregator, CountingMonoid
-from mta.multi import Query, SharedWindows, cost, planner
+from mta.multi import Query, SharedWindows, cost
 from mta.multi.plan import Group, applicable_finals
+from mta.multi.shared_slicer import Slicer
 from mta.multi.triweave import triweave
-from mta.multi.weaveshare import weaveshare
+from mta.multi.weaveshare import price, weaveshare
 
 from . import common
 from .common import RunConfig, fmt_num
@@ -84,18 +84,6 @@ def queries_of(specs, agg) -> list:
     return [Query(f"q{i}", agg, rows=r, slide=s) for i, (r, s) in enumerate(specs)]
 
 
-@contextlib.contextmanager
-def given_groups(groups):
-    """SharedWindows takes plan names; this hands it a computed set of
-    groups through the planner it calls for ``plan="weaveshare"``."""
-    original = planner.choose
-    planner.choose = lambda queries, name="auto", **kw: groups
-    try:
-        yield
-    finally:
-        planner.choose = original
-
-
 def held(sw) -> int:
     """Aggregates the plan holds now: partials in the trees' final
     aggregators, elements a separate query keeps."""
@@ -107,10 +95,9 @@ def held(sw) -> int:
 
 
 def _groups_for(queries, plan):
-    """``(plan string, groups or None)``: groups are handed over by
-    :func:`given_groups`."""
+    """``(plan string, groups or None)``: groups go to ``plan=`` as they are."""
     if isinstance(plan, list):
-        return "weaveshare", plan
+        return "given", plan
     return plan, None
 
 
@@ -127,10 +114,9 @@ def run_plan(specs, plan, agg, elements: int, cfg: RunConfig, seed: int = 1) -> 
         a = Aggregator(monoid, agg.lift, agg.lower, name=agg.name)
         qs = queries_of(specs, a)
         if groups is not None:
-            remapped = [Group([qs[int(q.name[1:])] for q in g.queries], g.partial, g.final, g.estimate)
+            remapped = [Group([qs[int(q.name[1:])] for q in g.queries], g.partial, g.final, g.estimate, g.slicer)
                         for g in groups]
-            with given_groups(remapped):
-                sw = SharedWindows(qs, plan=name)
+            sw = SharedWindows(qs, plan=remapped)
         else:
             sw = SharedWindows(qs, plan=name)
         push = sw.push
@@ -153,8 +139,9 @@ def run_plan(specs, plan, agg, elements: int, cfg: RunConfig, seed: int = 1) -> 
                 out["trees"] = len(sw.plan.groups)
                 out["label"] = sw.plan.name
                 out["techniques"] = sorted({f"{g.partial}+{g.final}" for g in sw.plan.groups})
-                out["estimate"] = sum(cost.MTA_CALLS_PER_ELEMENT if g.estimate is None else g.estimate
-                                      for g in sw.plan.groups)
+                out["estimate"] = (sum(cost.MTA_CALLS_PER_ELEMENT if g.estimate is None else g.estimate
+                                       for g in sw.plan.groups)
+                                   + sum(sl.estimate for sl in sw.plan.slicers))
         del sw, push
         gc.collect()
     return out
@@ -183,7 +170,8 @@ def run(cfg: RunConfig) -> dict:
         "'held' counts aggregates kept after the run: partials in shared trees, elements of separate queries.",
         "'panes' is SharedWindows' plan='panes' (Panes slicing, cheapest final); 'panes+naive' is the "
         "paper's Panes technique (naive final).",
-        "SharedWindows slices per tree: TriWeave's groups run (and are estimated) that way.",
+        "TriWeave's trees are fed by one shared slicer (three-level processing); its estimate counts the "
+        "slicer once.",
     ]
     records = data["records"] = []
     # part 1: plans at Q = 100
@@ -208,12 +196,14 @@ def run(cfg: RunConfig) -> dict:
             for final in EXP67_FINALS[agg_name]:
                 if optimizer == "weaveshare":
                     trees = weaveshare(nums, (final,), ("panes", "pairs", "cutty"))
+                    slicer = None
                 else:
-                    trees = triweave(nums, (final,), ("panes", "pairs", "cutty"))[1]
-                    from mta.multi.weaveshare import price
-                    trees = [price(nums, t.members, (t.partial,), (t.final,)) for t in trees]
+                    partial, trees, total = triweave(nums, (final,), ("panes", "pairs", "cutty"))
+                    slicer = Slicer(partial, total - sum(t.estimate for t in trees)) if len(trees) > 1 else None
+                    if slicer is None:
+                        trees = [price(nums, t.members, (t.partial,), (t.final,)) for t in trees]
                 qs = queries_of(specs, agg)
-                groups = [Group([qs[i] for i in t.members], t.partial, t.final, t.estimate) for t in trees]
+                groups = [Group([qs[i] for i in t.members], t.partial, t.final, t.estimate, slicer) for t in trees]
                 rec = run_plan(specs, groups, agg, p["elements"], cfg)
                 rec.update(part="exp67", agg=agg_name, optimizer=optimizer, final=final)
                 records.append(rec)

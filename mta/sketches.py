@@ -22,6 +22,13 @@ like any other and runs in :class:`mta.Window`, every engine and
   error ``a`` of its representative ``2 g^i / (g + 1)`` (the two ends are
   off by ``(g - 1) / (g + 1) = a`` exactly).  Zero is exact.
 
+Ready aggregators: :func:`approx_quantile` ``(phi, alpha)`` and
+:func:`approx_median` lower to the number itself; every sketch aggregator of
+one ``alpha`` (and one ``on=`` getter) shares its monoid and lift, so
+:class:`mta.multi.SharedWindows` runs quantiles of different ``phi`` in one
+tree.  :func:`quantile_sketch` lowers to the :class:`QuantileSketch` (any
+quantile of one window, and its count).
+
 Space: one counter per non-empty bucket, at most ``log(max/min) / log(g)``
 per sign, whatever the number of elements.  Every sketch value is a tuple of
 ``((sign, index), count)`` pairs sorted by value, plain immutable data.
@@ -30,11 +37,11 @@ per sign, whatever the number of elements.  Every sketch value is a tuple of
 from __future__ import annotations
 
 import math
-from functools import partial
+from functools import lru_cache, partial
 
 from .monoid import Aggregator, Monoid
 
-__all__ = ["QuantileSketch", "quantile_sketch", "QUANTILES"]
+__all__ = ["QuantileSketch", "approx_median", "approx_quantile", "quantile_sketch", "QUANTILES"]
 
 
 def _merge(a: tuple, b: tuple) -> tuple:
@@ -141,15 +148,62 @@ class QuantileSketch:
         return f"QuantileSketch(alpha={self.alpha}, count={self.count}, buckets={len(self.buckets)})"
 
 
-def quantile_sketch(alpha: float = 0.01) -> Aggregator:
-    """The log-bucket quantile sketch with relative error ``alpha``
-    (``0 < alpha < 1``).  Lift O(1), combine and inverse O(buckets), lower
-    O(1) (the :class:`QuantileSketch` answers in O(buckets))."""
-    if not (isinstance(alpha, (int, float)) and 0 < alpha < 1):
-        raise ValueError(f"quantile_sketch needs 0 < alpha < 1, got {alpha!r}")
+def _check_alpha(alpha) -> None:
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+        raise ValueError(f"quantile sketch needs 0 < alpha < 1, got {alpha!r}")
+
+
+def _lift_from(lift, getter, raw) -> tuple:
+    return lift(getter(raw))
+
+
+@lru_cache(maxsize=None)
+def _parts(alpha: float, getter=None) -> tuple:
+    """The monoid and lift of one ``alpha`` (and getter): built once, so
+    aggregators of different ``phi`` share them (and a tree)."""
+    if getter is not None:
+        monoid, lift = _parts(alpha)
+        return monoid, partial(_lift_from, lift, getter)
     log_g = math.log((1 + alpha) / (1 - alpha))
     monoid = Monoid(_merge, (), name=f"quantiles{alpha:g}", inverse=_subtract, commutative=True)
-    return Aggregator(monoid, partial(_lift, log_g), partial(QuantileSketch, alpha), name="quantiles")
+    return monoid, partial(_lift, log_g)
+
+
+def quantile_sketch(alpha: float = 0.01, *, on=None) -> Aggregator:
+    """The log-bucket quantile sketch with relative error ``alpha``
+    (``0 < alpha < 1``), lowered to a :class:`QuantileSketch`; ``on(raw)``
+    picks the value (the raw element when None).  Lift O(1), combine and
+    inverse O(buckets), lower O(1) (the sketch answers in O(buckets))."""
+    _check_alpha(alpha)
+    if on is not None and not callable(on):
+        raise TypeError(f"quantile_sketch on= must be callable raw -> value, got {type(on).__name__}")
+    monoid, lift = _parts(alpha, on)
+    return Aggregator(monoid, lift, partial(QuantileSketch, alpha), name="quantiles")
+
+
+def _approx(alpha: float, phi: float, buckets: tuple):
+    return QuantileSketch(alpha, buckets).quantile(phi)
+
+
+def approx_quantile(phi: float, alpha: float = 0.01, *, on=None) -> Aggregator:
+    """The ``phi`` quantile of each window within relative error ``alpha``:
+    a value ``v`` with ``|v - x| <= alpha * |x|`` for ``x`` the window's
+    element of rank ``max(1, ceil(phi * n))`` (None on an empty window).
+    An ordinary invertible, commutative monoid: any engine, any plan.  Lift
+    O(1), combine and inverse O(buckets), lower O(buckets)."""
+    if isinstance(phi, bool) or not isinstance(phi, (int, float)) or not 0 <= phi <= 1:
+        raise ValueError(f"approx_quantile needs 0 <= phi <= 1, got {phi!r}")
+    _check_alpha(alpha)
+    if on is not None and not callable(on):
+        raise TypeError(f"approx_quantile on= must be callable raw -> value, got {type(on).__name__}")
+    monoid, lift = _parts(alpha, on)
+    return Aggregator(monoid, lift, partial(_approx, alpha, phi), name=f"approx_quantile({phi:g})")
+
+
+def approx_median(alpha: float = 0.01, *, on=None) -> Aggregator:
+    """:func:`approx_quantile` at ``phi = 0.5`` (the lower middle of an even
+    count).  O(1)."""
+    return approx_quantile(0.5, alpha, on=on)
 
 
 #: The sketch at 1% relative error.

@@ -296,3 +296,76 @@ def test_long_streams(plan, seed):
             name = rng.choice(queries).name
             assert shared.query(name) == oracle.query(name)
     assert shared.flush() == oracle.flush()
+
+
+# ---------------------------------------------------------------------------
+# TriWeave's shared slicer with any split of the queries into trees
+
+
+@st.composite
+def shared_slicer_plans(draw, queries):
+    """Groups fed by one shared Slicer per key kind (time, rows): the queries
+    of a kind split at random into up to three trees, one partial technique
+    per slicer, each tree with a final technique its queries allow."""
+    from mta.multi.plan import Group
+    from mta.multi.shared_slicer import Slicer
+
+    groups = []
+    for by_rows in (False, True):
+        kind = [q for q in queries if q.by_rows == by_rows]
+        if not kind:
+            continue
+        slicer = Slicer(draw(st.sampled_from(["panes", "pairs", "cutty"])))
+        trees: dict = {}
+        for q in kind:
+            trees.setdefault(draw(st.integers(0, 2)), []).append(q)
+        for members in trees.values():
+            final = draw(st.sampled_from(applicable_finals(members)))
+            groups.append(Group(members, slicer.partial, final, None, slicer))
+    return groups
+
+
+@pytest.mark.parametrize("spec", [CONCAT_SPEC, FREE_SPEC, FIRST_SPEC], ids=repr)
+@sane_settings(60)
+@given(data=st.data())
+def test_shared_slicer_against_oracle(spec, data):
+    """Trees fed fragments by one slicer answer as the oracle, whatever the
+    split, partial technique and finals (non-commutative CONCAT, the free
+    group for the invertible finals, tagged first-max for SlickDeque (Non-Inv))."""
+    queries = data.draw(query_sets(spec.aggregators[:1], max_queries=6), label="queries")
+    groups = data.draw(shared_slicer_plans(queries), label="groups")
+    ops = data.draw(operations(spec.values, max_ops=40), label="ops")
+    run(queries, ops, spec, groups)
+
+
+def test_triweave_plan_runs_one_slicer():
+    """TriWeave's trees are fed by one slicer: str(plan) shows it, every tree
+    of the shareable set points to it, and the stream is sliced once."""
+    from mta.multi.plan import Group
+
+    specs = [(r * s + s // 3, s) for r, s in [(3, 40), (5, 60), (2, 100), (7, 30), (4, 50), (6, 120)]]
+    qs = [Query(f"q{i}", CONCAT_AGG, rows=r, slide=s) for i, (r, s) in enumerate(specs)]
+    shared = SharedWindows(qs, plan="triweave")
+    plan = shared.plan
+    if len(plan.groups) > 1:
+        assert len(plan.slicers) == 1 and all(g.slicer is plan.slicers[0] for g in plan.groups)
+        assert "shared slicer 0" in str(plan) and "from shared slicer 0" in str(plan)
+        assert len(shared._feeders) == 1
+    else:
+        assert plan.slicers == []  # one tree slices its own input
+    # a hand-made split is checked: one slicer feeds trees of its own technique
+    from mta.multi.shared_slicer import Slicer
+
+    sl = Slicer("cutty")
+    bad = [Group(qs[:3], "cutty", "bint", None, sl), Group(qs[3:], "pairs", "bint", None, sl)]
+    with pytest.raises(ValueError, match="own partial technique"):
+        SharedWindows(qs, plan=bad)
+    mixed = [Group(qs[:3], "cutty", "bint", None, sl),
+             Group([Query("x", CONCAT_AGG2, rows=5, slide=2)], "cutty", "bint", None, sl)]
+    with pytest.raises(ValueError, match="cannot share partials"):
+        SharedWindows(qs[:3] + list(mixed[1].queries), plan=mixed)
+    with pytest.raises(TypeError, match="Slicer"):
+        SharedWindows(qs, plan=[Group(qs, "cutty", "bint", None, "cutty")])
+    # the same plan handed back runs the same
+    again = SharedWindows(qs, plan=shared.plan)
+    assert again.plan.groups == plan.groups and again.plan.estimate == plan.estimate

@@ -1,9 +1,13 @@
-"""Holistic quantiles: B-INT-QNT (exact, mta.multi.quantiles) and the
-log-bucket sketch (mta.sketches) against brute-force sorted windows."""
+"""Holistic quantiles: B-INT-QNT (exact, mta.multi.quantiles) through
+SharedWindows and the log-bucket sketch (mta.sketches), against brute-force
+sorted windows.  The quantile monoids are commutative (a bag of elements),
+so there is no non-commutative variant to run; the exact one has no
+element equal to its identity (the empty bag)."""
 
 from __future__ import annotations
 
 import math
+import operator
 import random
 
 import pytest
@@ -12,9 +16,14 @@ from hypothesis import strategies as st
 
 from mta.amortized_mta import AmortizedMTA
 from mta.baselines.subtract_on_evict import SubtractOnEvict
-from mta.multi import Query, SharedWindows
-from mta.multi.quantiles import BaseIntervalRuns, QuantileWindows, median, quantile, select_rank
-from mta.sketches import QUANTILES, quantile_sketch
+from mta import CountingMonoid
+from mta.multi import Query, Result, SharedWindows
+from mta.multi.quantiles import SORTED_RUNS, median, quantile, select_rank
+from mta.sketches import QUANTILES, approx_median, approx_quantile, quantile_sketch
+from stores import open_store
+from tests.multi_oracle import MultiOracle
+from tests.strategies import sane_settings
+from tests.test_multi_queries import Spec, operations, query_sets, run
 
 
 def nearest_rank(values, phi):
@@ -33,45 +42,120 @@ def test_select_rank_matches_sorting(runs, data):
     assert select_rank(runs, rank) == everything[rank - 1]
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.integers(-1000, 1000), min_size=1, max_size=300),
-       st.lists(st.tuples(st.floats(0, 1), st.integers(1, 80), st.one_of(st.none(), st.integers(1, 7))),
-                min_size=1, max_size=5))
-def test_bint_qnt_is_exact(values, specs):
-    qs = [quantile(f"q{i}", phi, rows, slide) for i, (phi, rows, slide) in enumerate(specs)]
-    w = QuantileWindows(qs)
-    for n, x in enumerate(values, 1):
-        got = w.push(x)
-        due = [q for q in qs if q.slide is None or n % q.slide == 0]
-        assert [r.query for r in got] == [q.name for q in due]
-        for r, q in zip(got, due):
-            assert r.end == n - 1
-            assert r.value == nearest_rank(values[max(0, n - q.rows):n], q.phi)
-        # one structure, sized by the longest window (not the sum of them)
-        assert w.held <= max(q.rows for q in qs)
+# -- B-INT-QNT through SharedWindows ------------------------------------------
+
+_value = operator.itemgetter(1)
+
+
+def _time(raw):
+    return raw[0]
+
+
+# quantiles of one field share a tree whatever their phi (one lift)
+QNT_AGGS = [median(on=_value), quantile(0.0, on=_value), quantile(0.9, on=_value), quantile(1.0, on=_value),
+            quantile(0.25, on=_value)]
+# few distinct values: ties everywhere; 0 is not special (the identity is the empty bag)
+QNT_SPEC = Spec("quantile", QNT_AGGS, st.integers(-3, 3))
+
+
+@pytest.mark.parametrize("plan", ["panes+bint", "pairs+bint", "cutty+bint", "auto", "weaveshare", "triweave",
+                                  "separate"])
+@sane_settings(60)
+@given(data=st.data())
+def test_exact_quantiles_against_oracle(plan, data):
+    """Random quantile query sets (time and rows, per-element and periodic,
+    historical, equal times, bursts, empty periods) against the brute-force
+    oracle, which sorts every window from scratch."""
+    queries = data.draw(query_sets(QNT_AGGS), label="queries")
+    ops = data.draw(operations(QNT_SPEC.values), label="ops")
+    run(queries, ops, QNT_SPEC, plan)
+
+
+@pytest.mark.parametrize("plan", ["cutty+bint", "panes+bint"])
+@sane_settings(30)
+@given(data=st.data())
+def test_exact_quantiles_on_a_store(plan, data):
+    """B-INT-QNT's sorted arrays in a store's level queues, tiny buffers."""
+    queries = data.draw(query_sets(QNT_AGGS), label="queries")
+    ops = data.draw(operations(QNT_SPEC.values, max_ops=40), label="ops")
+    store = open_store("memory://")
+    shared = SharedWindows(queries, time=_time, plan=plan, store=store, window_id="q", buffer_size=1, cache_size=1)
+    oracle = MultiOracle(queries, time=_time)
+    t = 0
+    for op in ops:
+        if op[0] == "push":
+            t += op[1]
+            assert shared.push((t, op[2])) == oracle.push((t, op[2]))
+        elif op[0] == "query":
+            name = queries[op[1] % len(queries)].name
+            assert shared.query(name) == oracle.query(name)
+        else:
+            until = None if op[1] is None else t + op[1]
+            assert shared.flush(until) == oracle.flush(until)
+    assert shared.flush() == oracle.flush()
+    shared.close(delete=True)
+
+
+def test_quantiles_share_one_bint_tree_and_lookups_never_merge():
+    """Five quantiles of one field, any phi: one tree, B-Int.  Its sorted
+    arrays are built by merges at append (on average one per partial, as
+    B-Int's update); a lookup merges nothing: it selects over the O(log W)
+    runs of the cover (B-INT-QNT's LOOKUP)."""
+    m = CountingMonoid(SORTED_RUNS)
+    aggs = [quantile(phi, on=_value, monoid=m) for phi in (0.1, 0.5, 0.9, 0.99, 1.0)]
+    qs = [Query(f"q{i}", a, rows=(i + 1) * 100, slide=10) for i, a in enumerate(aggs)]
+    qs.append(Query("med", median(on=_value, monoid=m), rows=64))
+    assert all(g.final == "bint" for g in SharedWindows(qs, plan="auto").plan.groups)
+    shared = SharedWindows(qs, plan="cutty+bint")
+    assert len(shared.plan.groups) == 1
+    # the oracle folds with an uncounted copy of each aggregator
+    oracle = MultiOracle([Query(q.name, quantile(q.aggregator.phi, on=_value), rows=q.rows, slide=q.slide)
+                          for q in qs])
+    rng = random.Random(3)
+    values = [rng.randrange(1000) for _ in range(3000)]
+    for i, x in enumerate(values):
+        assert shared.push((None, x)) == oracle.push((None, x))
+    appended = m.reset()
+    assert appended <= 2 * len(values)  # the open partial's merge plus ~one base interval per partial
     for q in qs:
-        assert w.query(q.name) == nearest_rank(values[-q.rows:], q.phi)
+        assert shared.query(q.name) == oracle.query(q.name)
+    assert m.calls == 0
 
 
-def test_median_and_runs_by_hand():
-    w = QuantileWindows([median("m", 3), quantile("max", 1.0, 5, slide=2)])
-    out = [w.push(x) for x in [5, 1, 4, 2, 3]]
-    assert [r.value for r in out[2]] == [4]  # median of 5 1 4; the max query is due at even counts
-    assert [r.value for r in out[3]] == [2, 5]  # median of 1 4 2; max of 5 1 4 2
-    runs = BaseIntervalRuns()
-    for x in [3, 1, 2, 0]:
-        runs.append(x)
-    assert runs.levels[2][0] == (0, 1, 2, 3)  # the level-2 base interval [0, 4) sorted
-    assert runs.runs(1, 4) == [(1,), (0, 2)]
+def test_exact_quantile_arguments_and_refusals():
+    with pytest.raises(ValueError, match="phi"):
+        quantile(1.5)
+    with pytest.raises(ValueError, match="phi"):
+        quantile(True)
+    with pytest.raises(TypeError, match="on="):
+        quantile(0.5, on=3)
+    qs = [Query("m", median(), rows=5)]
+    with pytest.raises(ValueError, match="B-Int only"):
+        SharedWindows(qs, plan="cutty+naive")
+    with pytest.raises(ValueError, match="B-Int only"):
+        SharedWindows(qs, plan=("pairs", "flatfat"))
+    shared = SharedWindows(qs, plan="pairs")
+    assert shared.plan.groups[0].final == "bint"
+    shared.push(2.0)
+    with pytest.raises(ValueError, match="NaN"):
+        shared.push(float("nan"))
+    assert len(shared) == 1 and shared.push(1.0) == [Result("m", 1, 1.0)]  # the refusal changed nothing
+    # an empty window: None
+    assert SharedWindows(qs).query("m") is None
 
 
-def test_quantile_query_arguments():
-    with pytest.raises(ValueError):
-        quantile("q", 1.5, 10)
-    with pytest.raises(ValueError):
-        median("m", 0)
-    with pytest.raises(ValueError):
-        QuantileWindows([median("a", 3), median("a", 4)])
+def test_exact_quantile_in_an_engine():
+    """Outside SharedWindows the aggregator is an ordinary monoid: exact,
+    each combine a merge."""
+    agg = quantile(0.75)
+    eng = AmortizedMTA(agg.monoid)
+    rng = random.Random(5)
+    values = [rng.randrange(50) for _ in range(300)]
+    for i, x in enumerate(values):
+        eng.insert(agg.lift(x))
+        if i >= 20:
+            eng.evict()
+        assert agg.lower(eng.query()) == nearest_rank(values[max(0, i - 19):i + 1], 0.75)
 
 
 # -- the sketch -------------------------------------------------------------
@@ -120,3 +204,86 @@ def test_sketch_in_engines_and_shared_windows():
             rows = 64 if r.query == "a" else 16
             exact = nearest_rank(values[max(0, r.end + 1 - rows):r.end + 1], 0.9)
             assert abs(r.value.quantile(0.9) - exact) <= 0.01 * abs(exact) * (1 + 1e-9)
+
+
+# -- approx_quantile: the sketch as a ready aggregator -------------------------
+
+APPROX_PHIS = (0.0, 0.3, 0.5, 0.9, 1.0)
+
+
+def _within(got, exact, alpha) -> bool:
+    if exact is None:
+        return got is None
+    return abs(got - exact) <= alpha * abs(exact) * (1 + 1e-9)
+
+
+def _compare(got: list, want: list, alpha: float, where: str) -> None:
+    assert [(r.query, r.end) for r in got] == [(r.query, r.end) for r in want], where
+    for g, w in zip(got, want):
+        assert _within(g.value, w.value, alpha), (where, g, w)
+
+
+@pytest.mark.parametrize("plan", ["auto", "cutty+slickdeque-inv", "pairs+rint", "panes+bint", "separate"])
+@pytest.mark.parametrize("alpha", [0.01, 0.2])
+@sane_settings(40)
+@given(data=st.data())
+def test_approx_quantile_bound_against_exact(plan, alpha, data):
+    """approx_quantile queries (any phi, one shared tree) through
+    SharedWindows, each result within relative error alpha of the exact
+    nearest-rank quantile the oracle sorts out of the same window; values
+    include 0, negatives and ties."""
+    aggs = [approx_quantile(phi, alpha, on=_value) for phi in APPROX_PHIS]
+    queries = data.draw(query_sets(aggs), label="queries")
+    exact = [Query(q.name, quantile(APPROX_PHIS[aggs.index(q.aggregator)], on=_value),
+                   **({"rows": q.rows} if q.by_rows else {"range": q.range}), slide=q.slide, lag=q.lag)
+             for q in queries]
+    values = st.one_of(st.integers(-50, 50), st.floats(-1e6, 1e6, allow_nan=False))
+    ops = data.draw(operations(values), label="ops")
+    shared = SharedWindows(queries, time=_time, plan=plan)
+    oracle = MultiOracle(exact, time=_time)
+    t = 0
+    for step, op in enumerate(ops):
+        if op[0] == "push":
+            t += op[1]
+            _compare(shared.push((t, op[2])), oracle.push((t, op[2])), alpha, f"step {step}")
+        elif op[0] == "query":
+            name = queries[op[1] % len(queries)].name
+            assert _within(shared.query(name), oracle.query(name), alpha), step
+        else:
+            until = None if op[1] is None else t + op[1]
+            _compare(shared.flush(until), oracle.flush(until), alpha, f"step {step}")
+    _compare(shared.flush(), oracle.flush(), alpha, "final flush")
+
+
+def test_approx_quantiles_share_a_tree_and_arguments():
+    qs = [Query(f"p{phi}", approx_quantile(phi, on=_value), rows=100, slide=10) for phi in (0.5, 0.9, 0.99)]
+    qs.append(Query("m", approx_median(on=_value), rows=50, slide=10))
+    assert len(SharedWindows(qs, plan="cutty+slickdeque-inv").plan.groups) == 1
+    assert approx_quantile(0.5).monoid is approx_median().monoid is quantile_sketch().monoid
+    assert approx_quantile(0.5, 0.05).monoid is not approx_quantile(0.5).monoid  # another grid
+    assert approx_quantile(0.5).aggregate([]) is None
+    assert approx_quantile(0.5).aggregate([3, 0, -7]) == 0.0  # zero is exact
+    assert abs(approx_quantile(1.0).aggregate([3, 0, -7]) - 3) <= 0.01 * 3
+    for bad in (-0.1, 1.5, True, "0.5"):
+        with pytest.raises(ValueError, match="phi"):
+            approx_quantile(bad)
+    for bad in (0, 1, 2, -0.5, True):
+        with pytest.raises(ValueError, match="alpha"):
+            approx_quantile(0.5, bad)
+    with pytest.raises(TypeError, match="on="):
+        approx_quantile(0.5, on="x")
+    with pytest.raises(ValueError, match="NaN"):
+        approx_quantile(0.5).lift(float("nan"))
+
+
+@sane_settings(40)
+@given(data=st.data())
+def test_exact_quantiles_behind_a_shared_slicer(data):
+    """B-INT-QNT trees fed fragments by TriWeave's shared slicer (the open
+    fragment is one more sorted run of the lookup)."""
+    from tests.test_multi_queries import shared_slicer_plans
+
+    queries = data.draw(query_sets(QNT_AGGS, max_queries=6), label="queries")
+    groups = data.draw(shared_slicer_plans(queries), label="groups")
+    ops = data.draw(operations(QNT_SPEC.values, max_ops=40), label="ops")
+    run(queries, ops, QNT_SPEC, groups)

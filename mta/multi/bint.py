@@ -90,6 +90,28 @@ class BInt(FinalAggregator):
             return right
         return left if right is EMPTY else combine(left, right)
 
+    def runs(self, lo: int, hi: int) -> list:
+        """The values of the base intervals covering ``[lo, hi)``, left to
+        right, not combined (Theorem 3.1's decomposition; B-INT-QNT selects
+        a rank over them, :mod:`.quantiles`).  O(log W), no monoid call."""
+        self._check(lo, hi)
+        levels = self._levels
+        left, right = [], []
+        level = 0
+        while lo < hi:
+            q = levels[level]
+            if lo & 1:
+                left.append(q[lo])
+                lo += 1
+            if hi & 1:
+                hi -= 1
+                right.append(q[hi])
+            lo >>= 1
+            hi >>= 1
+            level += 1
+        left.extend(reversed(right))
+        return left
+
     def evict(self, lo: int) -> None:
         """Forget the base intervals that are no longer active (Fig. 3, step
         6): level ``l`` starts at ``ceil(lo / 2^l)``."""

@@ -60,11 +60,19 @@ def sharing_key(query) -> tuple:
     both time or both rows, the same monoid and the same lift (by identity:
     functions compare by identity anyway)."""
     agg = query.aggregator
-    return (query.by_rows, id(agg.monoid), id(agg.lift))
+    return (query.by_rows, id(agg.monoid), id(agg.lift), holistic(query))
+
+
+def holistic(query) -> bool:
+    """True for an exact quantile (:mod:`.quantiles`): its tree hands the
+    base-interval cover to ``lower`` unmerged, so it runs on B-Int only."""
+    return getattr(query.aggregator, "holistic", False)
 
 
 def applicable_finals(queries) -> list:
     """Final techniques that can serve every query of a group."""
+    if holistic(queries[0]):
+        return ["bint"]  # B-INT-QNT
     monoid = queries[0].aggregator.monoid
     suffix = all(q.lag == 0 for q in queries)
     names = ["naive", "bint", "lint", "flatfat"]
@@ -79,21 +87,26 @@ def applicable_finals(queries) -> list:
 
 class Group:
     """One execution tree: ``queries`` (a tuple), ``partial`` and ``final``
-    technique names, ``estimate`` (monoid calls per element, or None)."""
+    technique names, ``estimate`` (monoid calls per element, or None), and
+    ``slicer``: None when the tree slices its own input, or the
+    :class:`~mta.multi.shared_slicer.Slicer` (TriWeave's shared first level)
+    feeding it fragments; groups holding the same Slicer object share it."""
 
-    __slots__ = ("queries", "partial", "final", "estimate")
+    __slots__ = ("queries", "partial", "final", "estimate", "slicer")
 
-    def __init__(self, queries: Sequence, partial: str, final: str, estimate: float | None = None) -> None:
+    def __init__(self, queries: Sequence, partial: str, final: str, estimate: float | None = None,
+                 slicer=None) -> None:
         """O(queries)."""
         self.queries = tuple(queries)
         self.partial = partial
         self.final = final
         self.estimate = estimate
+        self.slicer = slicer
 
     def __eq__(self, other) -> bool:
-        """Same queries and techniques; O(queries)."""
+        """Same queries, techniques and slicer; O(queries)."""
         return (isinstance(other, Group) and self.queries == other.queries and self.partial == other.partial
-                and self.final == other.final)
+                and self.final == other.final and self.slicer is other.slicer)
 
     def __hash__(self) -> int:
         """O(queries)."""
@@ -102,29 +115,44 @@ class Group:
     def __repr__(self) -> str:
         """O(queries)."""
         names = ", ".join(q.name for q in self.queries)
-        return f"Group([{names}], partial={self.partial!r}, final={self.final!r}, estimate={self.estimate!r})"
+        shared = "" if self.slicer is None else f", slicer={self.slicer!r}"
+        return (f"Group([{names}], partial={self.partial!r}, final={self.final!r}, "
+                f"estimate={self.estimate!r}{shared})")
 
 
 class Plan:
-    """An execution plan: ``groups`` and ``estimate``, the total estimated
-    monoid calls per element (None if unknown); ``name`` is how it was
-    asked for."""
+    """An execution plan: ``groups``, ``slicers`` (the shared first levels
+    its groups name, in order) and ``estimate``, the total estimated monoid
+    calls per element, trees and shared slicers (None if unknown); ``name``
+    is how it was asked for."""
 
     def __init__(self, groups: Sequence[Group], name: str = "", estimate: float | None = None) -> None:
         """O(groups)."""
         self.groups = list(groups)
         self.name = name
-        if estimate is None and self.groups and all(g.estimate is not None for g in self.groups):
-            estimate = sum(g.estimate for g in self.groups)
+        self.slicers: list = []
+        for g in self.groups:
+            if g.slicer is not None and all(g.slicer is not s for s in self.slicers):
+                self.slicers.append(g.slicer)
+        if (estimate is None and self.groups and all(g.estimate is not None for g in self.groups)
+                and all(s.estimate is not None for s in self.slicers)):
+            estimate = sum(g.estimate for g in self.groups) + sum(s.estimate for s in self.slicers)
         self.estimate = estimate
 
     def __str__(self) -> str:
         """The readable plan: O(queries)."""
         est = "unknown" if self.estimate is None else f"{self.estimate:.3g}"
         lines = [f"plan {self.name or '?'}: {len(self.groups)} tree(s), ~{est} monoid calls per element"]
+        for j, s in enumerate(self.slicers):
+            fed = ", ".join(str(i) for i, g in enumerate(self.groups) if g.slicer is s)
+            sest = "" if s.estimate is None else f", ~{s.estimate:.3g} calls/element"
+            lines.append(f"  shared slicer {j}: {s.partial} over the edges of trees {fed}{sest}")
         for i, g in enumerate(self.groups):
             if g.final == "mta":
                 how = "own Amortized MTA (no sharing)"
+            elif g.slicer is not None:
+                j = next(j for j, s in enumerate(self.slicers) if s is g.slicer)
+                how = f"partial {g.partial} from shared slicer {j}, final {g.final}"
             else:
                 how = f"partial {g.partial}, final {g.final}"
             gest = "" if g.estimate is None else f", ~{g.estimate:.3g} calls/element"

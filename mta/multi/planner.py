@@ -6,9 +6,9 @@ over the cost model of :mod:`mta.multi.cost` (monoid calls per element):
 * ``"weaveshare"`` -- :mod:`mta.multi.weaveshare`: greedy weaving, every
   tree slicing its own input;
 * ``"triweave"`` -- :mod:`mta.multi.triweave`: the same greedy weaving
-  priced with one shared slicer.  The executor (:mod:`mta.multi.shared`)
-  slices per tree, so the groups TriWeave picks carry the estimate of the
-  way they run: per-tree slicing;
+  priced with one shared slicer, and run that way: the groups hold one
+  :class:`~mta.multi.shared_slicer.Slicer` (TriWeave's first level, its
+  own estimate) when there are two trees or more;
 * ``"auto"`` -- the cheapest by estimate of: every query separately (its
   own Amortized MTA), one tree for all (best partial and final technique),
   WeaveShare's and TriWeave's plans.  "separate" is a candidate, so auto's
@@ -29,6 +29,7 @@ from fractions import Fraction
 
 from . import cost as _cost
 from .plan import PARTIALS, Group, applicable_finals, sharing_key
+from .shared_slicer import Slicer
 from .triweave import triweave
 from .weaveshare import price, weaveshare
 
@@ -87,21 +88,30 @@ def _plan(queries, plan_name: str, rate: float) -> list:
     def groups_of(trees) -> list:
         return [Group([queries[i] for i in t.members], t.partial, t.final, t.estimate) for t in trees]
 
-    def as_run(trees) -> list:
-        # the executor slices per tree: price TriWeave's groups that way
-        return [price(nums, t.members, (t.partial,), (t.final,), unit_rate) for t in trees]
+    def three_level(partial, trees, total) -> list:
+        if len(trees) < 2:
+            # nothing to share: the tree slices its own input
+            return groups_of([price(nums, t.members, (t.partial,), (t.final,), unit_rate) for t in trees])
+        slicer = Slicer(partial, total - sum(t.estimate for t in trees))
+        return [Group([queries[i] for i in t.members], t.partial, t.final, t.estimate, slicer) for t in trees]
 
     if plan_name == "weaveshare":
         return groups_of(weaveshare(nums, finals, PARTIALS, unit_rate))
     if plan_name == "triweave":
-        return groups_of(as_run(triweave(nums, finals, PARTIALS, unit_rate)[1]))
+        return three_level(*triweave(nums, finals, PARTIALS, unit_rate))
     candidates = [
         _separate(queries),
         groups_of([price(nums, tuple(range(len(nums))), PARTIALS, finals, unit_rate)]),
         groups_of(weaveshare(nums, finals, PARTIALS, unit_rate)),
-        groups_of(as_run(triweave(nums, finals, PARTIALS, unit_rate)[1])),
+        three_level(*triweave(nums, finals, PARTIALS, unit_rate)),
     ]
-    return min(candidates, key=lambda gs: sum(g.estimate for g in gs))
+    return min(candidates, key=total_estimate)
+
+
+def total_estimate(groups) -> float:
+    """The groups' estimates plus each shared slicer's once.  O(groups)."""
+    slicers = {id(g.slicer): g.slicer.estimate for g in groups if g.slicer is not None}
+    return sum(g.estimate for g in groups) + sum(slicers.values())
 
 
 def choose(queries, plan_name: str = "auto", *, rate: float = 1.0) -> list:

@@ -6,7 +6,8 @@ any tree is built.  The names and aliases come from :mod:`.plan`; 'auto',
 
 from __future__ import annotations
 
-from .plan import FINAL_ALIASES, FINALS, PARTIALS, Group, applicable_finals, sharing_key
+from .plan import FINAL_ALIASES, FINALS, PARTIALS, Group, Plan, applicable_finals, holistic, sharing_key
+from .shared_slicer import Slicer
 
 __all__ = ["resolve_final", "resolve_plan", "check_groups"]
 
@@ -23,6 +24,10 @@ def resolve_final(name, queries) -> str:
     if key == "slickdeque":
         key = "slickdeque-inv" if monoid.inverse is not None else "slickdeque-noninv"
     if key not in applicable_finals(queries):
+        if holistic(queries[0]):
+            names = ", ".join(q.name for q in queries)
+            raise ValueError(f"exact quantiles ({names}) run on B-Int only (B-INT-QNT selects over its base "
+                             f"intervals), not on {key!r}; ask for e.g. plan='cutty+bint' or plan='auto'")
         why = {"rint": "an invertible monoid", "slickdeque-inv": "an invertible monoid",
                "slickdeque-noninv": "a selective monoid and no lag (it answers suffix windows)",
                "flatfit": "no lag (it answers suffix windows)"}.get(key, "other queries")
@@ -33,13 +38,21 @@ def resolve_final(name, queries) -> str:
 
 
 def resolve_plan(queries: list, plan) -> tuple[list, str]:
-    """The groups of ``plan`` and its display name."""
+    """The groups of ``plan`` and its display name.  ``plan`` may also be
+    groups already made (a list of :class:`Group`, or a
+    :class:`~mta.multi.plan.Plan`), e.g. another plan's groups re-split by
+    hand; :func:`check_groups` checks them.  O(queries) plus the planner."""
+    if isinstance(plan, Plan):
+        return list(plan.groups), plan.name or "given"
+    if isinstance(plan, (list, tuple)) and plan and all(isinstance(g, Group) for g in plan):
+        return list(plan), "given"
     if isinstance(plan, str):
         parts = [p.strip() for p in plan.split("+")]
     elif isinstance(plan, (tuple, list)) and all(isinstance(p, str) for p in plan):
         parts = [p.strip() for p in plan]
     else:
-        raise TypeError(f"plan must be a str such as 'pairs+bint' or a tuple ('pairs', 'bint'), got {plan!r}")
+        raise TypeError(f"plan must be a str such as 'pairs+bint', a tuple ('pairs', 'bint'), a Plan or a list of "
+                        f"Group, got {plan!r}")
     if not 1 <= len(parts) <= 2 or not all(parts):
         raise ValueError(f"plan must name a plan and optionally a final technique, got {plan!r}")
     name = parts[0].lower()
@@ -84,6 +97,15 @@ def check_groups(queries: list, groups: list) -> None:
                 raise ValueError(f"{g!r} mixes queries that cannot share partials")
             if g.final not in applicable_finals(g.queries):
                 raise ValueError(f"final technique {g.final!r} cannot serve {g!r}")
+        if g.slicer is not None:
+            if not isinstance(g.slicer, Slicer):
+                raise TypeError(f"a group's slicer must be an mta.multi.shared_slicer.Slicer or None: {g!r}")
+            fed = [h for h in groups if h.slicer is g.slicer]
+            if g.final == "mta" or any(h.partial != g.slicer.partial for h in fed):
+                raise ValueError(f"a shared slicer feeds trees of its own partial technique "
+                                 f"({g.slicer.partial!r}): {g!r}")
+            if len({sharing_key(q) for h in fed for q in h.queries}) != 1:
+                raise ValueError(f"a shared slicer feeds queries that cannot share partials: {g!r}")
         seen.extend(g.queries)
     if sorted(id(q) for q in seen) != sorted(id(q) for q in queries):
         raise ValueError("the plan's groups must hold every query exactly once")

@@ -14,7 +14,9 @@ see :mod:`.query`).  A tree's partial holds the elements between two
 consecutive edges and is keyed by its first element's key; every window
 bound is an edge, so a window is the partials whose keys lie in it, found
 by binary search, plus the open partial when the window ends at the newest
-element (Cutty's reading of the current partial).
+element (Cutty's reading of the current partial).  Trees of a TriWeave plan
+take their input from one :class:`~.shared_slicer.SharedSlicer` instead of
+slicing the stream each, and also read its open fragment.
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ from ..errors import EngineFailedError, MTAError, OperationRefused
 from ..markers import EMPTY
 from ..storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 from . import cutty, pairs, panes
-from .plan import Group, Plan, final_class
+from .plan import Group, Plan, final_class, holistic
+from .quantiles import Runs
 from .query import OutOfOrderError, Query, Result
 from .resolve import check_groups, resolve_plan
+from .shared_slicer import SharedSlicer
 
 _PARTIAL_MODULES = {"panes": panes, "pairs": pairs, "cutty": cutty}
 
@@ -72,6 +76,9 @@ class Tree:
         self._open_key = None
         self._open_value = None
         self._open_end = None
+        self.slicer = None  # TriWeave's shared first level, when one feeds this tree
+        # B-INT-QNT: exact quantiles select over B-Int's cover, unmerged
+        self.holistic = holistic(self.queries[0]) and hasattr(final, "runs")
         specs: dict = {}
         self.spec = {q.name: specs.setdefault((q.periodic, q.exact_width, q.exact_lag), len(specs)) for q in self.queries}
 
@@ -99,19 +106,45 @@ class Tree:
         """Aggregate of the elements with keys in ``[a, b)`` (or ``(a, b]``),
         or EMPTY; ``a`` and ``b`` are edges (or ``b`` is past the newest
         element).  Two binary searches (O(log partials), no call), the final
-        technique's lookup, and one combine with the open partial."""
+        technique's lookup, and one combine with the open partial (and one
+        with a shared slicer's open fragment, when it feeds the tree).  For exact
+        quantiles, B-Int's O(log W) covering runs and the open partial as
+        :class:`~mta.multi.quantiles.Runs`, no call."""
         find = bisect_left if left_closed else bisect_right
         keys, base = self._keys, self._kbase
         dead = self.final.lo - base
         lo = base + find(keys, a, dead)
         hi = base + find(keys, b, dead)
+        if self.holistic:
+            return self._runs(lo, hi, a, b, left_closed)
         value = self.final.range(lo, hi, self.spec[q.name]) if lo < hi else EMPTY
         if self._open:
             k = self._open_key
             if (a <= k < b) if left_closed else (a < k <= b):
                 v = self._open_value
                 value = v if value is EMPTY else self._combine(value, v)
+        slicer = self.slicer
+        if slicer is not None and slicer.open:
+            k = slicer.open_key
+            if (a <= k < b) if left_closed else (a < k <= b):
+                v = slicer.open_value
+                value = v if value is EMPTY else self._combine(value, v)
         return value
+
+    def _runs(self, lo: int, hi: int, a, b, left_closed: bool):
+        """The window's sorted runs (B-INT-QNT's LOOKUP before selection),
+        or EMPTY.  O(log W), no monoid call."""
+        runs = self.final.runs(lo, hi) if lo < hi else []
+        if self._open:
+            k = self._open_key
+            if (a <= k < b) if left_closed else (a < k <= b):
+                runs.append(self._open_value)
+        slicer = self.slicer
+        if slicer is not None and slicer.open:
+            k = slicer.open_key
+            if (a <= k < b) if left_closed else (a < k <= b):
+                runs.append(slicer.open_value)
+        return Runs(runs) if runs else EMPTY
 
     def first_key(self, a):
         """The key of the first partial (closed or open) at or after ``a``.
@@ -122,6 +155,9 @@ class Tree:
             return keys[i]
         if self._open and self._open_key >= a:
             return self._open_key
+        slicer = self.slicer
+        if slicer is not None and slicer.open and slicer.open_key >= a:
+            return slicer.open_key
         return None
 
     def evict(self, floor) -> None:
@@ -159,7 +195,8 @@ class SharedWindows:
     times must not decrease.  ``plan`` is ``"auto"``, ``"weaveshare"``,
     ``"triweave"``, ``"separate"``, or a partial technique (``"panes"``,
     ``"pairs"``, ``"cutty"``) with an optional final one, ``"pairs+bint"`` or
-    ``("pairs", "bint")``.  ``store=`` and ``window_id=`` keep B-Int's level
+    ``("pairs", "bint")``, or groups already made (a :class:`Plan` or a list
+    of :class:`Group`).  ``store=`` and ``window_id=`` keep B-Int's level
     queues in a store (``options``: ``buffer_size``, ``cache_size``).
 
     If user code (time, lift, combine, lower) raises before anything
@@ -229,6 +266,24 @@ class SharedWindows:
             self._executors.append(ex)
             for q in g.queries:
                 self._executor_of[q.name] = ex
+        # the inputs: each executor slicing its own, or TriWeave's shared slicers
+        self._feeders: list = []
+        self._slicers: list = []
+        fed: dict = {}
+        for g, ex in zip(groups, self._executors):
+            if g.slicer is None:
+                self._feeders.append(ex)
+            else:
+                fed.setdefault(id(g.slicer), []).append(ex)
+        for trees in fed.values():
+            union = trees[0].edges
+            for t in trees[1:]:
+                union = union | t.edges
+            slicer = SharedSlicer(union, trees, trees[0].monoid, trees[0].lift, trees[0].by_rows)
+            for t in trees:
+                t.slicer = slicer
+            self._feeders.append(slicer)
+            self._slicers.append(slicer)
         self._count = 0  # elements pushed
         self._last_time = None
         self._next: dict = {q.name: None for q in queries if q.periodic}
@@ -319,12 +374,18 @@ class SharedWindows:
             if self._last_time is not None and t < self._last_time:
                 raise OutOfOrderError(f"element time {t!r} is older than the newest time {self._last_time!r}; "
                                       "elements must arrive in time order (nothing was changed)")
-        values = [ex.lift(raw) for ex in self._executors]
+        values = [f.lift(raw) for f in self._feeders]
         out: list = []
         index = self._count
         try:
             first = index == 0
-            for ex, v in zip(self._executors, values):
+            # time windows ending at or before t are reported before the
+            # element enters any tree (a shared slicer feeds several at once)
+            if t is not None:
+                for f in self._slicers:
+                    if not f.by_rows:
+                        f.advance(t)
+            for ex in self._executors:
                 key = index if ex.by_rows else t
                 if first:
                     for q in ex.periodic:
@@ -332,7 +393,10 @@ class SharedWindows:
                 if not ex.by_rows:
                     for q in ex.periodic:
                         self._report(ex, q, key, out)
-                ex.add(key, v)
+            for f, v in zip(self._feeders, values):
+                f.add(index if f.by_rows else t, v)
+            for ex in self._executors:
+                key = index if ex.by_rows else t
                 if ex.by_rows:
                     for q in ex.periodic:
                         self._report(ex, q, key + 1, out)

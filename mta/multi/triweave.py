@@ -7,9 +7,11 @@ aggregator over the composite slide of *all* queries.  The first level
 slices the stream once (at most one call per element instead of one per
 tree); the second folds the shared fragments into each tree's own partials
 (``E_shared - E_tree`` calls per time unit); the third is the tree's final
-aggregation.  The executor (:mod:`mta.multi.shared`) has no shared first
-level yet, so the planner re-prices TriWeave's trees as they run there.  Costs come from :func:`mta.multi.cost.tree_cost` with
-``shared_edges``.  The shared slicer uses one partial technique, so the plan
+aggregation.  The executor runs it so: :mod:`mta.multi.shared_slicer` is the
+first level, fed once per element, whose fragments every tree of the plan
+folds (:mod:`mta.multi.planner` gives the groups one
+:class:`~mta.multi.shared_slicer.Slicer`).  Costs come from
+:func:`mta.multi.cost.tree_cost` with ``shared_edges``.  The shared slicer uses one partial technique, so the plan
 is woven once per allowed technique and the cheapest plan is kept.
 """
 
