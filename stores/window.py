@@ -153,7 +153,10 @@ class WindowStorage:
         found = [c for c in meta["checkpoints"] if c[0] == version]
         if not found:
             if not meta["checkpoints"]:
-                raise StoreError(f"window {self.window!r} in {self.store.url} has no checkpoint {resume}")
+                raise StoreError(f"window {self.window!r} in {self.store.url} has no checkpoint {resume}: the store "
+                                 "has lost the window since that checkpoint (replaced, restarted without persistence, "
+                                 "its directory deleted, or swept by mta-spark gc); restart the query with a new "
+                                 "checkpoint location")
             raise StoreError(
                 f"window {self.window!r} in {self.store.url}: checkpoint {version} is not "
                 f"retained (have {sorted(c[0] for c in meta['checkpoints'])}); raise retain= to keep more"

@@ -876,7 +876,7 @@ def test_refused_open_does_not_fence_the_owner(cls, store_url):  # noqa: F811
     refused for the wrong engine class, leaves the live owner in charge."""
     window = fresh_window("refused")
     store = stores.open_store(store_url)
-    with pytest.raises(stores.StoreError, match="no checkpoint 3"):
+    with pytest.raises(stores.StoreError, match="no checkpoint 3: the store has lost the window.*new checkpoint location"):
         cls(CONCAT, None, store=store, window_id=window, resume=3)  # nothing checkpointed yet
     owner = cls(CONCAT, None, store=store, window_id=window, buffer_size=1, cache_size=1)
     for i in range(10):
