@@ -8,7 +8,7 @@ The names below load on first use, so that importing the package (as the
 packages are installed and can say which extra is missing.
 """
 
-import importlib
+from . import _lazy
 
 #: Each public name and the submodule it comes from.
 _EXPORTS = {"READY": "aggregations", "SlidingWindowError": "spec", "WindowSpec": "spec", "sliding_window": "api"}
@@ -16,13 +16,4 @@ _EXPORTS = {"READY": "aggregations", "SlidingWindowError": "spec", "WindowSpec":
 __all__ = ["READY", "SlidingWindowError", "WindowSpec", "sliding_window"]
 
 
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy.exports(__name__, _EXPORTS, __all__)

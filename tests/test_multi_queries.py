@@ -107,8 +107,10 @@ def operations(draw, values, max_ops: int = 30):
     return ops
 
 
-def run(queries, ops, spec, plan) -> None:
-    shared = SharedWindows(queries, time=_time, plan=plan)
+def run(queries, ops, spec, plan, **options) -> None:
+    """Replay ``ops`` on the plan (``options``: SharedWindows' own, e.g. a
+    store) and on the oracle: every result, query and flush equal."""
+    shared = SharedWindows(queries, time=_time, plan=plan, **options)
     oracle = MultiOracle(queries, time=_time)
     t = 0
     i = 0
@@ -129,6 +131,7 @@ def run(queries, ops, spec, plan) -> None:
     assert shared.flush() == oracle.flush(), "final flush"
     for q in queries:
         assert shared.query(q.name) == oracle.query(q.name), q.name
+    shared.close(delete=True)
 
 
 # ---------------------------------------------------------------------------

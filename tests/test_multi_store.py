@@ -11,7 +11,7 @@ from mta import Query, SharedWindows
 from stores import open_store
 from tests.multi_oracle import MultiOracle
 from tests.strategies import sane_settings
-from tests.test_multi_queries import CONCAT_AGG, _time, operations, query_sets
+from tests.test_multi_queries import CONCAT_AGG, Spec, operations, query_sets, run
 
 
 @pytest.mark.parametrize("plan", ["cutty+bint", "pairs+bint", "panes+bint"])
@@ -20,25 +20,8 @@ from tests.test_multi_queries import CONCAT_AGG, _time, operations, query_sets
 def test_store_backed_bint_against_oracle(plan, data):
     queries = data.draw(query_sets([CONCAT_AGG], max_queries=4), label="queries")
     ops = data.draw(operations(st.lists(st.integers(0, 9), max_size=2).map(tuple), max_ops=40), label="ops")
-    store = open_store("memory://")
-    shared = SharedWindows(queries, time=_time, plan=plan, store=store, window_id="w",
-                           buffer_size=1, cache_size=1)
-    oracle = MultiOracle(queries, time=_time)
-    t = i = 0
-    for op in ops:
-        if op[0] == "push":
-            t += op[1]
-            raw = (t, op[2])
-            i += 1
-            assert shared.push(raw) == oracle.push(raw)
-        elif op[0] == "query":
-            name = queries[op[1] % len(queries)].name
-            assert shared.query(name) == oracle.query(name)
-        else:
-            until = None if op[1] is None else t + op[1]
-            assert shared.flush(until) == oracle.flush(until)
-    assert shared.flush() == oracle.flush()
-    shared.close(delete=True)
+    run(queries, ops, Spec("concat", [CONCAT_AGG], None), plan, store=open_store("memory://"), window_id="w",
+        buffer_size=1, cache_size=1)
 
 
 def test_store_traffic_and_close():

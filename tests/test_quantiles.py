@@ -78,22 +78,7 @@ def test_exact_quantiles_on_a_store(plan, data):
     """B-INT-QNT's sorted arrays in a store's level queues, tiny buffers."""
     queries = data.draw(query_sets(QNT_AGGS), label="queries")
     ops = data.draw(operations(QNT_SPEC.values, max_ops=40), label="ops")
-    store = open_store("memory://")
-    shared = SharedWindows(queries, time=_time, plan=plan, store=store, window_id="q", buffer_size=1, cache_size=1)
-    oracle = MultiOracle(queries, time=_time)
-    t = 0
-    for op in ops:
-        if op[0] == "push":
-            t += op[1]
-            assert shared.push((t, op[2])) == oracle.push((t, op[2]))
-        elif op[0] == "query":
-            name = queries[op[1] % len(queries)].name
-            assert shared.query(name) == oracle.query(name)
-        else:
-            until = None if op[1] is None else t + op[1]
-            assert shared.flush(until) == oracle.flush(until)
-    assert shared.flush() == oracle.flush()
-    shared.close(delete=True)
+    run(queries, ops, QNT_SPEC, plan, store=open_store("memory://"), window_id="q", buffer_size=1, cache_size=1)
 
 
 def test_quantiles_share_one_bint_tree_and_lookups_never_merge():

@@ -37,7 +37,7 @@ The ``mta-spark`` console script is :func:`.entry.main`: without the
 traceback, so this package loads its names on first use.
 """
 
-import importlib
+from .. import _lazy
 
 #: Each public name and the submodule it comes from.
 _EXPORTS = {"COMMANDS": "app", "build_parser": "app", "main": "app", "CLIError": "errors", "EXIT_FAILED": "errors",
@@ -47,13 +47,4 @@ __all__ = ["COMMANDS", "CLIError", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "PROG
            "failure_message", "main"]
 
 
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy.exports(__name__, _EXPORTS, __all__)
