@@ -94,6 +94,18 @@ def _tls_mistake(exc: BaseException) -> BaseException | None:
     return None
 
 
+def _speaks_plain_redis(host: str, port: int, timeout: float = 0.5) -> bool:
+    """``host:port`` answers a plain-text PING: a Redis port without TLS
+    (a TLS handshake with it stalls until the connect timeout, since the
+    server waits for the end of a command line that never comes)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as conn:
+            conn.sendall(b"PING\r\n")
+            return conn.recv(16)[:1] in (b"+", b"-")
+    except OSError:
+        return False
+
+
 def _glob_escape(text: str) -> str:
     """``text`` matched literally by a Redis glob pattern (SCAN MATCH)."""
     return "".join("\\" + c if c in "*?[]\\" else c for c in text)
@@ -207,6 +219,11 @@ class RedisStore(Store):
         from redis import exceptions as rx
         if _tls_mistake(exc) is not None:
             return CONFIG
+        if (isinstance(exc, (rx.TimeoutError, TimeoutError)) and self._kwargs.get("ssl") and not self.cluster
+                and "connect" in str(exc).lower()
+                and _speaks_plain_redis(self._kwargs["host"], self._kwargs["port"])):
+            self._plain_port = True
+            return CONFIG
         if isinstance(exc, (rx.AuthenticationError, rx.AuthorizationError,
                             rx.NoPermissionError)):
             return AUTH
@@ -227,6 +244,9 @@ class RedisStore(Store):
         return None
 
     def _config_problem(self, exc: Exception) -> str:
+        if getattr(self, "_plain_port", False):
+            return (f"the server at {self._kwargs['host']}:{self._kwargs['port']} speaks Redis without TLS: a "
+                    "rediss:// URL needs the server's TLS port (or use redis:// for this one)")
         cause = _tls_mistake(exc)
         if isinstance(cause, ssl.SSLCertVerificationError):
             trusted = self._kwargs.get("ssl_ca_certs")

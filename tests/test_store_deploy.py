@@ -58,6 +58,15 @@ def test_missing_tls_file_names_setting_and_path(redis_tls, tmp_path, setting):
     assert missing in str(error)
 
 
+def test_tls_url_for_a_plain_port_fails_at_once_saying_so(redis_server):
+    """rediss:// to a server without TLS: the handshake stalls (the server
+    waits for a command line), then the store finds the port answering
+    plain Redis and says so instead of retrying like an outage."""
+    url = redis_server.url.replace("redis://", "rediss://", 1)
+    error = _fails_at_once(url, "speaks Redis without TLS")
+    assert f"127.0.0.1:{redis_server.port}" in str(error)
+
+
 def test_tls_errors_show_no_password(redis_tls):
     error = _fails_at_once(redis_tls.url.replace(redis_tls.tls["ca"], redis_tls.tls["other_ca"]), "TLS")
     assert redis_tls.user[1] not in str(error) and ":***@" in str(error)
