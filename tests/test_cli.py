@@ -337,6 +337,29 @@ def test_stream_text_value_with_a_double_schema_is_flagged_as_not_a_number(spark
     assert_matches([r for r in got if r["rejected"] is None], rows, ["max"], range=30)
 
 
+def test_stream_text_value_in_error_mode_fails_naming_the_text_and_file(spark, tmp_path, capsys):
+    """The same file without --on-bad-row flag: the micro-batch fails on the
+    row, saying its text is not a number (not "null or NaN value"), and
+    commits nothing: fixed, the file is processed in full from the checkpoint."""
+    incoming = tmp_path / "incoming"
+    incoming.mkdir()
+    rows = make_rows(40, keys=2, seed=3)
+    write_csv(incoming / "part-1.csv", rows)
+    with open(incoming / "part-1.csv", "a") as f:
+        f.write("k0,200.0,abc\n")
+    args = ["stream", "--input", incoming, "--output", tmp_path / "out", "--checkpoint", tmp_path / "ckpt",
+            "--store", f"file:{tmp_path / 'state'}", "--key", "key", "--time", "t", "--value", "v",
+            "--agg", "max", "--range", 30, "--schema", "key STRING, t DOUBLE, v DOUBLE"]
+    capsys.readouterr()
+    assert run_cli(spark, *args) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "row rejected (value 'abc' is not a number (file " in line and "part-1.csv" in line, line
+    assert "key=k0, t=200.0, v=abc" in line and "--on-bad-row flag" in line, line
+    write_csv(incoming / "part-1.csv", rows)  # the bad line fixed in place
+    assert run_cli(spark, *args) == 0
+    assert_matches(spark.read.parquet(str(tmp_path / "out")).collect(), rows, ["max"], range=30)
+
+
 # -- stream -------------------------------------------------------------------------------
 def test_stream_two_runs_available_now(spark, tmp_path, capsys):
     """Files arriving between two available-now runs: the output equals the

@@ -53,8 +53,15 @@ def failure_message(exc: BaseException) -> tuple[str, int]:
             return found
     # A cause pyspark did not turn into an exception object (a stream's, say)
     # is only text in the message: look there for the worker's traceback.
-    found = _from_traceback(str(exc))
+    found = _from_traceback(str(exc)) or _raised_rejection(str(exc))
     return found if found is not None else _spark_message(exc)
+
+
+def _raised_rejection(text: str) -> tuple[str, int] | None:
+    """A rejected row's message that a query raised with Spark's
+    ``raise_error`` (``spark_ops.cli.window``: a stream in error mode)."""
+    m = re.search(r"\[USER_RAISED_EXCEPTION\] (row rejected \(.*?) SQLSTATE", text, re.S)
+    return (_clean(m.group(1)), EXIT_USAGE) if m else None
 
 
 def _chain(exc: BaseException):

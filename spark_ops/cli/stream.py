@@ -98,13 +98,13 @@ def run(args, spark=None) -> int:
 
 
 def _text_values(schema, fmt: str, args):
-    """With --on-bad-row flag, a CSV's numeric value column read as text and
+    """A CSV's numeric value column read as text and
     its type (Spark's CSV reader turns a value that is not a number into a
     null, which would be flagged as one): ``windows`` parses it and flags
     such a row as not a number."""
     from pyspark.sql.types import NumericType, StringType, StructField, StructType
 
-    if fmt != "csv" or args.on_bad_row != "flag" or args.value not in schema.fieldNames():
+    if fmt != "csv" or args.value not in schema.fieldNames():
         return schema, None
     field = schema[args.value]
     if not isinstance(field.dataType, NumericType):

@@ -45,7 +45,8 @@ def windows(df, args, spec: WindowSpec, store: str | None, name: str | None, val
     number; ``value_type``: the numeric type to parse it into, else double)
     is parsed here: with ``--on-bad-row flag`` a row whose text is not a
     number is flagged naming the text and its file and the rest are kept;
-    otherwise the first such row is an error naming them."""
+    otherwise the first such row is an error naming them (in streaming, the
+    micro-batch fails on it)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType
 
@@ -77,18 +78,27 @@ def windows(df, args, spec: WindowSpec, store: str | None, name: str | None, val
                                .replace("pass on_bad_row='flag'", "pass --on-bad-row flag"))
         extra = [_TEXT, _FILE]
     df = df.select(*[F.col(f"`{c}`") for c in keep + extra])
+    # a stream can only say which text was not a number if the window flags the row: error mode
+    # then fails the micro-batch (uncommitted, so nothing is lost) on the first flagged row
+    raise_flagged = text and args.on_bad_row != "flag" and df.isStreaming
     try:
         out = sliding_window(df, key=args.key, time=args.time, value=args.value, aggs=args.agg,
-                             range=args.range, rows=args.rows, store=store, on_bad_row=args.on_bad_row,
+                             range=args.range, rows=args.rows, store=store,
+                             on_bad_row="flag" if raise_flagged else args.on_bad_row,
                              name=name, buffer_size=args.buffer_size, cache_size=args.cache_size,
                              engine=args.engine, expire_after=getattr(args, "expire_after", None),
                              frame=args.frame)
     except SlidingWindowError as e:
         raise CLIError(str(e)) from None
-    if text and args.on_bad_row == "flag":  # the window saw a null: say why it was one
+    if text and (args.on_bad_row == "flag" or raise_flagged):  # the window saw a null: say why it was one
         reason = F.format_string(rows.TEXT_NOT_A_NUMBER, F.col(_TEXT), F.col(_FILE))
         parsed = (F.col("rejected") == rows.NULL_VALUE) & F.col(_TEXT).isNotNull() & F.col(f"`{args.value}`").isNull()
         out = out.withColumn("rejected", F.when(parsed, reason).otherwise(F.col("rejected")))
+    if raise_flagged:
+        shown = [F.coalesce(F.col(f"`{c}`").cast("string"), F.lit("None")) for c in (args.key, args.time, _TEXT)]
+        message = F.format_string(f"row rejected (%s): {args.key}=%s, {args.time}=%s, {args.value}=%s; fix the "
+                                  "input or pass --on-bad-row flag", F.col("rejected"), *shown)
+        out = out.filter(F.when(F.col("rejected").isNotNull(), F.raise_error(message)).isNull())
     return out.select(*[F.col(f"`{c}`") for c in keep + outputs])
 
 
