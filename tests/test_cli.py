@@ -354,7 +354,7 @@ def test_stream_text_value_in_error_mode_fails_naming_the_text_and_file(spark, t
     assert run_cli(spark, *args) == 2
     line = one_error_line(capsys.readouterr().err)
     assert "row rejected (value 'abc' is not a number (file " in line and "part-1.csv" in line, line
-    assert "key=k0, t=200.0, v=abc" in line and "--on-bad-row flag" in line, line
+    assert "key='k0', t=200.0, v='abc'" in line and "--on-bad-row flag" in line, line
     write_csv(incoming / "part-1.csv", rows)  # the bad line fixed in place
     assert run_cli(spark, *args) == 0
     assert_matches(spark.read.parquet(str(tmp_path / "out")).collect(), rows, ["max"], range=30)

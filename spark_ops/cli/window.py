@@ -95,11 +95,25 @@ def windows(df, args, spec: WindowSpec, store: str | None, name: str | None, val
         parsed = (F.col("rejected") == rows.NULL_VALUE) & F.col(_TEXT).isNotNull() & F.col(f"`{args.value}`").isNull()
         out = out.withColumn("rejected", F.when(parsed, reason).otherwise(F.col("rejected")))
     if raise_flagged:
-        shown = [F.coalesce(F.col(f"`{c}`").cast("string"), F.lit("None")) for c in (args.key, args.time, _TEXT)]
+        # the parsed value where there is one, else the text that is not a number
+        shown = [_shown(F.col(f"`{args.key}`"), fields[args.key]), _shown(F.col(f"`{args.time}`"), fields[args.time]),
+                 F.coalesce(F.col(f"`{args.value}`").cast("string"), _shown(F.col(_TEXT), StringType()))]
         message = F.format_string(f"row rejected (%s): {args.key}=%s, {args.time}=%s, {args.value}=%s; fix the "
                                   "input or pass --on-bad-row flag", F.col("rejected"), *shown)
         out = out.filter(F.when(F.col("rejected").isNotNull(), F.raise_error(message)).isNull())
     return out.select(*[F.col(f"`{c}`") for c in keep + outputs])
+
+
+def _shown(column, data_type):
+    """``column`` as a rejected row's message shows a value (Python's repr
+    for strings, numbers and None, as the window's own messages do)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
+
+    text = column.cast("string")
+    if isinstance(data_type, StringType):
+        text = F.concat(F.lit("'"), F.replace(column, F.lit("'"), F.lit("\\'")), F.lit("'"))
+    return F.coalesce(text, F.lit("None"))
 
 
 def observe_rejected(out, args):
