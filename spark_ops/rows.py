@@ -116,7 +116,7 @@ def check_columns(keys, times, values) -> list | None:
     reasons = None
     for mask, reason in checks:
         if pc.any(mask).as_py():
-            reasons = reasons or [None] * len(keys)
+            reasons = reasons or [None] * len(times)
             for i in pc.indices_nonzero(pc.fill_null(mask, False)).to_pylist():
                 reasons[i] = reasons[i] or reason
     return reasons
