@@ -220,3 +220,80 @@ def test_bad_key_lists_are_clear_errors_before_any_job(spark, key, message):
     with pytest.raises(SlidingWindowError, match=message):
         sliding_window(df, key=key, time="t", value="v", aggs=["max"], range=10)
     assert spark.sparkContext.statusTracker().getJobIdsForGroup(None) == jobs
+
+
+# -- mta-spark run ----------------------------------------------------------------------
+def test_cli_run_composite_key_keep_columns_option_schema(spark, tmp_path, capsys):
+    """``--key dc,host`` over a CSV read with ``--schema`` (host as text:
+    inferred, "01" and "1" would be one integer key) and ``--option
+    nullValue=n/a`` (such a value is null, a flagged bad row, not text);
+    ``--keep-columns`` keeps the other column.  Against the oracle grouping
+    by (dc, host)."""
+    from tests.test_cli import oracle, run_cli
+
+    rng = random.Random(7)
+    rows, seen = [], set()
+    while len(rows) < 120:
+        v = round(rng.uniform(-50, 50), 2)
+        if v not in seen:
+            seen.add(v)
+            rows.append((rng.choice(["eu", "us"]), rng.choice(["01", "1", "2"]), rng.randint(0, 80) / 2, v))
+    src = tmp_path / "in.csv"
+    with open(src, "w") as f:
+        f.write("dc,host,t,v,note\n")
+        for i, (dc, host, t, v) in enumerate(rows):
+            f.write(f"{dc},{host},{t!r},{v!r},n{i}\n")
+        f.write("eu,01,3.0,n/a,bad\n")
+    aggs = ["max", "mean", "count", "first", "last"]
+    out = tmp_path / "out"
+    assert run_cli(spark, "run", "--input", src, "--output", out, "--key", "dc,host", "--time", "t", "--value", "v",
+                   "--agg", ",".join(aggs), "--range", 10, "--on-bad-row", "flag", "--keep-columns",
+                   "--option", "nullValue=n/a", "--schema", "dc STRING, host STRING, t DOUBLE, v DOUBLE, note STRING"
+                   ) == 0
+    assert "per dc, host" in capsys.readouterr().err
+    result = spark.read.parquet(str(out))
+    assert result.columns == ["dc", "host", "t", "v", "note", *aggs, "rejected"]
+    got = result.collect()
+    (bad,) = [r for r in got if r["note"] == "bad"]
+    assert bad["v"] is None and bad["rejected"] == "null or NaN value" and bad["max"] is None
+    good = [r for r in got if r["note"] != "bad"]
+    assert sorted(int(r["note"][1:]) for r in good) == list(range(len(rows)))
+    want = oracle([((dc, host), t, v) for dc, host, t, v in rows], aggs, range=10)
+    for r in good:
+        assert (r["dc"], r["host"], r["t"], r["v"]) == rows[int(r["note"][1:])]
+        w = want[((r["dc"], r["host"]), r["t"], r["v"])]
+        for a in aggs:
+            assert r[a] == pytest.approx(w[a], rel=1e-9, abs=1e-9), (r, a)
+
+
+def test_cli_run_without_keep_columns_writes_the_window_columns(spark, tmp_path):
+    src = tmp_path / "in.csv"
+    with open(src, "w") as f:
+        f.write("dc,host,t,v,note\neu,a,1.0,2.0,x\neu,a,2.0,4.0,y\n")
+    from tests.test_cli import run_cli
+
+    assert run_cli(spark, "run", "--input", src, "--output", tmp_path / "out", "--key", "host,dc", "--time", "t",
+                   "--value", "v", "--agg", "sum", "--rows", 2) == 0
+    result = spark.read.parquet(str(tmp_path / "out"))
+    assert result.columns == ["host", "dc", "t", "v", "sum"]
+    assert sorted(r["sum"] for r in result.collect()) == [2.0, 6.0]
+
+
+@pytest.mark.parametrize("key, extra, message", [
+    ("dc,dc", (), "key column 'dc' given more than once"),
+    ("dc,", (), "key= takes column names"),
+    ("dc,t", (), "column 't' is both a key column and the time column"),
+    ("dc,nope", (), "no column 'nope' in the input"),
+    ("dc", ("--schema", "dc STRING, t DOUBLE, v"), "bad --schema"),
+    ("dc", ("--option", "nullValue"), "expected KEY=VALUE"),
+])
+def test_cli_key_and_reader_errors(spark, tmp_path, capsys, key, extra, message):
+    from tests.test_cli import one_error_line, run_cli
+
+    src = tmp_path / "in.csv"
+    with open(src, "w") as f:
+        f.write("dc,t,v\neu,1.0,2.0\n")
+    assert run_cli(spark, "run", "--input", src, "--output", tmp_path / "out", "--key", key, "--time", "t",
+                   "--value", "v", "--agg", "max", "--range", 10, *extra) == 2
+    assert message in one_error_line(capsys.readouterr().err)
+    assert not os.path.exists(tmp_path / "out")
