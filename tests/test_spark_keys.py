@@ -181,6 +181,28 @@ def test_streaming_composite_key_file_store(spark, tmp_path):
     assert {f"mta/{name}/{k!r}" for k in keys} <= windows
 
 
+# -- the SQL table function ------------------------------------------------------------
+def test_sql_function_composite_key(spark):
+    """``key => array('a', 'b')`` with ``PARTITION BY a, b``: the oracle's
+    rows; ``PARTITION BY a`` alone is an error naming both key columns."""
+    from spark_ops.sql import register_sql
+
+    register_sql(spark)
+    rows = keyed_rows(random.Random(8), 80)
+    spark.createDataFrame(_tuples(rows), SCHEMA).createOrReplaceTempView("keyed")
+    aggs = ["max", "mean", "first", "last", "count"]
+
+    def call(partition):
+        return spark.sql(f"""SELECT * FROM mta_sliding_window(TABLE(keyed) PARTITION BY {partition} ORDER BY (t, id),
+                             key => array('a', 'b'), time => 't', value => 'v', aggs => '{','.join(aggs)}',
+                             range => 10)""").collect()
+
+    got = call("a, b")
+    assert_outputs(as_oracle_output(got), oracle_rows(rows), expected(oracle_rows(rows), aggs, range=10), aggs)
+    with pytest.raises(Exception, match=r"in one partition: call it with TABLE\(...\) PARTITION BY `a`, `b`"):
+        call("a")
+
+
 # -- a date time column ------------------------------------------------------------
 def test_date_time_column_is_midnight_utc(spark):
     """Dates around New York's 2024 spring change with the session in that
@@ -297,3 +319,37 @@ def test_cli_key_and_reader_errors(spark, tmp_path, capsys, key, extra, message)
                    "--value", "v", "--agg", "max", "--range", 10, *extra) == 2
     assert message in one_error_line(capsys.readouterr().err)
     assert not os.path.exists(tmp_path / "out")
+
+
+# -- names without Spark -----------------------------------------------------------------
+def test_single_key_names_unchanged_and_composite_names_distinct():
+    """A single key's window id and fingerprint are those streaming queries
+    before composite keys wrote (a restarted query finds its windows);
+    composite keys that text joining would merge get distinct ids."""
+    from spark_ops.spec import WindowSpec
+
+    one = WindowSpec.build(key="host", time="ts", value="mem", aggs=["max"], range=60)
+    assert one.fingerprint() == "max=max; range=60; auto; key=host, time=ts, value=mem"
+    assert one.window_id("web-1", "q") == "mta/q/'web-1'"
+    assert WindowSpec.build(key=["host"], time="ts", value="mem", aggs=["max"], range=60) == one
+    two = WindowSpec.build(key=["dc", "host"], time="ts", value="mem", aggs=["max"], range=60)
+    assert two.fingerprint() != WindowSpec.build(key=["host", "dc"], time="ts", value="mem", aggs=["max"],
+                                                 range=60).fingerprint()
+    ids = {two.window_id(k, "q") for a, b in STRING_PAIRS for k in [(a, b)]}
+    assert len(ids) == len(STRING_PAIRS)
+    assert two.key_text(("eu", None)) == "dc='eu', host=None"
+
+
+def test_runs_and_trailing_peers_over_several_key_columns():
+    """Runs break where any key column changes; a null in one column is a
+    run of its own; peers share every key column and the time."""
+    import pyarrow as pa
+
+    from spark_ops.batch import runs
+    from spark_ops.frames import trailing_peers
+
+    a = pa.array([1, 1, 1, 1, None, None, 2])
+    b = pa.array(["x", "x", "y", "y", "y", "y", "y"])
+    assert runs([a, b]) == [(0, 2), (2, 4), (4, 5), (5, 6), (6, 7)]
+    times = pa.array([1.0, 2.0, 2.0, 2.0], pa.float64())
+    assert trailing_peers([pa.array([1, 2, 2, 2]), pa.array(["x", "x", "y", "y"])], times) == 2
