@@ -146,7 +146,7 @@ def check_columns(schema, key, time: str, value: str) -> None:
     like an internal one."""
     from pyspark.sql.types import DateType, NumericType, TimestampNTZType, TimestampType
 
-    keys = key_columns(key, time, value)
+    keys = key_columns(key)
     columns = (*(keys if isinstance(keys, tuple) else (keys,)), time, value)
     fields = {f.name: f.dataType for f in schema.fields}
     for c in columns:

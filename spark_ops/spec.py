@@ -107,7 +107,11 @@ class WindowSpec:
         for option, size in (("buffer_size", buffer_size), ("cache_size", cache_size)):
             if type(size) is not int or size < 1:
                 raise SlidingWindowError(f"{option} must be a positive int (pairs per level), got {size!r}")
-        key = key_columns(key, time, value)
+        key = key_columns(key)
+        for role, column in (("time", time), ("value", value)):
+            if column in (key if isinstance(key, tuple) else (key,)):
+                raise SlidingWindowError(f"column {column!r} is both a key column and the {role} column; "
+                                         "a window's key cannot be its " + role)
         resolved = aggregations.resolve(aggs, integral)
         return cls(key=key, time=time, value=value, aggs=resolved, range=range, rows=rows,
                    policy=policy, store=_store_url(store), store_options=dict(store_options or {}),
@@ -201,11 +205,11 @@ class WindowSpec:
                     cache_size=self.cache_size, resume=resume)
 
 
-def key_columns(key, time: str, value: str) -> str | tuple:
+def key_columns(key) -> str | tuple:
     """``key=`` as :class:`WindowSpec` holds it: one column's name (also
     for a list of one, so that it runs exactly as the name alone), or a
     tuple of several; a :class:`SlidingWindowError` for an empty list, a
-    name given twice, or a key column that is also the time or value."""
+    name that is not a string, or a name given twice."""
     if isinstance(key, (list, tuple)):
         names = list(key)
     else:
@@ -218,10 +222,6 @@ def key_columns(key, time: str, value: str) -> str | tuple:
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise SlidingWindowError(f"key column {', '.join(map(repr, twice))} given more than once in key=")
-    for role, column in (("time", time), ("value", value)):
-        if column in names:
-            raise SlidingWindowError(f"column {column!r} is both a key column and the {role} column; "
-                                     "a window's key cannot be its " + role)
     return names[0] if len(names) == 1 else tuple(names)
 
 

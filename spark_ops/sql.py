@@ -162,7 +162,9 @@ class SlidingWindowFunction:
             self.flush_at = len(self.buffer) + CHUNK  # rows held back wait for a chunk more
 
     def _clauses(self) -> str:
-        return (f"call it with TABLE(...) PARTITION BY {', '.join(map(quoted, self.spec.keys))} ORDER BY {quoted(self.spec.time)} "
+        keys = ", ".join(map(quoted, self.spec.keys))
+        partition = keys if len(self.spec.keys) == 1 else f"({keys})"  # several in parentheses, as Spark requires
+        return (f"call it with TABLE(...) PARTITION BY {partition} ORDER BY {quoted(self.spec.time)} "
                 "(ties broken by further columns: ORDER BY (time, seq))")
 
     def terminate(self):

@@ -183,7 +183,7 @@ def test_streaming_composite_key_file_store(spark, tmp_path):
 
 # -- the SQL table function ------------------------------------------------------------
 def test_sql_function_composite_key(spark):
-    """``key => array('a', 'b')`` with ``PARTITION BY a, b``: the oracle's
+    """``key => array('a', 'b')`` with ``PARTITION BY (a, b)``: the oracle's
     rows; ``PARTITION BY a`` alone is an error naming both key columns."""
     from spark_ops.sql import register_sql
 
@@ -197,9 +197,9 @@ def test_sql_function_composite_key(spark):
                              key => array('a', 'b'), time => 't', value => 'v', aggs => '{','.join(aggs)}',
                              range => 10)""").collect()
 
-    got = call("a, b")
+    got = call("(a, b)")
     assert_outputs(as_oracle_output(got), oracle_rows(rows), expected(oracle_rows(rows), aggs, range=10), aggs)
-    with pytest.raises(Exception, match=r"in one partition: call it with TABLE\(...\) PARTITION BY `a`, `b`"):
+    with pytest.raises(Exception, match=r"in one partition: call it with TABLE\(...\) PARTITION BY \(`a`, `b`\)"):
         call("a")
 
 
