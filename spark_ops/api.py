@@ -45,11 +45,12 @@ def sliding_window(df, key: str | list[str], time: str, value: str, aggs, *, ran
     column leaves unchanged.
 
     ``key``: a column, or a list of columns (``["dc", "host"]``): each
-    distinct combination of their values gets its own window, and a row
-    with a null or NaN in any of them is a bad row.  ``time``: seconds (a
-    number), a timestamp, or a date (its midnight UTC).
-    Exactly one of ``range`` (seconds; the
-    time column may be numeric, a timestamp or a date), ``rows`` (count) or
+    distinct combination of their values gets its own window (named in the
+    store by the repr of the tuple of values), and a row with a null or NaN
+    in any of them is a bad row; messages name every key column
+    (``dc='eu', host='web-1'``).  ``time``: seconds (a number), a
+    timestamp, or a date (its midnight UTC, whatever the session's zone).
+    Exactly one of ``range`` (seconds), ``rows`` (count) or
     ``policy`` (an :class:`mta.SlidePolicy` over ``(time, value)`` records).
     A key's rows are ordered by time, then arrival (input order in batch,
     the order within a micro-batch in streaming).

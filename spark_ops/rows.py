@@ -1,6 +1,7 @@
 """Which rows can enter a window, and what becomes of those that cannot.
 
-A row is rejected for a null or NaN key, a null, NaN or infinite time, a
+A row is rejected for a null or NaN key (in any of a composite key's
+columns), a null, NaN or infinite time, a
 null or NaN value, a value that is not a number, a time older than its
 key's newest (possible only across streaming micro-batches: a batch job
 sorts each key's rows), with ``frame="sql"`` a time equal to the newest
