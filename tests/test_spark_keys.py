@@ -215,7 +215,8 @@ def test_date_time_column_is_midnight_utc(spark):
              "v": float(rng.randint(0, 9))} for i in range(80)]
     spark.conf.set("spark.sql.session.timeZone", "America/New_York")
     try:
-        df = spark.createDataFrame([(r["id"], r["k"], r["d"], r["v"]) for r in rows], "id long, k string, d date, v double")
+        df = spark.createDataFrame([(r["id"], r["k"], r["d"], r["v"]) for r in rows],
+                                   "id long, k string, d date, v double")
         got = sliding_window(df, key="k", time="d", value="v", aggs=AGGS, range="2 days").collect()
     finally:
         spark.conf.unset("spark.sql.session.timeZone")
