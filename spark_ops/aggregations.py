@@ -111,5 +111,5 @@ def overflow_error(spec, key, column: str, t, value):
     from .spec import SlidingWindowError
 
     return SlidingWindowError(
-        f"{column} overflows long (int64) at {spec.key}={key!r}, {spec.time}={t!r}: the exact result is {value}, "
+        f"{column} overflows long (int64) at {spec.key_text(key)}, {spec.time}={t!r}: the exact result is {value}, "
         f"outside [{INT64_MIN}, {INT64_MAX}]; cast the value column to double for a wider, rounded sum")

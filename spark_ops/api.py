@@ -26,11 +26,11 @@ import stores
 from . import columnar, durations
 from .batch import batch_plan
 from .plan import INTERNAL
-from .spec import SlidingWindowError, WindowSpec
+from .spec import SlidingWindowError, WindowSpec, key_columns
 from .streaming import streaming_plan
 
 
-def sliding_window(df, key: str, time: str, value: str, aggs, *, range=None, rows=None, policy=None,
+def sliding_window(df, key: str | list[str], time: str, value: str, aggs, *, range=None, rows=None, policy=None,
                    store: str | None = None, store_options: dict | None = None, engine: str = "auto",
                    buffer_size: int = DEFAULT_BUFFER_SIZE, cache_size: int = DEFAULT_CACHE_SIZE,
                    on_bad_row: str = "error", name: str | None = None, expire_after: float | None = None,
@@ -42,8 +42,15 @@ def sliding_window(df, key: str, time: str, value: str, aggs, *, range=None, row
     integral value column, exact, the others ``double``; a ``long`` result
     outside int64 fails the job, see :mod:`spark_ops.aggregations`) or
     ``(column, Aggregator, spark_type)`` for user monoids.  Every input
-    column leaves unchanged.  Exactly one of ``range`` (seconds; the
-    time column may be numeric or a timestamp), ``rows`` (count) or
+    column leaves unchanged.
+
+    ``key``: a column, or a list of columns (``["dc", "host"]``): each
+    distinct combination of their values gets its own window (named in the
+    store by the repr of the tuple of values), and a row with a null or NaN
+    in any of them is a bad row; messages name every key column
+    (``dc='eu', host='web-1'``).  ``time``: seconds (a number), a
+    timestamp, or a date (its midnight UTC, whatever the session's zone).
+    Exactly one of ``range`` (seconds), ``rows`` (count) or
     ``policy`` (an :class:`mta.SlidePolicy` over ``(time, value)`` records).
     A key's rows are ordered by time, then arrival (input order in batch,
     the order within a micro-batch in streaming).
@@ -134,12 +141,14 @@ def sliding_window(df, key: str, time: str, value: str, aggs, *, range=None, row
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,40}")
 
 
-def check_columns(schema, key: str, time: str, value: str) -> None:
-    """The input (a ``StructType``) has the key, time and value columns, of
-    types a window takes, and no column named like an internal one."""
-    from pyspark.sql.types import NumericType, TimestampNTZType, TimestampType
+def check_columns(schema, key, time: str, value: str) -> None:
+    """The input (a ``StructType``) has the key (one column or a list),
+    time and value columns, of types a window takes, and no column named
+    like an internal one."""
+    from pyspark.sql.types import DateType, NumericType, TimestampNTZType, TimestampType
 
-    columns = (key, time, value)
+    keys = key_columns(key)
+    columns = (*(keys if isinstance(keys, tuple) else (keys,)), time, value)
     fields = {f.name: f.dataType for f in schema.fields}
     for c in columns:
         if c not in fields:
@@ -148,9 +157,9 @@ def check_columns(schema, key: str, time: str, value: str) -> None:
     if internal:
         raise SlidingWindowError(f"input column {', '.join(map(repr, internal))} has a name sliding_window "
                                  "uses internally; rename it")
-    if not isinstance(fields[time], (NumericType, TimestampType, TimestampNTZType)):
+    if not isinstance(fields[time], (NumericType, TimestampType, TimestampNTZType, DateType)):
         raise SlidingWindowError(f"time column {time!r} is {fields[time].simpleString()}, "
-                                 "not a number of seconds or a timestamp")
+                                 "not a number of seconds, a timestamp or a date")
     if not isinstance(fields[value], NumericType):
         raise SlidingWindowError(f"value column {value!r} is {fields[value].simpleString()}, not numeric")
 

@@ -28,7 +28,17 @@ def batch_plan(df, spec: WindowSpec, run: str):
     columns = ordered.columns
     passed = [i for i, c in enumerate(columns) if c not in INTERNAL]
     names = [columns[i] for i in passed] + [n for n, _ in spec.output_columns]
-    key_at, time_at, value_at, shown_at = (columns.index(c) for c in (spec.key, TIME, VALUE, spec.time))
+    time_at, value_at, shown_at = (columns.index(c) for c in (TIME, VALUE, spec.time))
+    keys_at = [columns.index(c) for c in spec.keys]
+    composite = len(keys_at) > 1
+
+    def key_columns(batch):
+        """The key column, or the list of a composite key's columns."""
+        return [batch.column(i) for i in keys_at] if composite else batch.column(keys_at[0])
+
+    def key_of(keys, i):
+        """Row ``i``'s key: a Python value, or a tuple of them for a composite key."""
+        return tuple(c[i].as_py() for c in keys) if composite else keys[i].as_py()
 
     def windows_of_partition(batches):
         import pyarrow as pa
@@ -44,12 +54,12 @@ def batch_plan(df, spec: WindowSpec, run: str):
 
         def windowed(batch):
             nonlocal current, window
-            keys, times, values = batch.column(key_at), batch.column(time_at), batch.column(value_at)
+            keys, times, values = key_columns(batch), batch.column(time_at), batch.column(value_at)
             problems = rows.check_columns(keys, times, values)
             out = [[] for _ in spec.output_columns]
             for start, end in runs(keys):
-                key = keys[start].as_py()
-                if key is None or current is EMPTY or not key == current:
+                key = key_of(keys, start)
+                if rows.null_key(key) or current is EMPTY or not key == current:
                     if window is not None:
                         window.close()
                     current, window = key, open_key_window(spec, key, attempt)
@@ -68,7 +78,7 @@ def batch_plan(df, spec: WindowSpec, run: str):
                 if spec.peers:
                     if held is not None:
                         batch = pa.Table.from_batches([held, batch]).combine_chunks().to_batches()[0]
-                    cut = frames.trailing_peers(batch.column(key_at), batch.column(time_at))
+                    cut = frames.trailing_peers(key_columns(batch), batch.column(time_at))
                     held = batch.slice(cut) if cut < batch.num_rows else None
                     batch = batch.slice(0, cut)
                     if not batch.num_rows:
@@ -80,9 +90,9 @@ def batch_plan(df, spec: WindowSpec, run: str):
             if window is not None:
                 window.close()
 
-    key = column(spec.key)
-    return (ordered.repartition(key)
-                   .sortWithinPartitions(key, TIME, ARRIVAL)
+    keys = [column(c) for c in spec.keys]
+    return (ordered.repartition(*keys)
+                   .sortWithinPartitions(*keys, TIME, ARRIVAL)
                    .mapInArrow(windows_of_partition, schema))
 
 
@@ -99,18 +109,23 @@ def _concat(pieces: list, arrow_type):
 
 
 def runs(keys) -> list[tuple[int, int]]:
-    """``(start, end)`` of each run of equal keys in an Arrow array (each null
-    or NaN key a run of its own)."""
+    """``(start, end)`` of each run of equal keys in an Arrow array, or in
+    a list of a composite key's columns (each null or NaN key a run of its
+    own)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    n = len(keys)
+    columns = keys if isinstance(keys, list) else [keys]
+    n = len(columns[0])
     if n < 2:
         return [(0, n)] if n else []
     try:
-        change = pc.fill_null(pc.not_equal(keys.slice(1), keys.slice(0, n - 1)), True)
+        change = None
+        for c in columns:
+            differs = pc.fill_null(pc.not_equal(c.slice(1), c.slice(0, n - 1)), True)
+            change = differs if change is None else pc.or_(change, differs)
         starts = [0] + [i + 1 for i in pc.indices_nonzero(change).to_pylist()]
     except pa.ArrowNotImplementedError:  # key types Arrow cannot compare: in Python
-        values = keys.to_pylist()
-        starts = [0] + [i for i in range(1, n) if values[i] is None or values[i] != values[i - 1]]
+        values = list(zip(*(c.to_pylist() for c in columns)))
+        starts = [0] + [i for i in range(1, n) if None in values[i] or values[i] != values[i - 1]]
     return list(zip(starts, starts[1:] + [n]))

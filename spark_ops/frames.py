@@ -65,20 +65,25 @@ def last_peers(times: np.ndarray) -> np.ndarray | None:
 
 def trailing_peers(keys, times) -> int:
     """Where the run of rows sharing the last row's key and time starts in
-    Arrow arrays ``keys`` and ``times`` (rows sorted by key, then time);
-    ``len`` when the last row's key or time is null, which no later row
-    can share.  The batch plan holds these rows back (see the module)."""
+    Arrow arrays ``keys`` (the key column, or a list of a composite key's
+    columns) and ``times`` (rows sorted by key, then time); ``len`` when
+    the last row's key or time is null, which no later row can share.  The
+    batch plan holds these rows back (see the module)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    n = len(keys)
-    if not n or not keys[n - 1].is_valid or not times[n - 1].is_valid:
+    columns = (keys if isinstance(keys, list) else [keys]) + [times]
+    n = len(times)
+    if not n or not all(c[n - 1].is_valid for c in columns):
         return n
     try:
-        same = pc.and_(pc.equal(keys, keys[n - 1]), pc.equal(times, times[n - 1]))
+        same = None
+        for c in columns:
+            equal = pc.equal(c, c[n - 1])
+            same = equal if same is None else pc.and_(same, equal)
     except pa.ArrowNotImplementedError:  # key types Arrow cannot compare: in Python, from the end
-        key, t, start = keys[n - 1].as_py(), times[n - 1].as_py(), n - 1
-        while start and keys[start - 1].as_py() == key and times[start - 1].as_py() == t:
+        last, start = [c[n - 1].as_py() for c in columns], n - 1
+        while start and [c[start - 1].as_py() for c in columns] == last:
             start -= 1
         return start
     other = pc.indices_nonzero(pc.invert(pc.fill_null(same, False)))

@@ -47,10 +47,12 @@ def unpack(packs: Iterable[bytes]):
     return pa.concat_tables(tables).combine_chunks()
 
 
-def pack_by_key(key: str):
-    """A ``mapInArrow`` function: each input batch as rows ``(key, packed)``,
-    one per key of the batch (its rows, in input order, as IPC bytes), so
-    the rows travel to their key's group without pandas reading them."""
+def pack_by_key(keys: str | list[str]):
+    """A ``mapInArrow`` function: each input batch as rows ``(*keys, packed)``,
+    one per key of the batch (its rows, in input order, as IPC bytes; a
+    composite key's columns ``keys`` together), so the rows travel to their
+    key's group without pandas reading them."""
+    keys = [keys] if isinstance(keys, str) else list(keys)
 
     def packed(batches: Iterator) -> Iterator:
         import pyarrow as pa
@@ -59,17 +61,18 @@ def pack_by_key(key: str):
             if not batch.num_rows:
                 continue
             at, blobs = [], []
-            for group in _key_groups(batch, key):
+            for group in _key_groups(batch, keys):
                 for blob in pack(batch.take(pa.array(group, pa.int64()))):
                     at.append(group[0])
                     blobs.append(blob)
-            keys = batch.column(key).take(pa.array(at, pa.int64()))
-            yield pa.RecordBatch.from_arrays([keys, pa.array(blobs, pa.binary())], names=[key, PACKED])
+            firsts = pa.array(at, pa.int64())
+            yield pa.RecordBatch.from_arrays([batch.column(k).take(firsts) for k in keys]
+                                             + [pa.array(blobs, pa.binary())], names=[*keys, PACKED])
 
     return packed
 
 
-def _key_groups(batch, key: str) -> list[list[int]]:
+def _key_groups(batch, keys: list[str]) -> list[list[int]]:
     """The row positions of each key of ``batch``, in input order; for key
     types Arrow cannot group (nested ones), one row per group (Spark's
     grouping then brings them together)."""
@@ -78,8 +81,9 @@ def _key_groups(batch, key: str) -> list[list[int]]:
     n = batch.num_rows
     positions = pa.array(range(n), pa.int64())
     try:
-        table = pa.table({"k": batch.column(key), "i": positions})
-        grouped = table.group_by("k", use_threads=False).aggregate([("i", "list")])
+        columns = {f"k{j}": batch.column(k) for j, k in enumerate(keys)}
+        table = pa.table({**columns, "i": positions})
+        grouped = table.group_by(list(columns), use_threads=False).aggregate([("i", "list")])
         return [sorted(g) for g in grouped.column("i_list").to_pylist()]
     except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return [[i] for i in range(n)]

@@ -51,9 +51,11 @@ def with_order_columns(df, spec: WindowSpec):
 def time_sql(name: str, data_type) -> str:
     """The SQL expression of a time column as the windows take it: double
     seconds since the epoch (a timestamp without a zone: since the epoch's
-    wall clock)."""
-    from pyspark.sql.types import TimestampNTZType
+    wall clock; a date: its midnight UTC, whatever the session's zone)."""
+    from pyspark.sql.types import DateType, TimestampNTZType
 
+    if isinstance(data_type, DateType):
+        return f"CAST(unix_date({quoted(name)}) AS DOUBLE) * 86400"
     if isinstance(data_type, TimestampNTZType):
         return (f"CAST(timestampdiff(MICROSECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', {quoted(name)}) AS DOUBLE)"
                 " / 1e6")

@@ -1,6 +1,7 @@
 """Which rows can enter a window, and what becomes of those that cannot.
 
-A row is rejected for a null or NaN key, a null, NaN or infinite time, a
+A row is rejected for a null or NaN key (in any of a composite key's
+columns), a null, NaN or infinite time, a
 null or NaN value, a value that is not a number, a time older than its
 key's newest (possible only across streaming micro-batches: a batch job
 sorts each key's rows), with ``frame="sql"`` a time equal to the newest
@@ -68,7 +69,10 @@ def _missing(x) -> bool:
 
 
 def null_key(key) -> bool:
-    """No window takes the rows of this key."""
+    """No window takes the rows of this key (a composite key's, a tuple,
+    when any of its columns is null or NaN)."""
+    if type(key) is tuple:
+        return any(_missing(k) for k in key)
     return _missing(key)
 
 
@@ -77,7 +81,7 @@ def check_row(key, t, v, newest, emitted=None) -> str | None:
     ``newest``, ``None`` if it has none), or ``None``; ``emitted``: with
     ``frame="sql"``, the newest time whose outputs were given in an earlier
     push (``None``: none, or the default frame)."""
-    if _missing(key):
+    if null_key(key):
         return NULL_KEY
     if _missing(t):
         return NULL_TIME
@@ -98,17 +102,22 @@ def check_columns(keys, times, values) -> list | None:
     """Per row of an Arrow batch, why it cannot enter a window (the rules of
     :func:`check_row` that hold whatever came before: null or NaN key, time
     or value, infinite time; the first that applies), or ``None`` when
-    every row can."""
+    every row can.  ``keys``: the key column, or a list of a composite
+    key's columns (null when any of them is)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    checks = [(pc.is_null(keys, nan_is_null=pa.types.is_floating(keys.type)), NULL_KEY),
+    null = None
+    for column in keys if isinstance(keys, list) else [keys]:
+        mask = pc.is_null(column, nan_is_null=pa.types.is_floating(column.type))
+        null = mask if null is None else pc.or_(null, mask)
+    checks = [(null, NULL_KEY),
               (pc.is_null(times, nan_is_null=True), NULL_TIME), (pc.is_inf(times), INFINITE_TIME),
               (pc.is_null(values, nan_is_null=pa.types.is_floating(values.type)), NULL_VALUE)]
     reasons = None
     for mask, reason in checks:
         if pc.any(mask).as_py():
-            reasons = reasons or [None] * len(keys)
+            reasons = reasons or [None] * len(times)
             for i in pc.indices_nonzero(pc.fill_null(mask, False)).to_pylist():
                 reasons[i] = reasons[i] or reason
     return reasons
@@ -116,7 +125,7 @@ def check_columns(keys, times, values) -> list | None:
 
 def rejected(spec: WindowSpec, problem: str, key, t, v) -> SlidingWindowError:
     """The error that names a rejected row (``on_bad_row="error"``)."""
-    return SlidingWindowError(f"row rejected ({problem}): {spec.key}={key!r}, {spec.time}={t!r}, "
+    return SlidingWindowError(f"row rejected ({problem}): {spec.key_text(key)}, {spec.time}={t!r}, "
                               f"{spec.value}={v!r}; fix the input or pass on_bad_row='flag'")
 
 

@@ -51,7 +51,9 @@ class SlidingWindowError(MTAError, ValueError):
 class WindowSpec:
     """A sliding-window aggregation: columns, aggregations, policy, store."""
 
-    key: str
+    #: One column's name, or a tuple of several (a composite key, whose
+    #: values are tuples of the columns' values): see :func:`key_columns`.
+    key: str | tuple
     time: str
     value: str
     aggs: list = field(default_factory=list)  # [(column, Aggregator, spark type)]
@@ -105,11 +107,28 @@ class WindowSpec:
         for option, size in (("buffer_size", buffer_size), ("cache_size", cache_size)):
             if type(size) is not int or size < 1:
                 raise SlidingWindowError(f"{option} must be a positive int (pairs per level), got {size!r}")
+        key = key_columns(key)
+        for role, column in (("time", time), ("value", value)):
+            if column in (key if isinstance(key, tuple) else (key,)):
+                raise SlidingWindowError(f"column {column!r} is both a key column and the {role} column; "
+                                         "a window's key cannot be its " + role)
         resolved = aggregations.resolve(aggs, integral)
         return cls(key=key, time=time, value=value, aggs=resolved, range=range, rows=rows,
                    policy=policy, store=_store_url(store), store_options=dict(store_options or {}),
                    engine=engine, buffer_size=buffer_size, cache_size=cache_size,
                    on_bad_row=on_bad_row, namespace=namespace, frame=frame)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The key's columns (one or several)."""
+        return self.key if isinstance(self.key, tuple) else (self.key,)
+
+    def key_text(self, key: Any) -> str:
+        """A key's value as messages name it: ``host='a'``, or for a
+        composite key ``dc='x', host='y'``."""
+        if not isinstance(self.key, tuple):
+            return f"{self.key}={key!r}"
+        return ", ".join(f"{name}={v!r}" for name, v in zip(self.key, key))
 
     @property
     def mta_engine(self) -> type:
@@ -149,7 +168,9 @@ class WindowSpec:
         return aggs[0] if len(aggs) == 1 else product(*aggs)
 
     def window_id(self, key: Any, run: str) -> str:
-        """The store's name for one key's window, ``<namespace>/<run>/<key!r>``:
+        """The store's name for one key's window, ``<namespace>/<run>/<key!r>``
+        (a composite key's value is a tuple, whose repr quotes each part, so
+        parts holding commas or quotes never make two keys one name):
         readable when the key's repr fits a store name (no braces or control
         characters, short), else a readable prefix and the SHA-1 of the
         whole repr, so that distinct keys never share a window."""
@@ -172,7 +193,8 @@ class WindowSpec:
                  else f"policy={self.policy.name}")
         if self.frame != "default":
             slide += f", frame={self.frame}"
-        return f"{aggs}; {slide}; {self.engine}; key={self.key}, time={self.time}, value={self.value}"
+        key = self.key if isinstance(self.key, str) else list(self.key)
+        return f"{aggs}; {slide}; {self.engine}; key={key}, time={self.time}, value={self.value}"
 
     def storage_options(self, key: Any, run: str, *, resume: bool | int = False) -> dict:
         """The engine options that put one key's window in the pooled store."""
@@ -181,6 +203,26 @@ class WindowSpec:
         store = stores.pooled_store(self.store, self.store_options)
         return dict(store=store, window_id=self.window_id(key, run), buffer_size=self.buffer_size,
                     cache_size=self.cache_size, resume=resume)
+
+
+def key_columns(key) -> str | tuple:
+    """``key=`` as :class:`WindowSpec` holds it: one column's name (also
+    for a list of one, so that it runs exactly as the name alone), or a
+    tuple of several; a :class:`SlidingWindowError` for an empty list, a
+    name that is not a string, or a name given twice."""
+    if isinstance(key, (list, tuple)):
+        names = list(key)
+    else:
+        names = [key]
+    if not names:
+        raise SlidingWindowError("key= needs a column, or a list of columns (a composite key), got an empty list")
+    bad = [n for n in names if not isinstance(n, str) or not n]
+    if bad:
+        raise SlidingWindowError(f"key= takes column names (a string or a list of strings), got {bad[0]!r}")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise SlidingWindowError(f"key column {', '.join(map(repr, twice))} given more than once in key=")
+    return names[0] if len(names) == 1 else tuple(names)
 
 
 def _time_of(record):

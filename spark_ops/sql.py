@@ -130,12 +130,12 @@ class SlidingWindowFunction:
         self.newest = None  # the newest time seen, for the ORDER BY check
         self.buffer: list = []
         self.flush_at = CHUNK
-        self.width = self.key_at = self.shown_at = None  # positions in the rows, from the first
+        self.width = self.keys_at = self.shown_at = None  # positions in the rows, from the first
 
     def _positions(self, row) -> None:
         fields = list(row.__fields__)
         self.width = len(fields) - 2  # the table's columns; the time and value follow
-        self.key_at, self.shown_at = fields.index(self.spec.key), fields.index(self.spec.time)
+        self.keys_at, self.shown_at = [fields.index(c) for c in self.spec.keys], fields.index(self.spec.time)
 
     def eval(self, row, **_arguments):
         """Take one row; yields the output of a full chunk."""
@@ -143,16 +143,16 @@ class SlidingWindowFunction:
 
         if self.window is None:
             self._positions(row)
-        key = row[self.key_at]
+        key = tuple(row[i] for i in self.keys_at) if len(self.keys_at) > 1 else row[self.keys_at[0]]
         if self.window is None:
             self.key, self.window = key, open_key_window(self.spec, key, self.run)
         elif not _same_key(key, self.key):
-            raise SlidingWindowError(f"{FUNCTION_NAME} got the rows of {self.spec.key}={self.key!r} and of "
-                                     f"{key!r} in one partition: {self._clauses()}")
+            raise SlidingWindowError(f"{FUNCTION_NAME} got the rows of {self.spec.key_text(self.key)} and of "
+                                     f"{self.spec.key_text(key)} in one partition: {self._clauses()}")
         t = row[self.width]
         if t is not None and not math.isnan(t):
             if self.newest is not None and t < self.newest:
-                raise SlidingWindowError(f"{FUNCTION_NAME} got the rows of {self.spec.key}={key!r} out of time "
+                raise SlidingWindowError(f"{FUNCTION_NAME} got the rows of {self.spec.key_text(key)} out of time "
                                          f"order ({self.spec.time}={row[self.shown_at]!r} after a later time): "
                                          f"{self._clauses()}")
             self.newest = t
@@ -162,7 +162,9 @@ class SlidingWindowFunction:
             self.flush_at = len(self.buffer) + CHUNK  # rows held back wait for a chunk more
 
     def _clauses(self) -> str:
-        return (f"call it with TABLE(...) PARTITION BY {quoted(self.spec.key)} ORDER BY {quoted(self.spec.time)} "
+        keys = ", ".join(map(quoted, self.spec.keys))
+        partition = keys if len(self.spec.keys) == 1 else f"({keys})"  # several in parentheses, as Spark requires
+        return (f"call it with TABLE(...) PARTITION BY {partition} ORDER BY {quoted(self.spec.time)} "
                 "(ties broken by further columns: ORDER BY (time, seq))")
 
     def terminate(self):
@@ -206,7 +208,9 @@ def _constants(arguments: dict) -> dict:
     for name, argument in arguments.items():
         if not argument.isConstantExpression:
             raise SlidingWindowError(f"{FUNCTION_NAME}'s {name} => must be a constant")
-        values[name] = float(argument.value) if isinstance(argument.value, decimal.Decimal) else argument.value
+        value = argument.value
+        values[name] = (float(value) if isinstance(value, decimal.Decimal)
+                        else list(value) if name == "key" and isinstance(value, (list, tuple)) else value)
     return values
 
 

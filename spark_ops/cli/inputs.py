@@ -85,12 +85,31 @@ def format_of(path: str, local: str | None, given: str | None) -> str:
     raise CLIError(f"cannot tell the format of {path} from its file names; pass --format csv|parquet|json")
 
 
-def reader(reader, fmt: str, *, streaming: bool):
+def reader(reader, fmt: str, *, streaming: bool, options=(), schema=None):
     """``reader`` (``spark.read`` or ``spark.readStream``) for ``fmt``: CSV with
-    a header line, its column types inferred in batch."""
+    a header line, its column types inferred in batch unless ``schema`` (a
+    ``StructType``) gives them; ``options``: ``(name, value)`` pairs passed
+    to Spark's reader after these (``--option``), so they can override them."""
     reader = reader.format(fmt)
     if fmt == "csv":
         reader = reader.option("header", "true")
-        if not streaming:
+        if not streaming and schema is None:
             reader = reader.option("inferSchema", "true")
-    return reader
+    for name, value in options:
+        reader = reader.option(name, value)
+    return reader if schema is None else reader.schema(schema)
+
+
+def parse_schema(text: str):
+    """``--schema``'s DDL (``'host STRING, ts TIMESTAMP, mem DOUBLE'``) as a ``StructType``."""
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    from .errors import failure_message
+
+    try:
+        schema = _parse_datatype_string(text)
+    except Exception as e:  # noqa: BLE001
+        raise CLIError(f"bad --schema {text!r}: {failure_message(e)[0]}") from None
+    if not isinstance(schema, StructType):
+        raise CLIError(f"bad --schema {text!r}: give columns, e.g. 'host STRING, ts TIMESTAMP, mem DOUBLE'")
+    return schema

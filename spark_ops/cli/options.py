@@ -107,6 +107,19 @@ def conf(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
+def key_columns(text: str) -> list[str]:
+    """``--key``'s columns: one name, or comma-separated names (blanks
+    around them dropped; an empty one is left for the window's check)."""
+    return [c.strip() for c in text.split(",")]
+
+
+def reader_options(p: argparse.ArgumentParser) -> None:
+    """``--option``: settings passed to Spark's reader of the input."""
+    p.add_argument("--option", type=conf, action="append", default=[], metavar="KEY=VALUE",
+                   help="an option of Spark's reader of the input (repeatable), e.g. --option nullValue=n/a, "
+                        "--option sep=';'")
+
+
 # -- option groups ---------------------------------------------------------------
 def spark_options(master: str) -> argparse.ArgumentParser:
     """A parent parser with the Spark options of a command whose default master is ``master``."""
@@ -132,10 +145,13 @@ def spark_options(master: str) -> argparse.ArgumentParser:
 def window_options(p: argparse.ArgumentParser, *, store_required: bool) -> None:
     """The window's columns, aggregations, size, bad-row rule, engine and store."""
     cols = p.add_argument_group("window")
-    cols.add_argument("--key", required=True, metavar="COL", help="column whose values each get their own window")
+    cols.add_argument("--key", required=True, metavar="COLS",
+                      help="column whose values each get their own window, or comma-separated columns "
+                           "(--key dc,host: each combination of their values gets its own window)")
     cols.add_argument("--time", required=True, metavar="COL",
-                      help="time column: a number of seconds or a timestamp (a session started by "
-                           "mta-spark reads timestamps without a zone as UTC); orders each key's rows, "
+                      help="time column: a number of seconds, a timestamp (a session started by "
+                           "mta-spark reads timestamps without a zone as UTC) or a date (its midnight UTC); "
+                           "orders each key's rows, "
                            "ties keep input order")
     cols.add_argument("--value", required=True, metavar="COL", help="numeric column aggregated")
     cols.add_argument("--agg", required=True, metavar="NAMES",

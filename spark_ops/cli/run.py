@@ -10,7 +10,7 @@ import time
 
 from . import inputs
 from .errors import EXIT_OK, PROG, CLIError
-from .options import Command, window_options
+from .options import Command, reader_options, window_options
 from .progress import Progress, duration
 from .session import session
 from .store import check_store, normalize_store
@@ -25,11 +25,19 @@ def add_arguments(p) -> None:
     p.add_argument("--format", choices=inputs.FORMATS,
                    help="input format (default: from the file extension; csv has a header line)")
     p.add_argument("--overwrite", action="store_true", help="replace the output directory if it exists")
+    p.add_argument("--schema", metavar="DDL",
+                   help="input schema, e.g. 'host STRING, ts TIMESTAMP, mem DOUBLE' (default: Parquet's own; "
+                        "CSV and JSON types inferred)")
+    reader_options(p)
+    p.add_argument("--keep-columns", action="store_true",
+                   help="write every input column (default: only the key, time and value columns) "
+                        "and the aggregations")
     window_options(p, store_required=False)
 
 
 def run(args, spark=None) -> int:
     spec = window_spec(args)
+    schema = inputs.parse_schema(args.schema) if args.schema is not None else None
     local = inputs.check_input(args.input)
     fmt = inputs.format_of(args.input, local, args.format)
     out_local = inputs.local_path(args.output)
@@ -44,7 +52,8 @@ def run(args, spark=None) -> int:
 
         t0 = time.monotonic()
         with progress.stage("reading input", spark, f"{fmt} {args.input}"):
-            df = inputs.reader(spark.read, fmt, streaming=False).load(inputs.spark_path(args.input))
+            df = (inputs.reader(spark.read, fmt, streaming=False, options=args.option, schema=schema)
+                  .load(inputs.spark_path(args.input)))
             out = windows(df, args, spec, store, None)
             out, observation = observe_rejected(out, args)
             engine, why = choose_engine(dataclasses.replace(spec, store=store, engine=args.engine), df)
@@ -69,7 +78,8 @@ COMMAND = Command(
     name="run",
     summary="batch: sliding windows over a CSV/Parquet/JSON input, Parquet output",
     description="Read the input, compute each row's window aggregations per key, write Parquet with "
-                "the key, time and value columns and one column per aggregation (named after it).",
+                "the key, time and value columns (every input column with --keep-columns) and one column per "
+                "aggregation (named after it).",
     epilog=f"example:\n  {PROG} run --input readings.csv --output windows --key host --time ts "
            "--value mem --agg max,mean,stddev --range 3600",
     add_arguments=add_arguments, run=run)

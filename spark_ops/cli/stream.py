@@ -10,8 +10,8 @@ import threading
 
 from .. import durations
 from . import inputs
-from .errors import EXIT_OK, PROG, CLIError, failure_message
-from .options import Command, seconds, trigger, window_options
+from .errors import EXIT_OK, PROG, CLIError
+from .options import Command, reader_options, seconds, trigger, window_options
 from .progress import Progress, duration, rows
 from .session import session
 from .store import check_store, normalize_store, shown
@@ -29,6 +29,7 @@ def add_arguments(p) -> None:
     p.add_argument("--schema", metavar="DDL",
                    help="input schema, e.g. 'host STRING, ts TIMESTAMP, mem DOUBLE' (default: "
                         "inferred from the files already in the directory)")
+    reader_options(p)
     p.add_argument("--expire-after", type=seconds, metavar="DURATION",
                    help="delete the window (and Spark state) of a key that received no rows for this long, "
                         "in processing time; needs an interval --trigger (default: keep every key)")
@@ -66,7 +67,8 @@ def run(args, spark=None) -> int:
     progress = Progress()
     with session(args, spark, "stream", progress) as spark:
         schema, value_type = _text_values(_schema(args, spark, fmt, progress), fmt, args)
-        df = inputs.reader(spark.readStream, fmt, streaming=True).schema(schema).load(inputs.spark_path(args.input))
+        df = (inputs.reader(spark.readStream, fmt, streaming=True, options=args.option, schema=schema)
+              .load(inputs.spark_path(args.input)))
         if args.watermark is not None:
             df = _with_watermark(df, args)
         out, _ = observe_rejected(windows(df, args, spec, store, name, value_type), args)
@@ -126,14 +128,10 @@ def _with_watermark(df, args):
 def _schema(args, spark, fmt: str, progress: Progress):
     """``--schema``, else the schema of the files already in the directory."""
     if args.schema is not None:
-        try:
-            from pyspark.sql.types import _parse_datatype_string
-
-            return _parse_datatype_string(args.schema)
-        except Exception as e:  # noqa: BLE001
-            raise CLIError(f"bad --schema {args.schema!r}: {failure_message(e)[0]}") from None
+        return inputs.parse_schema(args.schema)
     with progress.stage("inferring the schema", spark, f"from the files in {args.input}"):
-        return inputs.reader(spark.read, fmt, streaming=False).load(inputs.spark_path(args.input)).schema
+        return (inputs.reader(spark.read, fmt, streaming=False, options=args.option)
+                .load(inputs.spark_path(args.input)).schema)
 
 
 def _watch(query, progress: Progress) -> tuple[int, int, bool, int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..spec import SlidingWindowError, WindowSpec
 from .errors import CLIError
-from .options import aggregation_names
+from .options import aggregation_names, key_columns
 
 
 def window_spec(args) -> WindowSpec:
@@ -19,7 +19,7 @@ def window_spec(args) -> WindowSpec:
         raise CLIError(f"unknown aggregation{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))} "
                        f"in --agg; choose from {', '.join(ready)}")
     try:
-        return WindowSpec.build(key=args.key, time=args.time, value=args.value, aggs=args.agg,
+        return WindowSpec.build(key=key_columns(args.key), time=args.time, value=args.value, aggs=args.agg,
                                 range=args.range, rows=args.rows, on_bad_row=args.on_bad_row,
                                 frame=args.frame)
     except SlidingWindowError as e:
@@ -30,7 +30,7 @@ def describe(spec: WindowSpec) -> str:
     size = f"range {spec.range} s" if spec.range is not None else f"newest {spec.rows} rows"
     if spec.peers:
         size += " (frame sql: [t - range, t], ties as peers)"
-    return f"{', '.join(n for n, _, _ in spec.aggs)} over {size} per {spec.key}"
+    return f"{', '.join(n for n, _, _ in spec.aggs)} over {size} per {', '.join(spec.keys)}"
 
 
 #: Columns a text value column's parse carries through the window (dropped after).
@@ -38,8 +38,9 @@ _TEXT, _FILE = "__mta_value_text", "__mta_value_file"
 
 
 def windows(df, args, spec: WindowSpec, store: str | None, name: str | None, value_type=None):
-    """``sliding_window`` over the key, time and value columns only, returning
-    them plus the aggregation columns (and ``rejected`` when flagging).
+    """``sliding_window`` over the key, time and value columns (every input
+    column with ``--keep-columns``), returning them plus the aggregation
+    columns (and ``rejected`` when flagging).
 
     A value column read as text (a CSV column with a value that is not a
     number; ``value_type``: the numeric type to parse it into, else double)
@@ -54,16 +55,17 @@ def windows(df, args, spec: WindowSpec, store: str | None, name: str | None, val
     from ..api import sliding_window
 
     fields = {f.name: f.dataType for f in df.schema.fields}
-    missing = [c for c in (args.key, args.time, args.value) if c not in fields]
+    window_columns = list(dict.fromkeys([*spec.keys, args.time, args.value]))
+    missing = [c for c in window_columns if c not in fields]
     if missing:
         raise CLIError(f"no column {', '.join(repr(c) for c in missing)} in the input; it has "
                        f"{', '.join(fields) or 'no columns'}")
     outputs = [n for n, _ in spec.output_columns]
-    clash = sorted({args.key, args.time, args.value} & set(outputs))
+    keep = list(fields) if getattr(args, "keep_columns", False) else window_columns
+    clash = sorted(set(keep) & set(outputs))
     if clash:
         raise CLIError(f"input column {', '.join(map(repr, clash))} has the name of an output column; "
                        "rename it in the input")
-    keep = list(dict.fromkeys([args.key, args.time, args.value]))
     text = isinstance(fields[args.value], StringType)
     extra = []
     if text:
@@ -71,10 +73,12 @@ def windows(df, args, spec: WindowSpec, store: str | None, name: str | None, val
         df = df.withColumn(_TEXT, value).withColumn(_FILE, F.input_file_name())
         df = df.withColumn(args.value, value.try_cast(value_type or "double"))
         if args.on_bad_row != "flag" and not df.isStreaming:
-            bad = df.filter(F.col(_TEXT).isNotNull() & F.col(f"`{args.value}`").isNull()).select(_FILE, *keep[:2], _TEXT).first()
+            bad = (df.filter(F.col(_TEXT).isNotNull() & F.col(f"`{args.value}`").isNull())
+                     .select(_FILE, *[F.col(f"`{c}`") for c in (*spec.keys, args.time)], _TEXT).first())
             if bad is not None:
                 problem = rows.TEXT_NOT_A_NUMBER % (bad[_TEXT], bad[_FILE])
-                raise CLIError(str(rows.rejected(spec, problem, bad[args.key], bad[args.time], bad[_TEXT]))
+                key = tuple(bad[c] for c in spec.keys) if isinstance(spec.key, tuple) else bad[spec.key]
+                raise CLIError(str(rows.rejected(spec, problem, key, bad[args.time], bad[_TEXT]))
                                .replace("pass on_bad_row='flag'", "pass --on-bad-row flag"))
         extra = [_TEXT, _FILE]
     df = df.select(*[F.col(f"`{c}`") for c in keep + extra])
@@ -82,7 +86,7 @@ def windows(df, args, spec: WindowSpec, store: str | None, name: str | None, val
     # then fails the micro-batch (uncommitted, so nothing is lost) on the first flagged row
     raise_flagged = text and args.on_bad_row != "flag" and df.isStreaming
     try:
-        out = sliding_window(df, key=args.key, time=args.time, value=args.value, aggs=args.agg,
+        out = sliding_window(df, key=list(spec.keys), time=args.time, value=args.value, aggs=args.agg,
                              range=args.range, rows=args.rows, store=store,
                              on_bad_row="flag" if raise_flagged else args.on_bad_row,
                              name=name, buffer_size=args.buffer_size, cache_size=args.cache_size,
@@ -96,10 +100,12 @@ def windows(df, args, spec: WindowSpec, store: str | None, name: str | None, val
         out = out.withColumn("rejected", F.when(parsed, reason).otherwise(F.col("rejected")))
     if raise_flagged:
         # the parsed value where there is one, else the text that is not a number
-        shown = [_shown(F.col(f"`{args.key}`"), fields[args.key]), _shown(F.col(f"`{args.time}`"), fields[args.time]),
-                 F.coalesce(F.col(f"`{args.value}`").cast("string"), _shown(F.col(_TEXT), StringType()))]
-        message = F.format_string(f"row rejected (%s): {args.key}=%s, {args.time}=%s, {args.value}=%s; fix the "
-                                  "input or pass --on-bad-row flag", F.col("rejected"), *shown)
+        named = [*spec.keys, args.time]
+        shown = [_shown(F.col(f"`{c}`"), fields[c]) for c in named] + [
+            F.coalesce(F.col(f"`{args.value}`").cast("string"), _shown(F.col(_TEXT), StringType()))]
+        where = ", ".join(f"{c}=%s" for c in [*named, args.value])
+        message = F.format_string(f"row rejected (%s): {where}; fix the input or pass --on-bad-row flag",
+                                  F.col("rejected"), *shown)
         out = out.filter(F.when(F.col("rejected").isNotNull(), F.raise_error(message)).isNull())
     return out.select(*[F.col(f"`{c}`") for c in keep + outputs])
 
