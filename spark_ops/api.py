@@ -23,8 +23,9 @@ from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
 import stores
 
-from . import columnar, durations
+from . import columnar, durations, periodic
 from .batch import batch_plan
+from .periodic import periodic_plan
 from .plan import INTERNAL
 from .spec import SlidingWindowError, WindowSpec
 from .streaming import streaming_plan
@@ -34,7 +35,7 @@ def sliding_window(df, key: str, time: str, value: str, aggs, *, range=None, row
                    store: str | None = None, store_options: dict | None = None, engine: str = "auto",
                    buffer_size: int = DEFAULT_BUFFER_SIZE, cache_size: int = DEFAULT_CACHE_SIZE,
                    on_bad_row: str = "error", name: str | None = None, expire_after: float | None = None,
-                   frame: str = "default"):
+                   frame: str = "default", slide=None):
     """The input's columns plus one column per aggregation, one row per input row.
 
     ``aggs``: names (``"max"``, ``"mean"``, ... see :data:`spark_ops.READY`;
@@ -107,8 +108,9 @@ def sliding_window(df, key: str, time: str, value: str, aggs, *, range=None, row
     spec = WindowSpec.build(key=key, time=time, value=value, aggs=aggs, range=range, rows=rows,
                             policy=policy, store=store, store_options=store_options, engine=engine,
                             buffer_size=buffer_size, cache_size=cache_size, on_bad_row=on_bad_row,
-                            frame=frame, integral=isinstance(df.schema[value].dataType, IntegralType))
-    check_output_names(spec, df.columns)
+                            frame=frame, slide=slide,
+                            integral=isinstance(df.schema[value].dataType, IntegralType))
+    check_output_names(spec, [key, periodic.WINDOW_END] if spec.slide is not None else df.columns)
     if name is not None and (not isinstance(name, str) or not _NAME.fullmatch(name)):
         raise SlidingWindowError(f"name must be 1 to 40 letters, digits, '.', '_' or '-', got {name!r}")
     if expire_after is not None:
@@ -116,6 +118,8 @@ def sliding_window(df, key: str, time: str, value: str, aggs, *, range=None, row
             expire_after = durations.seconds(expire_after, "expire_after")
         except ValueError as exc:
             raise SlidingWindowError(str(exc)) from None
+    if spec.slide is not None:
+        return _periodic(df, spec, name, expire_after)
     if df.isStreaming:
         if not store:
             raise SlidingWindowError("a streaming sliding_window needs store= (the windows live there "
@@ -128,6 +132,28 @@ def sliding_window(df, key: str, time: str, value: str, aggs, *, range=None, row
         raise SlidingWindowError("expire_after is for streaming queries; a batch job's windows are deleted "
                                  "when it is done")
     return batch_plan(df, _with_engine(spec, df), name or f"batch-{uuid.uuid4().hex[:12]}")
+
+
+def _periodic(df, spec: WindowSpec, name, expire_after):
+    """The plan of ``slide=`` (:mod:`spark_ops.periodic`), batch jobs on the
+    columnar engine's kernels."""
+    from pyspark.sql.types import FractionalType
+
+    if df.isStreaming:
+        raise SlidingWindowError("slide= is not supported in streaming yet (a window would be emitted once the "
+                                 "watermark passes its end); use it on a batch DataFrame, or the per-row output")
+    if expire_after is not None:
+        raise SlidingWindowError("expire_after is for streaming queries; a batch job's windows are deleted "
+                                 "when it is done")
+    why_not = columnar.ineligible(spec, isinstance(df.schema[spec.value].dataType, FractionalType))
+    if why_not is not None:
+        raise SlidingWindowError(f"slide= computes with the columnar engine's kernels, which cannot run this job: "
+                                 f"{why_not}")
+    if spec.engine not in ("auto", "columnar"):
+        raise SlidingWindowError(f"slide= runs on the columnar engine, not engine={spec.engine!r}; "
+                                 "use engine='auto'")
+    periodic.window_end_type(spec, df.schema[spec.time].dataType)  # checked before any job
+    return periodic_plan(df, dataclasses.replace(spec, engine="columnar"), name or f"batch-{uuid.uuid4().hex[:12]}")
 
 
 #: What a run's name may be (it becomes part of every window's name in the store).
