@@ -12,7 +12,7 @@ from mta import LiftError, Window
 from . import rows
 from .columnar import ColumnarKeyWindow
 from .key_window import KeyWindow, RowWindow, StreamingKeyWindow
-from .sorted_window import SortedWindow
+from .sorted_window import SizesSortedWindow, SortedWindow
 from .spec import WindowSpec
 
 __all__ = ["KeyWindow", "PolicyWindow", "RejectingWindow", "SizesWindow", "StreamingKeyWindow", "open_key_window"]
@@ -39,9 +39,8 @@ def open_key_window(spec: WindowSpec, key: Any, run: str, *, streaming: bool = F
         return RejectingWindow(spec, key)
     if spec.engine == "columnar":
         return ColumnarKeyWindow(spec, key)
-    if spec.sizes:
-        return SizesWindow(spec, key, [open_key_window(spec.one_size(size), key, f"{run}~{i}")
-                                       for i, size in enumerate(spec.size_values)])
+    if spec.sizes and spec.policy is None:
+        return SizesSortedWindow(spec, key, run)
     if spec.policy is None:
         return SortedWindow(spec, key, run)
     return PolicyWindow(spec, key, run)

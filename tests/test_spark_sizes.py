@@ -80,10 +80,12 @@ def test_range_list_dict_and_durations_both_engines(spark, tmp_path, engine):
 
 
 @pytest.mark.parametrize("engine", ["columnar", "amta"])
-def test_count_sizes(spark, engine):
+def test_count_sizes(spark, tmp_path, engine):
+    """Count sizes, one larger than any key's rows; amta in the file store."""
     rows = random_rows(random.Random(12), keys=5, per_key=(5, 40))
+    store = dict(store=f"file://{tmp_path}/store", buffer_size=2, cache_size=2) if engine == "amta" else {}
     got = sliding_window(_frame(spark, rows), key="k", time="t", value="v", aggs=AGGS, rows=[1, 4, 100],
-                         engine=engine).collect()
+                         engine=engine, **store).collect()
     labelled = {"1": 1, "4": 4, "100": 100}
     assert_outputs(got, rows, _expected_sizes(rows, AGGS, labelled, "count"), _names(AGGS, labelled))
 
