@@ -240,3 +240,32 @@ def test_errors_raise_before_any_job(spark, tmp_path):
         assert words in str(info.value), (kwargs, str(info.value))
     assert set(tracker.getJobIdsForGroup()) == jobs_before
     assert not spark.streams.active
+
+
+# -- the command line -----------------------------------------------------------------
+@pytest.mark.parametrize("option,value,labelled,kind", [
+    ("--range", "3s,0.25m", {"3s": 3, "0.25m": 15}, "range"),
+    ("--rows", "2,10", {"2": 2, "10": 10}, "count"),
+])
+def test_cli_several_sizes(spark, tmp_path, option, value, labelled, kind):
+    """mta-spark run --range 3s,0.25m (labels as typed) and --rows 2,10."""
+    from spark_ops import cli
+
+    rows = random_rows(random.Random(40), keys=4, per_key=(5, 30))
+    src = tmp_path / "in.csv"
+    with open(src, "w") as f:
+        f.write("id,k,t,v\n" + "".join(f"{r['id']},{r['k']},{r['t']!r},{r['v']!r}\n" for r in rows))
+    out = tmp_path / "out"
+    aggs = ["max", "count"]
+    assert cli.main(["run", "--input", str(src), "--output", str(out), "--key", "k", "--time", "t", "--value", "v",
+                     "--agg", ",".join(aggs), option, value], spark=spark) == 0
+    got = spark.read.parquet(str(out)).collect()
+    assert got[0].__fields__ == ["k", "t", "v"] + _names(aggs, labelled)
+    # the CLI keeps key, time and value only: identify rows by (k, t, v) as test_cli does
+    want = _expected_sizes(rows, aggs, labelled, kind)
+    by_row: dict = {}
+    for r in rows:
+        by_row.setdefault((r["k"], r["t"], r["v"]), []).append(want[r["id"]])
+    for g in got:
+        options = by_row[(g.k, g.t, g.v)]
+        assert any(all(_close(g[c], w[c]) for c in _names(aggs, labelled)) for w in options), g
