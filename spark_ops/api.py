@@ -90,6 +90,20 @@ def sliding_window(df, key: str, time: str, value: str, aggs, *, range=None, row
     output comes in the micro-batch after the one that moves the watermark
     past it (:mod:`spark_ops.event_time`).
 
+    Several sizes: ``range=`` and ``rows=`` take a list (``range=[300,
+    "1h"]``: columns ``max_300``, ``max_1h``, each labelled by the size as
+    given) or a dict of labels (``range={"5m": 300, "1h": 3600}``:
+    ``max_5m``, ``max_1h``); one size keeps the plain names (``max``).  All
+    sizes come from one shuffle, one sort and one pass per key.
+
+    ``slide`` (seconds or a duration; batch, ``range=`` only): periodic
+    output instead of one row per input row, Spark's ``window(time, range,
+    slide)``: windows end at the multiples of the slide and hold the rows
+    with time in ``[end - range, end)``; one row per key and window that
+    holds rows, with the key, ``window_end`` (the time column's type) and
+    one column per aggregation and size (:mod:`spark_ops.periodic`).  The
+    slide must divide the range.
+
     ``name`` names the windows in the store: required for streaming, where
     a restarted query finds its windows by it, and each query needs its own.
     ``range`` and ``expire_after`` take seconds or a duration (``"1h"``,
