@@ -196,6 +196,17 @@ def test_slide_integral_time_column(spark):
     _assert_same({(g.k, g.window_end): g.asDict() for g in got}, _periodic_oracle(rows, ["sum"], 6, 3), ["sum"])
 
 
+@pytest.mark.parametrize("bad, reason", [(("k01", 6.0, None), "null or NaN value"),
+                                         (("k01", float("inf"), 4.0), "infinite time")])
+def test_slide_bad_row_error_names_the_row(spark, bad, reason):
+    rows = random_rows(random.Random(32), keys=3, per_key=(5, 10))
+    rows.insert(len(rows) // 2, {"id": 999, "k": bad[0], "t": bad[1], "v": bad[2]})
+    with pytest.raises(Exception) as info:
+        sliding_window(_frame(spark, rows), key="k", time="t", value="v", aggs=["sum"], range=6, slide=3).collect()
+    message = str(info.value)
+    assert f"row rejected ({reason}): k='k01', t={bad[1]!r}, v={bad[2]!r}" in message, message[:2000]
+
+
 # -- errors ----------------------------------------------------------------------------
 def _explodes(batches):
     raise AssertionError("sliding_window ran a Spark job on a misconfigured call")
