@@ -25,6 +25,7 @@ from mta import aggregators
 from mta.markers import EMPTY
 
 from . import rows
+from .batch import runs
 from .kernels import KERNELS, Rows
 from .plan import ARRIVAL, TIME, VALUE, column, output_arrow_schema, quoted, with_order_columns
 from .spec import MICROS, SlidingWindowError, WindowSpec
@@ -80,7 +81,7 @@ def periodic_plan(df, spec: WindowSpec, run: str):
                 i = next(i for i, p in enumerate(problems) if p)
                 raise rows.rejected(spec, problems[i], keys[i].as_py(), batch.column(1)[i].as_py(),
                                     values[i].as_py())
-            for start, end in _runs(keys):
+            for start, end in runs(keys):
                 key = keys[start].as_py()
                 if current is EMPTY or not key == current:
                     if window is not None:
@@ -100,12 +101,6 @@ def periodic_plan(df, spec: WindowSpec, run: str):
     return (ordered.repartition(key)
                    .sortWithinPartitions(key, TIME, ARRIVAL)
                    .mapInArrow(windows_of_partition, schema))
-
-
-def _runs(keys):
-    from .batch import runs
-
-    return runs(keys)
 
 
 def _ends_array(ends_us: np.ndarray, arrow_type):
@@ -175,7 +170,6 @@ class PeriodicWindow:
             ends = ends[ends > self._done]
         if complete_before is not None:
             ends = ends[ends <= complete_before]
-        results = []
         stop = np.searchsorted(t, ends, side="left")  # rows before each end
         by_size = []
         for range_us in self.ranges_us:
@@ -200,11 +194,10 @@ class PeriodicWindow:
             end = np.maximum(end, 0)
         else:
             empty = None
+        if not len(start):
+            return [(np.empty(0, dtype=np.float64), None) for _ in self._kernels]
         out, r = [], Rows(x, start, end, 0)
         for kernel, when_empty in zip(self._kernels, self._empty):
-            if not len(start):
-                out.append((np.empty(0, dtype=np.float64), None))
-                continue
             result, null = kernel(r)
             if empty is not None:
                 if when_empty is not None:

@@ -207,6 +207,57 @@ def test_slide_bad_row_error_names_the_row(spark, bad, reason):
     assert f"row rejected ({reason}): k='k01', t={bad[1]!r}, v={bad[2]!r}" in message, message[:2000]
 
 
+def _pieces(rng, n):
+    cuts = sorted(rng.sample(range(1, n), min(n - 1, rng.randint(0, 5)))) if n > 1 else []
+    return list(zip([0] + cuts, cuts + [n]))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_windows_pushed_in_pieces_equal_brute_force(seed):
+    """Without Spark, a key's rows cut into random pushes (as Arrow batches
+    cut them): the columnar engine's several sizes and the periodic windows
+    equal brute force over the whole run."""
+    import numpy as np
+
+    from spark_ops.columnar import ColumnarWindow
+    from spark_ops.periodic import PeriodicWindow
+    from tests.spark_fixtures import ORACLE, key_times
+
+    rng = random.Random(seed)
+    times = np.array(key_times(rng, rng.randint(1, 80)))
+    values = np.array([float(rng.randint(1, 9)) for _ in times])
+    names, sizes = ["max", "count", "first"], [3, 7, 40]
+    window = ColumnarWindow(names, range=sizes)
+    got = [[] for _ in range(len(names) * len(sizes))]
+    for a, b in _pieces(rng, len(times)):
+        for column, (result, null) in zip(got, window.push(times[a:b], values[a:b])):
+            column += [None if null is not None and null[i] else result[i].item() for i in range(len(result))]
+    for i, t in enumerate(times):
+        for a, name in enumerate(names):
+            for s, size in enumerate(sizes):
+                want = ORACLE[name]([v for u, v in zip(times[: i + 1], values) if u > t - size])
+                assert got[a * len(sizes) + s][i] == want, (i, name, size)
+
+    slide, ranges = 2, [4, 10]
+    periodic = PeriodicWindow(names, [r * 1_000_000 for r in ranges], slide * 1_000_000)
+    found: dict = {}
+
+    def collect(ends, results):
+        for j, end in enumerate(ends):
+            found[end // 1_000_000] = [None if null is not None and null[j] else result[j].item()
+                                       for result, null in results]
+
+    for a, b in _pieces(rng, len(times)):
+        collect(*periodic.push(times[a:b], values[a:b]))
+    collect(*periodic.close())
+    want = {}
+    for end in range(0, int(times.max()) + max(ranges) + slide + 1, slide):
+        if any(end - max(ranges) <= t < end for t in times):
+            want[end] = [ORACLE[n](w) if (w := [v for t, v in zip(times, values) if end - r <= t < end])
+                         else (0 if n == "count" else None) for n in names for r in ranges]
+    assert found == want
+
+
 # -- errors ----------------------------------------------------------------------------
 def _explodes(batches):
     raise AssertionError("sliding_window ran a Spark job on a misconfigured call")
