@@ -167,7 +167,8 @@ def _periodic(df, spec: WindowSpec, name, expire_after):
         raise SlidingWindowError(f"slide= runs on the columnar engine, not engine={spec.engine!r}; "
                                  "use engine='auto'")
     periodic.window_end_type(spec, df.schema[spec.time].dataType)  # checked before any job
-    return periodic_plan(df, dataclasses.replace(spec, engine="columnar"), name or f"batch-{uuid.uuid4().hex[:12]}")
+    spec = dataclasses.replace(spec, engine="columnar", kernels=tuple(columnar.kernel_names(spec)))
+    return periodic_plan(df, spec, name or f"batch-{uuid.uuid4().hex[:12]}")
 
 
 #: What a run's name may be (it becomes part of every window's name in the store).
@@ -208,7 +209,8 @@ def _with_engine(spec: WindowSpec, df) -> WindowSpec:
     which the ``spark_ops`` logger reports at INFO with the reason."""
     engine, why = choose_engine(spec, df)
     _log.info("sliding_window: engine %s: %s", engine, why)
-    return dataclasses.replace(spec, engine=engine)
+    kernels = tuple(columnar.kernel_names(spec)) if engine == "columnar" else ()
+    return dataclasses.replace(spec, engine=engine, kernels=kernels)
 
 
 def choose_engine(spec: WindowSpec, df) -> tuple[str, str]:

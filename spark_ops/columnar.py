@@ -30,7 +30,8 @@ from . import rows as row_rules
 from .kernels import AGGREGATIONS, FLOAT_ONLY, KERNELS, Rows
 from .key_window import RowWindow
 
-__all__ = ["AGGREGATIONS", "FLOAT_ONLY", "KERNELS", "ColumnarKeyWindow", "ColumnarWindow", "ineligible"]
+__all__ = ["AGGREGATIONS", "FLOAT_ONLY", "KERNELS", "ColumnarKeyWindow", "ColumnarWindow", "ineligible",
+           "kernel_names"]
 
 
 def ineligible(spec, floating: bool) -> str | None:
@@ -39,13 +40,22 @@ def ineligible(spec, floating: bool) -> str | None:
     A store does not stop it: the job's windows then stay in executor memory."""
     if spec.policy is not None:
         return "it has a custom slide policy (the columnar engine does rows= and range=)"
-    for name, agg, _ in spec.aggs:
-        if name not in KERNELS or agg is not aggregators.READY[name].aggregator:
+    for (name, _, _), kernel in zip(spec.aggs, kernel_names(spec)):
+        if kernel is None:
             return (f"aggregation {name!r} is not one the columnar engine computes "
                     f"({', '.join(AGGREGATIONS)})")
-        if name in FLOAT_ONLY and not floating:
+        if kernel in FLOAT_ONLY and not floating:
             return f"aggregation {name!r} of an integral column is exact only in the MTA (NumPy sums overflow)"
     return None
+
+
+def kernel_names(spec) -> list:
+    """Per aggregation of ``spec``, the ready aggregation whose kernel
+    computes it, or ``None``: a ready aggregator is recognised by identity,
+    whatever the output column is named (``("peak", READY["max"].aggregator,
+    "double")`` runs the ``max`` kernel)."""
+    by_aggregator = {id(aggregators.READY[name].aggregator): name for name in KERNELS}
+    return [by_aggregator.get(id(agg)) for _, agg, _ in spec.aggs]
 
 
 class ColumnarKeyWindow(RowWindow):
@@ -56,7 +66,8 @@ class ColumnarKeyWindow(RowWindow):
     def __init__(self, spec, key) -> None:
         super().__init__(spec, key)
         sizes = spec.size_values if spec.sizes else None
-        self.window = ColumnarWindow([name for name, _, _ in spec.aggs],
+        kernels = list(spec.kernels) or [name for name, _, _ in spec.aggs]  # found on the driver
+        self.window = ColumnarWindow(kernels,
                                      rows=sizes if sizes and spec.rows is not None else spec.rows,
                                      range=sizes if sizes and spec.range is not None else spec.range,
                                      frame=spec.frame)

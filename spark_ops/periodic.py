@@ -57,6 +57,7 @@ def periodic_plan(df, spec: WindowSpec, run: str):
                         f"{quoted(WINDOW_END)} {end_type}"] + [f"{quoted(n)} {t}" for n, t in spec.output_columns])
     arrow_schema = output_arrow_schema(df.sparkSession, schema)
     ordered = with_order_columns(df, spec).select(column(spec.key), column(spec.time), TIME, VALUE, ARRIVAL)
+    kernels = list(spec.kernels)
     slide_us = round(spec.slide * MICROS)
     ranges_us = [round(r * MICROS) for r in spec.size_values]
 
@@ -86,7 +87,7 @@ def periodic_plan(df, spec: WindowSpec, run: str):
                 if current is EMPTY or not key == current:
                     if window is not None:
                         emit(current, *window.close())
-                    current, window = key, PeriodicWindow([n for n, _, _ in spec.aggs], ranges_us, slide_us)
+                    current, window = key, PeriodicWindow(kernels, ranges_us, slide_us)
                 n = end - start
                 dtype = np.float64 if pa.types.is_floating(values.type) else np.int64
                 emit(key, *window.push(times.slice(start, n).to_numpy(),

@@ -74,6 +74,11 @@ class WindowSpec:
     #: Periodic output (``slide=``, seconds): windows ``[end - range, end)``
     #: ending at the multiples of the slide, one output row per key and window.
     slide: float | None = None
+    #: The ready aggregation whose columnar kernel computes each aggregation
+    #: (:func:`spark_ops.columnar.kernel_names`), found on the driver when
+    #: the job runs on the columnar engine: executors unpickle their own
+    #: copies of the aggregators, so only the driver can recognise them.
+    kernels: tuple = ()
 
     @classmethod
     def build(cls, *, key, time, value, aggs, range=None, rows=None, policy=None, store=None,

@@ -90,6 +90,25 @@ def test_count_sizes(spark, tmp_path, engine):
     assert_outputs(got, rows, _expected_sizes(rows, AGGS, labelled, "count"), _names(AGGS, labelled))
 
 
+def test_renamed_ready_aggregation_stays_on_the_columnar_engine(spark):
+    """A ready aggregator under another column name (("peak", max's
+    aggregator)) runs on the columnar engine (engine="columnar" raises
+    otherwise), per row with several sizes and with slide=."""
+    from mta import aggregators
+
+    peak = ("peak", aggregators.READY["max"].aggregator, "double")
+    rows = random_rows(random.Random(14), keys=4, per_key=(5, 30))
+    df = _frame(spark, rows)
+    got = sliding_window(df, key="k", time="t", value="v", aggs=[peak, "count"], range=[3, 10],
+                         engine="columnar").collect()
+    want = _expected_sizes(rows, ["max", "count"], {"3": 3, "10": 10}, "range")
+    want = {rid: {c.replace("max_", "peak_"): v for c, v in w.items()} for rid, w in want.items()}
+    assert_outputs(got, rows, want, _names(["peak", "count"], ["3", "10"]))
+    got = sliding_window(df, key="k", time="t", value="v", aggs=[peak], range=6, slide=3).collect()
+    want = {key: {"peak": w["max"]} for key, w in _periodic_oracle(rows, ["max"], 6, 3).items()}
+    _assert_same({(g.k, g.window_end): g.asDict() for g in got}, want, ["peak"])
+
+
 def test_single_size_keeps_names_and_fingerprint():
     """One size: today's column names and fingerprint (streaming restarts);
     several: the fingerprint names them, and changes with them."""
