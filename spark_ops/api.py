@@ -65,7 +65,8 @@ def sliding_window(df, key: str, time: str, value: str, aggs, *, range=None, row
 
     ``engine``: ``"amta"`` (Amortized MTA) or ``"lmta"`` (Log MTA) run each
     row through the window; ``"columnar"`` (batch jobs with ready
-    aggregations only, see :mod:`spark_ops.columnar`) computes a batch of
+    aggregations only, by name or a ready aggregator under a column name
+    of your own, see :mod:`spark_ops.columnar`) computes a batch of
     rows at a time in NumPy, the windows in executor memory; ``"auto"``
     (the default) is columnar where it can run and the Amortized MTA
     elsewhere.  A batch job's windows go to ``store`` only with
