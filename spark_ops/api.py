@@ -23,8 +23,9 @@ from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
 import stores
 
-from . import columnar, durations
+from . import columnar, durations, periodic
 from .batch import batch_plan
+from .periodic import periodic_plan
 from .plan import INTERNAL
 from .spec import SlidingWindowError, WindowSpec, key_columns
 from .streaming import streaming_plan
@@ -34,7 +35,7 @@ def sliding_window(df, key: str | list[str], time: str, value: str, aggs, *, ran
                    store: str | None = None, store_options: dict | None = None, engine: str = "auto",
                    buffer_size: int = DEFAULT_BUFFER_SIZE, cache_size: int = DEFAULT_CACHE_SIZE,
                    on_bad_row: str = "error", name: str | None = None, expire_after: float | None = None,
-                   frame: str = "default"):
+                   frame: str = "default", slide=None):
     """The input's columns plus one column per aggregation, one row per input row.
 
     ``aggs``: names (``"max"``, ``"mean"``, ... see :data:`spark_ops.READY`;
@@ -71,7 +72,8 @@ def sliding_window(df, key: str | list[str], time: str, value: str, aggs, *, ran
 
     ``engine``: ``"amta"`` (Amortized MTA) or ``"lmta"`` (Log MTA) run each
     row through the window; ``"columnar"`` (batch jobs with ready
-    aggregations only, see :mod:`spark_ops.columnar`) computes a batch of
+    aggregations only, by name or a ready aggregator under a column name
+    of your own, see :mod:`spark_ops.columnar`) computes a batch of
     rows at a time in NumPy, the windows in executor memory; ``"auto"``
     (the default) is columnar where it can run and the Amortized MTA
     elsewhere.  A batch job's windows go to ``store`` only with
@@ -96,6 +98,20 @@ def sliding_window(df, key: str | list[str], time: str, value: str, aggs, *, ran
     output comes in the micro-batch after the one that moves the watermark
     past it (:mod:`spark_ops.event_time`).
 
+    Several sizes: ``range=`` and ``rows=`` take a list (``range=[300,
+    "1h"]``: columns ``max_300``, ``max_1h``, each labelled by the size as
+    given) or a dict of labels (``range={"5m": 300, "1h": 3600}``:
+    ``max_5m``, ``max_1h``); one size keeps the plain names (``max``).  All
+    sizes come from one shuffle, one sort and one pass per key.
+
+    ``slide`` (seconds or a duration; batch, ``range=`` only): periodic
+    output instead of one row per input row, Spark's ``window(time, range,
+    slide)``: windows end at the multiples of the slide and hold the rows
+    with time in ``[end - range, end)``; one row per key and window that
+    holds rows, with the key, ``window_end`` (the time column's type) and
+    one column per aggregation and size (:mod:`spark_ops.periodic`).  The
+    slide must divide the range.
+
     ``name`` names the windows in the store: required for streaming, where
     a restarted query finds its windows by it, and each query needs its own.
     ``range`` and ``expire_after`` take seconds or a duration (``"1h"``,
@@ -114,8 +130,9 @@ def sliding_window(df, key: str | list[str], time: str, value: str, aggs, *, ran
     spec = WindowSpec.build(key=key, time=time, value=value, aggs=aggs, range=range, rows=rows,
                             policy=policy, store=store, store_options=store_options, engine=engine,
                             buffer_size=buffer_size, cache_size=cache_size, on_bad_row=on_bad_row,
-                            frame=frame, integral=isinstance(df.schema[value].dataType, IntegralType))
-    check_output_names(spec, df.columns)
+                            frame=frame, slide=slide,
+                            integral=isinstance(df.schema[value].dataType, IntegralType))
+    check_output_names(spec, [key, periodic.WINDOW_END] if spec.slide is not None else df.columns)
     if name is not None and (not isinstance(name, str) or not _NAME.fullmatch(name)):
         raise SlidingWindowError(f"name must be 1 to 40 letters, digits, '.', '_' or '-', got {name!r}")
     if expire_after is not None:
@@ -123,6 +140,8 @@ def sliding_window(df, key: str | list[str], time: str, value: str, aggs, *, ran
             expire_after = durations.seconds(expire_after, "expire_after")
         except ValueError as exc:
             raise SlidingWindowError(str(exc)) from None
+    if spec.slide is not None:
+        return _periodic(df, spec, name, expire_after)
     if df.isStreaming:
         if not store:
             raise SlidingWindowError("a streaming sliding_window needs store= (the windows live there "
@@ -135,6 +154,29 @@ def sliding_window(df, key: str | list[str], time: str, value: str, aggs, *, ran
         raise SlidingWindowError("expire_after is for streaming queries; a batch job's windows are deleted "
                                  "when it is done")
     return batch_plan(df, _with_engine(spec, df), name or f"batch-{uuid.uuid4().hex[:12]}")
+
+
+def _periodic(df, spec: WindowSpec, name, expire_after):
+    """The plan of ``slide=`` (:mod:`spark_ops.periodic`), batch jobs on the
+    columnar engine's kernels."""
+    from pyspark.sql.types import FractionalType
+
+    if df.isStreaming:
+        raise SlidingWindowError("slide= is not supported in streaming yet (a window would be emitted once the "
+                                 "watermark passes its end); use it on a batch DataFrame, or the per-row output")
+    if expire_after is not None:
+        raise SlidingWindowError("expire_after is for streaming queries; a batch job's windows are deleted "
+                                 "when it is done")
+    why_not = columnar.ineligible(spec, isinstance(df.schema[spec.value].dataType, FractionalType))
+    if why_not is not None:
+        raise SlidingWindowError(f"slide= computes with the columnar engine's kernels, which cannot run this job: "
+                                 f"{why_not}")
+    if spec.engine not in ("auto", "columnar"):
+        raise SlidingWindowError(f"slide= runs on the columnar engine, not engine={spec.engine!r}; "
+                                 "use engine='auto'")
+    periodic.window_end_type(spec, df.schema[spec.time].dataType)  # checked before any job
+    spec = dataclasses.replace(spec, engine="columnar", kernels=tuple(columnar.kernel_names(spec)))
+    return periodic_plan(df, spec, name or f"batch-{uuid.uuid4().hex[:12]}")
 
 
 #: What a run's name may be (it becomes part of every window's name in the store).
@@ -177,7 +219,8 @@ def _with_engine(spec: WindowSpec, df) -> WindowSpec:
     which the ``spark_ops`` logger reports at INFO with the reason."""
     engine, why = choose_engine(spec, df)
     _log.info("sliding_window: engine %s: %s", engine, why)
-    return dataclasses.replace(spec, engine=engine)
+    kernels = tuple(columnar.kernel_names(spec)) if engine == "columnar" else ()
+    return dataclasses.replace(spec, engine=engine, kernels=kernels)
 
 
 def choose_engine(spec: WindowSpec, df) -> tuple[str, str]:

@@ -30,7 +30,8 @@ from . import rows as row_rules
 from .kernels import AGGREGATIONS, FLOAT_ONLY, KERNELS, Rows
 from .key_window import RowWindow
 
-__all__ = ["AGGREGATIONS", "FLOAT_ONLY", "KERNELS", "ColumnarKeyWindow", "ColumnarWindow", "ineligible"]
+__all__ = ["AGGREGATIONS", "FLOAT_ONLY", "KERNELS", "ColumnarKeyWindow", "ColumnarWindow", "ineligible",
+           "kernel_names"]
 
 
 def ineligible(spec, floating: bool) -> str | None:
@@ -39,13 +40,22 @@ def ineligible(spec, floating: bool) -> str | None:
     A store does not stop it: the job's windows then stay in executor memory."""
     if spec.policy is not None:
         return "it has a custom slide policy (the columnar engine does rows= and range=)"
-    for name, agg, _ in spec.aggs:
-        if name not in KERNELS or agg is not aggregators.READY[name].aggregator:
+    for (name, _, _), kernel in zip(spec.aggs, kernel_names(spec)):
+        if kernel is None:
             return (f"aggregation {name!r} is not one the columnar engine computes "
                     f"({', '.join(AGGREGATIONS)})")
-        if name in FLOAT_ONLY and not floating:
+        if kernel in FLOAT_ONLY and not floating:
             return f"aggregation {name!r} of an integral column is exact only in the MTA (NumPy sums overflow)"
     return None
+
+
+def kernel_names(spec) -> list:
+    """Per aggregation of ``spec``, the ready aggregation whose kernel
+    computes it, or ``None``: a ready aggregator is recognised by identity,
+    whatever the output column is named (``("peak", READY["max"].aggregator,
+    "double")`` runs the ``max`` kernel)."""
+    by_aggregator = {id(aggregators.READY[name].aggregator): name for name in KERNELS}
+    return [by_aggregator.get(id(agg)) for _, agg, _ in spec.aggs]
 
 
 class ColumnarKeyWindow(RowWindow):
@@ -55,7 +65,11 @@ class ColumnarKeyWindow(RowWindow):
 
     def __init__(self, spec, key) -> None:
         super().__init__(spec, key)
-        self.window = ColumnarWindow([name for name, _, _ in spec.aggs], rows=spec.rows, range=spec.range,
+        sizes = spec.size_values if spec.sizes else None
+        kernels = list(spec.kernels) or [name for name, _, _ in spec.aggs]  # found on the driver
+        self.window = ColumnarWindow(kernels,
+                                     rows=sizes if sizes and spec.rows is not None else spec.rows,
+                                     range=sizes if sizes and spec.range is not None else spec.range,
                                      frame=spec.frame)
         self._positive = "geomean" in self.window.names
 
@@ -98,38 +112,52 @@ class ColumnarKeyWindow(RowWindow):
 class ColumnarWindow:
     """One key's window in a batch job: rows pushed in batches, sorted by
     time; each row's results over its own window (with ``frame="sql"``,
-    :class:`ColumnarKeyWindow` gives peers the last one's)."""
+    :class:`ColumnarKeyWindow` gives peers the last one's).  ``rows`` or
+    ``range`` is one size or a list of sizes: every size is computed on the
+    same rows (the carried rows are those the largest still reaches)."""
 
-    def __init__(self, names, *, rows: int | None = None, range: float | None = None,
-                 frame: str = "default") -> None:
-        # a count beyond any key's rows behaves as "all of them" (and fits an int64)
-        self.names, self.rows, self.range = list(names), rows if rows is None else min(rows, 1 << 62), range
-        self._edge = frames.range_edge(range, frame) if range is not None else None
+    def __init__(self, names, *, rows=None, range=None, frame: str = "default") -> None:
+        self.names = list(names)
+        self.several = isinstance(rows if rows is not None else range, (list, tuple))
+        if rows is not None:
+            # a count beyond any key's rows behaves as "all of them" (and fits an int64)
+            self.sizes = [min(n, 1 << 62) for n in (rows if self.several else [rows])]
+        else:
+            self.sizes = list(range if self.several else [range])
+        self.rows, self.range = rows, range
+        self._edges = [frames.range_edge(r, frame) for r in self.sizes] if range is not None else None
         self._values = self._times = None  # the carried rows
         self._kernels = [KERNELS[name] for name in self.names]
         self._empty = [aggregators.READY[name].empty for name in self.names]
 
     def push(self, times: np.ndarray, values: np.ndarray) -> list[tuple[np.ndarray, np.ndarray | None]]:
-        """The next rows of the key, in order: per aggregation, the results
+        """The next rows of the key, in order: per aggregation (and, for
+        several sizes, per size within each aggregation), the results
         and the mask of the rows whose result is null (``None`` if none is).
         An empty window gives what the aggregation declares
         (:attr:`mta.aggregators.Ready.empty`: 0 for ``count`` and ``sum``,
         else null), and only a range too small to tell a time from itself
-        makes one (e.g. 1 at 1e17, in the default frame)."""
+        makes one (e.g. 1 at 1e17, in the default frame).  O(k (n + c) log
+        L) for k sizes, n rows, c carried rows and windows of up to L rows."""
         if not len(values):
-            return [(values[:0], None) for _ in self.names]
+            return [(values[:0], None) for _ in self.names for _ in self.sizes]
         carried = 0 if self._values is None else len(self._values)
         x = values if not carried else np.concatenate((self._values, values))
         end = np.arange(carried, len(x))
         if self.rows is not None:
-            start = np.maximum(end - (self.rows - 1), 0)
+            starts = [np.maximum(end - (n - 1), 0) for n in self.sizes]
         else:
             t = times if not carried else np.concatenate((self._times, times))
-            start = np.searchsorted(t, self._edge(t[carried:]), side="right")
-        keep = int(start[-1])  # later windows start there or later
+            starts = [np.searchsorted(t, edge(t[carried:]), side="right") for edge in self._edges]
+        keep = min(int(start[-1]) for start in starts)  # later windows start there or later
         self._values = x[keep:].copy()
         if self.range is not None:
             self._times = t[keep:].copy()
+        by_size = [self._results(x, start, end, carried) for start in starts]
+        return [by_size[s][a] for a in range(len(self.names)) for s in range(len(self.sizes))]
+
+    def _results(self, x, start, end, carried) -> list:
+        """Every aggregation over the windows ``[start, end]``."""
         empty = start > end
         if empty.any():
             start = np.minimum(start, end)  # the rows' own values stand in, then are masked or replaced

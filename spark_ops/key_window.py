@@ -55,14 +55,14 @@ class RowWindow:
 
     def __init__(self, spec: WindowSpec, key) -> None:
         self.spec, self.key = spec, key
-        self.types = [aggregations.arrow_type(t) for _, _, t in spec.aggs]
+        self.types = [aggregations.arrow_type(t) for _, _, t in spec.columns]
 
     def push(self, times, values, problems: Sequence | None, *, shown: Sequence | None = None) -> list:
         accepted, problems = self.aggregate(times, values, problems)
         if self.spec.peers:
             accepted = self._peers(accepted, times, problems)
         columns = []
-        for (name, _, spark), results in zip(self.spec.aggs, accepted):
+        for (name, _, spark), results in zip(self.spec.columns, accepted):
             try:
                 columns.append(aggregations.arrow_column(results, spark))
             except aggregations.OutOfRange as exc:

@@ -131,3 +131,84 @@ def leading_at_most(q, cutoff) -> int:
         else:
             bad = mid
     return good + 1 - lo
+
+
+class SizesSortedWindow(SortedWindow):
+    """Several sizes of one key's batch window from one window: the rows'
+    lifted values in B-Int's level queues (:class:`mta.multi.bint.BInt`, in
+    the store next to the times' FIFO when there is a store), which answer
+    any range of the live rows.  The largest size decides what is evicted;
+    each size keeps the position where its window starts and its result is
+    the range from there to the row.  Per row: amortized O(1) monoid calls
+    to append, O(log W) per size to answer, W the rows of the window."""
+
+    def __init__(self, spec: WindowSpec, key: Any, run: str) -> None:
+        RowWindow.__init__(self, spec, key)
+        from mta.multi.bint import BInt
+
+        aggregator = spec.value_aggregator()
+        self._lift, self._lower = aggregator.lift, aggregator.lower
+        self._identity = aggregator.monoid.identity
+        self.width = len(spec.aggs)
+        self.sizes = spec.size_values
+        self.range, self.rows = spec.range, spec.rows
+        options = spec.storage_options(key, run)
+        self._in_store = bool(options)
+        if options:
+            store, window_id = options["store"], options["window_id"]
+            self._storage = store.open_window(window_id, engine="BInt", mutable_tail=0,
+                                              buffer_size=spec.buffer_size, cache_size=spec.cache_size)
+            self.bint = BInt(aggregator.monoid, new_level=self._storage.new_level)
+        else:
+            self._storage = None
+            self.bint = BInt(aggregator.monoid)
+        self.times = None
+        if self.range is not None:
+            self._edges = [frames.range_edge(size, spec.frame) for size in self.sizes]
+            self.times = (store.open_fifo(window_id + "~times", buffer_size=spec.buffer_size,
+                                          cache_size=spec.cache_size)
+                          if options else MemoryLevelQueue(0, 0))
+        self._starts = [0] * len(self.sizes)  # where each size's window starts (absolute positions)
+
+    def slide(self, times: Sequence[float], lifted: Sequence) -> list[list]:
+        bint, starts, lower = self.bint, self._starts, self._lower
+        fifo = self.times
+        widest = max(range(len(self.sizes)), key=self.sizes.__getitem__)
+        columns = [[] for _ in range(self.width * len(self.sizes))]
+        for t, v in zip(times, lifted):
+            bint.append(v)
+            hi = bint.hi
+            if self.rows is not None:
+                for s, n in enumerate(self.sizes):
+                    starts[s] = max(hi - n, starts[s])
+            else:
+                fifo.append(t)
+                for s, edge in enumerate(self._edges):
+                    cutoff, lo = edge(t), starts[s]
+                    if s == widest:  # the largest window: search (O(log k) reads)
+                        if fifo[lo] <= cutoff:
+                            fifo.lo = lo
+                            lo += leading_at_most(fifo, cutoff)
+                    else:  # inside the window, near its newest rows: step
+                        while lo < hi and fifo[lo] <= cutoff:
+                            lo += 1
+                    starts[s] = lo
+            results = [lower(bint.range(lo, hi) if lo < hi else self._identity) for lo in starts]
+            for s, result in enumerate(results):
+                if self.width == 1:
+                    columns[s].append(result)
+                else:
+                    for a in range(self.width):
+                        columns[a * len(self.sizes) + s].append(result[a])
+            oldest = min(starts)
+            bint.evict(oldest)
+            if fifo is not None:
+                fifo.lo = oldest
+        return columns
+
+    def close(self) -> None:
+        """The key is done: delete its data from the store."""
+        if self._storage is not None:
+            self._storage.close(self.bint.levels, delete=True)
+        if self._in_store and self.times is not None:
+            self.times.close(delete=True)

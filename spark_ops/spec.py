@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import stores
@@ -69,12 +69,25 @@ class WindowSpec:
     on_bad_row: str = "error"
     namespace: str = "mta"
     frame: str = "default"
+    #: Several sizes (``range=`` or ``rows=`` a list or a dict): ``((label,
+    #: size), ...)`` in the order given, and ``range`` or ``rows`` holds the
+    #: largest, the window each key keeps; ``()`` for a single size.
+    sizes: tuple = ()
+    #: Periodic output (``slide=``, seconds): windows ``[end - range, end)``
+    #: ending at the multiples of the slide, one output row per key and window.
+    slide: float | None = None
+    #: The ready aggregation whose columnar kernel computes each aggregation
+    #: (:func:`spark_ops.columnar.kernel_names`), found on the driver when
+    #: the job runs on the columnar engine: executors unpickle their own
+    #: copies of the aggregators, so only the driver can recognise them.
+    kernels: tuple = ()
 
     @classmethod
     def build(cls, *, key, time, value, aggs, range=None, rows=None, policy=None, store=None,
               store_options=None, engine="auto", buffer_size=DEFAULT_BUFFER_SIZE,
               cache_size=DEFAULT_CACHE_SIZE,
-              on_bad_row="error", namespace="mta", frame="default", integral: bool = False) -> "WindowSpec":
+              on_bad_row="error", namespace="mta", frame="default", slide=None,
+              integral: bool = False) -> "WindowSpec":
         """Check the arguments of :func:`spark_ops.sliding_window`;
         ``integral``: the value column holds integers."""
         given = [name for name, v in (("range", range), ("rows", rows), ("policy", policy)) if v is not None]
@@ -82,17 +95,11 @@ class WindowSpec:
             raise SlidingWindowError(
                 "give exactly one of range= (seconds), rows= (count) or policy= "
                 f"(a SlidePolicy over (time, value) records); got {given or 'none'}")
-        if isinstance(range, str):
-            try:
-                range = durations.seconds(range, "range")
-            except ValueError as exc:
-                raise SlidingWindowError(str(exc)) from None
-        if range is not None and not (isinstance(range, (int, float)) and not isinstance(range, bool)
-                                      and range > 0 and math.isfinite(range)):
-            raise SlidingWindowError(f"range must be a positive number of seconds or a duration such as '1h', "
-                                     f"got {range!r}")
-        if rows is not None and (type(rows) is not int or rows < 1):
-            raise SlidingWindowError(f"rows must be a positive int, got {rows!r}")
+        sizes = ()
+        if range is not None:
+            range, sizes = _sizes(range, "range", _range_size)
+        if rows is not None:
+            rows, sizes = _sizes(rows, "rows", _rows_size)
         if policy is not None and not isinstance(policy, SlidePolicy):
             raise SlidingWindowError(f"policy must be an mta SlidePolicy, got {type(policy).__name__}")
         if frame not in frames.FRAMES:
@@ -112,11 +119,19 @@ class WindowSpec:
             if column in (key if isinstance(key, tuple) else (key,)):
                 raise SlidingWindowError(f"column {column!r} is both a key column and the {role} column; "
                                          "a window's key cannot be its " + role)
+        if slide is not None:
+            slide = _slide(slide, range, rows, frame, on_bad_row)
         resolved = aggregations.resolve(aggs, integral)
-        return cls(key=key, time=time, value=value, aggs=resolved, range=range, rows=rows,
+        spec = cls(key=key, time=time, value=value, aggs=resolved, range=range, rows=rows,
                    policy=policy, store=_store_url(store), store_options=dict(store_options or {}),
                    engine=engine, buffer_size=buffer_size, cache_size=cache_size,
-                   on_bad_row=on_bad_row, namespace=namespace, frame=frame)
+                   on_bad_row=on_bad_row, namespace=namespace, frame=frame, sizes=sizes, slide=slide)
+        names = [name for name, _ in spec.output_columns]
+        clash = sorted({n for n in names if names.count(n) > 1})
+        if clash:
+            raise SlidingWindowError(f"output column {', '.join(map(repr, clash))} would come twice "
+                                     "(an aggregation's name and a size's label make it); rename one")
+        return spec
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -142,8 +157,34 @@ class WindowSpec:
         return self.frame == "sql" and self.range is not None
 
     @property
+    def columns(self) -> list[tuple[str, Aggregator, str]]:
+        """``(column, Aggregator, spark type)`` per aggregation output
+        column: :attr:`aggs` for one size; with several, one per
+        aggregation and size, ``<aggregation>_<label>``, aggregation-major
+        (``max_5m, max_1h, mean_5m, mean_1h``)."""
+        if not self.sizes:
+            return list(self.aggs)
+        return [(f"{name}_{label}", agg, spark) for name, agg, spark in self.aggs for label, _ in self.sizes]
+
+    @property
+    def size_values(self) -> list:
+        """The sizes of the windows (seconds for ``range=``, counts for
+        ``rows=``), in :attr:`sizes` order; one for a single size."""
+        return [size for _, size in self.sizes] if self.sizes else [self.range if self.range is not None
+                                                                     else self.rows]
+
+    def one_size(self, size) -> "WindowSpec":
+        """This spec with the single size ``size`` (of the same kind), for a
+        window serving one of several sizes."""
+        if self.range is not None:
+            return replace(self, range=size, sizes=())
+        return replace(self, rows=size, sizes=())
+
+    @property
     def output_columns(self) -> list[tuple[str, str]]:
-        cols = [(name, spark_type) for name, _, spark_type in self.aggs]
+        cols = [(name, spark_type) for name, _, spark_type in self.columns]
+        if self.slide is not None:
+            return cols  # the key and window_end come first, see spark_ops.periodic
         if self.on_bad_row == "flag":
             cols.append(("rejected", "string"))
         return cols
@@ -191,6 +232,8 @@ class WindowSpec:
         aggs = ",".join(f"{name}={agg.name}" for name, agg, _ in self.aggs)
         slide = (f"range={self.range!r}" if self.range is not None else f"rows={self.rows}" if self.rows is not None
                  else f"policy={self.policy.name}")
+        if self.sizes:  # appended so that a single size's fingerprint stays what it was
+            slide += ", sizes=" + ",".join(f"{label}:{size!r}" for label, size in self.sizes)
         if self.frame != "default":
             slide += f", frame={self.frame}"
         key = self.key if isinstance(self.key, str) else list(self.key)
@@ -223,6 +266,82 @@ def key_columns(key) -> str | tuple:
     if twice:
         raise SlidingWindowError(f"key column {', '.join(map(repr, twice))} given more than once in key=")
     return names[0] if len(names) == 1 else tuple(names)
+
+
+def _range_size(size):
+    """One ``range=`` size in seconds (a number or a duration)."""
+    if isinstance(size, str):
+        try:
+            return durations.seconds(size, "range")
+        except ValueError as exc:
+            raise SlidingWindowError(str(exc)) from None
+    if not (isinstance(size, (int, float)) and not isinstance(size, bool) and size > 0 and math.isfinite(size)):
+        raise SlidingWindowError(f"range must be a positive number of seconds or a duration such as '1h', "
+                                 f"got {size!r}")
+    return size
+
+
+def _rows_size(size):
+    """One ``rows=`` size, a count."""
+    if type(size) is not int or size < 1:
+        raise SlidingWindowError(f"rows must be a positive int, got {size!r}")
+    return size
+
+
+def _sizes(given, what: str, parse) -> tuple:
+    """``range=`` or ``rows=`` as ``(largest size, sizes)``: one size gives
+    ``(size, ())``; a list labels each size by its text as given (``300``,
+    ``"5m"``), a dict by its keys.  O(k log k) for k sizes."""
+    if isinstance(given, dict):
+        labelled = list(given.items())
+        for label, _ in labelled:
+            if not isinstance(label, str) or not label or "`" in label:
+                raise SlidingWindowError(f"{what}= labels must be non-empty strings without '`', got {label!r}")
+    elif isinstance(given, (list, tuple)):
+        labelled = [(str(size).strip(), size) for size in given]
+    else:
+        return parse(given), ()
+    if not labelled:
+        raise SlidingWindowError(f"{what}= needs at least one size, got {given!r}")
+    sizes = tuple((label, parse(size)) for label, size in labelled)
+    labels = [label for label, _ in sizes]
+    twice = sorted({label for label in labels if labels.count(label) > 1})
+    if twice:
+        raise SlidingWindowError(f"{what}= labels must be unique; {', '.join(map(repr, twice))} comes twice")
+    values = [size for _, size in sizes]
+    same = sorted({size for size in values if values.count(size) > 1})
+    if same:
+        raise SlidingWindowError(f"{what}= has the size {same[0]!r} twice (under labels "
+                                 f"{', '.join(repr(lb) for lb, sz in sizes if sz == same[0])}); give it once")
+    return max(values), sizes
+
+
+#: Spark's timestamps count microseconds: windows of slide= are aligned on them.
+MICROS = 1_000_000
+
+
+def _slide(slide, range, rows, frame: str, on_bad_row: str):
+    """``slide=`` in seconds, checked against the window (see
+    :mod:`spark_ops.periodic`)."""
+    if range is None:
+        raise SlidingWindowError("slide= is for time windows: give range= (the windows' length), not rows= or "
+                                 "policy=")
+    slide = _range_size(slide)
+    if frame != "default":
+        raise SlidingWindowError("slide= windows are [end - range, end), as Spark's window(); frame= is for "
+                                 "the per-row output")
+    if on_bad_row != "error":
+        raise SlidingWindowError("slide= gives one row per window, so there is no input row to flag; "
+                                 "use on_bad_row='error' or filter the bad rows out first")
+    slide_us, range_us = round(slide * MICROS), round(range * MICROS)
+    if slide_us < 1:
+        raise SlidingWindowError(f"slide= must be at least one microsecond, got {slide!r}")
+    if slide_us > range_us or range_us % slide_us:
+        # Spark's window() starts windows at the multiples of the slide, so its
+        # ends are there too only when the slide divides the range
+        raise SlidingWindowError(f"slide= must divide the range (windows end at the multiples of the slide and "
+                                 f"hold [end - range, end)); got slide {slide!r} and range {range!r}")
+    return slide
 
 
 def _time_of(record):

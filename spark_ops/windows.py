@@ -12,10 +12,10 @@ from mta import LiftError, Window
 from . import rows
 from .columnar import ColumnarKeyWindow
 from .key_window import KeyWindow, RowWindow, StreamingKeyWindow
-from .sorted_window import SortedWindow
+from .sorted_window import SizesSortedWindow, SortedWindow
 from .spec import WindowSpec
 
-__all__ = ["KeyWindow", "PolicyWindow", "RejectingWindow", "StreamingKeyWindow", "open_key_window"]
+__all__ = ["KeyWindow", "PolicyWindow", "RejectingWindow", "SizesWindow", "StreamingKeyWindow", "open_key_window"]
 
 
 def open_key_window(spec: WindowSpec, key: Any, run: str, *, streaming: bool = False,
@@ -30,11 +30,17 @@ def open_key_window(spec: WindowSpec, key: Any, run: str, *, streaming: bool = F
     :class:`PolicyWindow` kept in the store, fresh or resumed at checkpoint
     version ``resume`` with its newest time ``newest``."""
     if streaming:
+        if spec.sizes:
+            return SizesWindow(spec, key, [PolicyWindow(spec.one_size(size), key, f"{run}~{i}", resume=resume,
+                                                        newest=newest, keep=True)
+                                           for i, size in enumerate(spec.size_values)])
         return PolicyWindow(spec, key, run, resume=resume, newest=newest, keep=True)
     if rows.null_key(key):
         return RejectingWindow(spec, key)
     if spec.engine == "columnar":
         return ColumnarKeyWindow(spec, key)
+    if spec.sizes and spec.policy is None:
+        return SizesSortedWindow(spec, key, run)
     if spec.policy is None:
         return SortedWindow(spec, key, run)
     return PolicyWindow(spec, key, run)
@@ -85,6 +91,45 @@ class PolicyWindow(RowWindow):
 
     def expire(self) -> None:
         self.window.close(delete=True)
+
+
+class SizesWindow(RowWindow):
+    """Several sizes of an MTA job's window: one MTA window per size (each in
+    the store under the run's name and the size's position), every row
+    pushed through each in the same pass over the key's rows.  The windows
+    take the same rows in the same order, so they find the same problems
+    and checkpoint at the same versions.  O(k) times one window's cost for
+    k sizes; the columnar engine computes all sizes on one window instead."""
+
+    def __init__(self, spec: WindowSpec, key: Any, windows: list) -> None:
+        super().__init__(spec, key)
+        self.windows = windows
+
+    @property
+    def newest(self):
+        return self.windows[0].newest
+
+    def aggregate(self, times, values, problems: Sequence | None):
+        by_size, found = [], problems
+        for window in self.windows:
+            results, found = window.aggregate(times, values, problems)
+            by_size.append(results)
+        width = len(self.spec.aggs)
+        return [by_size[s][a] for a in range(width) for s in range(len(self.windows))], found
+
+    def checkpoint(self) -> int:
+        versions = {window.checkpoint() for window in self.windows}
+        if len(versions) != 1:  # the windows took the same pushes: a store lost one's checkpoint
+            raise RuntimeError(f"the windows of key {self.key!r} checkpointed at different versions {versions}")
+        return versions.pop()
+
+    def close(self) -> None:
+        for window in self.windows:
+            window.close()
+
+    def expire(self) -> None:
+        for window in self.windows:
+            window.expire()
 
 
 class RejectingWindow(RowWindow):

@@ -76,3 +76,16 @@ def test_spark_event_time(tmp_path):
         assert (r["waiting_per_key_mean"] > 0) == (r["watermark_fraction"] is not None)
     assert set(data["summary"]["ratio_to_in_order"]) == {f"{s}: {m}" for s, m in methods
                                                          if m != spark_event_time.BASELINE}
+
+
+def test_spark_sizes(tmp_path):
+    from bench import spark_sizes
+
+    data = _run(spark_sizes, tmp_path)
+    p = spark_sizes.PROFILES["tiny"]
+    assert {(r["engine"], r["k"], r["method"]) for r in data["records"] if r["part"] == "sizes"} == {
+        (e, k, m) for e in spark_sizes.ENGINES for k in p["ks"] for m in (spark_sizes.ONE, spark_sizes.JOINED)}
+    assert {r["method"] for r in data["records"] if r["part"] == "periodic"} == {spark_sizes.OURS, spark_sizes.SPARK}
+    assert data["checksums_agree"]
+    for r in data["records"]:
+        assert r["rows_per_s"] > 0 and r["output_rows"] > 0

@@ -84,6 +84,25 @@ def seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def range_sizes(text: str):
+    """``--range``: one duration in seconds, or several separated by commas
+    (a list of the durations as typed: they label the output columns,
+    ``max_5m``; sliding_window parses them)."""
+    if "," not in text:
+        return seconds(text)
+    parts = [p.strip() for p in text.split(",")]
+    for part in parts:
+        seconds(part)
+    return parts
+
+
+def count_sizes(text: str):
+    """``--rows``: one count, or several separated by commas (a list)."""
+    if "," not in text:
+        return positive_int(text)
+    return [positive_int(p.strip()) for p in text.split(",")]
+
+
 def trigger(text: str):
     """``once``, ``available-now`` or an interval such as ``10s``, ``500ms``,
     ``1 minute`` (in milliseconds)."""
@@ -158,10 +177,14 @@ def window_options(p: argparse.ArgumentParser, *, store_required: bool) -> None:
                       help=f"comma-separated aggregations, each becoming an output column of that name: "
                            f"{', '.join(aggregation_names())}")
     size = cols.add_mutually_exclusive_group(required=True)
-    size.add_argument("--range", type=seconds, metavar="R",
+    size.add_argument("--range", type=range_sizes, metavar="R",
                       help="time window: the rows of the key with time in (t - R, t] (in [t - R, "
-                           "t] with --frame sql)")
-    size.add_argument("--rows", type=positive_int, metavar="N", help="count window: the key's newest N rows")
+                           "t] with --frame sql); several sizes separated by commas (--range 5m,1h) give "
+                           "one column per aggregation and size, named <aggregation>_<size as typed> "
+                           "(max_5m, max_1h), in one pass")
+    size.add_argument("--rows", type=count_sizes, metavar="N",
+                      help="count window: the key's newest N rows; several separated by commas (--rows "
+                           "10,100: max_10, max_100)")
     cols.add_argument("--frame", choices=FRAMES, default="default",
                       help="default: a --range window holds the rows with time in (t - R, t] at or "
                            "before the row, rows of equal time in arrival order, each seeing those that "

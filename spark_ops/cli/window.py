@@ -27,7 +27,11 @@ def window_spec(args) -> WindowSpec:
 
 
 def describe(spec: WindowSpec) -> str:
-    size = f"range {spec.range} s" if spec.range is not None else f"newest {spec.rows} rows"
+    if spec.sizes:
+        labels = ", ".join(label for label, _ in spec.sizes)
+        size = f"ranges {labels}" if spec.range is not None else f"newest {labels} rows"
+    else:
+        size = f"range {spec.range} s" if spec.range is not None else f"newest {spec.rows} rows"
     if spec.peers:
         size += " (frame sql: [t - range, t], ties as peers)"
     return f"{', '.join(n for n, _, _ in spec.aggs)} over {size} per {', '.join(spec.keys)}"

@@ -1,0 +1,209 @@
+"""Periodic output (``slide=``): one row per key and window instead of one
+per input row.
+
+The windows are Spark's ``window(time, range, slide)`` with no start
+offset: they end at the multiples of the slide and hold the rows with time
+in ``[end - range, end)``; a window is emitted only if it holds rows.  The
+slide must divide the range (:func:`spark_ops.spec._slide`): Spark starts
+its windows at the multiples of the slide, so only then do they end there
+too.  Times are compared in whole microseconds, as Spark's timestamps are.
+
+The plan is the batch plan's (one shuffle by key, one sort by ``(key,
+time, arrival)``, one pass per key with ``mapInArrow``); each key's rows go
+through a :class:`PeriodicWindow`, which computes every window of every
+size with the columnar engine's kernels (:mod:`spark_ops.kernels`), so
+``slide=`` takes the aggregations that engine computes.  A window is
+complete, and emitted, once a row at or after its end has come (the rows
+come sorted by time) or when the key's rows end.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mta import aggregators
+from mta.markers import EMPTY
+
+from . import rows
+from .batch import runs
+from .kernels import KERNELS, Rows
+from .plan import ARRIVAL, TIME, VALUE, column, output_arrow_schema, quoted, with_order_columns
+from .spec import MICROS, SlidingWindowError, WindowSpec
+
+#: The output column holding each window's end.
+WINDOW_END = "window_end"
+
+
+def window_end_type(spec: WindowSpec, time_type) -> str:
+    """The Spark type of ``window_end``: the time column's type; an
+    integral time column needs whole-second sizes and slide."""
+    from pyspark.sql.types import IntegralType
+
+    if isinstance(time_type, IntegralType):
+        whole = all(float(s).is_integer() for s in [*spec.size_values, spec.slide])
+        if not whole:
+            raise SlidingWindowError(f"time column {spec.time!r} is {time_type.simpleString()}: window ends "
+                                     "must fit it, so give range= and slide= in whole seconds")
+    return time_type.simpleString()
+
+
+def periodic_plan(df, spec: WindowSpec, run: str):
+    """``df``'s windows as rows ``(key, window_end, one column per
+    aggregation and size)``, ``spec.engine`` the columnar engine."""
+    types = {f.name: f.dataType for f in df.schema.fields}
+    end_type = window_end_type(spec, types[spec.time])
+    names = [spec.key, WINDOW_END] + [n for n, _ in spec.output_columns]
+    schema = ", ".join([f"{quoted(spec.key)} {types[spec.key].simpleString()}",
+                        f"{quoted(WINDOW_END)} {end_type}"] + [f"{quoted(n)} {t}" for n, t in spec.output_columns])
+    arrow_schema = output_arrow_schema(df.sparkSession, schema)
+    ordered = with_order_columns(df, spec).select(column(spec.key), column(spec.time), TIME, VALUE, ARRIVAL)
+    kernels = list(spec.kernels)
+    slide_us = round(spec.slide * MICROS)
+    ranges_us = [round(r * MICROS) for r in spec.size_values]
+
+    def windows_of_partition(batches):
+        import pyarrow as pa
+
+        current, window, out = EMPTY, None, []
+
+        def emit(key, ends_us, results):
+            if not len(ends_us):
+                return
+            key_column = pa.array([key] * len(ends_us), type=arrow_schema.field(0).type)
+            end_column = _ends_array(ends_us, arrow_schema.field(1).type)
+            arrays = [pa.array(a, mask=null, type=arrow_schema.field(2 + i).type)
+                      for i, (a, null) in enumerate(results)]
+            out.append(pa.RecordBatch.from_arrays([key_column, end_column] + arrays, names=names))
+
+        for batch in batches:
+            keys, times, values = batch.column(0), batch.column(2), batch.column(3)
+            problems = rows.check_columns(keys, times, values)
+            if problems:
+                i = next(i for i, p in enumerate(problems) if p)
+                raise rows.rejected(spec, problems[i], keys[i].as_py(), batch.column(1)[i].as_py(),
+                                    values[i].as_py())
+            for start, end in runs(keys):
+                key = keys[start].as_py()
+                if current is EMPTY or not key == current:
+                    if window is not None:
+                        emit(current, *window.close())
+                    current, window = key, PeriodicWindow(kernels, ranges_us, slide_us)
+                n = end - start
+                dtype = np.float64 if pa.types.is_floating(values.type) else np.int64
+                emit(key, *window.push(times.slice(start, n).to_numpy(),
+                                       values.slice(start, n).to_numpy().astype(dtype, copy=False)))
+            yield from out
+            out.clear()
+        if window is not None:
+            emit(current, *window.close())
+            yield from out
+
+    key = column(spec.key)
+    return (ordered.repartition(key)
+                   .sortWithinPartitions(key, TIME, ARRIVAL)
+                   .mapInArrow(windows_of_partition, schema))
+
+
+def _ends_array(ends_us: np.ndarray, arrow_type):
+    """Window ends (integer microseconds) as an Arrow array of the output's
+    ``window_end`` type: a timestamp, or a number of seconds."""
+    import pyarrow as pa
+
+    if pa.types.is_timestamp(arrow_type):
+        return pa.array(ends_us, type=pa.int64()).cast(pa.timestamp("us", tz=arrow_type.tz)).cast(arrow_type)
+    if pa.types.is_integer(arrow_type):
+        return pa.array(ends_us // MICROS, type=arrow_type)
+    return pa.array(ends_us / MICROS, type=arrow_type)
+
+
+def _ends(t: np.ndarray, slide: int, widest: int) -> np.ndarray:
+    """The ends of the windows holding a row of sorted times ``t`` (all
+    integers, microseconds): a row at u is in the windows ending at ``slide
+    * (u // slide + j)`` for j = 1 .. ``widest / slide``.  O(n + windows)."""
+    per_row = widest // slide
+    first = np.unique(t // slide + 1)
+    reach = np.minimum(np.append(first[1:], first[-1] + per_row), first + per_row)  # up to the next row's
+    lengths = reach - first
+    offsets = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return (np.repeat(first, lengths) + offsets) * slide
+
+
+class PeriodicWindow:
+    """One key's periodic windows, rows pushed in batches sorted by time.
+
+    ``ranges_us``: the windows' lengths, ``slide_us``: the slide (integer
+    microseconds, the slide dividing each length).  Between pushes the key
+    keeps the rows that windows not yet emitted can still hold: O(largest
+    window) rows."""
+
+    def __init__(self, names, ranges_us: list[int], slide_us: int) -> None:
+        self.names, self.ranges_us, self.slide_us = list(names), list(ranges_us), slide_us
+        self._kernels = [KERNELS[name] for name in self.names]
+        self._empty = [aggregators.READY[name].empty for name in self.names]
+        self._t = np.empty(0, dtype=np.int64)
+        self._x = None
+        self._done = None  # the last window end emitted (microseconds)
+
+    def push(self, times: np.ndarray, values: np.ndarray):
+        """The windows the rows complete: their ends (microseconds) and per
+        aggregation and size (aggregation-major) the results and null mask."""
+        t_us = np.round(times * MICROS).astype(np.int64)
+        self._t = np.concatenate((self._t, t_us))
+        self._x = values if self._x is None else np.concatenate((self._x, values))
+        return self._windows(complete_before=int(t_us[-1]) if len(t_us) else None)
+
+    def close(self):
+        """The key's rows are done: every window still open."""
+        out = self._windows(complete_before=None)
+        self._t, self._x = np.empty(0, dtype=np.int64), None
+        return out
+
+    def _windows(self, complete_before):
+        """Emit the windows ending at or before ``complete_before`` (every
+        one when ``None``) and drop the rows no later window holds.
+        O(m log n) for m windows over n kept rows, per size."""
+        t, x, slide = self._t, self._x, self.slide_us
+        if x is None or not len(t):
+            return np.empty(0, dtype=np.int64), [(np.empty(0), None) for _ in self.names for _ in self.ranges_us]
+        widest = max(self.ranges_us)
+        ends = _ends(t, slide, widest)
+        if self._done is not None:
+            ends = ends[ends > self._done]
+        if complete_before is not None:
+            ends = ends[ends <= complete_before]
+        stop = np.searchsorted(t, ends, side="left")  # rows before each end
+        by_size = []
+        for range_us in self.ranges_us:
+            start = np.searchsorted(t, ends - range_us, side="left")
+            by_size.append(self._results(x, start, stop - 1))
+        results = [by_size[s][a] for a in range(len(self.names)) for s in range(len(self.ranges_us))]
+        if len(ends):
+            self._done = int(ends[-1])
+        # the next windows end after _done: they hold rows from _done + slide - widest on
+        if self._done is not None:
+            keep = int(np.searchsorted(t, self._done + slide - widest, side="left"))
+            self._t, self._x = t[keep:], x[keep:]
+        return ends, results
+
+    def _results(self, x, start, end) -> list:
+        """Every aggregation over the windows ``x[start[i] : end[i] + 1]``;
+        a smaller size's window may hold no row (its results: the
+        aggregation's empty value, or null)."""
+        empty = start > end
+        if empty.any():
+            start = np.where(empty, np.maximum(end, 0), start)
+            end = np.maximum(end, 0)
+        else:
+            empty = None
+        if not len(start):
+            return [(np.empty(0, dtype=np.float64), None) for _ in self._kernels]
+        out, r = [], Rows(x, start, end, 0)
+        for kernel, when_empty in zip(self._kernels, self._empty):
+            result, null = kernel(r)
+            if empty is not None:
+                if when_empty is not None:
+                    result[empty] = when_empty
+                else:
+                    null = empty if null is None else null | empty
+            out.append((result, null))
+        return out
