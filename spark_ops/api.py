@@ -132,7 +132,7 @@ def sliding_window(df, key: str | list[str], time: str, value: str, aggs, *, ran
                             buffer_size=buffer_size, cache_size=cache_size, on_bad_row=on_bad_row,
                             frame=frame, slide=slide,
                             integral=isinstance(df.schema[value].dataType, IntegralType))
-    check_output_names(spec, [key, periodic.WINDOW_END] if spec.slide is not None else df.columns)
+    check_output_names(spec, [*spec.keys, periodic.WINDOW_END] if spec.slide is not None else df.columns)
     if name is not None and (not isinstance(name, str) or not _NAME.fullmatch(name)):
         raise SlidingWindowError(f"name must be 1 to 40 letters, digits, '.', '_' or '-', got {name!r}")
     if expire_after is not None:

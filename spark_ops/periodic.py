@@ -52,11 +52,13 @@ def periodic_plan(df, spec: WindowSpec, run: str):
     aggregation and size)``, ``spec.engine`` the columnar engine."""
     types = {f.name: f.dataType for f in df.schema.fields}
     end_type = window_end_type(spec, types[spec.time])
-    names = [spec.key, WINDOW_END] + [n for n, _ in spec.output_columns]
-    schema = ", ".join([f"{quoted(spec.key)} {types[spec.key].simpleString()}",
-                        f"{quoted(WINDOW_END)} {end_type}"] + [f"{quoted(n)} {t}" for n, t in spec.output_columns])
+    k = len(spec.keys)
+    names = [*spec.keys, WINDOW_END] + [n for n, _ in spec.output_columns]
+    schema = ", ".join([f"{quoted(c)} {types[c].simpleString()}" for c in spec.keys] +
+                       [f"{quoted(WINDOW_END)} {end_type}"] + [f"{quoted(n)} {t}" for n, t in spec.output_columns])
     arrow_schema = output_arrow_schema(df.sparkSession, schema)
-    ordered = with_order_columns(df, spec).select(column(spec.key), column(spec.time), TIME, VALUE, ARRIVAL)
+    ordered = with_order_columns(df, spec).select(*[column(c) for c in spec.keys], column(spec.time), TIME, VALUE,
+                                                  ARRIVAL)
     kernels = list(spec.kernels)
     slide_us = round(spec.slide * MICROS)
     ranges_us = [round(r * MICROS) for r in spec.size_values]
@@ -69,21 +71,27 @@ def periodic_plan(df, spec: WindowSpec, run: str):
         def emit(key, ends_us, results):
             if not len(ends_us):
                 return
-            key_column = pa.array([key] * len(ends_us), type=arrow_schema.field(0).type)
-            end_column = _ends_array(ends_us, arrow_schema.field(1).type)
-            arrays = [pa.array(a, mask=null, type=arrow_schema.field(2 + i).type)
+            parts = key if k > 1 else (key,)
+            key_columns = [pa.array([part] * len(ends_us), type=arrow_schema.field(i).type)
+                           for i, part in enumerate(parts)]
+            end_column = _ends_array(ends_us, arrow_schema.field(k).type)
+            arrays = [pa.array(a, mask=null, type=arrow_schema.field(k + 1 + i).type)
                       for i, (a, null) in enumerate(results)]
-            out.append(pa.RecordBatch.from_arrays([key_column, end_column] + arrays, names=names))
+            out.append(pa.RecordBatch.from_arrays(key_columns + [end_column] + arrays, names=names))
+
+        def key_of(keys, i):
+            return tuple(c[i].as_py() for c in keys) if k > 1 else keys[i].as_py()
 
         for batch in batches:
-            keys, times, values = batch.column(0), batch.column(2), batch.column(3)
+            keys = [batch.column(i) for i in range(k)] if k > 1 else batch.column(0)
+            times, values = batch.column(k + 1), batch.column(k + 2)
             problems = rows.check_columns(keys, times, values)
             if problems:
                 i = next(i for i, p in enumerate(problems) if p)
-                raise rows.rejected(spec, problems[i], keys[i].as_py(), batch.column(1)[i].as_py(),
+                raise rows.rejected(spec, problems[i], key_of(keys, i), batch.column(k)[i].as_py(),
                                     values[i].as_py())
             for start, end in runs(keys):
-                key = keys[start].as_py()
+                key = key_of(keys, start)
                 if current is EMPTY or not key == current:
                     if window is not None:
                         emit(current, *window.close())
@@ -98,9 +106,9 @@ def periodic_plan(df, spec: WindowSpec, run: str):
             emit(current, *window.close())
             yield from out
 
-    key = column(spec.key)
-    return (ordered.repartition(key)
-                   .sortWithinPartitions(key, TIME, ARRIVAL)
+    keys = [column(c) for c in spec.keys]
+    return (ordered.repartition(*keys)
+                   .sortWithinPartitions(*keys, TIME, ARRIVAL)
                    .mapInArrow(windows_of_partition, schema))
 
 

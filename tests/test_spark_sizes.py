@@ -191,6 +191,26 @@ def test_slide_equals_spark_hopping_windows(spark, r, s):
                  {(w.k, w.window_end): w.asDict() for w in spark_rows}, columns)
 
 
+def test_slide_composite_key_equals_spark_hopping_windows(spark):
+    """key= two columns with slide=: one row per (dc, host) and window, the
+    key's columns first, as Spark's groupBy(dc, host, window(ts, r, s))."""
+    from pyspark.sql import functions as F
+
+    rows = random_rows(random.Random(41), keys=6, per_key=(10, 30))
+    epoch = dt.datetime(2024, 5, 1, 12, 0, 0)
+    df = spark.createDataFrame([(f"dc{int(row['k'][1:]) % 2}", int(row["k"][1:]) // 2,
+                                 epoch + dt.timedelta(seconds=row["t"]), row["v"]) for row in rows],
+                               "dc string, host int, ts timestamp, v double")
+    got = sliding_window(df, key=["dc", "host"], time="ts", value="v", aggs=["max", "count"], range=10,
+                         slide=5).collect()
+    assert got and got[0].__fields__ == ["dc", "host", "window_end", "max", "count"]
+    spark_rows = (df.groupBy("dc", "host", F.window("ts", "10 seconds", "5 seconds"))
+                  .agg(F.max("v").alias("max"), F.count("v").alias("count"))
+                  .select("dc", "host", F.col("window.end").alias("window_end"), "max", "count").collect())
+    _assert_same({(g.dc, g.host, g.window_end): g.asDict() for g in got},
+                 {(w.dc, w.host, w.window_end): w.asDict() for w in spark_rows}, ["max", "count"])
+
+
 def test_slide_numeric_time_several_sizes_against_the_oracle(spark):
     """A numeric time column (window_end numeric too), two sizes: the widest
     decides which windows exist; a smaller size's window without rows is
