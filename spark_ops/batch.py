@@ -16,7 +16,7 @@ from __future__ import annotations
 from mta.markers import EMPTY
 
 from . import frames, rows
-from .plan import ARRIVAL, INTERNAL, TIME, VALUE, InputTimes, column, output_schema, with_order_columns
+from .plan import ARRIVAL, INTERNAL, TIME, VALUE, InputTimes, column, key_reader, output_schema, with_order_columns
 from .spec import WindowSpec
 from .windows import open_key_window
 
@@ -29,16 +29,7 @@ def batch_plan(df, spec: WindowSpec, run: str):
     passed = [i for i, c in enumerate(columns) if c not in INTERNAL]
     names = [columns[i] for i in passed] + [n for n, _ in spec.output_columns]
     time_at, value_at, shown_at = (columns.index(c) for c in (TIME, VALUE, spec.time))
-    keys_at = [columns.index(c) for c in spec.keys]
-    composite = len(keys_at) > 1
-
-    def key_columns(batch):
-        """The key column, or the list of a composite key's columns."""
-        return [batch.column(i) for i in keys_at] if composite else batch.column(keys_at[0])
-
-    def key_of(keys, i):
-        """Row ``i``'s key: a Python value, or a tuple of them for a composite key."""
-        return tuple(c[i].as_py() for c in keys) if composite else keys[i].as_py()
+    key_columns, key_of = key_reader([columns.index(c) for c in spec.keys])
 
     def windows_of_partition(batches):
         import pyarrow as pa

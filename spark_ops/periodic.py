@@ -27,7 +27,7 @@ from mta.markers import EMPTY
 from . import rows
 from .batch import runs
 from .kernels import KERNELS, Rows
-from .plan import ARRIVAL, TIME, VALUE, column, output_arrow_schema, quoted, with_order_columns
+from .plan import ARRIVAL, TIME, VALUE, column, key_reader, output_arrow_schema, quoted, with_order_columns
 from .spec import MICROS, SlidingWindowError, WindowSpec
 
 #: The output column holding each window's end.
@@ -59,6 +59,7 @@ def periodic_plan(df, spec: WindowSpec, run: str):
     arrow_schema = output_arrow_schema(df.sparkSession, schema)
     ordered = with_order_columns(df, spec).select(*[column(c) for c in spec.keys], column(spec.time), TIME, VALUE,
                                                   ARRIVAL)
+    key_columns, key_of = key_reader(list(range(k)))
     kernels = list(spec.kernels)
     slide_us = round(spec.slide * MICROS)
     ranges_us = [round(r * MICROS) for r in spec.size_values]
@@ -79,11 +80,8 @@ def periodic_plan(df, spec: WindowSpec, run: str):
                       for i, (a, null) in enumerate(results)]
             out.append(pa.RecordBatch.from_arrays(key_columns + [end_column] + arrays, names=names))
 
-        def key_of(keys, i):
-            return tuple(c[i].as_py() for c in keys) if k > 1 else keys[i].as_py()
-
         for batch in batches:
-            keys = [batch.column(i) for i in range(k)] if k > 1 else batch.column(0)
+            keys = key_columns(batch)
             times, values = batch.column(k + 1), batch.column(k + 2)
             problems = rows.check_columns(keys, times, values)
             if problems:

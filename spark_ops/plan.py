@@ -20,6 +20,20 @@ def column(name: str):
     return F.col(quoted(name))
 
 
+def key_reader(positions: list[int]):
+    """For a key at column ``positions`` of an Arrow batch (one column, or
+    several for a composite key): ``(columns, key_of)``, where
+    ``columns(batch)`` gives the key column (or the list of a composite
+    key's columns, as :func:`spark_ops.batch.runs` and
+    :func:`spark_ops.rows.check_columns` take them) and ``key_of(keys, i)``
+    row ``i``'s key, a Python value or a tuple of them."""
+    if len(positions) == 1:
+        (at,) = positions
+        return (lambda batch: batch.column(at)), (lambda keys, i: keys[i].as_py())
+    return ((lambda batch: [batch.column(i) for i in positions]),
+            (lambda keys, i: tuple(c[i].as_py() for c in keys)))
+
+
 def with_order_columns(df, spec: WindowSpec):
     """Add the arrival number (input order: partition, then position), the
     time as double seconds and the value as the engine takes it (decimals

@@ -486,6 +486,28 @@ def test_telemetry_generator_shape():
 
 
 # -- errors ---------------------------------------------------------------------------------
+def test_run_slide_gives_one_row_per_key_and_window(spark, tmp_path, capsys):
+    """--range 10 --slide 5: per key, one row per window [e - 10, e) ending at
+    a multiple of 5 that holds rows, against brute force over the input."""
+    import math
+
+    rows = make_rows(120, keys=3, seed=21, t_hi=60)
+    write_csv(tmp_path / "in.csv", rows)
+    assert run_cli(spark, *_run_args(tmp_path / "in.csv", tmp_path / "out", "--slide", "5s", agg="max,count")) == 0
+    got = {(r["key"], r["window_end"]): (r["max"], r["count"])
+           for r in spark.read.parquet(str(tmp_path / "out")).collect()}
+    want = {}
+    for k in {r[0] for r in rows}:
+        times = [t for key, t, _ in rows if key == k]
+        for e in range(5 * (math.floor(min(times) / 5) + 1), 5 * (math.floor(max(times) / 5) + 3), 5):
+            inside = [v for key, t, v in rows if key == k and e - 10 <= t < e]
+            if inside:
+                want[(k, float(e))] = (max(inside), len(inside))
+    assert got == want
+    assert run_cli(spark, *_run_args(tmp_path / "in.csv", tmp_path / "o2", "--slide", "5", "--keep-columns")) == 2
+    assert "--keep-columns" in one_error_line(capsys.readouterr().err)
+
+
 def _run_args(src, out, *extra, agg="max", size=("--range", "10")):
     return ["run", "--input", str(src), "--output", str(out), "--key", "key", "--time", "t",
             "--value", "v", "--agg", agg, *size, *extra]

@@ -21,7 +21,7 @@ def window_spec(args) -> WindowSpec:
     try:
         return WindowSpec.build(key=key_columns(args.key), time=args.time, value=args.value, aggs=args.agg,
                                 range=args.range, rows=args.rows, on_bad_row=args.on_bad_row,
-                                frame=args.frame)
+                                frame=args.frame, slide=getattr(args, "slide", None))
     except SlidingWindowError as e:
         raise CLIError(str(e)) from None
 
@@ -34,6 +34,8 @@ def describe(spec: WindowSpec) -> str:
         size = f"range {spec.range} s" if spec.range is not None else f"newest {spec.rows} rows"
     if spec.peers:
         size += " (frame sql: [t - range, t], ties as peers)"
+    if spec.slide is not None:
+        size += f", every {spec.slide} s"
     return f"{', '.join(n for n, _, _ in spec.aggs)} over {size} per {', '.join(spec.keys)}"
 
 
@@ -65,6 +67,9 @@ def windows(df, args, spec: WindowSpec, store: str | None, name: str | None, val
         raise CLIError(f"no column {', '.join(repr(c) for c in missing)} in the input; it has "
                        f"{', '.join(fields) or 'no columns'}")
     outputs = [n for n, _ in spec.output_columns]
+    if spec.slide is not None and getattr(args, "keep_columns", False):
+        raise CLIError("--keep-columns keeps the input's columns beside each input row's output; --slide gives "
+                       "one row per key and window instead: use one or the other")
     keep = list(fields) if getattr(args, "keep_columns", False) else window_columns
     clash = sorted(set(keep) & set(outputs))
     if clash:
@@ -95,7 +100,7 @@ def windows(df, args, spec: WindowSpec, store: str | None, name: str | None, val
                              on_bad_row="flag" if raise_flagged else args.on_bad_row,
                              name=name, buffer_size=args.buffer_size, cache_size=args.cache_size,
                              engine=args.engine, expire_after=getattr(args, "expire_after", None),
-                             frame=args.frame)
+                             frame=args.frame, slide=spec.slide)
     except SlidingWindowError as e:
         raise CLIError(str(e)) from None
     if text and (args.on_bad_row == "flag" or raise_flagged):  # the window saw a null: say why it was one
@@ -111,6 +116,10 @@ def windows(df, args, spec: WindowSpec, store: str | None, name: str | None, val
         message = F.format_string(f"row rejected (%s): {where}; fix the input or pass --on-bad-row flag",
                                   F.col("rejected"), *shown)
         out = out.filter(F.when(F.col("rejected").isNotNull(), F.raise_error(message)).isNull())
+    if spec.slide is not None:  # one row per key and window
+        from ..periodic import WINDOW_END
+
+        keep = [*spec.keys, WINDOW_END]
     return out.select(*[F.col(f"`{c}`") for c in keep + outputs])
 
 
