@@ -163,17 +163,24 @@ class ColumnarWindow:
             start = np.minimum(start, end)  # the rows' own values stand in, then are masked or replaced
         else:
             empty = None
-        out, rows = [], Rows(x, start, end, carried)
-        for kernel, when_empty in zip(self._kernels, self._empty):
-            result, null = kernel(rows)
-            if empty is not None:
-                if when_empty is not None:
-                    result[empty] = when_empty
-                else:
-                    null = empty if null is None else null | empty
-            out.append((result, null))
-        return out
+        return aggregate(self._kernels, self._empty, Rows(x, start, end, carried), empty)
 
     def close(self) -> None:
         """The key is done: drop the carried rows."""
         self._values = self._times = None
+
+
+def aggregate(kernels, empties, rows, empty) -> list:
+    """``(result, null mask)`` of every kernel over ``rows``' windows;
+    windows marked in ``empty`` (``None``: none) hold no row and give the
+    aggregation's empty value (``empties``), or null where it has none."""
+    out = []
+    for kernel, when_empty in zip(kernels, empties):
+        result, null = kernel(rows)
+        if empty is not None:
+            if when_empty is not None:
+                result[empty] = when_empty
+            else:
+                null = empty if null is None else null | empty
+        out.append((result, null))
+    return out

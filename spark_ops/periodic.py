@@ -25,6 +25,7 @@ from mta import aggregators
 from mta.markers import EMPTY
 
 from . import rows
+from .columnar import aggregate
 from .batch import runs
 from .kernels import KERNELS, Rows
 from .plan import ARRIVAL, TIME, VALUE, column, key_reader, output_arrow_schema, quoted, with_order_columns
@@ -203,13 +204,4 @@ class PeriodicWindow:
             empty = None
         if not len(start):
             return [(np.empty(0, dtype=np.float64), None) for _ in self._kernels]
-        out, r = [], Rows(x, start, end, 0)
-        for kernel, when_empty in zip(self._kernels, self._empty):
-            result, null = kernel(r)
-            if empty is not None:
-                if when_empty is not None:
-                    result[empty] = when_empty
-                else:
-                    null = empty if null is None else null | empty
-            out.append((result, null))
-        return out
+        return aggregate(self._kernels, self._empty, Rows(x, start, end, 0), empty)
