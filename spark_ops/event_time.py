@@ -24,7 +24,8 @@ column.  The plan's input to that operator is the key and the packed rows
 (:mod:`spark_ops.passthrough`) plus :data:`MARKER`, a column that carries
 the watermark's metadata (so Spark gives the operator its watermark and
 timeouts) but holds a time no watermark reaches: every late row reaches
-:func:`settle_key` and is reported.
+the per-key function (:func:`spark_ops.streaming.event_time_windows`) and is
+reported.
 """
 
 from __future__ import annotations

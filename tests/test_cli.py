@@ -313,7 +313,10 @@ def test_run_text_value_flags_that_row_and_keeps_the_rest(spark, tmp_path, capsy
     assert "value 'abc' is not a number" in line and "in.csv" in line and "--on-bad-row flag" in line
 
 
-def test_stream_text_value_with_a_double_schema_is_flagged_as_not_a_number(spark, tmp_path, capsys):
+def _stream_with_text_value(tmp_path):
+    """A stream's first file with one value that is not a number (k0 at
+    t=200.0, 'abc'), read with a double schema: (incoming dir, its good
+    rows, the stream arguments)."""
     incoming = tmp_path / "incoming"
     incoming.mkdir()
     rows = make_rows(40, keys=2, seed=3)
@@ -322,7 +325,13 @@ def test_stream_text_value_with_a_double_schema_is_flagged_as_not_a_number(spark
         f.write("k0,200.0,abc\n")
     args = ["stream", "--input", incoming, "--output", tmp_path / "out", "--checkpoint", tmp_path / "ckpt",
             "--store", f"file:{tmp_path / 'state'}", "--key", "key", "--time", "t", "--value", "v",
-            "--agg", "max", "--range", 30, "--schema", "key STRING, t DOUBLE, v DOUBLE", "--on-bad-row", "flag"]
+            "--agg", "max", "--range", 30, "--schema", "key STRING, t DOUBLE, v DOUBLE"]
+    return incoming, rows, args
+
+
+def test_stream_text_value_with_a_double_schema_is_flagged_as_not_a_number(spark, tmp_path, capsys):
+    _, rows, args = _stream_with_text_value(tmp_path)
+    args += ["--on-bad-row", "flag"]
     capsys.readouterr()
     assert run_cli(spark, *args) == 0
     assert "processed 41 rows in 1 micro-batch, 1 row rejected (flagged in column 'rejected');" \
@@ -341,15 +350,7 @@ def test_stream_text_value_in_error_mode_fails_naming_the_text_and_file(spark, t
     """The same file without --on-bad-row flag: the micro-batch fails on the
     row, saying its text is not a number (not "null or NaN value"), and
     commits nothing: fixed, the file is processed in full from the checkpoint."""
-    incoming = tmp_path / "incoming"
-    incoming.mkdir()
-    rows = make_rows(40, keys=2, seed=3)
-    write_csv(incoming / "part-1.csv", rows)
-    with open(incoming / "part-1.csv", "a") as f:
-        f.write("k0,200.0,abc\n")
-    args = ["stream", "--input", incoming, "--output", tmp_path / "out", "--checkpoint", tmp_path / "ckpt",
-            "--store", f"file:{tmp_path / 'state'}", "--key", "key", "--time", "t", "--value", "v",
-            "--agg", "max", "--range", 30, "--schema", "key STRING, t DOUBLE, v DOUBLE"]
+    incoming, rows, args = _stream_with_text_value(tmp_path)
     capsys.readouterr()
     assert run_cli(spark, *args) == 2
     line = one_error_line(capsys.readouterr().err)
