@@ -23,9 +23,10 @@ operator sees them, silently, when its input carries the watermarked
 column.  The plan's input to that operator is the key and the packed rows
 (:mod:`spark_ops.passthrough`) plus :data:`MARKER`, a column that carries
 the watermark's metadata (so Spark gives the operator its watermark and
-timeouts) but holds a time no watermark reaches: every late row reaches
-the per-key function (:func:`spark_ops.streaming.event_time_windows`) and is
-reported.
+timeouts) but holds no time (null), which Spark's late-row filter
+(``time <= watermark``) never matches: every late row reaches the per-key
+function (:func:`spark_ops.streaming.event_time_windows`) and is reported,
+whatever the times (years 1 to 9999).
 """
 
 from __future__ import annotations
@@ -40,9 +41,6 @@ from .spec import SlidingWindowError
 DELAY_KEY = "spark.watermarkDelayMs"
 #: The column that carries the watermark to the stateful operator (see the module).
 MARKER = "__mta_watermark"
-#: The marker's value: a time no watermark passes, which pandas (the
-#: operator's Python side) still holds.
-MARKER_TIME = "2262-01-01 00:00:00"
 
 
 def watermark_delay(df, time: str) -> float | None:
@@ -64,7 +62,7 @@ def with_marker(packed, delay: float):
     """``packed`` (the key and its packed rows) with :data:`MARKER`."""
     from pyspark.sql import functions as F
 
-    marker = F.lit(MARKER_TIME).cast("timestamp").alias(MARKER, metadata={DELAY_KEY: int(round(delay * 1000))})
+    marker = F.lit(None).cast("timestamp").alias(MARKER, metadata={DELAY_KEY: int(round(delay * 1000))})
     return packed.select("*", marker)
 
 

@@ -11,10 +11,16 @@ unpacks them (:func:`unpack`), packs its output the same way
 (:func:`pack`), and :func:`unpack_batches` turns the packs back into rows
 of the declared output schema.  Pandas only ever holds ``bytes`` objects,
 which it keeps as they are.
+
+The group key is the one value the state API itself hands to Python
+through pandas; a timestamp key column crosses as its microseconds (a
+``long``, :class:`GroupKeys`) and becomes a ``datetime`` again in Python,
+so keys at any time Spark holds (years 1 to 9999) work.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Iterable, Iterator
 
 from .plan import PACKED
@@ -47,12 +53,49 @@ def unpack(packs: Iterable[bytes]):
     return pa.concat_tables(tables).combine_chunks()
 
 
-def pack_by_key(keys: str | list[str]):
+class GroupKeys:
+    """How the key columns ``keys`` of the input schema ``schema`` cross the
+    state API: as they are, except timestamps (with or without a time
+    zone), which travel as their microseconds since the epoch (UTC for a
+    timestamp, the wall clock for a ``timestamp_ntz``) because pandas holds
+    only the nanosecond range 1677-2262."""
+
+    def __init__(self, schema, keys: list[str]) -> None:
+        from pyspark.sql.types import TimestampNTZType, TimestampType
+
+        types = {f.name: f.dataType for f in schema.fields}
+        self.keys = list(keys)
+        #: Per key column: ``"utc"``, ``"ntz"`` (sent as microseconds) or ``None``.
+        self.micros = [("utc" if isinstance(types[k], TimestampType) else
+                        "ntz" if isinstance(types[k], TimestampNTZType) else None) for k in self.keys]
+        self.ddl = ", ".join(f"`{k.replace('`', '``')}` " + ("long" if m else types[k].simpleString())
+                             for k, m in zip(self.keys, self.micros))
+
+    def value(self, key: tuple) -> tuple:
+        """The key's column values as Python values (``datetime`` for the
+        timestamps) from the grouping key Spark hands the per-key function."""
+        values = []
+        for part, micros in zip(key, self.micros):
+            part = part.item() if hasattr(part, "item") else part
+            if micros is not None and part is not None:
+                part = (_EPOCH_UTC if micros == "utc" else _EPOCH) + dt.timedelta(microseconds=int(part))
+            values.append(part)
+        return tuple(values)
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
+_EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def pack_by_key(keys: str | list[str] | GroupKeys):
     """A ``mapInArrow`` function: each input batch as rows ``(*keys, packed)``,
     one per key of the batch (its rows, in input order, as IPC bytes; a
     composite key's columns ``keys`` together), so the rows travel to their
-    key's group without pandas reading them."""
-    keys = [keys] if isinstance(keys, str) else list(keys)
+    key's group without pandas reading them; a :class:`GroupKeys` sends its
+    timestamp key columns as microseconds."""
+    micros = keys.micros if isinstance(keys, GroupKeys) else None
+    keys = keys.keys if isinstance(keys, GroupKeys) else [keys] if isinstance(keys, str) else list(keys)
+    micros = micros or [None] * len(keys)
 
     def packed(batches: Iterator) -> Iterator:
         import pyarrow as pa
@@ -66,10 +109,16 @@ def pack_by_key(keys: str | list[str]):
                     at.append(group[0])
                     blobs.append(blob)
             firsts = pa.array(at, pa.int64())
-            yield pa.RecordBatch.from_arrays([batch.column(k).take(firsts) for k in keys]
+            yield pa.RecordBatch.from_arrays([_key_array(batch.column(k).take(firsts), m) for k, m in zip(keys, micros)]
                                              + [pa.array(blobs, pa.binary())], names=[*keys, PACKED])
 
     return packed
+
+
+def _key_array(column, micros):
+    import pyarrow as pa
+
+    return column.cast(pa.timestamp("us", column.type.tz)).cast(pa.int64()) if micros else column
 
 
 def _key_groups(batch, keys: list[str]) -> list[list[int]]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from . import event_time, passthrough
 from .plan import (ARRIVAL, INTERNAL, PACKED, TIME, VALUE, InputTimes, column, output_arrow_schema, output_schema,
-                   quoted, with_order_columns)
+                   with_order_columns)
 from .spec import SlidingWindowError, WindowSpec
 from .windows import open_key_window
 
@@ -40,7 +40,7 @@ def streaming_plan(df, spec: WindowSpec, run: str, expire_after: float | None):
         import pandas as pd
         import pyarrow.compute as pc
 
-        k = key_value(spec, key)
+        k = key_value(spec, group_keys.value(key))
         if state.hasTimedOut:  # no rows for expire_after: the window goes
             open_key_window(spec, k, run, streaming=True, resume=state.get[0]).expire()
             state.remove()
@@ -63,8 +63,8 @@ def streaming_plan(df, spec: WindowSpec, run: str, expire_after: float | None):
         yield pd.DataFrame({PACKED: passthrough.pack(_with_outputs(rows.select(passed), spec, outputs))})
 
     timeout = GroupStateTimeout.NoTimeout if expire_after is None else GroupStateTimeout.ProcessingTimeTimeout
-    key_schema = ", ".join(f"{quoted(c)} {ordered.schema[c].dataType.simpleString()}" for c in spec.keys)
-    packed = ordered.mapInArrow(passthrough.pack_by_key(list(spec.keys)), f"{key_schema}, {PACKED} binary")
+    group_keys = passthrough.GroupKeys(ordered.schema, list(spec.keys))
+    packed = ordered.mapInArrow(passthrough.pack_by_key(group_keys), f"{group_keys.ddl}, {PACKED} binary")
     delay = event_time.watermark_delay(df, spec.time)
     if delay is None:
         per_key, state_schema = windows_of_key, STATE_SCHEMA
@@ -73,7 +73,7 @@ def streaming_plan(df, spec: WindowSpec, run: str, expire_after: float | None):
             raise SlidingWindowError("expire_after counts processing time, and a query with a watermark waits for "
                                      "event time: use one or the other")
         packed = event_time.with_marker(packed, delay)
-        per_key, state_schema = event_time_windows(spec, run, passed), EVENT_TIME_STATE_SCHEMA
+        per_key, state_schema = event_time_windows(spec, run, passed, group_keys), EVENT_TIME_STATE_SCHEMA
         timeout = GroupStateTimeout.EventTimeTimeout
     return (packed.groupBy(*[column(c) for c in spec.keys])
                   .applyInPandasWithState(per_key, f"{PACKED} binary", state_schema, "append", timeout)
@@ -85,7 +85,7 @@ def streaming_plan(df, spec: WindowSpec, run: str, expire_after: float | None):
 EVENT_TIME_STATE_SCHEMA = STATE_SCHEMA + ", waiting binary"
 
 
-def event_time_windows(spec: WindowSpec, run: str, passed: list[str]):
+def event_time_windows(spec: WindowSpec, run: str, passed: list[str], group_keys: passthrough.GroupKeys):
     """The per-key function of a query with a watermark: this micro-batch's
     rows join the waiting ones; those the watermark passed enter the window
     (:mod:`spark_ops.event_time`)."""
@@ -94,7 +94,7 @@ def event_time_windows(spec: WindowSpec, run: str, passed: list[str]):
     def windows_of_key(key, frames, state):
         import pandas as pd
 
-        k = key_value(spec, key)
+        k = key_value(spec, group_keys.value(key))
         version, newest, job, blob = state.get if state.exists else (None, None, None, None)
         _check_job(spec, k, job, fingerprint)
         waiting = event_time.unpack_waiting(blob)
@@ -128,11 +128,10 @@ def event_time_windows(spec: WindowSpec, run: str, passed: list[str]):
     return windows_of_key
 
 
-def key_value(spec: WindowSpec, key: tuple):
-    """The key as the windows take it from Spark's grouping key (numpy
-    scalars as Python values): the one column's value, or a tuple of a
-    composite key's."""
-    values = tuple(k.item() if hasattr(k, "item") else k for k in key)
+def key_value(spec: WindowSpec, values: tuple):
+    """The key as the windows take it from the key columns' Python values
+    (:meth:`spark_ops.passthrough.GroupKeys.value`): the one column's
+    value, or a tuple of a composite key's."""
     return values if isinstance(spec.key, tuple) else values[0]
 
 

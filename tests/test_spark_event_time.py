@@ -153,6 +153,22 @@ def test_out_of_order_rows_within_the_delay_give_the_batch_output(spark, tmp_pat
     assert_outputs(batch.collect(), rows, want, NAMES)
 
 
+def test_times_past_pandas_range_wait_and_enter_in_order(spark, tmp_path):
+    """Event times in the years 3000 and 9999 (outside pandas' nanosecond
+    range, which the operator's Python side uses): rows out of order within
+    the delay still wait for the watermark and give the oracle's output, and
+    Spark drops none."""
+    for far in (dt.datetime(3000, 1, 1, tzinfo=dt.timezone.utc), dt.datetime(9999, 12, 31, 23, tzinfo=dt.timezone.utc)):
+        rows = out_of_order(4, keys=3)
+        rows = rows + [closing_row(rows, len(rows))]
+        for r in rows:
+            r["ts"] = far + dt.timedelta(seconds=r["t"])
+        stream = Stream(spark, str(tmp_path / str(far.year)))
+        got = stream.run(rows)
+        assert_outputs(got, rows[:-1], oracle(rows[:-1]), NAMES)
+        assert stream.dropped_by_spark() == 0
+
+
 def late_rows(rows: list[dict], first_id: int) -> tuple[list[dict], dict]:
     """Rows behind the watermark once ``rows`` are in: one at the oldest
     time of a key, one just behind the watermark, each of a key with rows

@@ -181,6 +181,44 @@ def test_streaming_composite_key_file_store(spark, tmp_path):
     assert {f"mta/{name}/{k!r}" for k in keys} <= windows
 
 
+#: Timestamps across the whole range Spark holds, most outside pandas' nanosecond
+#: range (1677-2262), which the state API's grouping key crosses.
+FAR_TIMES = [dt.datetime(1, 1, 1), dt.datetime(1600, 6, 1, 12, 0, 0, 1), dt.datetime(2026, 3, 29, 1, 30),
+             dt.datetime(2300, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999999)]
+
+
+def test_streaming_timestamp_keys_across_the_whole_range(spark, tmp_path):
+    """A streaming query keyed by a ``timestamp`` and a ``timestamp_ntz``
+    column, with key values from year 1 to 9999: two runs from the
+    checkpoint, each key's window spanning them, equal to the oracle; the
+    key columns pass through unchanged."""
+    import pyarrow as pa
+
+    rng = random.Random(9)
+    pairs = [(a.replace(tzinfo=dt.timezone.utc), b) for a in FAR_TIMES for b in rng.sample(FAR_TIMES, 2)]
+    rounds = [keyed_rows(rng, 70, pairs=pairs), keyed_rows(rng, 70, start=100.0, first_id=1000, pairs=pairs)]
+    schema = pa.schema([("id", pa.int64()), ("a", pa.timestamp("us", tz="UTC")), ("b", pa.timestamp("us")),
+                        ("t", pa.float64()), ("v", pa.float64())])
+    source, sink, ckpt = str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "ckpt")
+    os.makedirs(source)
+    out = sliding_window(spark.readStream.schema("id long, a timestamp, b timestamp_ntz, t double, v double")
+                         .parquet(source), key=["a", "b"], time="t", value="v", aggs=AGGS, range=30,
+                         store=f"file://{tmp_path}/store", name=f"ts-{uuid.uuid4().hex[:8]}")
+    for batch in rounds:
+        write_parquet(source, batch, schema)
+        run_available_now(out, sink, ckpt)
+    rows = [r for batch in rounds for r in batch]
+    got = spark.read.parquet(sink).toArrow().to_pylist()  # Arrow: no session time zone in the way
+    assert {(g["a"], g["b"]) for g in got} == {(r["a"], r["b"]) for r in rows}
+    assert_outputs(as_oracle_output([_Row(g) for g in got]), oracle_rows(rows),
+                   expected(oracle_rows(rows), NAMES, range=30), NAMES)
+
+
+class _Row(dict):
+    def asDict(self) -> dict:
+        return dict(self)
+
+
 # -- the SQL table function ------------------------------------------------------------
 def test_sql_function_composite_key(spark):
     """``key => array('a', 'b')`` with ``PARTITION BY (a, b)``: the oracle's
