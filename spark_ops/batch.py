@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from mta.markers import EMPTY
 
-from . import frames, rows
+from . import frames, rows, traffic
 from .plan import ARRIVAL, INTERNAL, TIME, VALUE, InputTimes, column, key_reader, output_schema, with_order_columns
 from .spec import WindowSpec
 from .windows import open_key_window
@@ -30,8 +30,13 @@ def batch_plan(df, spec: WindowSpec, run: str):
     names = [columns[i] for i in passed] + [n for n, _ in spec.output_columns]
     time_at, value_at, shown_at = (columns.index(c) for c in (TIME, VALUE, spec.time))
     key_columns, key_of = key_reader([columns.index(c) for c in spec.keys])
+    count = traffic.accumulator(df.sparkSession) if spec.store and spec.engine != "columnar" else None
 
     def windows_of_partition(batches):
+        with traffic.counted(count, spec):
+            yield from partition_windows(batches)
+
+    def partition_windows(batches):
         import pyarrow as pa
         from pyspark import TaskContext
 

@@ -15,7 +15,7 @@ it), so nothing is lost or counted twice.
 
 from __future__ import annotations
 
-from . import event_time, passthrough
+from . import event_time, passthrough, traffic
 from .plan import (ARRIVAL, INTERNAL, PACKED, TIME, VALUE, InputTimes, column, output_arrow_schema, output_schema,
                    with_order_columns)
 from .spec import SlidingWindowError, WindowSpec
@@ -35,8 +35,13 @@ def streaming_plan(df, spec: WindowSpec, run: str, expire_after: float | None):
     target = output_arrow_schema(df.sparkSession, schema)
     passed = [c for c in ordered.columns if c not in INTERNAL]
     fingerprint = spec.fingerprint()
+    count = traffic.accumulator(df.sparkSession)
 
     def windows_of_key(key, frames, state):
+        with traffic.counted(count, spec):
+            yield from key_windows(key, frames, state)
+
+    def key_windows(key, frames, state):
         import pandas as pd
         import pyarrow.compute as pc
 
@@ -73,7 +78,7 @@ def streaming_plan(df, spec: WindowSpec, run: str, expire_after: float | None):
             raise SlidingWindowError("expire_after counts processing time, and a query with a watermark waits for "
                                      "event time: use one or the other")
         packed = event_time.with_marker(packed, delay)
-        per_key, state_schema = event_time_windows(spec, run, passed, group_keys), EVENT_TIME_STATE_SCHEMA
+        per_key, state_schema = event_time_windows(spec, run, passed, group_keys, count), EVENT_TIME_STATE_SCHEMA
         timeout = GroupStateTimeout.EventTimeTimeout
     return (packed.groupBy(*[column(c) for c in spec.keys])
                   .applyInPandasWithState(per_key, f"{PACKED} binary", state_schema, "append", timeout)
@@ -85,13 +90,18 @@ def streaming_plan(df, spec: WindowSpec, run: str, expire_after: float | None):
 EVENT_TIME_STATE_SCHEMA = STATE_SCHEMA + ", waiting binary"
 
 
-def event_time_windows(spec: WindowSpec, run: str, passed: list[str], group_keys: passthrough.GroupKeys):
+def event_time_windows(spec: WindowSpec, run: str, passed: list[str], group_keys: passthrough.GroupKeys,
+                       count=None):
     """The per-key function of a query with a watermark: this micro-batch's
     rows join the waiting ones; those the watermark passed enter the window
     (:mod:`spark_ops.event_time`)."""
     fingerprint = spec.fingerprint()
 
     def windows_of_key(key, frames, state):
+        with traffic.counted(count, spec):
+            yield from key_windows(key, frames, state)
+
+    def key_windows(key, frames, state):
         import pandas as pd
 
         k = key_value(spec, group_keys.value(key))

@@ -70,9 +70,11 @@ def run(args, spark=None) -> int:
     with progress.stage("writing input", None, f"Parquet to {input_dir}"):
         files = write_parquet_input(readings, input_dir)
     with session(args, spark, "demo", progress) as spark:
+        from .. import traffic
         from ..api import choose_engine, sliding_window
 
         label = "running windows"
+        before = traffic.round_trips(spark)
         df = spark.read.parquet(input_dir)
         job = dict(key="host", time="ts", value="mem_mb", aggs=list(DEMO_AGGS), range=3600, store=store,
                    engine=args.engine, buffer_size=args.buffer_size, cache_size=args.cache_size)
@@ -83,6 +85,7 @@ def run(args, spark=None) -> int:
             windows = sliding_window(df, **job)
             windows.write.mode("overwrite").parquet(windows_dir)
         window_seconds = progress.times[label]
+        trips = traffic.round_trips(spark) - before
         master = spark.sparkContext.master
     with progress.stage("summary and plot", None, plot):
         summary = report(readings, windows_dir, plot)
@@ -93,7 +96,7 @@ def run(args, spark=None) -> int:
     print()
     print(f"{PROG} demo: one-hour sliding max / mean / stddev of memory, per host, on Spark "
           f"({master if new_session else 'the active session'})")
-    print(f"  engine         {engine}: {why}")
+    print(f"  engine         {engine}: {why}" + (f"; store {shown(store)}: {trips:,} round trips" if store else ""))
     print(f"  readings       {n:,} from {readings['host'].nunique():,} hosts, "
           f"{ts.min():%Y-%m-%d %H:%M:%S} to {ts.max():%Y-%m-%d %H:%M:%S} UTC")
     print(f"  windows        {summary['rows']:,} output rows in {duration(window_seconds)}: "

@@ -13,7 +13,7 @@ from .errors import EXIT_OK, PROG, CLIError
 from .options import Command, reader_options, seconds, window_options
 from .progress import Progress, duration
 from .session import session
-from .store import check_store, normalize_store
+from .store import check_store, normalize_store, shown
 from .window import describe, observe_rejected, window_spec, windows
 
 _log = logging.getLogger(__name__)
@@ -52,8 +52,10 @@ def run(args, spark=None) -> int:
         check_store(store)
     progress = Progress()
     with session(args, spark, "run", progress) as spark:
+        from .. import traffic
         from ..api import choose_engine
 
+        before = traffic.round_trips(spark)
         t0 = time.monotonic()
         with progress.stage("reading input", spark, f"{fmt} {args.input}"):
             df = (inputs.reader(spark.read, fmt, streaming=False, options=args.option, schema=schema)
@@ -67,6 +69,7 @@ def run(args, spark=None) -> int:
             out.write.mode("overwrite" if args.overwrite else "errorifexists").parquet(
                 inputs.spark_path(args.output))
         elapsed = time.monotonic() - t0
+        trips = traffic.round_trips(spark) - before
         rows = spark.read.parquet(inputs.spark_path(args.output)).count()
     rejected = observation.get["rejected"] if observation is not None else None
     flagged = "" if rejected is None else f"; {rejected:,} rejected, flagged in column 'rejected'"
@@ -74,7 +77,8 @@ def run(args, spark=None) -> int:
         _log.warning("%s run: %d of %d rows rejected (flagged in column 'rejected' of %s)",
                      PROG, rejected, rows, args.output)
     print(f"wrote {rows:,} rows to {args.output} (Parquet: {', '.join(out.columns)}) "
-          f"in {duration(elapsed)}, {rows / max(elapsed, 1e-9):,.0f} rows/s{flagged}")
+          f"in {duration(elapsed)}, {rows / max(elapsed, 1e-9):,.0f} rows/s{flagged}"
+          + (f"; store {shown(store)}: {trips:,} round trips" if store else ""))
     return EXIT_OK
 
 

@@ -86,16 +86,21 @@ def run(args, spark=None) -> int:
             writer = writer.trigger(processingTime=f"{args.trigger} milliseconds")
         what = ("until the files there are done" if isinstance(args.trigger, str)
                 else f"every {args.trigger / 1000:g} s until interrupted (Ctrl-C stops cleanly)")
+        from .. import traffic
+
+        before = traffic.round_trips(spark)
         with progress.stage("streaming", None, f"{args.input} -> {args.output} ({describe(spec)}), {what}"):
             query = writer.start()
             total, batches, stopped, rejected = _watch(query, progress)
+        trips = traffic.round_trips(spark) - before
     flagged = f", {rows(rejected)} rejected (flagged in column 'rejected')" if args.on_bad_row == "flag" else ""
     if rejected:
         _log.warning("%s stream: %d of %d rows rejected (flagged in column 'rejected' of %s)",
                      PROG, rejected, total, args.output)
     print(f"processed {rows(total)} in {batches} micro-batch{'es' * (batches != 1)}"
           f"{' (stopped on request)' if stopped else ''}{flagged}; output {args.output} (Parquet: "
-          f"{', '.join(out.columns)}), checkpoint {args.checkpoint}, store {shown(store)}")
+          f"{', '.join(out.columns)}), checkpoint {args.checkpoint}, store {shown(store)} "
+          f"({trips:,} round trips)")
     return EXIT_OK
 
 

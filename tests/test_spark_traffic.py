@@ -1,0 +1,105 @@
+"""Store round trips of window jobs: counted on the executors (a Spark
+accumulator, :mod:`spark_ops.traffic`), summed on the driver and printed in
+``mta-spark run``'s summary.
+
+The oracle replays the job's windows in this process, key by key in time
+order through the same window class with a fresh store of the same kind,
+and counts the requests that store served: the plan must report exactly
+that many (each key's rows are one Arrow batch there, as in the replay).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import sys
+
+import pytest
+
+import stores
+from spark_ops import cli, sliding_window, traffic
+from spark_ops.spec import WindowSpec
+from spark_ops.windows import open_key_window
+from tests.spark_fixtures import (SCHEMA, as_tuples, random_rows, run_available_now, ship_by_value, spark_session,
+                                  stream_source, write_parquet)
+
+ship_by_value(sys.modules[__name__])
+
+
+@pytest.fixture(scope="module")
+def spark():
+    session = spark_session("local[2]")
+    yield session
+    session.stop()
+
+
+def replayed_round_trips(data, store_url: str, *, streaming: bool = False, **job) -> int:
+    import pyarrow as pa
+
+    spec = WindowSpec.build(key="k", time="t", value="v", store=store_url, **job)
+    store = stores.pooled_store(store_url)
+    before = store.stats.round_trips
+    by_key: dict = {}
+    for arrival, r in enumerate(data):
+        by_key.setdefault(r["k"], []).append((r["t"], arrival, r["v"]))
+    for key, items in by_key.items():
+        items.sort()
+        window = open_key_window(spec, key, "replay", streaming=streaming)
+        try:
+            window.push(pa.array([t for t, _, _ in items]), pa.array([v for _, _, v in items]), None)
+            if streaming:
+                window.checkpoint()
+        finally:
+            window.close()
+    return store.stats.round_trips - before
+
+
+@pytest.mark.parametrize("job", [dict(aggs=["max", "mean"], range=7.0, engine="amta", buffer_size=2, cache_size=2),
+                                 dict(aggs=["sum"], rows=5, engine="lmta", buffer_size=3, cache_size=1),
+                                 dict(aggs=["max"], range=[3.0, 9.0], engine="amta", buffer_size=2, cache_size=2)])
+def test_batch_job_counts_the_round_trips_its_windows_make(spark, tmp_path, job):
+    rows = random_rows(random.Random(3), keys=12, per_key=(10, 80))
+    df = spark.createDataFrame(as_tuples(rows), SCHEMA)
+    before = traffic.round_trips(spark)
+    sliding_window(df, key="k", time="t", value="v", store=f"file://{tmp_path}/a", **job).collect()
+    counted = traffic.round_trips(spark) - before
+    want = replayed_round_trips(rows, f"file://{tmp_path}/b", **job)
+    assert want > len({r["k"] for r in rows})  # every key's window read and wrote the store
+    assert counted == want
+
+
+def test_streaming_micro_batch_counts_the_round_trips_of_its_keys(spark, tmp_path):
+    """One micro-batch (each key's rows in one call): the windows stay in
+    the store with a checkpoint; the count equals the replay's."""
+    rows = random_rows(random.Random(6), keys=8, per_key=(10, 60))
+    write_parquet(str(tmp_path / "in"), rows)
+    job = dict(aggs=["max", "count"], range=6.0, buffer_size=2, cache_size=2)
+    out = sliding_window(stream_source(spark, str(tmp_path / "in")), key="k", time="t", value="v",
+                         store=f"file://{tmp_path}/a", name="traffic", **job)
+    before = traffic.round_trips(spark)
+    run_available_now(out, str(tmp_path / "out"), str(tmp_path / "ckpt"))
+    counted = traffic.round_trips(spark) - before
+    assert counted == replayed_round_trips(rows, f"file://{tmp_path}/b", streaming=True, **job) > 0
+
+
+def test_columnar_job_with_a_store_makes_no_round_trips(spark, tmp_path):
+    df = spark.createDataFrame(as_tuples(random_rows(random.Random(4), keys=4)), SCHEMA)
+    before = traffic.round_trips(spark)
+    sliding_window(df, key="k", time="t", value="v", aggs=["max"], range=5.0, store=f"file://{tmp_path}/s").collect()
+    assert traffic.round_trips(spark) == before
+
+
+def test_cli_run_summary_names_the_round_trips(spark, tmp_path, capsys):
+    rows = random_rows(random.Random(5), keys=5, per_key=(20, 30))
+    src = tmp_path / "in.csv"
+    src.write_text("k,t,v\n" + "".join(f"{r['k']},{r['t']},{r['v']}\n" for r in rows))
+    for engine, trips in (("amta", replayed_round_trips(rows, f"file://{tmp_path}/oracle", aggs=["max"], range=10.0,
+                                                         engine="amta")), ("auto", 0)):
+        out = tmp_path / f"out-{engine}"
+        assert cli.main(["run", "--input", str(src), "--output", str(out), "--key", "k", "--time", "t", "--value", "v",
+                         "--agg", "max", "--range", "10", "--engine", engine, "--store", f"file:{tmp_path}/{engine}"],
+                        spark=spark) == 0
+        line = capsys.readouterr().out.strip().splitlines()[-1]
+        found = re.search(r"; store file:\S+: ([\d,]+) round trips$", line)
+        assert found, line
+        assert int(found.group(1).replace(",", "")) == trips, line
