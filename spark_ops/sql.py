@@ -24,7 +24,9 @@ pushes a key's rows through the key's window
 DataFrame call, the engine chosen by the same rule) in chunks of
 :data:`CHUNK` rows.  Batch tables only; the arguments (ready aggregations,
 ``range`` or ``rows``, ``frame``, ``engine``, ``store``, ``on_bad_row``)
-are those of :func:`spark_ops.sliding_window` and must be constants.
+are those of :func:`spark_ops.sliding_window` and must be constants;
+several sizes are ``range => '5m,1h'``, ``array(300, 3600)`` or
+``map('5m', 300, '1h', 3600)`` (columns ``max_5m``, ``max_1h``).
 
 Spark's row-at-a-time hand-over costs far more than the windows: the
 DataFrame call runs the same job many times faster (docs/benchmarks-spark.md,
@@ -209,9 +211,33 @@ def _constants(arguments: dict) -> dict:
         if not argument.isConstantExpression:
             raise SlidingWindowError(f"{FUNCTION_NAME}'s {name} => must be a constant")
         value = argument.value
+        if name in ("range", "rows"):
+            value = _sizes(value)
         values[name] = (float(value) if isinstance(value, decimal.Decimal)
                         else list(value) if name == "key" and isinstance(value, (list, tuple)) else value)
     return values
+
+
+def _sizes(value):
+    """``range =>`` or ``rows =>`` as :func:`spark_ops.sliding_window` takes
+    it: several sizes as ``'5m,1h'`` or ``array(300, 3600)`` (a list,
+    labelled by their text) or ``map('5m', 300, '1h', 3600)`` (a dict of
+    labels); SQL's decimal literals as seconds."""
+    def one(v):
+        return float(v) if isinstance(v, decimal.Decimal) else v.strip() if isinstance(v, str) else v
+
+    if isinstance(value, str) and "," in value:
+        return [one(v) for v in value.split(",")]
+    if isinstance(value, (list, tuple)):  # array(5, 12.5) is decimal(3,1): label 5.0 as typed, 5
+        return {_label(v): one(v) for v in value} if any(isinstance(v, decimal.Decimal) for v in value) else [
+            one(v) for v in value]
+    if isinstance(value, dict):
+        return {label: one(v) for label, v in value.items()}
+    return value
+
+
+def _label(v) -> str:
+    return format(v.normalize(), "f") if isinstance(v, decimal.Decimal) else str(v).strip()
 
 
 def _one_key(n: int):

@@ -80,6 +80,29 @@ def test_same_rows_as_the_dataframe_call(spark, time_type):
     assert {type(r.max) for r in sql} == {int}
 
 
+@pytest.mark.parametrize("sizes, labels", [("'5,12.5'", ["5", "12.5"]), ("array(5, 12.5)", ["5", "12.5"]),
+                                            ("map('short', '5s', 'long', '12.5 seconds')", ["short", "long"]),
+                                            ("'3,2'", ["3", "2"])])
+def test_several_sizes_in_one_call(spark, sizes, labels):
+    """range => several sizes: one column per aggregation and size, each
+    equal to the oracle over its own size, and to the DataFrame call."""
+    rows = random_rows(random.Random(15), keys=4)
+    aggs = ["max", "count", "first"]
+    table = _table(spark, rows)
+    got = spark.sql(f"SELECT * FROM mta_sliding_window(TABLE({table}) PARTITION BY k ORDER BY (t, id), key => 'k', "
+                    f"time => 't', value => 'v', aggs => 'max,count,first', range => {sizes})").collect()
+    values = [float(v) for v in labels] if labels[0] != "short" else [5.0, 12.5]
+    assert list(got[0].__fields__)[4:] == [f"{a}_{label}" for a in aggs for label in labels]
+    for label, size in zip(labels, values):
+        want = expected(rows, aggs, range=size)
+        assert_outputs([{**{c: g[c] for c in ("id", "k", "t", "v")}, **{a: g[f"{a}_{label}"] for a in aggs}}
+                        for g in got], rows, want, aggs)
+    df = spark.table(table)
+    frame = sliding_window(df, key="k", time="t", value="v", aggs=aggs,
+                           range=dict(zip(labels, values)) if labels[0] == "short" else [v.strip() for v in labels])
+    assert canonical(got) == canonical(frame.collect())
+
+
 def test_a_fractional_range_literal(spark):
     """A SQL literal such as 2.5 is a decimal; the range takes it as seconds."""
     rows = random_rows(random.Random(14), keys=3)
