@@ -137,11 +137,11 @@ class SizesSortedWindow(SortedWindow):
     """Several sizes of one key's batch window in one pass: an aggregating
     FIFO per size over one shared copy of the rows
     (:class:`mta.multi.sizes_two_stacks.SizesTwoStacks`: the rows' lifted
-    values in B-Int's level queues, their times in a FIFO, each size's
-    front of suffix aggregates in a FIFO of its own, all in the store when
-    there is a store).  Per row and size: amortized three monoid calls and
-    a read at the head of the size's front; the rows and times are written
-    once whatever the number of sizes."""
+    values and their times in FIFOs, a B-Int over blocks of ``2 *
+    cache_size`` rows, each size's front a few entries per block in a FIFO
+    of its own, all in the store when there is a store).  Per row and size:
+    amortized three monoid calls; the rows and times are written once
+    whatever the number of sizes."""
 
     def __init__(self, spec: WindowSpec, key: Any, run: str) -> None:
         RowWindow.__init__(self, spec, key)
@@ -200,6 +200,6 @@ class SizesSortedWindow(SortedWindow):
     def close(self) -> None:
         """The key is done: delete its data from the store."""
         if self._storage is not None:
-            self._storage.close(self.stacks.bint.levels, delete=True)
+            self._storage.close(self.stacks.blocks.levels, delete=True)
         for fifo in self._fifos:
             fifo.close(delete=True)

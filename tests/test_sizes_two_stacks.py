@@ -57,7 +57,7 @@ def in_store(url: str, buffer: int):
         return fifos[-1]
 
     def close(stacks):
-        storage.close(stacks.bint.levels, delete=True)
+        storage.close(stacks.blocks.levels, delete=True)
         for fifo in fifos:
             fifo.close(delete=True)
 

@@ -2,40 +2,44 @@
 aggregating FIFO of its own over one shared element storage: Two-Stacks
 (DABA paper section 4, Fig. 5; Tangwongsan, Hirzel and Schneider,
 "Sliding-Window Aggregation Algorithms", Encyclopedia of Big Data
-Technologies 2019) per window, with the flip reading the shared elements and
-B-Int range lookups (:mod:`.bint`) instead of a private back stack.
+Technologies 2019) per window, whose front stack is kept one block at a
+time, over blocks aggregated as in B-Int (:mod:`.bint`).
 
-Window ``s`` holds the positions ``[lo_s, hi)`` and splits them at its pivot
-``p_s`` into a front ``[lo_s, p_s)`` and a back ``[p_s, hi)``:
+The elements (and their tags, times, when windows are decided by tags) are
+kept once, in level queues that may be a store's; positions are absolute.
+Positions ``[jC, (j+1)C)`` form block ``j`` (``C`` is ``chunk``); a B-Int
+over the complete blocks' aggregates answers any run of whole blocks in
+O(log(W / C)).
 
-* the back is one running aggregate ``B_s = v[p_s] (+) ... (+) v[hi - 1]``
-  (one monoid call per inserted element);
-* the front is a level queue ``F_s`` over the same absolute positions
-  holding the suffix aggregates ``F_s[i] = v[i] (+) ... (+) v[p_s - 1]``
-  (each after the element's tag, a time, when windows are decided by tags:
-  position ``i``'s pair), so the oldest element's tag and the front's
-  aggregate are both at its head;
-* its result is ``F_s[lo_s] (+) B_s``: left to right, so the monoid need be
-  neither commutative nor invertible.
+Window ``s`` holds ``[lo_s, hi)`` and splits it at its pivot ``p_s``:
 
-When an eviction finds the front empty (``lo_s == p_s``) the window
-*flips*: ``p_s`` becomes ``hi`` and ``F_s`` gets the suffix aggregates of
-``[lo_s, hi)``.  Instead of a back stack of its own (one per window, the
-whole window in memory), the flip reads the shared elements in chunks of
-``chunk`` positions, oldest chunk first, so ``F_s`` is appended in position
-order: a chunk ``[c0, c1)`` starts its backward scan from ``agg[c1, hi)``,
-one B-Int lookup.  The elements (B-Int's levels) and the tags live in level
-queues that may be a store's, so the process holds O(chunk + log W) per
-window plus what the queues keep.
+* the back ``[p_s, hi)`` is one running aggregate ``B_s`` (one monoid call
+  per element);
+* the front ``[lo_s, p_s)`` is a sequence of *pieces*, the front's stretch
+  of each block, each with ``S``, the aggregate from its end to ``p_s``
+  (kept in a level queue of its own: two entries per piece, its start and
+  ``S``).  The piece holding ``lo_s`` is *loaded*: its elements read in one
+  go and their suffix aggregates ``v[i] (+) ... (+) v[end - 1] (+) S``
+  computed backward, O(C) in memory;
+* the window's result is ``suffix[lo_s] (+) B_s``, left to right, so the
+  monoid need be neither commutative nor invertible.
 
-Per element and window: amortized 3 monoid calls (back, flip, query) plus
-O(log W / chunk) for the flip's lookups, instead of a B-Int lookup's
-2 log W per window; shared by all windows: B-Int's append (amortized one
-monoid call) and its eviction.
+When the front is empty and an element must leave, the window *flips*:
+``p_s`` becomes ``hi`` and the front becomes ``[lo_s, hi)``, cut at the
+block boundaries; the last piece's aggregate is folded from its elements
+and every other piece's ``S`` is one B-Int lookup over the whole blocks
+after it, so a flip costs O(C + (W / C) log(W / C)) monoid calls and writes
+two entries per piece, not per element.
+
+Per element and window: amortized three monoid calls (back, the loaded
+piece's suffix, the result) plus the flip's share; shared by all windows:
+one monoid call per element for the blocks, two queue entries (element and
+tag).  Process memory: O(C) per window plus what the queues keep.
 """
 
 from __future__ import annotations
 
+from functools import reduce
 from typing import Callable, Sequence
 
 from ..level_queue import MemoryLevelQueue
@@ -55,9 +59,9 @@ class SizesTwoStacks:
     :meth:`slide` says per element and window up to which tag the oldest
     leave).
 
-    ``new_level`` makes B-Int's level queues (:class:`.bint.BInt`) and
-    ``new_fifo(name)`` the other queues (``"tags"`` and ``"front<s>"``);
-    both default to process memory."""
+    ``new_level`` makes the block B-Int's level queues (:class:`.bint.BInt`)
+    and ``new_fifo(name)`` the other queues (``"values"``, ``"tags"`` and
+    ``"front<s>"``); both default to process memory."""
 
     def __init__(self, monoid, windows: int, *, counts: Sequence[int] | None = None, tagged: bool = False,
                  new_level=MemoryLevelQueue, new_fifo: Callable = _memory_fifo, chunk: int = 1024) -> None:
@@ -75,17 +79,23 @@ class SizesTwoStacks:
         self.windows = windows
         self.counts = list(counts) if counts is not None else None
         self.chunk = chunk
-        self.bint = BInt(monoid, new_level=new_level)
+        self.blocks = BInt(monoid, new_level=new_level)  # block j's aggregate at position j
+        self._open = EMPTY  # aggregate of the incomplete block's elements
+        self.values = new_fifo("values")
         self.tags = new_fifo("tags") if tagged else None
         self.fronts = [new_fifo(f"front{s}") for s in range(windows)]
         self._lo = [0] * windows
         self._pivot = [0] * windows
         self._back = [EMPTY] * windows
+        # the loaded piece of each window: its start, suffix aggregates and tags
+        self._start = [0] * windows
+        self._suffixes: list[list] = [[] for _ in range(windows)]
+        self._piece_tags: list[list] = [[] for _ in range(windows)]
 
     @property
     def hi(self) -> int:
         """Position of the next element."""
-        return self.bint.hi
+        return self.values.hi
 
     def lo(self, s: int) -> int:
         """Position of window ``s``'s oldest element (``hi`` when empty)."""
@@ -100,129 +110,162 @@ class SizesTwoStacks:
         monoid's identity for an empty window).  Amortized O(windows) monoid
         calls per element (see the module doc).
 
-        The elements are appended to the shared storage first, then each
-        window runs over them on its own (its flips read only positions it
-        has reached, and B-Int answers those ranges whatever came after), and
-        the shared storage forgets what no window holds any more."""
+        A block's worth of elements is stored first, then each window runs
+        over them on its own (it reads only positions it has reached, and
+        the blocks answer those whatever came after), then the storage
+        forgets what no window holds any more."""
         k = self.windows
         tagged = self.tags is not None
         if tagged and (tags is None or cutoffs is None or len(cutoffs) != k):
             raise ValueError(f"tagged windows need tags= and cutoffs= ({k} sequences, one per window)")
-        bint = self.bint
-        append = bint.append
         out = [[] for _ in range(k)]
-        step = self.chunk  # elements appended ahead of the windows: the flips find them still in memory
+        step = self.chunk
         for a in range(0, len(values), step):
-            part = values[a : a + step]
-            start = bint.hi
-            for v in part:
-                append(v)
+            part = list(values[a : a + step])
+            start = self.values.hi
+            self._store(part)
             if tagged:
                 self.tags.extend(list(tags[a : a + step]))
             for s in range(k):
                 out[s] += (self._run_tagged(s, part, start, cutoffs[s][a : a + step]) if tagged
                            else self._run_counted(s, part, start))
-            oldest = min(self._lo)
-            if oldest > bint.lo:
-                bint.evict(oldest)
-                if tagged:
-                    self.tags.lo = oldest
+            self._forget()
         return out
 
-    def _run_tagged(self, s: int, values: Sequence, hi: int, cutoffs: Sequence) -> list:
-        """Window ``s`` over ``values`` (at positions from ``hi``), evicting
-        by tag.  Its front keeps position ``i``'s tag and suffix aggregate at
-        ``2i`` and ``2i + 1`` (a pair of the level queue)."""
-        combine, identity, flip = self._combine, self.monoid.identity, self._flip
-        front = self.fronts[s]
+    def _store(self, part: list) -> None:
+        """Append the elements and aggregate the blocks they complete."""
+        chunk, combine, blocks = self.chunk, self._combine, self.blocks
+        pos = self.values.hi
+        self.values.extend(part)
+        i = 0
+        while i < len(part):
+            take = min(chunk - pos % chunk, len(part) - i)
+            acc = self._open
+            piece = part[i : i + take]
+            acc = reduce(combine, piece) if acc is EMPTY else reduce(combine, piece, acc)
+            i += take
+            pos += take
+            if pos % chunk == 0:
+                blocks.append(acc)
+                acc = EMPTY
+            self._open = acc
+
+    def _forget(self) -> None:
+        """Drop the elements, tags and blocks before every window's oldest."""
+        oldest = min(self._lo)
+        if oldest > self.values.lo:
+            self.values.lo = oldest
+            if self.tags is not None:
+                self.tags.lo = oldest
+            self.blocks.evict(-(-oldest // self.chunk))
+
+    def _run_tagged(self, s: int, values: list, hi: int, cutoffs: Sequence) -> list:
+        """Window ``s`` over ``values`` (at positions from ``hi``), evicting by tag."""
+        combine, identity = self._combine, self.monoid.identity
         lo, pivot, b = self._lo[s], self._pivot[s], self._back[s]
-        if lo < pivot:  # the oldest element's tag and suffix aggregate
-            tag, head = front[2 * lo], front[2 * lo + 1]
-        else:
-            tag = head = EMPTY
+        start, suffixes, piece_tags = self._start[s], self._suffixes[s], self._piece_tags[s]
+        end = start + len(suffixes)
         results = []
         add = results.append
         for v, cut in zip(values, cutoffs):
             hi += 1
             b = v if b is EMPTY else combine(b, v)
             while True:
-                if head is EMPTY:  # the front is empty
+                if lo == end:  # the loaded piece is used up
                     if lo == hi:
                         break
-                    flip(front, lo, hi)
-                    pivot, b = hi, EMPTY
-                    tag, head = front[2 * lo], front[2 * lo + 1]
-                if tag > cut:
+                    if lo == pivot:
+                        self._flip(s, lo, hi)
+                        pivot, b = hi, EMPTY
+                    start, suffixes, piece_tags = self._load(s, lo, pivot)
+                    end = start + len(suffixes)
+                if piece_tags[lo - start] > cut:
                     break
                 lo += 1
-                front.lo = 2 * lo
-                if lo < pivot:
-                    tag, head = front[2 * lo], front[2 * lo + 1]
-                else:
-                    tag = head = EMPTY
-            if head is EMPTY:
+            if lo == end:
                 add(identity if b is EMPTY else b)
             else:
-                add(head if b is EMPTY else combine(head, b))
+                f = suffixes[lo - start]
+                add(f if b is EMPTY else combine(f, b))
         self._lo[s], self._pivot[s], self._back[s] = lo, pivot, b
+        self._start[s], self._suffixes[s], self._piece_tags[s] = start, suffixes, piece_tags
         return results
 
-    def _run_counted(self, s: int, values: Sequence, hi: int) -> list:
+    def _run_counted(self, s: int, values: list, hi: int) -> list:
         """Window ``s`` over ``values`` (at positions from ``hi``), keeping
         the newest ``counts[s]``."""
-        combine, identity, flip = self._combine, self.monoid.identity, self._flip
-        front, count = self.fronts[s], self.counts[s]
+        combine, identity, count = self._combine, self.monoid.identity, self.counts[s]
         lo, pivot, b = self._lo[s], self._pivot[s], self._back[s]
+        start, suffixes = self._start[s], self._suffixes[s]
+        end = start + len(suffixes)
         results = []
         add = results.append
         for v in values:
             hi += 1
             b = v if b is EMPTY else combine(b, v)
-            if lo < hi - count:
-                while lo < hi - count:
+            keep = hi - count
+            while lo < keep:
+                lo += 1
+                if lo == end and lo < hi:
                     if lo == pivot:
-                        flip(front, lo, hi)
+                        self._flip(s, lo, hi)
                         pivot, b = hi, EMPTY
-                    lo += 1
-                front.lo = lo
-            if lo < pivot:
-                f = front[lo]
-                add(f if b is EMPTY else combine(f, b))
-            else:
+                    start, suffixes, _ = self._load(s, lo, pivot)
+                    end = start + len(suffixes)
+            if lo == end and lo < hi:  # the first element
+                if lo == pivot:
+                    self._flip(s, lo, hi)
+                    pivot, b = hi, EMPTY
+                start, suffixes, _ = self._load(s, lo, pivot)
+                end = start + len(suffixes)
+            if lo == end:
                 add(identity if b is EMPTY else b)
+            else:
+                f = suffixes[lo - start]
+                add(f if b is EMPTY else combine(f, b))
         self._lo[s], self._pivot[s], self._back[s] = lo, pivot, b
+        self._start[s], self._suffixes[s] = start, suffixes
         return results
 
-    def _flip(self, front, a: int, hi: int) -> None:
-        """The front ``[a, a)`` becomes ``[a, hi)``: suffix aggregates to
-        ``hi`` (after their tags when tagged), a chunk at a time, oldest
-        chunk first.  O(hi - a) monoid calls plus O(log W) per chunk;
-        O(chunk) elements in memory."""
-        tq = self.tags
-        scale = 1 if tq is None else 2
-        if front.hi != scale * a:
-            raise AssertionError(f"flip of a front ending at {front.hi} from {a}")
-        front.lo = scale * a
-        combine, bint, chunk = self._combine, self.bint, self.chunk
-        leaves = bint.levels[0]
-        extend = front.extend
-        for c0 in range(a, hi, chunk):
-            c1 = min(c0 + chunk, hi)
-            acc = bint.range(c1, hi) if c1 < hi else EMPTY
-            values = leaves.span(c0, c1)
-            suffixes = [None] * (c1 - c0)
-            for j in range(c1 - c0 - 1, -1, -1):
-                v = values[j]
-                acc = v if acc is EMPTY else combine(v, acc)
-                suffixes[j] = acc
-            if tq is not None:  # interleaved: tag, aggregate, tag, ...
-                entries = [None] * (2 * (c1 - c0))
-                entries[0::2] = tq.span(c0, c1)
-                entries[1::2] = suffixes
-                suffixes = entries
-            extend(suffixes)
+    def _flip(self, s: int, a: int, hi: int) -> None:
+        """Window ``s``'s empty front becomes ``[a, hi)``: its pieces (cut at
+        the block boundaries) and each one's ``S``.  O(C) monoid calls for the
+        last piece, O(log(W / C)) per other piece."""
+        front, chunk, combine = self.fronts[s], self.chunk, self._combine
+        if front.lo != front.hi:
+            raise AssertionError(f"window {s} flipped with pieces left in its front")
+        last = max(a, (hi - 1) // chunk * chunk)  # the last piece's start
+        tail = reduce(combine, self.values.span(last, hi)) if last > a else EMPTY
+        for start in range(a, hi, chunk) if a % chunk == 0 else [a, *range(a // chunk * chunk + chunk, hi, chunk)]:
+            after = start // chunk * chunk + chunk  # the next piece's start
+            if after > last:
+                front.extend([start, None])  # the last piece: nothing after it
+            elif after == last:
+                front.extend([start, tail])
+            else:
+                front.extend([start, combine(self.blocks.range(after // chunk, last // chunk), tail)])
+
+    def _load(self, s: int, lo: int, pivot: int) -> tuple[int, list, list]:
+        """Window ``s``'s next piece, which starts at ``lo``: its suffix
+        aggregates (and tags).  O(C) monoid calls, one read per queue."""
+        front = self.fronts[s]
+        j = front.lo
+        start, after = front[j], front[j + 1]
+        end = front[j + 2] if j + 2 < front.hi else pivot
+        front.lo = j + 2
+        if start != lo:
+            raise AssertionError(f"window {s}'s next piece starts at {start}, not at its oldest element {lo}")
+        values = self.values.span(start, end)
+        combine = self._combine
+        acc = EMPTY if end == pivot else after
+        suffixes = [None] * len(values)
+        for i in range(len(values) - 1, -1, -1):
+            v = values[i]
+            acc = v if acc is EMPTY else combine(v, acc)
+            suffixes[i] = acc
+        return start, suffixes, (self.tags.span(start, end) if self.tags is not None else [])
 
     def local_size(self) -> int:
-        """Elements the queues hold in process memory."""
-        queues = list(self.bint.levels) + self.fronts + ([self.tags] if self.tags is not None else [])
-        return sum(q.local_size() for q in queues)
+        """Elements held in process memory: the queues' and the loaded pieces'."""
+        queues = [*self.blocks.levels, self.values, *self.fronts] + ([self.tags] if self.tags is not None else [])
+        return sum(q.local_size() for q in queues) + sum(map(len, self._suffixes)) + sum(map(len, self._piece_tags))
