@@ -194,7 +194,7 @@ class SizesTwoStacks:
     def _run_counted(self, s: int, values: list, hi: int) -> list:
         """Window ``s`` over ``values`` (at positions from ``hi``), keeping
         the newest ``counts[s]``."""
-        combine, identity, count = self._combine, self.monoid.identity, self.counts[s]
+        combine, count = self._combine, self.counts[s]
         lo, pivot, b = self._lo[s], self._pivot[s], self._back[s]
         start, suffixes = self._start[s], self._suffixes[s]
         end = start + len(suffixes)
@@ -203,26 +203,19 @@ class SizesTwoStacks:
         for v in values:
             hi += 1
             b = v if b is EMPTY else combine(b, v)
-            keep = hi - count
-            while lo < keep:
-                lo += 1
-                if lo == end and lo < hi:
+            keep = hi - count  # below hi: the newest element stays
+            while True:
+                if lo == end:  # the loaded piece is used up
                     if lo == pivot:
                         self._flip(s, lo, hi)
                         pivot, b = hi, EMPTY
                     start, suffixes, _ = self._load(s, lo, pivot)
                     end = start + len(suffixes)
-            if lo == end and lo < hi:  # the first element
-                if lo == pivot:
-                    self._flip(s, lo, hi)
-                    pivot, b = hi, EMPTY
-                start, suffixes, _ = self._load(s, lo, pivot)
-                end = start + len(suffixes)
-            if lo == end:
-                add(identity if b is EMPTY else b)
-            else:
-                f = suffixes[lo - start]
-                add(f if b is EMPTY else combine(f, b))
+                if lo >= keep:
+                    break
+                lo += 1
+            f = suffixes[lo - start]
+            add(f if b is EMPTY else combine(f, b))
         self._lo[s], self._pivot[s], self._back[s] = lo, pivot, b
         self._start[s], self._suffixes[s] = start, suffixes
         return results
