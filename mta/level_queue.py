@@ -46,6 +46,16 @@ class LevelQueue:
     def append(self, value: Any) -> None:
         raise NotImplementedError
 
+    def extend(self, values) -> None:
+        """Append every value of the list ``values`` in order."""
+        for value in values:
+            self.append(value)
+
+    def span(self, a: int, b: int) -> list:
+        """The live elements ``[a, b)`` in order, read together (a store
+        reads them in one round trip, leaving its head cache as it is)."""
+        return [self[i] for i in range(a, b)]
+
     def discard(self) -> None:
         """Release everything the level holds (the level is being removed)."""
         self.lo = self.hi
@@ -82,6 +92,9 @@ class MemoryLevelQueue(LevelQueue):
     def __setitem__(self, i: int, value: Any) -> None:
         self._items[i - self._base] = value
 
+    def span(self, a: int, b: int) -> list:
+        return self._items[a - self._base : b - self._base]
+
     def append(self, value: Any) -> None:
         dead = self.lo - self._base
         if dead > self.COMPACT_AFTER and dead >= self.hi - self.lo:
@@ -92,6 +105,12 @@ class MemoryLevelQueue(LevelQueue):
         self.hi += 1
         if _graveyard:
             _reclaim()
+
+    def extend(self, values) -> None:
+        if values:
+            self.append(values[0])  # compaction and reclaiming, as append does them
+            self._items += values[1:]
+            self.hi += len(values) - 1
 
     def discard(self) -> None:
         _graveyard.append(self._items)

@@ -134,81 +134,72 @@ def leading_at_most(q, cutoff) -> int:
 
 
 class SizesSortedWindow(SortedWindow):
-    """Several sizes of one key's batch window from one window: the rows'
-    lifted values in B-Int's level queues (:class:`mta.multi.bint.BInt`, in
-    the store next to the times' FIFO when there is a store), which answer
-    any range of the live rows.  The largest size decides what is evicted;
-    each size keeps the position where its window starts and its result is
-    the range from there to the row.  Per row: amortized O(1) monoid calls
-    to append, O(log W) per size to answer, W the rows of the window."""
+    """Several sizes of one key's batch window in one pass: an aggregating
+    FIFO per size over one shared copy of the rows
+    (:class:`mta.multi.sizes_two_stacks.SizesTwoStacks`: the rows' lifted
+    values and their times in FIFOs, a B-Int over blocks of ``2 *
+    cache_size`` rows, each size's front a few entries per block in a FIFO
+    of its own, all in the store when there is a store).  Per row and size:
+    amortized three monoid calls; the rows and times are written once
+    whatever the number of sizes."""
 
     def __init__(self, spec: WindowSpec, key: Any, run: str) -> None:
         RowWindow.__init__(self, spec, key)
-        from mta.multi.bint import BInt
+        from mta.multi.sizes_two_stacks import SizesTwoStacks
 
         aggregator = spec.value_aggregator()
         self._lift, self._lower = aggregator.lift, aggregator.lower
-        self._identity = aggregator.monoid.identity
         self.width = len(spec.aggs)
         self.sizes = spec.size_values
         self.range, self.rows = spec.range, spec.rows
         options = spec.storage_options(key, run)
         self._in_store = bool(options)
+        self._fifos: list = []
+        levels = {}
         if options:
             store, window_id = options["store"], options["window_id"]
             self._storage = store.open_window(window_id, engine="BInt", mutable_tail=0,
                                               buffer_size=spec.buffer_size, cache_size=spec.cache_size)
-            self.bint = BInt(aggregator.monoid, new_level=self._storage.new_level)
+            levels["new_level"] = self._storage.new_level
+
+            def new_fifo(name: str):
+                fifo = store.open_fifo(f"{window_id}~{name}", buffer_size=spec.buffer_size,
+                                       cache_size=spec.cache_size)
+                self._fifos.append(fifo)
+                return fifo
+
+            levels["new_fifo"] = new_fifo
         else:
             self._storage = None
-            self.bint = BInt(aggregator.monoid)
-        self.times = None
         if self.range is not None:
             self._edges = [frames.range_edge(size, spec.frame) for size in self.sizes]
-            self.times = (store.open_fifo(window_id + "~times", buffer_size=spec.buffer_size,
-                                          cache_size=spec.cache_size)
-                          if options else MemoryLevelQueue(0, 0))
-        self._starts = [0] * len(self.sizes)  # where each size's window starts (absolute positions)
+            self.stacks = SizesTwoStacks(aggregator.monoid, len(self.sizes), tagged=True,
+                                         chunk=2 * spec.cache_size, **levels)
+        else:
+            self.stacks = SizesTwoStacks(aggregator.monoid, len(self.sizes), counts=list(self.sizes),
+                                         chunk=2 * spec.cache_size, **levels)
 
     def slide(self, times: Sequence[float], lifted: Sequence) -> list[list]:
-        bint, starts, lower = self.bint, self._starts, self._lower
-        fifo = self.times
-        widest = max(range(len(self.sizes)), key=self.sizes.__getitem__)
-        columns = [[] for _ in range(self.width * len(self.sizes))]
-        for t, v in zip(times, lifted):
-            bint.append(v)
-            hi = bint.hi
-            if self.rows is not None:
-                for s, n in enumerate(self.sizes):
-                    starts[s] = max(hi - n, starts[s])
-            else:
-                fifo.append(t)
-                for s, edge in enumerate(self._edges):
-                    cutoff, lo = edge(t), starts[s]
-                    if s == widest:  # the largest window: search (O(log k) reads)
-                        if fifo[lo] <= cutoff:
-                            fifo.lo = lo
-                            lo += leading_at_most(fifo, cutoff)
-                    else:  # inside the window, near its newest rows: step
-                        while lo < hi and fifo[lo] <= cutoff:
-                            lo += 1
-                    starts[s] = lo
-            results = [lower(bint.range(lo, hi) if lo < hi else self._identity) for lo in starts]
-            for s, result in enumerate(results):
-                if self.width == 1:
-                    columns[s].append(result)
-                else:
-                    for a in range(self.width):
-                        columns[a * len(self.sizes) + s].append(result[a])
-            oldest = min(starts)
-            bint.evict(oldest)
-            if fifo is not None:
-                fifo.lo = oldest
-        return columns
+        if self.range is None:
+            by_size = self.stacks.slide(lifted)
+        else:
+            import numpy as np
+
+            at = np.asarray(times, dtype=np.float64)
+            by_size = self.stacks.slide(lifted, times, [edge(at).tolist() for edge in self._edges])
+        lower = self._lower
+        if lower is not identity_function:
+            by_size = [list(map(lower, results)) for results in by_size]
+        if self.width == 1:
+            return by_size
+        # columns: aggregation-major, then size (as spec.columns)
+        split = [[list(column) for column in zip(*results)] if results else [[] for _ in range(self.width)]
+                 for results in by_size]
+        return [split[s][a] for a in range(self.width) for s in range(len(self.sizes))]
 
     def close(self) -> None:
         """The key is done: delete its data from the store."""
         if self._storage is not None:
-            self._storage.close(self.bint.levels, delete=True)
-        if self._in_store and self.times is not None:
-            self.times.close(delete=True)
+            self._storage.close(self.stacks.blocks.levels, delete=True)
+        for fifo in self._fifos:
+            fifo.close(delete=True)

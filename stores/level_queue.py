@@ -135,6 +135,20 @@ class StoreLevelQueue(LevelQueue):
         else:  # a prefetch in flight, or nothing more in the store yet: poll
             self._check_at = i + min(32, max(1, size >> 4))
 
+    def span(self, a: int, b: int) -> list:
+        """Elements ``[a, b)``: recent and cached ones from memory, the rest
+        in one read, which leaves the head cache as it is."""
+        base, lo, cache = self._base, self._cache_lo, self._cache
+        stop = min(b, base)
+        out = cache[a - lo : min(stop, lo + len(cache)) - lo] if lo <= a < stop else []
+        self._hits += len(out)
+        a += len(out)
+        if a < stop:  # in the store only
+            first = a >> 1
+            out += self._fetch(first, ((stop + 1) >> 1) - first)[a - 2 * first : stop - 2 * first]
+            a = stop
+        return out + self._recent[a - base : b - base] if a < b else out
+
     def __setitem__(self, i: int, value) -> None:
         base = self._base
         if i >= base:
@@ -152,6 +166,17 @@ class StoreLevelQueue(LevelQueue):
         if hi >= self._flush_at:  # buffer_size pairs became final
             self._start_flush((hi - self._w.mutable_tail) >> 1)
         if self._w.wanted:  # prefetches asked for while the engine was only reading
+            self._w.start_prefetches()
+
+    def extend(self, values) -> None:
+        """Append every value of the list ``values``: one flush check."""
+        if not values:
+            return
+        self._recent += values
+        hi = self.hi = self.hi + len(values)
+        if hi >= self._flush_at:
+            self._start_flush((hi - self._w.mutable_tail) >> 1)
+        if self._w.wanted:
             self._w.start_prefetches()
 
     def discard(self) -> None:

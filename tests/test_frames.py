@@ -151,6 +151,32 @@ def test_batch_windows_sql_range_frame(store_url, span, data, picks, engine, in_
 
 
 @sane_settings(40)
+@given(data=st.data(), picks=st.lists(st.integers(0, 1000), max_size=5), in_store=st.booleans(),
+       by=st.sampled_from(["range", "rows"]))
+def test_several_sizes_in_one_mta_window_sql_frame(store_url, data, picks, in_store, by):  # noqa: F811
+    """Several sizes of one batch MTA window (the sizes share the rows): each
+    size's columns equal that size's sql-frame oracle, peers and rejected
+    rows included, with a non-commutative aggregation whose identity is a
+    value too."""
+    times, values = data.draw(key_rows(2.5))
+    sizes = {"a": 1.0, "b": 2.5, "c": 10.0} if by == "range" else {"a": 1, "b": 2, "c": 5}
+    aggs = ["first", "max", "count", ("affine", affine(), "string")]
+    store = dict(store=store_url, buffer_size=1, cache_size=1) if in_store else {}
+    spec = WindowSpec.build(key="k", time="t", value="v", aggs=aggs, engine="amta", frame="sql",
+                            on_bad_row="flag", **{by: sizes}, **store)
+    window = open_key_window(spec, "k", fresh_window("frame"))
+    try:
+        got = push_all(window, times, values, time_cuts(times, picks))
+    finally:
+        window.close()
+    names = [a if isinstance(a, str) else a[0] for a in aggs]
+    for label, size in sizes.items():
+        picked = [got[[f"{a}_{lab}" for a in names for lab in sizes].index(f"{a}_{label}")] for a in names]
+        windows = brute(times, values, span=size) if by == "range" else brute(times, values, n=size)
+        check(picked + [got[-1]], names, windows)
+
+
+@sane_settings(40)
 @given(n=st.sampled_from([1, 2, 5]), data=st.data(), picks=st.lists(st.integers(0, 1000), max_size=5),
        engine=st.sampled_from(["columnar", "amta", "lmta"]))
 def test_batch_windows_sql_rows_frame_is_the_newest_n_in_arrival_order(n, data, picks, engine):

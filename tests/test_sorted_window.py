@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spark_ops.sorted_window import SortedWindow, leading_at_most
+from spark_ops.sorted_window import SizesSortedWindow, SortedWindow, leading_at_most
 from spark_ops.spec import WindowSpec
 from mta import MemoryLevelQueue
 from tests.store_fixtures import fresh_window, store_url  # noqa: F401  (fixture)
@@ -91,6 +91,54 @@ def test_count_windows(store_url, data, n, engine, cut):  # noqa: F811
     check(spec, times, values, brute(times, values, rows=n), int(cut * len(times)))
 
 
+def check_sizes(spec, times, values, split):
+    """Every size's columns against brute force at that size, the rows in
+    two batches."""
+    w = SizesSortedWindow(spec, "k", fresh_window("sizes"))
+    got = [[] for _ in spec.columns]
+    for lo, hi in ((0, split), (split, len(times))):
+        lifted, problems = w.lift(values[lo:hi])
+        assert problems is None
+        for column, results in zip(got, w.slide(times[lo:hi], lifted)):
+            column.extend(results)
+    w.close()
+    by_name = dict(zip([name for name, _, _ in spec.columns], got))
+    for label, size in spec.sizes:
+        kind = {"range": size} if spec.range is not None else {"rows": size}
+        windows = brute(times, values, **kind)
+        for name, _, _ in spec.aggs:
+            column = by_name[f"{name}_{label}"]
+            for i, (window, result) in enumerate(zip(windows, column)):
+                if name == "max":
+                    assert result == max(window), (label, i, window, result)
+                elif name == "count":
+                    assert result == len(window), (label, i, window, result)
+                elif name == "first":
+                    assert result == window[0], (label, i, window, result)
+
+
+@sane_settings(40)
+@given(data=sorted_rows(), spans=st.lists(st.sampled_from([0.5, 1.0, 7.0, 30.0, 100.0]), min_size=2, max_size=4,
+                                          unique=True),
+       aggs=st.sampled_from([["max"], ["count", "first", "max"]]), sizes=st.sampled_from([1, 2, 512]),
+       cut=st.floats(0, 1))
+def test_several_time_windows(store_url, data, spans, aggs, sizes, cut):  # noqa: F811
+    times, values = data
+    spec = WindowSpec.build(key="k", time="t", value="v", aggs=aggs, range=spans, engine="amta", store=store_url,
+                            buffer_size=sizes, cache_size=sizes)
+    check_sizes(spec, times, values, int(cut * len(times)))
+
+
+@sane_settings(25)
+@given(data=sorted_rows(), ns=st.lists(st.sampled_from([1, 2, 5, 33]), min_size=2, max_size=3, unique=True),
+       cut=st.floats(0, 1))
+def test_several_count_windows(store_url, data, ns, cut):  # noqa: F811
+    times, values = data
+    spec = WindowSpec.build(key="k", time="t", value="v", aggs=["count", "first", "max"], rows=ns, engine="amta",
+                            store=store_url, buffer_size=1, cache_size=1)
+    check_sizes(spec, times, values, int(cut * len(times)))
+
+
 @given(st.lists(st.integers(0, 30), max_size=200).map(sorted), st.integers(-1, 31), st.integers(0, 20))
 def test_leading_at_most(values, cutoff, dropped):
     q = MemoryLevelQueue(0, 7)
@@ -124,6 +172,25 @@ def test_store_backed_memory_does_not_grow_with_the_window(tmp_path):
     assert peak <= _local_bound(in_store.engine.height(), 8, 8) + _local_bound(1, 8, 8), peak
     assert peak < 1_000
     assert in_memory.engine.local_size() + in_memory.times.local_size() >= 2 * 20_000
+    in_store.close()
+
+
+def test_several_sizes_in_a_store_hold_little_memory(tmp_path):
+    """Four time windows of up to 20,000 rows in the file store, buffer and
+    cache of 8 pairs: the shared rows, times and each size's front keep a few
+    hundred elements in process memory."""
+    spec = WindowSpec.build(key="k", time="t", value="v", aggs=["max", "mean"], range=[20_000, 10_000, 5_000, 2_500],
+                            store=f"file://{tmp_path}", buffer_size=8, cache_size=8)
+    in_store = SizesSortedWindow(spec, "k", fresh_window("bounded"))
+    peak = 0
+    for start in range(0, 60_000, 1_000):
+        times = [float(t) for t in range(start, start + 1_000)]
+        values = [float(t % 97) for t in times]
+        got = in_store.slide(times, in_store.lift(values)[0])
+        assert got[0][-1] == max(float(t % 97) for t in range(max(0, start + 1_000 - 20_000), start + 1_000))
+        peak = max(peak, in_store.stacks.local_size())
+    assert in_store.stacks.hi - in_store.stacks.lo(0) == 20_000
+    assert peak < 1_000, peak
     in_store.close()
 
 
