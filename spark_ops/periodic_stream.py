@@ -139,6 +139,9 @@ def _windows_of_key(spec: WindowSpec, target):
         window = MonoidPeriodicWindow(spec, k, ranges_us, slide_us, windows)
         new = passthrough.unpack(blobs) if blobs else waiting.slice(0, 0) if waiting is not None else None
         if new is not None:
+            if new.num_rows and rows.null_key(k):
+                raise rows.rejected(spec, rows.NULL_KEY, k, new.column(spec.time)[0].as_py(),
+                                    new.column(VALUE)[0].as_py())
             leaving, problems, ready, waiting = event_time.split(new, waiting, watermark_ms / 1000)
             if leaving.num_rows:  # slide= takes on_bad_row="error" only
                 raise rows.rejected(spec, problems[0], k, leaving.column(spec.time)[0].as_py(),

@@ -267,6 +267,18 @@ def test_late_row_fails_the_query_naming_it(spark, tmp_path):
     assert "is behind the watermark" in message and f"k={late['k']!r}" in message, message[:3000]
 
 
+def test_null_key_fails_the_query_naming_it(spark, tmp_path):
+    """A row with a null key has no window to enter: the query fails naming
+    it (never a window of key None)."""
+    rows = out_of_order(14, keys=2)
+    rows[5] = {**rows[5], "k": None}
+    stream = Stream(spark, str(tmp_path))
+    with pytest.raises(Exception) as info:
+        stream.run(rows)
+    message = str(info.value)
+    assert "row rejected (null or NaN key): k=None" in message, message[:3000]
+
+
 def test_streaming_configuration_errors(spark, tmp_path):
     source = spark.readStream.schema(SCHEMA).parquet(str(tmp_path))
     ok = dict(key="k", time="ts", value="v", aggs=["sum"], range=10, slide=5)
