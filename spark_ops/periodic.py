@@ -11,10 +11,14 @@ too.  Times are compared in whole microseconds, as Spark's timestamps are.
 The plan is the batch plan's (one shuffle by key, one sort by ``(key,
 time, arrival)``, one pass per key with ``mapInArrow``); each key's rows go
 through a :class:`PeriodicWindow`, which computes every window of every
-size with the columnar engine's kernels (:mod:`spark_ops.kernels`), so
-``slide=`` takes the aggregations that engine computes.  A window is
-complete, and emitted, once a row at or after its end has come (the rows
-come sorted by time) or when the key's rows end.
+size with the columnar engine's kernels (:mod:`spark_ops.kernels`), or,
+for aggregations those kernels do not compute (a user aggregator) and
+``engine="amta"`` or ``"lmta"``, through
+:class:`spark_ops.periodic_stream.MonoidPeriodicWindow` (panes of the
+slide on the aggregators' monoids).  A window is complete, and emitted,
+once a row at or after its end has come (the rows come sorted by time) or
+when the key's rows end.  Streaming ``slide=`` is
+:mod:`spark_ops.periodic_stream`'s.
 """
 
 from __future__ import annotations
