@@ -123,7 +123,7 @@ def periodic_streaming_plan(df, spec: WindowSpec):
 def _windows_of_key(spec: WindowSpec, target):
     """The per-key function: this micro-batch's rows join the waiting ones,
     those the watermark passed enter the panes, the windows it passed leave."""
-    fingerprint = spec.fingerprint()
+    fingerprint = f"{spec.fingerprint()}; slide={spec.slide!r}"  # the panes' length is the slide
     slide_us = round(spec.slide * MICROS)
     ranges_us = [round(r * MICROS) for r in spec.size_values]
 

@@ -226,6 +226,23 @@ def test_out_of_order_rows_give_every_window_once(spark, tmp_path):
     assert_windows({key: g for key, g in got.items()}, spark_hopping(spark, rows), ["sum", "count", "max", "mean"])
     assert stream.dropped_by_spark() == 0
     assert len(stream.progress) > 10, "the rows must come in many micro-batches"
+    # every key but the closing row's has written all its windows: its state is gone
+    assert stream.progress[-1]["stateOperators"][0]["numRowsTotal"] == 1
+
+
+def test_restart_with_another_slide_is_refused(spark, tmp_path):
+    """The panes in a query's state are the slide's: the same checkpoint
+    with another slide fails naming the key instead of mixing them."""
+    rows = out_of_order(15, keys=2)
+    stream = Stream(spark, str(tmp_path))
+    stream.run(rows)
+    df = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(stream.source)
+          .withWatermark("ts", f"{DELAY} seconds"))
+    write_files(stream.source, [closing_row(rows, len(rows))], 1, stream.files)
+    other = sliding_window(df, key="k", time="ts", value="v", aggs=aggs(), range=RANGE, slide=RANGE)
+    with pytest.raises(Exception) as info:
+        run_available_now(other, stream.sink, stream.ckpt)
+    assert "built by another job" in str(info.value), str(info.value)[:3000]
 
 
 def test_restart_with_open_windows_and_a_failed_task(spark, tmp_path, tmp_path_factory):
