@@ -230,6 +230,28 @@ def test_out_of_order_rows_give_every_window_once(spark, tmp_path):
     assert stream.progress[-1]["stateOperators"][0]["numRowsTotal"] == 1
 
 
+def test_several_sizes_in_one_stream(spark, tmp_path):
+    """range={"s": 5, "l": 10}: the widest size decides which windows come
+    out; each size's columns are the oracle's at that size, a smaller
+    size's window without rows the aggregation's empty value (count 0,
+    joined "", the others null)."""
+    rows = out_of_order(16, keys=4)
+    source = os.path.join(str(tmp_path), "in")
+    write_files(source, rows + [closing_row(rows, len(rows))], 12)
+    df = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(source)
+          .withWatermark("ts", f"{DELAY} seconds"))
+    out = sliding_window(df, key="k", time="ts", value="v", aggs=aggs(), range={"s": 5, "l": 10}, slide=SLIDE)
+    run_available_now(out, os.path.join(str(tmp_path), "out"), os.path.join(str(tmp_path), "ckpt"))
+    got = by_window(read_sink(spark, os.path.join(str(tmp_path), "out")), seconds)
+    wide, small = periodic_oracle(rows, NAMES, 10, SLIDE), periodic_oracle(rows, NAMES, 5, SLIDE)
+    empty = {"count": 0, "sum": 0, "joined": ""}
+    want = {key: {**{f"{a}_l": v for a, v in res.items()},
+                  **{f"{a}_s": small.get(key, {}).get(a, empty.get(a)) for a in NAMES}}
+            for key, res in wide.items()}
+    assert_windows(got, want, [f"{a}_{label}" for a in NAMES for label in ("s", "l")])
+    assert any(key not in small for key in wide), "some smaller window must be empty"
+
+
 def test_restart_with_another_slide_is_refused(spark, tmp_path):
     """The panes in a query's state are the slide's: the same checkpoint
     with another slide fails naming the key instead of mixing them."""
