@@ -26,6 +26,7 @@ import stores
 from . import columnar, durations, periodic
 from .batch import batch_plan
 from .periodic import periodic_plan
+from .periodic_stream import periodic_streaming_plan
 from .plan import INTERNAL
 from .spec import SlidingWindowError, WindowSpec, key_columns
 from .streaming import streaming_plan
@@ -104,13 +105,20 @@ def sliding_window(df, key: str | list[str], time: str, value: str, aggs, *, ran
     ``max_5m``, ``max_1h``); one size keeps the plain names (``max``).  All
     sizes come from one shuffle, one sort and one pass per key.
 
-    ``slide`` (seconds or a duration; batch, ``range=`` only): periodic
+    ``slide`` (seconds or a duration; ``range=`` only): periodic
     output instead of one row per input row, Spark's ``window(time, range,
     slide)``: windows end at the multiples of the slide and hold the rows
     with time in ``[end - range, end)``; one row per key and window that
     holds rows, with the key, ``window_end`` (the time column's type) and
     one column per aggregation and size (:mod:`spark_ops.periodic`).  The
-    slide must divide the range.
+    slide must divide the range.  Batch jobs run on the columnar kernels
+    where they can, else (user aggregations, ``engine="amta"`` or
+    ``"lmta"``) on the aggregators' monoids over panes of the slide.  In
+    streaming the input needs a watermark on the time column: a window is
+    emitted once the watermark reaches its end, once (append mode); its
+    state lives in Spark's state store, so ``store=`` and ``name=`` are not
+    needed, and a late row fails the query naming it
+    (:mod:`spark_ops.periodic_stream`).
 
     ``name`` names the windows in the store: required for streaming, where
     a restarted query finds its windows by it, and each query needs its own.
@@ -157,26 +165,33 @@ def sliding_window(df, key: str | list[str], time: str, value: str, aggs, *, ran
 
 
 def _periodic(df, spec: WindowSpec, name, expire_after):
-    """The plan of ``slide=`` (:mod:`spark_ops.periodic`), batch jobs on the
-    columnar engine's kernels."""
+    """The plan of ``slide=``: batch jobs on the columnar engine's kernels
+    (:mod:`spark_ops.periodic`) where they can run, else, and in streaming,
+    on the aggregators' monoids (:mod:`spark_ops.periodic_stream`)."""
     from pyspark.sql.types import FractionalType
 
-    if df.isStreaming:
-        raise SlidingWindowError("slide= is not supported in streaming yet (a window would be emitted once the "
-                                 "watermark passes its end); use it on a batch DataFrame, or the per-row output")
     if expire_after is not None:
-        raise SlidingWindowError("expire_after is for streaming queries; a batch job's windows are deleted "
-                                 "when it is done")
-    why_not = columnar.ineligible(spec, isinstance(df.schema[spec.value].dataType, FractionalType))
-    if why_not is not None:
-        raise SlidingWindowError(f"slide= computes with the columnar engine's kernels, which cannot run this job: "
-                                 f"{why_not}")
-    if spec.engine not in ("auto", "columnar"):
-        raise SlidingWindowError(f"slide= runs on the columnar engine, not engine={spec.engine!r}; "
-                                 "use engine='auto'")
+        raise SlidingWindowError("expire_after is for per-row streaming queries without a watermark; a slide= "
+                                 "query drops a key's state once the watermark has passed its windows")
     periodic.window_end_type(spec, df.schema[spec.time].dataType)  # checked before any job
-    spec = dataclasses.replace(spec, engine="columnar", kernels=tuple(columnar.kernel_names(spec)))
-    return periodic_plan(df, spec, name or f"batch-{uuid.uuid4().hex[:12]}")
+    why_not = columnar.ineligible(spec, isinstance(df.schema[spec.value].dataType, FractionalType))
+    if df.isStreaming:
+        if spec.engine == "columnar":
+            raise SlidingWindowError("engine='columnar' is for batch jobs; a streaming slide= query computes its "
+                                     "windows on the aggregators' monoids (engine='auto')")
+        spec = dataclasses.replace(spec, engine="amta" if spec.engine == "auto" else spec.engine)
+        _log.info("sliding_window: slide= in streaming, windows on the aggregators' monoids in Spark's state")
+        return periodic_streaming_plan(df, spec)
+    run = name or f"batch-{uuid.uuid4().hex[:12]}"
+    if spec.engine in ("auto", "columnar") and why_not is None:
+        _log.info("sliding_window: slide= on the columnar engine")
+        return periodic_plan(df, dataclasses.replace(spec, engine="columnar",
+                                                     kernels=tuple(columnar.kernel_names(spec))), run)
+    if spec.engine == "columnar":
+        raise SlidingWindowError(f"engine='columnar' cannot run this job: {why_not}; use engine='auto'")
+    _log.info("sliding_window: slide= on the aggregators' monoids (%s)",
+              why_not or f"engine={spec.engine!r} asked for")
+    return periodic_plan(df, dataclasses.replace(spec, engine="amta" if spec.engine == "auto" else spec.engine), run)
 
 
 #: What a run's name may be (it becomes part of every window's name in the store).

@@ -11,10 +11,14 @@ too.  Times are compared in whole microseconds, as Spark's timestamps are.
 The plan is the batch plan's (one shuffle by key, one sort by ``(key,
 time, arrival)``, one pass per key with ``mapInArrow``); each key's rows go
 through a :class:`PeriodicWindow`, which computes every window of every
-size with the columnar engine's kernels (:mod:`spark_ops.kernels`), so
-``slide=`` takes the aggregations that engine computes.  A window is
-complete, and emitted, once a row at or after its end has come (the rows
-come sorted by time) or when the key's rows end.
+size with the columnar engine's kernels (:mod:`spark_ops.kernels`), or,
+for aggregations those kernels do not compute (a user aggregator) and
+``engine="amta"`` or ``"lmta"``, through
+:class:`spark_ops.periodic_stream.MonoidPeriodicWindow` (panes of the
+slide on the aggregators' monoids).  A window is complete, and emitted,
+once a row at or after its end has come (the rows come sorted by time) or
+when the key's rows end.  Streaming ``slide=`` is
+:mod:`spark_ops.periodic_stream`'s.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import numpy as np
 from mta import aggregators
 from mta.markers import EMPTY
 
-from . import rows
+from . import aggregations, rows
 from .columnar import aggregate
 from .batch import runs
 from .kernels import KERNELS, Rows
@@ -48,15 +52,50 @@ def window_end_type(spec: WindowSpec, time_type) -> str:
     return time_type.simpleString()
 
 
+def output_schema(spec: WindowSpec, types: dict) -> str:
+    """The Spark schema (DDL) of periodic rows: the key columns, ``window_end``
+    and one column per aggregation and size; ``types``: the input's column types."""
+    end_type = window_end_type(spec, types[spec.time])
+    return ", ".join([f"{quoted(c)} {types[c].simpleString()}" for c in spec.keys] +
+                     [f"{quoted(WINDOW_END)} {end_type}"] + [f"{quoted(n)} {t}" for n, t in spec.output_columns])
+
+
+def windows_batch(spec: WindowSpec, arrow_schema, key, ends_us, results):
+    """One key's windows as an Arrow record batch of ``arrow_schema``
+    (:func:`output_schema`): ``ends_us`` their ends, ``results`` per
+    aggregation and size (aggregation-major) a NumPy array and null mask
+    (the kernels') or a list of Python values (a monoid's, converted by the
+    overflow rule, :func:`spark_ops.aggregations.arrow_column`)."""
+    import pyarrow as pa
+
+    k = len(spec.keys)
+    parts = key if k > 1 else (key,)
+    key_columns = [pa.array([part] * len(ends_us), type=arrow_schema.field(i).type) for i, part in enumerate(parts)]
+    end_column = _ends_array(np.asarray(ends_us, dtype=np.int64), arrow_schema.field(k).type)
+    arrays = []
+    for i, ((name, _, spark), result) in enumerate(zip(spec.columns, results)):
+        if isinstance(result, list):
+            try:
+                arrays.append(aggregations.arrow_column(result, spark).cast(arrow_schema.field(k + 1 + i).type))
+            except aggregations.OutOfRange as exc:
+                end = end_column[exc.index].as_py()
+                raise aggregations.overflow_error(spec, key, name, end, exc.value) from None
+        else:
+            a, null = result
+            arrays.append(pa.array(a, mask=null, type=arrow_schema.field(k + 1 + i).type))
+    return pa.RecordBatch.from_arrays(key_columns + [end_column] + arrays, schema=arrow_schema)
+
+
 def periodic_plan(df, spec: WindowSpec, run: str):
     """``df``'s windows as rows ``(key, window_end, one column per
-    aggregation and size)``, ``spec.engine`` the columnar engine."""
+    aggregation and size)``: on the columnar engine's kernels when
+    ``spec.engine`` is ``"columnar"``, else on the aggregators' monoids
+    (:class:`spark_ops.periodic_stream.MonoidPeriodicWindow`)."""
+    from .periodic_stream import MonoidPeriodicWindow
+
     types = {f.name: f.dataType for f in df.schema.fields}
-    end_type = window_end_type(spec, types[spec.time])
     k = len(spec.keys)
-    names = [*spec.keys, WINDOW_END] + [n for n, _ in spec.output_columns]
-    schema = ", ".join([f"{quoted(c)} {types[c].simpleString()}" for c in spec.keys] +
-                       [f"{quoted(WINDOW_END)} {end_type}"] + [f"{quoted(n)} {t}" for n, t in spec.output_columns])
+    schema = output_schema(spec, types)
     arrow_schema = output_arrow_schema(df.sparkSession, schema)
     ordered = with_order_columns(df, spec).select(*[column(c) for c in spec.keys], column(spec.time), TIME, VALUE,
                                                   ARRIVAL)
@@ -64,6 +103,7 @@ def periodic_plan(df, spec: WindowSpec, run: str):
     kernels = list(spec.kernels)
     slide_us = round(spec.slide * MICROS)
     ranges_us = [round(r * MICROS) for r in spec.size_values]
+    columnar = spec.engine == "columnar"
 
     def windows_of_partition(batches):
         import pyarrow as pa
@@ -71,15 +111,8 @@ def periodic_plan(df, spec: WindowSpec, run: str):
         current, window, out = EMPTY, None, []
 
         def emit(key, ends_us, results):
-            if not len(ends_us):
-                return
-            parts = key if k > 1 else (key,)
-            key_columns = [pa.array([part] * len(ends_us), type=arrow_schema.field(i).type)
-                           for i, part in enumerate(parts)]
-            end_column = _ends_array(ends_us, arrow_schema.field(k).type)
-            arrays = [pa.array(a, mask=null, type=arrow_schema.field(k + 1 + i).type)
-                      for i, (a, null) in enumerate(results)]
-            out.append(pa.RecordBatch.from_arrays(key_columns + [end_column] + arrays, names=names))
+            if len(ends_us):
+                out.append(windows_batch(spec, arrow_schema, key, ends_us, results))
 
         for batch in batches:
             keys = key_columns(batch)
@@ -94,11 +127,17 @@ def periodic_plan(df, spec: WindowSpec, run: str):
                 if current is EMPTY or not key == current:
                     if window is not None:
                         emit(current, *window.close())
-                    current, window = key, PeriodicWindow(kernels, ranges_us, slide_us)
+                    current = key
+                    window = (PeriodicWindow(kernels, ranges_us, slide_us) if columnar
+                              else MonoidPeriodicWindow(spec, key, ranges_us, slide_us))
                 n = end - start
-                dtype = np.float64 if pa.types.is_floating(values.type) else np.int64
-                emit(key, *window.push(times.slice(start, n).to_numpy(),
-                                       values.slice(start, n).to_numpy().astype(dtype, copy=False)))
+                if columnar:
+                    dtype = np.float64 if pa.types.is_floating(values.type) else np.int64
+                    emit(key, *window.push(times.slice(start, n).to_numpy(),
+                                           values.slice(start, n).to_numpy().astype(dtype, copy=False)))
+                else:
+                    emit(key, *window.push(times.slice(start, n), values.slice(start, n),
+                                           batch.column(k).slice(start, n)))
             yield from out
             out.clear()
         if window is not None:

@@ -397,6 +397,58 @@ def test_stream_two_runs_available_now(spark, tmp_path, capsys):
     assert result.count() == len(first) + len(second) + len(third)
 
 
+def test_stream_slide_writes_each_window_once_the_watermark_passes_it(spark, tmp_path, capsys):
+    """--watermark 5s --slide 5s --range 10 over two available-now runs (a
+    restart from the checkpoint with windows open), rows out of order
+    within the delay, no --store: the windows written are those brute force
+    gives over every row that end at or before the final watermark (the
+    newest time minus the delay), each once."""
+    import datetime as dt
+    import math
+
+    base = dt.datetime(2026, 1, 1)
+    incoming, out, ckpt = tmp_path / "incoming", tmp_path / "out", tmp_path / "ckpt"
+    incoming.mkdir()
+    rows = sorted(make_rows(160, keys=3, seed=23, t_hi=80), key=lambda r: r[1] + random.Random(r[2]).uniform(0, 4))
+    args = ["stream", "--input", incoming, "--output", out, "--checkpoint", ckpt, "--schema",
+            "key STRING, t TIMESTAMP, v DOUBLE", "--format", "csv", "--key", "key", "--time", "t", "--value", "v",
+            "--agg", "max,count", "--range", "10", "--slide", "5s", "--watermark", "5s"]
+
+    def write(name, part):
+        with open(incoming / name, "w") as f:
+            f.write("key,t,v\n" + "".join(f"{k},{base + dt.timedelta(seconds=t)},{v!r}\n" for k, t, v in part))
+
+    write("part-1.csv", rows[:80])
+    assert run_cli(spark, *args) == 0
+    first = spark.read.parquet(str(out)).count()
+    write("part-2.csv", rows[80:])
+    assert run_cli(spark, *args) == 0
+    assert "windows in Spark state" in capsys.readouterr().out
+    got = [((r["key"], (r["window_end"] - base).total_seconds()), (r["max"], r["count"]))
+           for r in spark.read.parquet(str(out)).collect()]
+    assert len(got) == len(dict(got)), "a window was written twice"
+    watermark = max(t for _, t, _ in rows) - 5
+    want = {}
+    for k in {r[0] for r in rows}:
+        times = [t for key, t, _ in rows if key == k]
+        for e in range(5 * math.floor(min(times) / 5), 5 * (math.floor(watermark / 5) + 1), 5):
+            inside = [v for key, t, v in rows if key == k and e - 10 <= t < e]
+            if inside:
+                want[(k, float(e))] = (max(inside), len(inside))
+    assert dict(got) == want
+    assert 0 < first < len(want)
+
+
+def test_stream_slide_usage_errors(tmp_path, capsys):
+    os.makedirs(tmp_path / "in")
+    argv = ["stream", "--input", str(tmp_path / "in"), "--output", str(tmp_path / "o"), "--checkpoint",
+            str(tmp_path / "c"), "--key", "k", "--time", "t", "--value", "v", "--agg", "max", "--range", "10"]
+    assert cli.main(argv + ["--slide", "5"]) == 2
+    assert "--slide in a stream writes each window once the watermark" in one_error_line(capsys.readouterr().err)
+    assert cli.main(argv) == 2
+    assert "needs --store URL" in one_error_line(capsys.readouterr().err)
+
+
 def test_stream_interval_trigger_stops_cleanly_on_sigint(spark, tmp_path, capsys):
     incoming, out = tmp_path / "incoming", tmp_path / "out"
     incoming.mkdir()

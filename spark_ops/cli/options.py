@@ -161,8 +161,20 @@ def spark_options(master: str) -> argparse.ArgumentParser:
     return common
 
 
-def window_options(p: argparse.ArgumentParser, *, store_required: bool) -> None:
-    """The window's columns, aggregations, size, bad-row rule, engine and store."""
+def slide_option(p: argparse.ArgumentParser, *, streaming: bool) -> None:
+    """``--slide``: periodic output (``run`` and ``stream``)."""
+    p.add_argument("--slide", type=seconds, metavar="DURATION",
+                   help="periodic output with --range: one row per key and window ending at each multiple of "
+                        "DURATION, covering [end - R, end), as Spark's window(ts, R, DURATION); columns: the "
+                        "key, window_end and the aggregations" +
+                        ("; each window is written once, when the watermark (--watermark, needed) passes its "
+                         "end, and lives in Spark's state until then (no --store needed)" if streaming else "") +
+                        " (default: one row per input row)")
+
+
+def window_options(p: argparse.ArgumentParser, *, store_required: bool, store_note: str | None = None) -> None:
+    """The window's columns, aggregations, size, bad-row rule, engine and
+    store (``store_note``: what the store is for, when not required)."""
     cols = p.add_argument_group("window")
     cols.add_argument("--key", required=True, metavar="COLS",
                       help="column whose values each get their own window, or comma-separated columns "
@@ -208,8 +220,8 @@ def window_options(p: argparse.ArgumentParser, *, store_required: bool) -> None:
                           help=store_help + "; streaming windows stay there between micro-batches")
     else:
         cols.add_argument("--store", metavar="URL",
-                          help=store_help + "; a batch job uses it with --engine amta or lmta, for windows "
-                                            "larger than executor memory (default: the executors' memory)")
+                          help=store_help + (store_note or "; a batch job uses it with --engine amta or lmta, for "
+                                             "windows larger than executor memory (default: the executors' memory)"))
 
 
 def store_sizes(group) -> None:

@@ -10,7 +10,7 @@ import time
 
 from . import inputs
 from .errors import EXIT_OK, PROG, CLIError
-from .options import Command, reader_options, seconds, window_options
+from .options import Command, reader_options, slide_option, window_options
 from .progress import Progress, duration
 from .session import session
 from .store import check_store, normalize_store, shown
@@ -29,10 +29,7 @@ def add_arguments(p) -> None:
                    help="input schema, e.g. 'host STRING, ts TIMESTAMP, mem DOUBLE' (default: Parquet's own; "
                         "CSV and JSON types inferred)")
     reader_options(p)
-    p.add_argument("--slide", type=seconds, metavar="DURATION",
-                   help="periodic output with --range: one row per key and window ending at each multiple of "
-                        "DURATION, covering [end - R, end), as Spark's window(ts, R, DURATION); columns: the "
-                        "key, window_end and the aggregations (default: one row per input row)")
+    slide_option(p, streaming=False)
     p.add_argument("--keep-columns", action="store_true",
                    help="write every input column (default: only the key, time and value columns) "
                         "and the aggregations")

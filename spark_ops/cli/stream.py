@@ -11,7 +11,7 @@ import threading
 from .. import durations
 from . import inputs
 from .errors import EXIT_OK, PROG, CLIError
-from .options import Command, reader_options, seconds, trigger, window_options
+from .options import Command, reader_options, seconds, slide_option, trigger, window_options
 from .progress import Progress, duration, rows
 from .session import session
 from .store import check_store, normalize_store, shown
@@ -42,7 +42,10 @@ def add_arguments(p) -> None:
     p.add_argument("--trigger", type=trigger, default="available-now",
                    help="once, available-now (process what is there and stop; default) or an "
                         "interval such as 10s (run until interrupted)")
-    window_options(p, store_required=True)
+    slide_option(p, streaming=True)
+    window_options(p, store_required=False,
+                   store_note="; streaming windows stay there between micro-batches (needed, except with --slide, "
+                              "whose windows live in Spark's state)")
 
 
 def run(args, spark=None) -> int:
@@ -52,6 +55,12 @@ def run(args, spark=None) -> int:
     if args.expire_after is not None and isinstance(args.trigger, str):
         raise CLIError(f"--expire-after needs an interval --trigger such as 10s (with {args.trigger} the query "
                        "would keep running micro-batches to expire keys instead of stopping)")
+    if spec.slide is not None and args.watermark is None:
+        raise CLIError("--slide in a stream writes each window once the watermark passes its end: give "
+                       "--watermark DURATION (how late a row may arrive, by the --time column)")
+    if spec.slide is None and not args.store:
+        raise CLIError("mta-spark stream needs --store URL (the windows live there between micro-batches), "
+                       "e.g. --store file:state; only --slide keeps its windows in Spark's state")
     local = inputs.check_input(args.input, directory=True)
     empty = local is not None and not inputs.visible_files(local)
     if empty and args.schema is None:
@@ -61,7 +70,8 @@ def run(args, spark=None) -> int:
         raise CLIError(f"input directory {args.input} is empty; pass --format csv|parquet|json")
     fmt = inputs.format_of(args.input, local, args.format)
     store = normalize_store(args.store)
-    check_store(store)
+    if store:
+        check_store(store)
     checkpoint = inputs.local_path(args.checkpoint) or args.checkpoint
     name = "stream-" + hashlib.sha1(checkpoint.encode()).hexdigest()[:12]
     progress = Progress()
@@ -99,8 +109,8 @@ def run(args, spark=None) -> int:
                      PROG, rejected, total, args.output)
     print(f"processed {rows(total)} in {batches} micro-batch{'es' * (batches != 1)}"
           f"{' (stopped on request)' if stopped else ''}{flagged}; output {args.output} (Parquet: "
-          f"{', '.join(out.columns)}), checkpoint {args.checkpoint}, store {shown(store)} "
-          f"({trips:,} round trips)")
+          f"{', '.join(out.columns)}), checkpoint {args.checkpoint}, "
+          f"{f'store {shown(store)} ({trips:,} round trips)' if store else 'windows in Spark state'}")
     return EXIT_OK
 
 
@@ -190,5 +200,6 @@ COMMAND = Command(
            "--store file:state --key host --time ts --value mem --agg max --range 3600 "
            "--trigger available-now\n"
            "  ... --trigger 10s     runs a micro-batch every 10 s until Ctrl-C, which stops it cleanly\n"
-           "  ... --watermark 10m   takes rows up to 10 minutes out of order (--time a timestamp)",
+           "  ... --watermark 10m   takes rows up to 10 minutes out of order (--time a timestamp)\n"
+           "  ... --watermark 1m --slide 5m   one row per key and 1-hour window every 5 minutes (--range 1h)",
     add_arguments=add_arguments, run=run)

@@ -93,7 +93,8 @@ def windows(df, args, spec: WindowSpec, store: str | None, name: str | None, val
     df = df.select(*[F.col(f"`{c}`") for c in keep + extra])
     # a stream can only say which text was not a number if the window flags the row: error mode
     # then fails the micro-batch (uncommitted, so nothing is lost) on the first flagged row
-    raise_flagged = text and args.on_bad_row != "flag" and df.isStreaming
+    # (--slide has no input row to flag: a value that is not a number is then a null value, an error)
+    raise_flagged = text and args.on_bad_row != "flag" and df.isStreaming and spec.slide is None
     try:
         out = sliding_window(df, key=list(spec.keys), time=args.time, value=args.value, aggs=args.agg,
                              range=args.range, rows=args.rows, store=store,

@@ -1,0 +1,333 @@
+"""Periodic output (slide=) on the aggregators' monoids: user aggregations in
+batch jobs, and streaming queries that emit each window once the watermark
+passes its end.
+
+Every output is checked against a brute-force oracle over the raw rows
+(every window ``[end - range, end)`` at the multiples of the slide that
+holds a row, exactly once), with ``joined``, a NON-commutative user
+aggregation (the window's values in order) that shows a row lost, counted
+twice or out of order; streaming outputs also against Spark's own batch
+``groupBy(key, window(ts, range, slide))`` over the same rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import random
+import sys
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from mta import Aggregator, Monoid
+from spark_ops import SlidingWindowError, sliding_window
+from spark_ops.panes import PaneWindows
+from tests.spark_fixtures import (ORACLE, FailFirstAttempt, _close, as_tuples, joined, random_rows, read_sink,
+                                  run_available_now, ship_by_value, spark_session, trace)
+from tests.test_spark_event_time import BASE, DELAY, at, closing_row, out_of_order, write_files
+
+ship_by_value(sys.modules[__name__])
+
+SCHEMA = "id long, k string, t double, ts timestamp, v double"
+READY_AGGS = ["sum", "count", "max", "mean", "first", "last"]
+NAMES = READY_AGGS + ["joined"]
+RANGE, SLIDE = 10, 5
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """local[2,3]: a failed task is tried again (the retry test)."""
+    session = spark_session("local[2,3]")
+    yield session
+    session.stop()
+
+
+def periodic_oracle(rows: list[dict], aggs, r, s) -> dict:
+    """(key, window end in seconds) -> {aggregation: value}, by brute force:
+    every multiple e of s with a row of the key in [e - r, e), the rows in
+    (time, arrival) order (``rows`` in arrival order)."""
+    out = {}
+    for k in {row["k"] for row in rows}:
+        mine = sorted(((row["t"], i, row["v"]) for i, row in enumerate(rows) if row["k"] == k), key=lambda x: x[:2])
+        e = (min(t for t, _, _ in mine) // s) * s
+        while e <= max(t for t, _, _ in mine) + r:
+            window = [v for t, _, v in mine if e - r <= t < e]
+            if window:
+                out[(k, e)] = {a: ORACLE[a](window) for a in aggs}
+            e += s
+    return out
+
+
+def assert_windows(got: dict, want: dict, aggs) -> None:
+    assert set(got) == set(want), (sorted(set(got) - set(want))[:5], sorted(set(want) - set(got))[:5])
+    bad = [(key, a, got[key][a], want[key][a]) for key in want for a in aggs if not _close(got[key][a], want[key][a])]
+    assert not bad, bad[:10]
+
+
+def by_window(out_rows, time_of=lambda end: end) -> dict:
+    """Output rows as (key, window end) -> row; a window emitted twice fails."""
+    got = {}
+    for g in out_rows:
+        key = (g["k"], time_of(g["window_end"]))
+        assert key not in got, f"window {key} emitted twice"
+        got[key] = g.asDict()
+    return got
+
+
+def seconds(end: dt.datetime) -> float:
+    """A timestamp from Spark (naive, Python's local zone) as seconds after BASE."""
+    return end.timestamp() - BASE.timestamp()
+
+
+# -- the pane windows alone (no Spark) ------------------------------------------------------
+def _concat(a, b):
+    return a + b
+
+
+def _lift(v):
+    return "" if v == 0 else f"{v},"  # 0 lifts to the identity
+
+
+NON_COMMUTATIVE = Aggregator(Monoid(_concat, ""), lift=_lift, name="joined0")
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps=st.lists(st.tuples(st.sampled_from([0, 0, 1, 2, 3, 7, 19]), st.integers(0, 4)), max_size=40),
+       slide=st.integers(1, 3), widths=st.lists(st.integers(1, 4), min_size=1, max_size=3, unique=True),
+       cuts=st.lists(st.integers(1, 6), max_size=12), resume=st.lists(st.booleans(), max_size=12))
+def test_pane_windows_equal_brute_force(steps, slide, widths, cuts, resume):
+    """Rows (times in microseconds, values some of which lift to the
+    identity) pushed in random pieces, the windows emitted up to each
+    piece's last time, the state saved and resumed between pieces: every
+    window holding a row comes out once, each size's value the brute-force
+    concatenation of its rows in order (a smaller size's empty window the
+    identity)."""
+    ranges = [w * slide for w in widths]
+    rows, t = [], 0
+    for i, (step, v) in enumerate(steps):
+        t += step
+        rows.append((t, v))
+    windows, out, at_ = PaneWindows(NON_COMMUTATIVE, ranges, slide), {}, 0
+    for piece, again in zip(cuts + [len(rows)], resume + [False] * (len(cuts) + 1)):
+        for tt, v in rows[at_:at_ + piece]:
+            windows.push(tt, v)
+        at_ = min(len(rows), at_ + piece)
+        ends, results = windows.emit(rows[at_ - 1][0] if at_ else None)
+        for e, r in zip(ends, results):
+            assert e not in out
+            out[e] = r
+        if again:
+            windows = PaneWindows(NON_COMMUTATIVE, ranges, slide, windows.state())
+        if at_ == len(rows):
+            break
+    ends, results = windows.emit(None)
+    for e, r in zip(ends, results):
+        assert e not in out
+        out[e] = r
+    want = {}
+    for e in range(0, (rows[-1][0] if rows else 0) + max(ranges) + slide + 1, slide):
+        if any(e - max(ranges) <= tt < e for tt, _ in rows):
+            want[e] = ["".join(_lift(v) for tt, v in rows if e - w <= tt < e) for w in ranges]
+    assert out == want
+    assert windows.state() is None
+
+
+# -- batch -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("seed", [1, 2])
+def test_batch_user_monoid_equals_brute_force(spark, seed):
+    """A user non-commutative aggregation with slide=, beside ready ones:
+    the job runs on the monoids (the columnar kernels cannot compute it)
+    and equals brute force; values 0 (the identity's lift in joined0) included."""
+    rows = random_rows(random.Random(seed), keys=5, per_key=(10, 40),
+                       values=lambda rng: rng.choice([0, 0, rng.randint(1, 9)]))
+    df = spark.createDataFrame(as_tuples(rows), "id long, k string, t double, v double")
+    got = sliding_window(df, key="k", time="t", value="v", range=RANGE, slide=SLIDE,
+                         aggs=["sum", "max", "first", ("joined", joined(), "string")]).collect()
+    want = periodic_oracle(rows, ["sum", "max", "first", "joined"], RANGE, SLIDE)
+    assert_windows(by_window(got), want, ["sum", "max", "first", "joined"])
+    zero = sliding_window(df, key="k", time="t", value="v", range=RANGE, slide=SLIDE,
+                          aggs=[("j0", NON_COMMUTATIVE, "string")]).collect()
+    assert {(g.k, g.window_end): g.j0 for g in zero} == {
+        key: "".join(_lift(v) for v in _window_values(rows, *key)) for key in want}
+
+
+def _window_values(rows, k, e):
+    return [v for t, _, v in sorted((r["t"], i, r["v"]) for i, r in enumerate(rows)
+                                    if r["k"] == k and e - RANGE <= r["t"] < e)]
+
+
+@pytest.mark.parametrize("engine", ["amta", "lmta"])
+def test_batch_mta_engine_equals_the_columnar_one(spark, engine):
+    """engine='amta'/'lmta' with slide= runs the ready aggregations on
+    their monoids, two sizes included: the same windows and values as the
+    columnar kernels (and the oracle)."""
+    rows = random_rows(random.Random(7), keys=4, per_key=(10, 30))
+    df = spark.createDataFrame(as_tuples(rows), "id long, k string, t double, v double")
+    kw = dict(key="k", time="t", value="v", aggs=["max", "count", "mean"], range={"s": 5, "l": 10}, slide=5)
+    mta = by_window(sliding_window(df, engine=engine, **kw).collect())
+    columnar = by_window(sliding_window(df, **kw).collect())
+    assert_windows(mta, columnar, ["max_s", "max_l", "count_s", "count_l", "mean_s", "mean_l"])
+    wide = periodic_oracle(rows, ["max", "count", "mean"], 10, 5)
+    assert_windows({key: {a: g[f"{a}_l"] for a in ("max", "count", "mean")} for key, g in mta.items()}, wide,
+                   ["max", "count", "mean"])
+
+
+# -- streaming -------------------------------------------------------------------------------
+def aggs(lift=None) -> list:
+    return READY_AGGS + [("joined", trace(lift), "string")]
+
+
+class Stream:
+    """A watermarked slide= query over a file source (one micro-batch per
+    file), run with availableNow from its checkpoint, again as files come."""
+
+    def __init__(self, spark, directory, *, lift=None, **kw):
+        self.spark, self.files = spark, 0
+        self.source, self.sink, self.ckpt = (os.path.join(directory, d) for d in ("in", "out", "ckpt"))
+        os.makedirs(self.source)
+        df = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(self.source)
+              .withWatermark("ts", f"{DELAY} seconds"))
+        self.out = sliding_window(df, key="k", time="ts", value="v", aggs=aggs(lift), range=RANGE, slide=SLIDE, **kw)
+        self.progress: list[dict] = []
+
+    def run(self, rows, per_file: int = 12):
+        self.files = write_files(self.source, rows, per_file, self.files)
+        query = run_available_now(self.out, self.sink, self.ckpt)
+        self.progress += [json.loads(p.json) for p in query.recentProgress]
+        return read_sink(self.spark, self.sink)
+
+    def dropped_by_spark(self) -> int:
+        return sum(op.get("numRowsDroppedByWatermark", 0) for p in self.progress for op in p.get("stateOperators", []))
+
+
+def spark_hopping(spark, rows) -> dict:
+    """Spark's batch groupBy(k, window(ts, RANGE, SLIDE)) over ``rows``."""
+    from pyspark.sql import functions as F
+
+    df = spark.createDataFrame([tuple(r[c] for c in ("id", "k", "t", "ts", "v")) for r in rows], SCHEMA)
+    out = (df.groupBy("k", F.window("ts", f"{RANGE} seconds", f"{SLIDE} seconds"))
+           .agg(F.sum("v").alias("sum"), F.count("v").alias("count"), F.max("v").alias("max"), F.avg("v").alias("mean"))
+           .select("k", F.col("window.end").alias("window_end"), "sum", "count", "max", "mean").collect())
+    return by_window(out, seconds)
+
+
+def test_out_of_order_rows_give_every_window_once(spark, tmp_path):
+    """Rows of many keys shuffled within the delay over a dozen
+    micro-batches: the appended windows (union over micro-batches) are the
+    oracle's, each once, and Spark's batch hopping windows over the same
+    rows; windows the watermark has not passed (the closing row's) wait."""
+    rows = out_of_order(11)
+    stream = Stream(spark, str(tmp_path))
+    got = by_window(stream.run(rows + [closing_row(rows, len(rows))]), seconds)
+    want = periodic_oracle(rows, NAMES, RANGE, SLIDE)
+    assert_windows(got, want, NAMES)
+    assert_windows({key: g for key, g in got.items()}, spark_hopping(spark, rows), ["sum", "count", "max", "mean"])
+    assert stream.dropped_by_spark() == 0
+    assert len(stream.progress) > 10, "the rows must come in many micro-batches"
+    # every key but the closing row's has written all its windows: its state is gone
+    assert stream.progress[-1]["stateOperators"][0]["numRowsTotal"] == 1
+
+
+def test_several_sizes_in_one_stream(spark, tmp_path):
+    """range={"s": 5, "l": 10}: the widest size decides which windows come
+    out; each size's columns are the oracle's at that size, a smaller
+    size's window without rows the aggregation's empty value (count 0,
+    joined "", the others null)."""
+    rows = out_of_order(16, keys=4)
+    source = os.path.join(str(tmp_path), "in")
+    write_files(source, rows + [closing_row(rows, len(rows))], 12)
+    df = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(source)
+          .withWatermark("ts", f"{DELAY} seconds"))
+    out = sliding_window(df, key="k", time="ts", value="v", aggs=aggs(), range={"s": 5, "l": 10}, slide=SLIDE)
+    run_available_now(out, os.path.join(str(tmp_path), "out"), os.path.join(str(tmp_path), "ckpt"))
+    got = by_window(read_sink(spark, os.path.join(str(tmp_path), "out")), seconds)
+    wide, small = periodic_oracle(rows, NAMES, 10, SLIDE), periodic_oracle(rows, NAMES, 5, SLIDE)
+    empty = {"count": 0, "sum": 0, "joined": ""}
+    want = {key: {**{f"{a}_l": v for a, v in res.items()},
+                  **{f"{a}_s": small.get(key, {}).get(a, empty.get(a)) for a in NAMES}}
+            for key, res in wide.items()}
+    assert_windows(got, want, [f"{a}_{label}" for a in NAMES for label in ("s", "l")])
+    assert any(key not in small for key in wide), "some smaller window must be empty"
+
+
+def test_restart_with_another_slide_is_refused(spark, tmp_path):
+    """The panes in a query's state are the slide's: the same checkpoint
+    with another slide fails naming the key instead of mixing them."""
+    rows = out_of_order(15, keys=2)
+    stream = Stream(spark, str(tmp_path))
+    stream.run(rows)
+    df = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(stream.source)
+          .withWatermark("ts", f"{DELAY} seconds"))
+    write_files(stream.source, [closing_row(rows, len(rows))], 1, stream.files)
+    other = sliding_window(df, key="k", time="ts", value="v", aggs=aggs(), range=RANGE, slide=RANGE)
+    with pytest.raises(Exception) as info:
+        run_available_now(other, stream.sink, stream.ckpt)
+    assert "built by another job" in str(info.value), str(info.value)[:3000]
+
+
+def test_restart_with_open_windows_and_a_failed_task(spark, tmp_path, tmp_path_factory):
+    """The query stops with windows open and rows waiting (in Spark's state,
+    in its checkpoint), restarts from the checkpoint; in the restarted run a
+    task's first attempt fails half-way.  Every window comes out once, as in
+    a failure-free run and as the oracle says."""
+    rows = out_of_order(4)  # as the per-row test: a task lifts rows of other keys before the marker
+    cut = len(rows) // 2
+    marker = rows[cut + 10]
+    marker["v"] = 12345.0  # the lift fails at it in the first attempt
+    tail = rows[cut:] + [closing_row(rows, len(rows))]
+    want = periodic_oracle(rows, NAMES, RANGE, SLIDE)
+
+    clean = Stream(spark, str(tmp_path_factory.mktemp("clean")))
+    assert_windows(by_window(clean.run(rows + tail[-1:]), seconds), want, NAMES)
+
+    evidence = tmp_path / "evidence"
+    evidence.mkdir()
+    stream = Stream(spark, str(tmp_path / "run"), lift=FailFirstAttempt({marker["v"]}, str(evidence)))
+    first = by_window(stream.run(rows[:cut]), seconds)
+    assert 0 < len(first) < len(want), "windows must be open when the query stops"
+    got = stream.run(tail)
+    (failure,) = [json.load(open(evidence / f)) for f in os.listdir(evidence)]
+    assert failure["lifted_before"] > 0, failure
+    assert_windows(by_window(got, seconds), want, NAMES)
+    assert sorted(map(tuple, got)) == sorted(map(tuple, read_sink(spark, clean.sink)))
+
+
+def test_late_row_fails_the_query_naming_it(spark, tmp_path):
+    rows = out_of_order(13, keys=3)
+    newest = max(r["t"] for r in rows)
+    late = at(newest - DELAY - 1, len(rows), rows[-1]["k"], 8.0)
+    stream = Stream(spark, str(tmp_path))
+    stream.run(rows)
+    with pytest.raises(Exception) as info:
+        stream.run([late])
+    message = str(info.value)
+    assert "is behind the watermark" in message and f"k={late['k']!r}" in message, message[:3000]
+
+
+def test_null_key_fails_the_query_naming_it(spark, tmp_path):
+    """A row with a null key has no window to enter: the query fails naming
+    it (never a window of key None)."""
+    rows = out_of_order(14, keys=2)
+    rows[5] = {**rows[5], "k": None}
+    stream = Stream(spark, str(tmp_path))
+    with pytest.raises(Exception) as info:
+        stream.run(rows)
+    message = str(info.value)
+    assert "row rejected (null or NaN key): k=None" in message, message[:3000]
+
+
+def test_streaming_configuration_errors(spark, tmp_path):
+    source = spark.readStream.schema(SCHEMA).parquet(str(tmp_path))
+    ok = dict(key="k", time="ts", value="v", aggs=["sum"], range=10, slide=5)
+    calls = [
+        (source, ok, "needs a watermark on the time column"),
+        (source.withWatermark("ts", "1 minute"), dict(ok, expire_after="1h"), "expire_after"),
+        (source.withWatermark("ts", "1 minute"), dict(ok, engine="columnar"), "engine='columnar' is for batch"),
+        (source.withWatermark("ts", "1 minute"), dict(ok, on_bad_row="flag"), "no input row to flag"),
+    ]
+    for df, kwargs, words in calls:
+        with pytest.raises(SlidingWindowError, match=words):
+            sliding_window(df, **kwargs)
+    assert not spark.streams.active
