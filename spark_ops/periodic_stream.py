@@ -33,7 +33,7 @@ from __future__ import annotations
 from mta import LiftError, product
 
 from . import event_time, passthrough, periodic, rows
-from .plan import ARRIVAL, PACKED, TIME, VALUE, column, output_arrow_schema, quoted, with_order_columns
+from .plan import ARRIVAL, PACKED, TIME, VALUE, column, output_arrow_schema, with_order_columns
 from .panes import PaneWindows
 from .spec import MICROS, SlidingWindowError, WindowSpec
 from .streaming import _check_job, key_value
@@ -111,16 +111,17 @@ def periodic_streaming_plan(df, spec: WindowSpec):
     target = output_arrow_schema(df.sparkSession, schema)
     ordered = with_order_columns(df, spec).select(*[column(c) for c in spec.keys], column(spec.time), TIME, VALUE,
                                                   ARRIVAL)
-    key_schema = ", ".join(f"{quoted(c)} {types[c].simpleString()}" for c in spec.keys)
-    packed = ordered.mapInArrow(passthrough.pack_by_key(list(spec.keys)), f"{key_schema}, {PACKED} binary")
+    group_keys = passthrough.GroupKeys(ordered.schema, list(spec.keys))
+    packed = ordered.mapInArrow(passthrough.pack_by_key(group_keys), f"{group_keys.ddl}, {PACKED} binary")
     packed = event_time.with_marker(packed, delay)
     return (packed.groupBy(*[column(c) for c in spec.keys])
-                  .applyInPandasWithState(_windows_of_key(spec, target), f"{PACKED} binary", STATE_SCHEMA, "append",
+                  .applyInPandasWithState(_windows_of_key(spec, target, group_keys), f"{PACKED} binary", STATE_SCHEMA,
+                                          "append",
                                           GroupStateTimeout.EventTimeTimeout)
                   .mapInArrow(passthrough.unpack_batches(target), schema))
 
 
-def _windows_of_key(spec: WindowSpec, target):
+def _windows_of_key(spec: WindowSpec, target, group_keys: passthrough.GroupKeys):
     """The per-key function: this micro-batch's rows join the waiting ones,
     those the watermark passed enter the panes, the windows it passed leave."""
     fingerprint = f"{spec.fingerprint()}; slide={spec.slide!r}"  # the panes' length is the slide
@@ -130,7 +131,7 @@ def _windows_of_key(spec: WindowSpec, target):
     def windows_of_key(key, frames, state):
         import pandas as pd
 
-        k = key_value(spec, key)
+        k = key_value(spec, group_keys.value(key))
         job, windows, blob = state.get if state.exists else (None, None, None)
         _check_job(spec, k, job, fingerprint)
         waiting = event_time.unpack_waiting(blob)
