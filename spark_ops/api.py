@@ -43,8 +43,16 @@ def sliding_window(df, key: str | list[str], time: str, value: str | list[str], 
     ``sum``, ``min``, ``max``, ``first`` and ``last`` are ``long`` for an
     integral value column, exact, the others ``double``; a ``long`` result
     outside int64 fails the job, see :mod:`spark_ops.aggregations`) or
-    ``(column, Aggregator, spark_type)`` for user monoids.  Every input
-    column leaves unchanged.
+    ``(column, Aggregator, spark_type)`` for user monoids; or a dict of
+    output column to a ready name, an ``Aggregator`` (``double``) or
+    ``(Aggregator, spark_type)``.  Every input column leaves unchanged.
+
+    ``value``: a numeric column, or several: a list of numeric columns or
+    a struct column of numeric fields (:mod:`spark_ops.values`).  Ready
+    aggregations then name the column they read, ``"max(cpu)"``, output
+    column ``max_cpu`` (``max_cpu_<label>`` with several sizes); a user
+    aggregator's ``lift`` gets the row's values as a tuple, in ``value=``
+    order; a null or NaN in any value column makes the row a bad row.
 
     ``key``: a column, or a list of columns (``["dc", "host"]``): each
     distinct combination of their values gets its own window (named in the

@@ -438,3 +438,23 @@ def _check(columns, names, want):
             assert _close(value, w) and (type(w) is not int or value == w), (name, i, value, w)
     rejected = columns[-1]
     assert [r is not None for r in rejected] == [want[i]["rejected"] is not None for i in range(len(rejected))]
+
+
+def test_geomean_rejects_a_column_it_reads_as_the_mta_does():
+    """geomean(cpu) over several value columns: a row whose cpu is not
+    positive is rejected by the columnar engine with the reason the MTA's
+    lift gives, and a non-positive mem (which geomean does not read) is not."""
+    times = [1.0, 2.0, 3.0, 4.0]
+    cpu, mem = [2.0, -1.0, 8.0, 0.0], [1, -5, 0, 3]
+    common = dict(key="k", time="t", value=("cpu", "mem"), range=10, on_bad_row="flag", integral=(False, True))
+    aggs = ["geomean(cpu)", "max(mem)"]
+    spec = WindowSpec.build(aggs=aggs, engine="columnar", **common)
+    spec.kernels = ("geomean", "max")
+    columnar = _push_all(ColumnarKeyWindow(spec, "a"), times, cpu, mem, [])
+    mta = _push_all(SortedWindow(WindowSpec.build(aggs=aggs, engine="amta", **common), "a", "run"), times, cpu,
+                    mem, [])
+    assert columnar[-1] == mta[-1]
+    assert [r is not None for r in columnar[-1]] == [False, True, False, True]
+    assert "cannot take the value" in columnar[-1][1]
+    for got in (columnar, mta):
+        assert _close(got[0][2], 4.0) and got[1][2] == 1 and got[1][0] == 1
