@@ -97,7 +97,7 @@ class ColumnarKeyWindow(RowWindow):
 
         if self.spec.value_fields:  # the columns geomean reads
             read = {r for (name, r) in zip(self.window.names, self.spec.reads) if name == "geomean"}
-            columns = [values.field(r) for r in sorted(read)]
+            columns = [pc.struct_field(values, [r]) for r in sorted(read)]
         else:
             columns = [values]
         bad = None

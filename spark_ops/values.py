@@ -214,7 +214,14 @@ def python_values(values) -> list:
 
     if not pa.types.is_struct(values.type):
         return values.to_pylist()
-    return list(zip(*(values.field(i).to_pylist() for i in range(values.type.num_fields))))
+    return list(zip(*(f.to_pylist() for f in _fields(values))))
+
+
+def _fields(values) -> list:
+    """A struct column's fields (Arrow arrays or chunked arrays)."""
+    import pyarrow.compute as pc
+
+    return [pc.struct_field(values, [i]) for i in range(values.type.num_fields)]
 
 
 def null_mask(values):
@@ -223,8 +230,7 @@ def null_mask(values):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    columns = ([values.field(i) for i in range(values.type.num_fields)] if pa.types.is_struct(values.type)
-               else [values])
+    columns = _fields(values) if pa.types.is_struct(values.type) else [values]
     mask = None
     for c in columns:
         null = pc.is_null(c, nan_is_null=pa.types.is_floating(c.type))
@@ -244,7 +250,7 @@ def numpy_values(values):
 
     if not pa.types.is_struct(values.type):
         return one(values)
-    columns = [one(values.field(i)) for i in range(values.type.num_fields)]
+    columns = [one(f) for f in _fields(values)]
     out = np.empty(len(values), dtype=[(f"v{i}", c.dtype) for i, c in enumerate(columns)])
     for i, c in enumerate(columns):
         out[f"v{i}"] = c

@@ -458,3 +458,52 @@ def test_geomean_rejects_a_column_it_reads_as_the_mta_does():
     assert "cannot take the value" in columnar[-1][1]
     for got in (columnar, mta):
         assert _close(got[0][2], 4.0) and got[1][2] == 1 and got[1][0] == 1
+
+
+def test_event_time_streaming_with_several_values(spark, tmp_path):
+    """A watermarked stream whose rows arrive out of order within the delay,
+    one micro-batch per file: the rows wait, then enter the windows in time
+    order, so the output equals the oracle over the rows in time order (a
+    VWAP, the non-commutative join, ready aggregations; nulls flagged)."""
+    import datetime as dt
+    import os
+
+    import pyarrow.parquet as pq
+
+    base, delay, rng = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc), 6, random.Random(17)
+    rows = []
+    for i in range(3):
+        t = 0.0
+        for _ in range(rng.randint(8, 16)):
+            t += rng.choice([1, 2, 3, 9])
+            cpu = None if rng.random() < 0.08 else float(rng.randint(1, 9))
+            rows.append({"k": f"k{i}", "t": t, "cpu": cpu, "mem": rng.choice([rng.randint(1, 9), BIG]),
+                         "lag": rng.uniform(0, delay * 0.9)})
+    rows.sort(key=lambda r: r["t"] + r.pop("lag"))
+    assert any(a["k"] == b["k"] and a["t"] > b["t"] for i, a in enumerate(rows) for b in rows[i + 1:]), \
+        "rows must arrive out of order within their keys"
+    closing = {"k": "zz", "t": max(r["t"] for r in rows) + 10 * delay, "cpu": 1.0, "mem": 1}
+    for j, r in enumerate(rows + [closing]):
+        r["id"], r["ts"] = j, base + dt.timedelta(seconds=r["t"])
+    schema = pa.schema([("id", pa.int64()), ("k", pa.string()), ("t", pa.float64()),
+                        ("ts", pa.timestamp("us", tz="UTC")), ("cpu", pa.float64()), ("mem", pa.int64())])
+    source = str(tmp_path / "in")
+    os.makedirs(source)
+    everything = rows + [closing]
+    for n, start in enumerate(range(0, len(everything), 8)):
+        table = pa.Table.from_pylist([{f.name: r[f.name] for f in schema} for r in everything[start:start + 8]],
+                                     schema=schema)
+        path = os.path.join(source, f"part-{n:05d}.parquet")
+        pq.write_table(table, path + ".tmp")
+        os.utime(path + ".tmp", (1_700_000_000 + n, 1_700_000_000 + n))
+        os.rename(path + ".tmp", path)
+    df = (spark.readStream.schema("id long, k string, t double, ts timestamp, cpu double, mem long")
+          .option("maxFilesPerTrigger", 1).parquet(source).withWatermark("ts", f"{delay} seconds"))
+    aggs = {"vwap": vwap(), "joined": (joined(), "string"), "peak": "max(cpu)", "total": "sum(mem)"}
+    outputs = {"vwap": "vwap", "joined": "joined", "peak": "max(cpu)", "total": "sum(mem)"}
+    out = sliding_window(df, key="k", time="ts", value=["cpu", "mem"], aggs=aggs, range=10, on_bad_row="flag",
+                         store=f"file://{tmp_path}/store", name=f"vals-{uuid.uuid4().hex[:8]}")
+    run_available_now(out, str(tmp_path / "out"), str(tmp_path / "cp"))
+    got = [g for g in read_sink(spark, str(tmp_path / "out")) if g["k"] != "zz"]
+    in_time_order = sorted(rows, key=lambda r: r["t"])
+    assert_rows(got, in_time_order, expected(in_time_order, outputs, range=10), outputs, flag=True)
