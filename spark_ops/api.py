@@ -217,7 +217,7 @@ def check_columns(schema, key, time: str, value) -> tuple[tuple, list]:
 
 def _per_value_column(df, spec: WindowSpec, kind) -> bool | tuple:
     """Whether ``df``'s value columns are of ``kind`` (:func:`spark_ops.values.per_column`)."""
-    return values.per_column(values.fields_of(df.schema, spec.value)[1], kind)
+    return values.per_column(values.types_of(df.schema, spec), kind)
 
 
 def check_output_names(spec: WindowSpec, columns) -> None:

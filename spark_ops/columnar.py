@@ -6,6 +6,9 @@ every row's window is a contiguous range ``[s_i, i]`` of them: ``s_i = i - N
 (:func:`spark_ops.frames.range_edge`) for ``range=``.  When the
 aggregations are ready ones that NumPy computes (:mod:`spark_ops.kernels`),
 a whole Arrow batch of one key is answered at once instead of row by row.
+Several value columns come as one NumPy structured array, and each
+aggregation's kernel reads the field of the column it names
+(:mod:`spark_ops.values`): every column in the same pass.
 
 Between batches a key keeps the rows its next windows can still reach (the
 newest N - 1, or those newer than the last time minus the range): O(window)
@@ -47,7 +50,7 @@ def ineligible(spec, floating: bool | tuple) -> str | None:
             return (f"aggregation {name!r} is not one the columnar engine computes "
                     f"({', '.join(AGGREGATIONS)})")
         if spec.value_fields and read is None:
-            return f"aggregation {name!r} reads every value column (the columnar engine's read one each)"
+            return f"aggregation {name!r} reads every value column (the columnar engine's kernels read one each)"
         if kernel in FLOAT_ONLY and not value_columns.flag_of(floating, read):
             return f"aggregation {name!r} of an integral column is exact only in the MTA (NumPy sums overflow)"
     return None

@@ -91,6 +91,18 @@ def fields_of(schema, value) -> tuple[tuple, list]:
     return names, data
 
 
+def types_of(schema, spec) -> list:
+    """The Spark types of ``spec``'s value columns in ``schema``, unchecked
+    (:func:`fields_of` checks them)."""
+    types = {f.name: f.dataType for f in schema.fields}
+    if isinstance(spec.value, tuple):
+        return [types[c] for c in spec.value]
+    if spec.value_fields:
+        struct = {f.name: f.dataType for f in types[spec.value].fields}
+        return [struct[f] for f in spec.value_fields]
+    return [types[spec.value]]
+
+
 def per_column(types: list, kind) -> bool | tuple:
     """Whether the value columns (their Spark ``types``) are instances of
     ``kind``: a bool for one, a tuple for several."""
