@@ -270,3 +270,31 @@ def test_event_time_streaming_with_several_values(spark, tmp_path):
     got = [g for g in read_sink(spark, str(tmp_path / "out")) if g["k"] != "zz"]
     in_time_order = sorted(rows, key=lambda r: r["t"])
     assert_rows(got, in_time_order, expected(in_time_order, outputs, range=10), outputs, flag=True)
+
+
+def test_sql_function_refuses_a_struct_value(spark):
+    from pyspark.errors import AnalysisException
+
+    from spark_ops.sql import register_sql
+
+    register_sql(spark)
+    _frame(spark, [{"id": 0, "k": "a", "t": 1.0, "cpu": 1.0, "mem": 3}]).selectExpr(
+        "k", "t", "named_struct('cpu', cpu, 'mem', mem) AS s").createOrReplaceTempView("values_struct")
+    with pytest.raises(AnalysisException, match="takes one numeric value column"):
+        spark.sql("SELECT * FROM mta_sliding_window(TABLE(values_struct) PARTITION BY k ORDER BY t, key => 'k', "
+                  "time => 't', value => 's', aggs => 'max(cpu)', range => 10)").collect()
+
+
+@pytest.mark.parametrize("engine", ["columnar", "amta"])
+def test_decimal_value_columns_are_taken_as_doubles(spark, engine):
+    """A decimal field is taken as a double (as a single decimal value
+    column is), an integral one stays a long."""
+    rows = [r for r in random_rows(random.Random(19), keys=2, per_key=(5, 15)) if not bad(r)]
+    df = _frame(spark, rows).selectExpr("id", "k", "t", "cpu", "mem",
+                                        "named_struct('cpu', CAST(cpu AS DECIMAL(12, 2)), 'mem', mem) AS s")
+    aggs = ["max(cpu)", "min(mem)", "count(cpu)"]
+    out = sliding_window(df, key="k", time="t", value="s", aggs=aggs, range=5, engine=engine)
+    types = dict(out.dtypes)
+    assert (types["max_cpu"], types["min_mem"], types["count_cpu"]) == ("double", "bigint", "bigint")
+    names = names_of(aggs)
+    assert_rows(out.collect(), rows, expected(rows, names, range=5), names)
