@@ -41,24 +41,10 @@ def arrow_type(spark: str):
             "array<double>": pa.list_(pa.float64())}.get(spark)
 
 
-def resolve(aggs, integral: bool) -> list[tuple[str, Aggregator, str]]:
-    """``aggs`` (a list, or names separated by commas) as ``(column,
-    Aggregator, spark type)``, one per output column."""
-    from .spec import SlidingWindowError  # the error of a job's spec, whose build calls this
-
-    if isinstance(aggs, str):
-        aggs = [a.strip() for a in aggs.split(",") if a.strip()]
-    if not aggs:
-        raise SlidingWindowError("aggs= needs at least one aggregation, e.g. ['max', 'mean']")
-    resolved = [_resolve_one(a, integral) for a in aggs]
-    names = [name for name, _, _ in resolved]
-    if len(set(names)) != len(names):
-        raise SlidingWindowError(f"aggregation output columns must be unique, got {names}")
-    return resolved
-
-
-def _resolve_one(agg, integral: bool) -> tuple[str, Aggregator, str]:
-    """``"max"`` or ``(column, Aggregator[, spark type])``."""
+def resolve_one(agg, integral: bool) -> tuple[str, Aggregator, str]:
+    """``"max"`` or ``(column, Aggregator[, spark type])`` (a job's list of
+    them: :func:`spark_ops.values.resolve`); ``integral``: the value column
+    the ready aggregation reads holds integers."""
     from .spec import SlidingWindowError
 
     if isinstance(agg, str):

@@ -23,7 +23,7 @@ from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
 import stores
 
-from . import columnar, durations, periodic
+from . import columnar, durations, periodic, values
 from .batch import batch_plan
 from .periodic import periodic_plan
 from .periodic_stream import periodic_streaming_plan
@@ -32,7 +32,8 @@ from .spec import SlidingWindowError, WindowSpec, key_columns
 from .streaming import streaming_plan
 
 
-def sliding_window(df, key: str | list[str], time: str, value: str, aggs, *, range=None, rows=None, policy=None,
+def sliding_window(df, key: str | list[str], time: str, value: str | list[str], aggs, *, range=None, rows=None,
+                   policy=None,
                    store: str | None = None, store_options: dict | None = None, engine: str = "auto",
                    buffer_size: int = DEFAULT_BUFFER_SIZE, cache_size: int = DEFAULT_CACHE_SIZE,
                    on_bad_row: str = "error", name: str | None = None, expire_after: float | None = None,
@@ -43,8 +44,16 @@ def sliding_window(df, key: str | list[str], time: str, value: str, aggs, *, ran
     ``sum``, ``min``, ``max``, ``first`` and ``last`` are ``long`` for an
     integral value column, exact, the others ``double``; a ``long`` result
     outside int64 fails the job, see :mod:`spark_ops.aggregations`) or
-    ``(column, Aggregator, spark_type)`` for user monoids.  Every input
-    column leaves unchanged.
+    ``(column, Aggregator, spark_type)`` for user monoids; or a dict of
+    output column to a ready name, an ``Aggregator`` (``double``) or
+    ``(Aggregator, spark_type)``.  Every input column leaves unchanged.
+
+    ``value``: a numeric column, or several: a list of numeric columns or
+    a struct column of numeric fields (:mod:`spark_ops.values`).  Ready
+    aggregations then name the column they read, ``"max(cpu)"``, output
+    column ``max_cpu`` (``max_cpu_<label>`` with several sizes); a user
+    aggregator's ``lift`` gets the row's values as a tuple, in ``value=``
+    order; a null or NaN in any value column makes the row a bad row.
 
     ``key``: a column, or a list of columns (``["dc", "host"]``): each
     distinct combination of their values gets its own window (named in the
@@ -132,14 +141,14 @@ def sliding_window(df, key: str | list[str], time: str, value: str, aggs, *, ran
     with a processing-time trigger: an ``availableNow`` or ``once`` query
     would not stop.
     """
-    check_columns(df.schema, key, time, value)
+    fields, types = check_columns(df.schema, key, time, value)
     from pyspark.sql.types import IntegralType
 
     spec = WindowSpec.build(key=key, time=time, value=value, aggs=aggs, range=range, rows=rows,
                             policy=policy, store=store, store_options=store_options, engine=engine,
                             buffer_size=buffer_size, cache_size=cache_size, on_bad_row=on_bad_row,
                             frame=frame, slide=slide,
-                            integral=isinstance(df.schema[value].dataType, IntegralType))
+                            integral=values.per_column(types, IntegralType), value_fields=fields)
     check_output_names(spec, [*spec.keys, periodic.WINDOW_END] if spec.slide is not None else df.columns)
     if name is not None and (not isinstance(name, str) or not _NAME.fullmatch(name)):
         raise SlidingWindowError(f"name must be 1 to 40 letters, digits, '.', '_' or '-', got {name!r}")
@@ -174,7 +183,7 @@ def _periodic(df, spec: WindowSpec, name, expire_after):
         raise SlidingWindowError("expire_after is for per-row streaming queries without a watermark; a slide= "
                                  "query drops a key's state once the watermark has passed its windows")
     periodic.window_end_type(spec, df.schema[spec.time].dataType)  # checked before any job
-    why_not = columnar.ineligible(spec, isinstance(df.schema[spec.value].dataType, FractionalType))
+    why_not = columnar.ineligible(spec, _per_value_column(df, spec, FractionalType))
     if df.isStreaming:
         if spec.engine == "columnar":
             raise SlidingWindowError("engine='columnar' is for batch jobs; a streaming slide= query computes its "
@@ -198,14 +207,15 @@ def _periodic(df, spec: WindowSpec, name, expire_after):
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,40}")
 
 
-def check_columns(schema, key, time: str, value: str) -> None:
+def check_columns(schema, key, time: str, value) -> tuple[tuple, list]:
     """The input (a ``StructType``) has the key (one column or a list),
-    time and value columns, of types a window takes, and no column named
-    like an internal one."""
+    time and value columns (one, a list, or a struct), of types a window
+    takes, and no column named like an internal one; returns the value
+    columns and their types (:func:`spark_ops.values.fields_of`)."""
     from pyspark.sql.types import DateType, NumericType, TimestampNTZType, TimestampType
 
     keys = key_columns(key)
-    columns = (*(keys if isinstance(keys, tuple) else (keys,)), time, value)
+    columns = (*(keys if isinstance(keys, tuple) else (keys,)), time)
     fields = {f.name: f.dataType for f in schema.fields}
     for c in columns:
         if c not in fields:
@@ -217,8 +227,12 @@ def check_columns(schema, key, time: str, value: str) -> None:
     if not isinstance(fields[time], (NumericType, TimestampType, TimestampNTZType, DateType)):
         raise SlidingWindowError(f"time column {time!r} is {fields[time].simpleString()}, "
                                  "not a number of seconds, a timestamp or a date")
-    if not isinstance(fields[value], NumericType):
-        raise SlidingWindowError(f"value column {value!r} is {fields[value].simpleString()}, not numeric")
+    return values.fields_of(schema, value)
+
+
+def _per_value_column(df, spec: WindowSpec, kind) -> bool | tuple:
+    """Whether ``df``'s value columns are of ``kind`` (:func:`spark_ops.values.per_column`)."""
+    return values.per_column(values.types_of(df.schema, spec), kind)
 
 
 def check_output_names(spec: WindowSpec, columns) -> None:
@@ -247,13 +261,13 @@ def choose_engine(spec: WindowSpec, df) -> tuple[str, str]:
     where it cannot run is an error."""
     from pyspark.sql.types import FractionalType
 
-    return engine_for(spec, streaming=df.isStreaming,
-                      fractional=isinstance(df.schema[spec.value].dataType, FractionalType))
+    return engine_for(spec, streaming=df.isStreaming, fractional=_per_value_column(df, spec, FractionalType))
 
 
-def engine_for(spec: WindowSpec, *, streaming: bool, fractional: bool) -> tuple[str, str]:
+def engine_for(spec: WindowSpec, *, streaming: bool, fractional: bool | tuple) -> tuple[str, str]:
     """:func:`choose_engine`'s rule for a streaming or batch job whose value
-    column is ``fractional`` (floating point) or not."""
+    column is ``fractional`` (floating point) or not (per value column for
+    several)."""
     shown = spec.store and stores.redact_url(spec.store)
     where = f"its windows in the store {shown}" if spec.store else "its windows in executor memory"
     if streaming:

@@ -6,6 +6,9 @@ every row's window is a contiguous range ``[s_i, i]`` of them: ``s_i = i - N
 (:func:`spark_ops.frames.range_edge`) for ``range=``.  When the
 aggregations are ready ones that NumPy computes (:mod:`spark_ops.kernels`),
 a whole Arrow batch of one key is answered at once instead of row by row.
+Several value columns come as one NumPy structured array, and each
+aggregation's kernel reads the field of the column it names
+(:mod:`spark_ops.values`): every column in the same pass.
 
 Between batches a key keeps the rows its next windows can still reach (the
 newest N - 1, or those newer than the last time minus the range): O(window)
@@ -25,7 +28,7 @@ import numpy as np
 
 from mta import aggregators
 
-from . import frames
+from . import frames, values as value_columns
 from . import rows as row_rules
 from .kernels import AGGREGATIONS, FLOAT_ONLY, KERNELS, Rows
 from .key_window import RowWindow
@@ -34,17 +37,21 @@ __all__ = ["AGGREGATIONS", "FLOAT_ONLY", "KERNELS", "ColumnarKeyWindow", "Column
            "kernel_names"]
 
 
-def ineligible(spec, floating: bool) -> str | None:
+def ineligible(spec, floating: bool | tuple) -> str | None:
     """Why ``spec``'s batch job cannot run on the columnar engine, or ``None``
-    when it can; ``floating``: the value column holds floating-point numbers.
+    when it can; ``floating``: the value column holds floating-point numbers
+    (per value column for several, :func:`spark_ops.values.per_column`).
     A store does not stop it: the job's windows then stay in executor memory."""
     if spec.policy is not None:
         return "it has a custom slide policy (the columnar engine does rows= and range=)"
-    for (name, _, _), kernel in zip(spec.aggs, kernel_names(spec)):
+    reads = spec.reads or [None] * len(spec.aggs)
+    for (name, _, _), kernel, read in zip(spec.aggs, kernel_names(spec), reads):
         if kernel is None:
             return (f"aggregation {name!r} is not one the columnar engine computes "
                     f"({', '.join(AGGREGATIONS)})")
-        if kernel in FLOAT_ONLY and not floating:
+        if spec.value_fields and read is None:
+            return f"aggregation {name!r} reads every value column (the columnar engine's kernels read one each)"
+        if kernel in FLOAT_ONLY and not value_columns.flag_of(floating, read):
             return f"aggregation {name!r} of an integral column is exact only in the MTA (NumPy sums overflow)"
     return None
 
@@ -70,7 +77,7 @@ class ColumnarKeyWindow(RowWindow):
         self.window = ColumnarWindow(kernels,
                                      rows=sizes if sizes and spec.rows is not None else spec.rows,
                                      range=sizes if sizes and spec.range is not None else spec.range,
-                                     frame=spec.frame)
+                                     frame=spec.frame, reads=spec.reads)
         self._positive = "geomean" in self.window.names
 
     def aggregate(self, times, values, problems):
@@ -83,8 +90,7 @@ class ColumnarKeyWindow(RowWindow):
             times, values = times.filter(keep), values.filter(keep)
         if not len(times):
             return [pa.nulls(0, type=t) for t in self.types], problems
-        dtype = np.float64 if pa.types.is_floating(values.type) else np.int64
-        results = self.window.push(times.to_numpy(), values.to_numpy().astype(dtype, copy=False))
+        results = self.window.push(times.to_numpy(), value_columns.numpy_values(values))
         return [pa.array(a, mask=null, type=t) for (a, null), t in zip(results, self.types)], problems
 
     def _not_positive(self, values, problems):
@@ -92,15 +98,24 @@ class ColumnarKeyWindow(RowWindow):
         (not > 0), each with the reason the MTA's lift gives for it."""
         import pyarrow.compute as pc
 
-        bad = pc.invert(pc.fill_null(pc.greater(values, 0), True))  # a null value has its problem already
+        if self.spec.value_fields:  # the columns geomean reads
+            read = {r for (name, r) in zip(self.window.names, self.spec.reads) if name == "geomean"}
+            columns = [pc.struct_field(values, [r]) for r in sorted(read)]
+        else:
+            columns = [values]
+        bad = None
+        for column in columns:  # a null value has its problem already
+            not_positive = pc.invert(pc.fill_null(pc.greater(column, 0), True))
+            bad = not_positive if bad is None else pc.or_(bad, not_positive)
         if not pc.any(bad).as_py():
             return problems
         problems = list(problems) if problems is not None else [None] * len(values)
         lift = self.spec.value_aggregator().lift
+        python = value_columns.python_values(values) if self.spec.value_fields else None
         for i in pc.indices_nonzero(bad).to_pylist():
             if problems[i] is None:
                 try:
-                    lift(values[i].as_py())
+                    lift(python[i] if python is not None else values[i].as_py())
                 except Exception as exc:  # noqa: BLE001 - the row is rejected with the reason
                     problems[i] = row_rules.cannot_lift(exc)
         return problems
@@ -116,8 +131,9 @@ class ColumnarWindow:
     ``range`` is one size or a list of sizes: every size is computed on the
     same rows (the carried rows are those the largest still reaches)."""
 
-    def __init__(self, names, *, rows=None, range=None, frame: str = "default") -> None:
+    def __init__(self, names, *, rows=None, range=None, frame: str = "default", reads: tuple = ()) -> None:
         self.names = list(names)
+        self.reads = tuple(reads)  # per kernel, the field of structured values it reads
         self.several = isinstance(rows if rows is not None else range, (list, tuple))
         if rows is not None:
             # a count beyond any key's rows behaves as "all of them" (and fits an int64)
@@ -131,7 +147,9 @@ class ColumnarWindow:
         self._empty = [aggregators.READY[name].empty for name in self.names]
 
     def push(self, times: np.ndarray, values: np.ndarray) -> list[tuple[np.ndarray, np.ndarray | None]]:
-        """The next rows of the key, in order: per aggregation (and, for
+        """The next rows of the key, in order (``values``: an array, or a
+        structured array of several value columns whose fields ``v<i>`` the
+        kernels read, ``reads``): per aggregation (and, for
         several sizes, per size within each aggregation), the results
         and the mask of the rows whose result is null (``None`` if none is).
         An empty window gives what the aggregation declares
@@ -140,7 +158,8 @@ class ColumnarWindow:
         makes one (e.g. 1 at 1e17, in the default frame).  O(k (n + c) log
         L) for k sizes, n rows, c carried rows and windows of up to L rows."""
         if not len(values):
-            return [(values[:0], None) for _ in self.names for _ in self.sizes]
+            none = values[:0] if values.dtype.names is None else np.empty(0)
+            return [(none, None) for _ in self.names for _ in self.sizes]
         carried = 0 if self._values is None else len(self._values)
         x = values if not carried else np.concatenate((self._values, values))
         end = np.arange(carried, len(x))
@@ -163,20 +182,23 @@ class ColumnarWindow:
             start = np.minimum(start, end)  # the rows' own values stand in, then are masked or replaced
         else:
             empty = None
-        return aggregate(self._kernels, self._empty, Rows(x, start, end, carried), empty)
+        return aggregate(self._kernels, self._empty, Rows(x, start, end, carried), empty, self.reads)
 
     def close(self) -> None:
         """The key is done: drop the carried rows."""
         self._values = self._times = None
 
 
-def aggregate(kernels, empties, rows, empty) -> list:
+def aggregate(kernels, empties, rows, empty, reads: tuple = ()) -> list:
     """``(result, null mask)`` of every kernel over ``rows``' windows;
     windows marked in ``empty`` (``None``: none) hold no row and give the
-    aggregation's empty value (``empties``), or null where it has none."""
+    aggregation's empty value (``empties``), or null where it has none.
+    Several value columns (``rows.x`` a structured array): each kernel
+    reads the field ``reads`` gives it (:func:`spark_ops.values.rows_by_kernel`)."""
     out = []
-    for kernel, when_empty in zip(kernels, empties):
-        result, null = kernel(rows)
+    for kernel, when_empty, kernel_rows in zip(kernels, empties,
+                                                value_columns.rows_by_kernel(rows, reads, len(kernels))):
+        result, null = kernel(kernel_rows)
         if empty is not None:
             if when_empty is not None:
                 result[empty] = when_empty

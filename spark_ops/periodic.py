@@ -34,6 +34,7 @@ from .batch import runs
 from .kernels import KERNELS, Rows
 from .plan import ARRIVAL, TIME, VALUE, column, key_reader, output_arrow_schema, quoted, with_order_columns
 from .spec import MICROS, SlidingWindowError, WindowSpec
+from .values import numpy_values
 
 #: The output column holding each window's end.
 WINDOW_END = "window_end"
@@ -106,8 +107,6 @@ def periodic_plan(df, spec: WindowSpec, run: str):
     columnar = spec.engine == "columnar"
 
     def windows_of_partition(batches):
-        import pyarrow as pa
-
         current, window, out = EMPTY, None, []
 
         def emit(key, ends_us, results):
@@ -128,13 +127,11 @@ def periodic_plan(df, spec: WindowSpec, run: str):
                     if window is not None:
                         emit(current, *window.close())
                     current = key
-                    window = (PeriodicWindow(kernels, ranges_us, slide_us) if columnar
+                    window = (PeriodicWindow(kernels, ranges_us, slide_us, spec.reads) if columnar
                               else MonoidPeriodicWindow(spec, key, ranges_us, slide_us))
                 n = end - start
                 if columnar:
-                    dtype = np.float64 if pa.types.is_floating(values.type) else np.int64
-                    emit(key, *window.push(times.slice(start, n).to_numpy(),
-                                           values.slice(start, n).to_numpy().astype(dtype, copy=False)))
+                    emit(key, *window.push(times.slice(start, n).to_numpy(), numpy_values(values.slice(start, n))))
                 else:
                     emit(key, *window.push(times.slice(start, n), values.slice(start, n),
                                            batch.column(k).slice(start, n)))
@@ -182,8 +179,9 @@ class PeriodicWindow:
     keeps the rows that windows not yet emitted can still hold: O(largest
     window) rows."""
 
-    def __init__(self, names, ranges_us: list[int], slide_us: int) -> None:
+    def __init__(self, names, ranges_us: list[int], slide_us: int, reads: tuple = ()) -> None:
         self.names, self.ranges_us, self.slide_us = list(names), list(ranges_us), slide_us
+        self.reads = reads  # several value columns: the field each kernel reads (spark_ops.values)
         self._kernels = [KERNELS[name] for name in self.names]
         self._empty = [aggregators.READY[name].empty for name in self.names]
         self._t = np.empty(0, dtype=np.int64)
@@ -243,4 +241,4 @@ class PeriodicWindow:
             empty = None
         if not len(start):
             return [(np.empty(0, dtype=np.float64), None) for _ in self._kernels]
-        return aggregate(self._kernels, self._empty, Rows(x, start, end, 0), empty)
+        return aggregate(self._kernels, self._empty, Rows(x, start, end, 0), empty, self.reads)

@@ -37,6 +37,7 @@ from .plan import ARRIVAL, PACKED, TIME, VALUE, column, output_arrow_schema, wit
 from .panes import PaneWindows
 from .spec import MICROS, SlidingWindowError, WindowSpec
 from .streaming import _check_job, key_value
+from .values import on_columns, python_values
 
 #: Spark's state per key: the job's fingerprint, its open windows
 #: (:meth:`spark_ops.panes.PaneWindows.state`) and the rows waiting for the
@@ -53,7 +54,8 @@ class MonoidPeriodicWindow:
 
     def __init__(self, spec: WindowSpec, key, ranges_us: list[int], slide_us: int, state: bytes | None = None):
         self.spec, self.key = spec, key
-        self.panes = PaneWindows(product(*[agg for _, agg, _ in spec.aggs]), ranges_us, slide_us, state)
+        self.panes = PaneWindows(product(*on_columns([agg for _, agg, _ in spec.aggs], spec.reads)),
+                                 ranges_us, slide_us, state)
         self._sizes = len(ranges_us)
 
     def push(self, times, values, shown=None):
@@ -70,7 +72,7 @@ class MonoidPeriodicWindow:
         aggregation can lift fails the job naming the row.  O(rows) lifts
         and combines."""
         panes = self.panes
-        for i, (t, v) in enumerate(zip(times.to_pylist(), values.to_pylist())):
+        for i, (t, v) in enumerate(zip(times.to_pylist(), python_values(values))):
             try:
                 panes.push(round(t * MICROS), v)
             except LiftError as exc:

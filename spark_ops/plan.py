@@ -37,7 +37,8 @@ def key_reader(positions: list[int]):
 def with_order_columns(df, spec: WindowSpec):
     """Add the arrival number (input order: partition, then position), the
     time as double seconds and the value as the engine takes it (decimals
-    as doubles, like the aggregations' outputs)."""
+    as doubles, like the aggregations' outputs; several value columns as
+    one struct, :func:`spark_ops.values.value_sql`)."""
     from pyspark.sql import functions as F
 
     if not df.isStreaming:
@@ -57,9 +58,11 @@ def with_order_columns(df, spec: WindowSpec):
                 yield pa.RecordBatch.from_arrays(batch.columns + [ids], names=batch.schema.names + [ARRIVAL])
 
         numbered = df.mapInArrow(number_rows, schema)
+    from . import values
+
     types = {f.name: f.dataType for f in df.schema.fields}
     return (numbered.withColumn(TIME, F.expr(time_sql(spec.time, types[spec.time])))
-                    .withColumn(VALUE, F.expr(value_sql(spec.value, types[spec.value]))))
+                    .withColumn(VALUE, F.expr(values.value_sql(spec.value, spec.value_fields, types))))
 
 
 def time_sql(name: str, data_type) -> str:
@@ -79,9 +82,15 @@ def time_sql(name: str, data_type) -> str:
 def value_sql(name: str, data_type) -> str:
     """The SQL expression of a value column as the engines take it (decimals
     as doubles, like the aggregations' outputs)."""
+    return taken_sql(quoted(name), data_type)
+
+
+def taken_sql(sql: str, data_type) -> str:
+    """A numeric SQL expression of type ``data_type`` as the engines take
+    it: decimals as doubles, other types as they are."""
     from pyspark.sql.types import DecimalType
 
-    return f"CAST({quoted(name)} AS DOUBLE)" if isinstance(data_type, DecimalType) else quoted(name)
+    return f"CAST({sql} AS DOUBLE)" if isinstance(data_type, DecimalType) else sql
 
 
 def quoted(name: str) -> str:

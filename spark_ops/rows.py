@@ -1,9 +1,10 @@
 """Which rows can enter a window, and what becomes of those that cannot.
 
 A row is rejected for a null or NaN key (in any of a composite key's
-columns), a null, NaN or infinite time, a
-null or NaN value, a value that is not a number, a time older than its
-key's newest (possible only across streaming micro-batches: a batch job
+columns), a null, NaN or infinite time, a null or NaN value (in any of
+several value columns, :mod:`spark_ops.values`), a value that is not a
+number, a time older than its key's newest (possible only across
+streaming micro-batches: a batch job
 sorts each key's rows), with ``frame="sql"`` a time equal to the newest
 whose outputs an earlier micro-batch gave (its peers' shared output is
 out already), or a value the aggregations cannot take (their ``lift``
@@ -25,6 +26,7 @@ from typing import Sequence
 
 from mta import LiftError
 
+from . import values as value_columns
 from .spec import SlidingWindowError, WindowSpec
 
 # null and NaN read the same: neither is a number a window can take
@@ -87,10 +89,11 @@ def check_row(key, t, v, newest, emitted=None) -> str | None:
         return NULL_TIME
     if isinstance(t, float) and math.isinf(t):
         return INFINITE_TIME
-    if _missing(v):
+    if value_columns.missing(v):  # a tuple of several value columns: any of them
         return NULL_VALUE
-    if not isinstance(v, (int, float)) or isinstance(v, bool):
-        return not_a_number(v)
+    for x in v if type(v) is tuple else (v,):
+        if not isinstance(x, (int, float)) or isinstance(x, bool):
+            return not_a_number(x)
     if newest is not None and t < newest:
         return out_of_order(t, newest)
     if emitted is not None and t == emitted:
@@ -103,7 +106,8 @@ def check_columns(keys, times, values) -> list | None:
     :func:`check_row` that hold whatever came before: null or NaN key, time
     or value, infinite time; the first that applies), or ``None`` when
     every row can.  ``keys``: the key column, or a list of a composite
-    key's columns (null when any of them is)."""
+    key's columns (null when any of them is); ``values``: the value
+    column, or a struct of several (null when any field is)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -113,7 +117,7 @@ def check_columns(keys, times, values) -> list | None:
         null = mask if null is None else pc.or_(null, mask)
     checks = [(null, NULL_KEY),
               (pc.is_null(times, nan_is_null=True), NULL_TIME), (pc.is_inf(times), INFINITE_TIME),
-              (pc.is_null(values, nan_is_null=pa.types.is_floating(values.type)), NULL_VALUE)]
+              (value_columns.null_mask(values), NULL_VALUE)]
     reasons = None
     for mask, reason in checks:
         if pc.any(mask).as_py():
@@ -126,7 +130,7 @@ def check_columns(keys, times, values) -> list | None:
 def rejected(spec: WindowSpec, problem: str, key, t, v) -> SlidingWindowError:
     """The error that names a rejected row (``on_bad_row="error"``)."""
     return SlidingWindowError(f"row rejected ({problem}): {spec.key_text(key)}, {spec.time}={t!r}, "
-                              f"{spec.value}={v!r}; fix the input or pass on_bad_row='flag'")
+                              f"{value_columns.value_text(spec, v)}; fix the input or pass on_bad_row='flag'")
 
 
 def settle(spec: WindowSpec, key, accepted: list, problems: Sequence | None, times, values,

@@ -10,6 +10,7 @@ from mta.monoid import identity_function
 from . import frames, rows
 from .key_window import RowWindow
 from .spec import WindowSpec
+from .values import python_values
 
 
 class SortedWindow(RowWindow):
@@ -43,7 +44,7 @@ class SortedWindow(RowWindow):
         self._in_store = bool(options)
 
     def aggregate(self, times, values, problems: Sequence | None) -> tuple[list, Sequence | None]:
-        times, values = times.to_pylist(), values.to_pylist()
+        times, values = times.to_pylist(), python_values(values)
         lifted, lift_problems = self.lift(values)
         if lift_problems is not None:
             problems = [p or q for p, q in zip(problems or lift_problems, lift_problems)]

@@ -28,7 +28,7 @@ from mta import Aggregator, AmortizedMTA, LogMTA, SlidePolicy, policies, product
 from mta.errors import MTAError
 from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
-from . import aggregations, durations, frames
+from . import durations, frames, values
 from .aggregations import READY
 
 __all__ = ["BAD_ROW_RULES", "ENGINES", "ENGINE_CHOICES", "READY", "SlidingWindowError", "WindowSpec"]
@@ -55,7 +55,9 @@ class WindowSpec:
     #: values are tuples of the columns' values): see :func:`key_columns`.
     key: str | tuple
     time: str
-    value: str
+    #: One column's name (a numeric column, or a struct of numeric fields),
+    #: or a tuple of several: see :mod:`spark_ops.values`.
+    value: str | tuple
     aggs: list = field(default_factory=list)  # [(column, Aggregator, spark type)]
     range: float | None = None
     rows: int | None = None
@@ -81,15 +83,24 @@ class WindowSpec:
     #: the job runs on the columnar engine: executors unpickle their own
     #: copies of the aggregators, so only the driver can recognise them.
     kernels: tuple = ()
+    #: The value columns when there are several (a list's columns or a
+    #: struct's fields, :func:`spark_ops.values.fields_of`); ``()`` for one
+    #: numeric column, whose values come alone rather than in tuples.
+    value_fields: tuple = ()
+    #: Per aggregation, the position in :attr:`value_fields` of the column
+    #: it reads, or ``None`` (the whole value); ``()`` when none names one.
+    reads: tuple = ()
 
     @classmethod
     def build(cls, *, key, time, value, aggs, range=None, rows=None, policy=None, store=None,
               store_options=None, engine="auto", buffer_size=DEFAULT_BUFFER_SIZE,
               cache_size=DEFAULT_CACHE_SIZE,
               on_bad_row="error", namespace="mta", frame="default", slide=None,
-              integral: bool = False) -> "WindowSpec":
+              integral: bool | tuple = False, value_fields: tuple = ()) -> "WindowSpec":
         """Check the arguments of :func:`spark_ops.sliding_window`;
-        ``integral``: the value column holds integers."""
+        ``integral``: the value column holds integers (per value column for
+        several, :func:`spark_ops.values.per_column`); ``value_fields``: the
+        value columns when there are several (a struct's fields)."""
         given = [name for name, v in (("range", range), ("rows", rows), ("policy", policy)) if v is not None]
         if len(given) != 1:
             raise SlidingWindowError(
@@ -115,14 +126,20 @@ class WindowSpec:
             if type(size) is not int or size < 1:
                 raise SlidingWindowError(f"{option} must be a positive int (pairs per level), got {size!r}")
         key = key_columns(key)
-        for role, column in (("time", time), ("value", value)):
+        value = values.value_columns(value)
+        if isinstance(value, tuple):
+            value_fields = value
+        value_names = value if isinstance(value, tuple) else (value,)
+        for role, column in (("time", time), *(("value", v) for v in value_names)):
             if column in (key if isinstance(key, tuple) else (key,)):
                 raise SlidingWindowError(f"column {column!r} is both a key column and the {role} column; "
                                          "a window's key cannot be its " + role)
         if slide is not None:
             slide = _slide(slide, range, rows, frame, on_bad_row)
-        resolved = aggregations.resolve(aggs, integral)
-        spec = cls(key=key, time=time, value=value, aggs=resolved, range=range, rows=rows,
+        resolved, reads = values.resolve(aggs, tuple(value_fields), integral,
+                                         single=None if value_fields else value)
+        spec = cls(key=key, time=time, value=value, value_fields=tuple(value_fields), reads=reads,
+                   aggs=resolved, range=range, rows=rows,
                    policy=policy, store=_store_url(store), store_options=dict(store_options or {}),
                    engine=engine, buffer_size=buffer_size, cache_size=cache_size,
                    on_bad_row=on_bad_row, namespace=namespace, frame=frame, sizes=sizes, slide=slide)
@@ -199,13 +216,14 @@ class WindowSpec:
         return self.policy
 
     def aggregator(self) -> Aggregator:
-        """The aggregations over ``(time, value)`` records, as one product."""
-        return product(*[agg for _, agg, _ in self.aggs]).on(_value_of)
+        """The aggregations over ``(time, value)`` records, as one product
+        (each over the value column it reads, :attr:`reads`)."""
+        return product(*values.on_columns([agg for _, agg, _ in self.aggs], self.reads)).on(_value_of)
 
     def value_aggregator(self) -> Aggregator:
         """The aggregations over the value alone: the aggregator itself when
         there is one, else their product (results as a tuple)."""
-        aggs = [agg for _, agg, _ in self.aggs]
+        aggs = values.on_columns([agg for _, agg, _ in self.aggs], self.reads)
         return aggs[0] if len(aggs) == 1 else product(*aggs)
 
     def window_id(self, key: Any, run: str) -> str:
@@ -237,7 +255,8 @@ class WindowSpec:
         if self.frame != "default":
             slide += f", frame={self.frame}"
         key = self.key if isinstance(self.key, str) else list(self.key)
-        return f"{aggs}; {slide}; {self.engine}; key={key}, time={self.time}, value={self.value}"
+        value = self.value if not self.value_fields else f"{self.value}{list(self.value_fields)} reads={self.reads}"
+        return f"{aggs}; {slide}; {self.engine}; key={key}, time={self.time}, value={value}"
 
     def storage_options(self, key: Any, run: str, *, resume: bool | int = False) -> dict:
         """The engine options that put one key's window in the pooled store."""

@@ -101,7 +101,10 @@ class SlidingWindowFunction:
             raise SlidingWindowError(f"{FUNCTION_NAME} needs {', '.join(f'{a} =>' for a in missing)}; e.g. "
                                      "key => 'host', time => 'ts', value => 'mem', aggs => 'max,mean', range => 3600")
         schema = table.dataType
-        check_columns(schema, given["key"], given["time"], given["value"])
+        if not isinstance(given["value"], str) or check_columns(schema, given["key"], given["time"],
+                                                                given["value"])[0]:
+            raise SlidingWindowError(f"{FUNCTION_NAME} takes one numeric value column (value => 'mem'); several "
+                                     "value columns (a list or a struct) are for the DataFrame call sliding_window")
         value_type = schema[given["value"]].dataType
         aggs = given["aggs"]
         spec = WindowSpec.build(key=given["key"], time=given["time"], value=given["value"],

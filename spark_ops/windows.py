@@ -14,6 +14,7 @@ from .columnar import ColumnarKeyWindow
 from .key_window import KeyWindow, RowWindow, StreamingKeyWindow
 from .sorted_window import SizesSortedWindow, SortedWindow
 from .spec import WindowSpec
+from .values import python_values
 
 __all__ = ["KeyWindow", "PolicyWindow", "RejectingWindow", "SizesWindow", "StreamingKeyWindow", "open_key_window"]
 
@@ -64,7 +65,7 @@ class PolicyWindow(RowWindow):
         emitted = newest if self.spec.peers else None  # outputs given by an earlier push
         found = list(problems) if problems is not None else None
         columns = [[] for _ in self.types]
-        for i, (t, v) in enumerate(zip(times.to_pylist(), values.to_pylist())):
+        for i, (t, v) in enumerate(zip(times.to_pylist(), python_values(values))):
             problem = found[i] if found is not None else None
             if problem is None:
                 problem = rows.check_row(key, t, v, newest, emitted)

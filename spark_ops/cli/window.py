@@ -14,6 +14,10 @@ def window_spec(args) -> WindowSpec:
     names = [a.strip() for a in args.agg.split(",") if a.strip()]
     if not names:
         raise CLIError(f"--agg needs at least one aggregation, e.g. --agg max,mean; choose from {', '.join(ready)}")
+    if "," in args.value or any("(" in a for a in names):
+        raise CLIError("mta-spark takes one --value column and aggregations without a column (--agg max,mean); "
+                       "several value columns (value=['cpu', 'mem'], aggs=['max(cpu)']) are for the Python "
+                       "call sliding_window")
     unknown = [a for a in names if a.lower() not in ready]
     if unknown:
         raise CLIError(f"unknown aggregation{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))} "
