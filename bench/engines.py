@@ -30,6 +30,7 @@ from mta.baselines.subtract_on_evict import SubtractOnEvict
 from mta.baselines.two_stacks import TwoStacks
 from mta.log_mta import LogMTA
 from mta.monoid import Monoid
+from mta.native import AVAILABLE as NATIVE_AVAILABLE, NativeAmortizedMTA
 
 
 @dataclass(frozen=True, eq=False)
@@ -95,6 +96,11 @@ CONFIGURATIONS: tuple[EngineSpec, ...] = (
     EngineSpec("SubtractOnEvict", SubtractOnEvict, needs="inverse", complexity="O(1)",
                description="Running aggregate, inverse on evict (DABA paper Fig. 19)"),
 )
+if NATIVE_AVAILABLE:  # the compiled core, when built (mta.native)
+    CONFIGURATIONS += (
+        EngineSpec("AMTA-native", NativeAmortizedMTA, complexity="O(1) amortized, O(log n) worst; bulk O(log n)",
+                   description="Amortized MTA with its core compiled (mta/_native.c), in-memory level queues"),
+    )
 BY_NAME: dict[str, EngineSpec] = {s.name: s for s in CONFIGURATIONS}
 
 #: What the benchmark driver runs: one configuration per engine.

@@ -1,0 +1,222 @@
+"""The compiled Amortized MTA core (mta/_native.c via mta.native).
+
+tests/test_engines.py runs "AMTA-native" with every other engine against the
+brute-force oracle (bench.engines adds it when the core is built).  Here:
+the native combines of the ready monoids against the pure-Python engine
+(same tree, so the same results, type for type) and the oracle, the same
+monoid calls as the reference engine, the failure guard, references
+released, and the pure-Python fallback.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mta import aggregators as A
+from mta import native
+from mta.amortized_mta import AmortizedMTA
+from mta.errors import CountError, EmptyWindowError, EngineFailedError
+from mta.monoid import CountingMonoid, Monoid
+from mta.policies import COUNT_MONOID, MAX_MONOID
+from tests.oracle import CONCAT, BruteForceWindow
+from tests.strategies import sane_settings
+
+needs_core = pytest.mark.skipif(not native.AVAILABLE, reason=f"compiled core not in use: {native.WHY_NOT}")
+
+# Equal values of different types (1 and 1.0, 0 and 0.0 and False) show which
+# one a selective combine keeps on ties; None is the selective identity.
+_SCALARS = st.sampled_from([0, 0.0, 1, 1.0, -1, 2, 2.5, -0.5])
+_READY = [
+    ("sum", A.SUM.monoid, _SCALARS),
+    ("count", COUNT_MONOID, st.integers(-3, 3)),
+    ("min", A.MIN.monoid, st.one_of(st.none(), _SCALARS)),
+    ("max", A.MAX.monoid, st.one_of(st.none(), _SCALARS)),
+    ("policy max", MAX_MONOID, _SCALARS),
+]
+
+
+def _slides(values: st.SearchStrategy) -> st.SearchStrategy:
+    """Batches of (value, eviction count) that never evict past the window."""
+
+    @st.composite
+    def batches(draw):
+        n = draw(st.integers(0, 120))
+        vs = [draw(values) for _ in range(n)]
+        size, ks = 0, []
+        for _ in vs:
+            size += 1
+            k = draw(st.one_of(st.just(0), st.just(1), st.integers(0, size)))
+            ks.append(k)
+            size -= k
+        return vs, ks
+
+    return batches()
+
+
+def _typed(xs):
+    return [(type(x).__name__, x) for x in xs]
+
+
+@needs_core
+def test_ready_monoids_get_native_combines():
+    kinds = {name: native.combine_kind(m.combine) for name, m, _ in _READY}
+    assert kinds == {"sum": native._native.KIND_ADD, "count": native._native.KIND_ADD,
+                     "min": native._native.KIND_SELECT_LT, "max": native._native.KIND_SELECT_GT,
+                     "policy max": native._native.KIND_BUILTIN_MAX}
+    for m in (CONCAT, CountingMonoid(A.SUM.monoid), A.FIRST.monoid, A.MOMENTS):
+        assert native.combine_kind(m.combine) == native._native.KIND_CALL, m
+
+
+@needs_core
+@pytest.mark.parametrize(("name", "monoid", "values"), _READY, ids=[r[0] for r in _READY])
+@sane_settings(60)
+@given(data=st.data())
+def test_native_combines_match_the_reference(name, monoid, values, data):
+    """Same results as the pure-Python engine (same tree: same values and
+    types, float rounding included) and, over exact values, as the oracle."""
+    vs, ks = data.draw(_slides(values))
+    got = native.NativeAmortizedMTA(monoid).slide(vs, ks)
+    ref = AmortizedMTA(monoid).slide(vs, ks)
+    assert _typed(got) == _typed(ref)
+    exact = [v for v in vs if not isinstance(v, float)]
+    if len(exact) == len(vs):
+        assert got == BruteForceWindow(monoid).slide(vs, ks)
+
+
+@needs_core
+@sane_settings(60)
+@given(data=st.data())
+def test_same_monoid_calls_as_the_reference(data):
+    """A user monoid (non-commutative, its identity among the values) gets
+    exactly the reference engine's combine calls, in push, slide and evict."""
+    raws = data.draw(st.lists(st.sampled_from([(), ("a",), ("b",), ("c",)]), max_size=80))
+    keep = data.draw(st.integers(0, 12))
+
+    def wsp(total, prefix):
+        return len(total) - len(prefix) >= keep
+
+    counted = {}
+    for cls in (native.NativeAmortizedMTA, AmortizedMTA):
+        m = CountingMonoid(CONCAT)
+        e = cls(m, wsp)
+        out = [e.push(v) for v in raws]
+        out += e.slide(raws[:10], [1] * len(raws[:10]))
+        while len(e):
+            e.evict()
+            out.append(e.query())
+        counted[cls] = (out, m.calls)
+    assert counted[native.NativeAmortizedMTA] == counted[AmortizedMTA]
+    oracle = BruteForceWindow(CONCAT, wsp)
+    assert counted[AmortizedMTA][0][: len(raws)] == [oracle.push(v) for v in raws]
+
+
+class Boom(Exception):
+    pass
+
+
+@needs_core
+@pytest.mark.parametrize("where", ["combine", "wsp"])
+def test_user_code_raising_marks_the_engine_failed(where):
+    calls = [0]
+
+    def combine(a, b):
+        calls[0] += 1
+        if where == "combine" and calls[0] == 7:
+            raise Boom("combine")
+        return a + b
+
+    def wsp(total, prefix):
+        if where == "wsp" and len(total) >= 4:
+            raise Boom("wsp")
+        return len(total) - len(prefix) >= 3
+
+    e = native.NativeAmortizedMTA(Monoid(combine, ()), wsp)
+    with pytest.raises(Boom):
+        for i in range(20):
+            e.push((i,))
+    for op in (lambda: e.insert((0,)), e.query, e.evict, e.enforce, lambda: e.push((1,)),
+               lambda: e.bulk_evict(0), lambda: e.slide([(2,)], [0])):
+        with pytest.raises(EngineFailedError) as info:
+            op()
+        assert isinstance(info.value.__cause__, Boom)
+
+
+@needs_core
+def test_refusals_leave_the_engine_usable():
+    e = native.NativeAmortizedMTA(CONCAT)
+    with pytest.raises(EmptyWindowError):
+        e.evict()
+    e.insert((1,))
+    for bad in (lambda: e.bulk_evict(2), lambda: e.bulk_evict(-1), lambda: e.bulk_evict(True),
+                lambda: e.slide([(2,)], [3]), lambda: e.slide([(2,)], [])):
+        with pytest.raises((EmptyWindowError, CountError)):
+            bad()
+    assert e.query() == (1,) and len(e) == 1
+    assert e.slide([(2,), (3,)], [0, 2]) == [(1, 2), (3,)]
+
+
+@needs_core
+def test_store_windows_are_refused_with_the_reason():
+    with pytest.raises(TypeError, match="store.*pure-Python AmortizedMTA"):
+        native.NativeAmortizedMTA(CONCAT, store=object(), window_id="w")
+
+
+class Tracked:
+    """A value whose live instances are counted (references released)."""
+
+    live = 0
+
+    def __init__(self, x):
+        self.x = x
+        Tracked.live += 1
+
+    def __del__(self):
+        Tracked.live -= 1
+
+    def __add__(self, other):
+        return Tracked(self.x + other.x)
+
+
+@needs_core
+def test_references_are_released():
+    gc.collect()
+    before = Tracked.live
+    e = native.NativeAmortizedMTA(Monoid(lambda a, b: a + b, Tracked(0)), lambda t, p: t.x - p.x >= 100)
+    for i in range(5000):
+        e.push(Tracked(1))
+    assert e.query().x == 100
+    e.bulk_evict(len(e) // 2)
+    assert e.query().x == 50
+    del e
+    gc.collect()
+    assert Tracked.live == before
+
+
+def test_pure_python_fallback():
+    """MTA_PURE_PYTHON=1: no native engine listed, a clear refusal, the
+    pure-Python engine as usual."""
+    code = (
+        "from mta import native\n"
+        "from bench.engines import BY_NAME\n"
+        "from mta.amortized_mta import AmortizedMTA\n"
+        "from mta.aggregators import SUM\n"
+        "assert not native.AVAILABLE and 'AMTA-native' not in BY_NAME\n"
+        "try:\n"
+        "    native.NativeAmortizedMTA(SUM.monoid)\n"
+        "except RuntimeError as exc:\n"
+        "    assert 'MTA_PURE_PYTHON' in str(exc), exc\n"
+        "else:\n"
+        "    raise AssertionError('built without the core')\n"
+        "e = AmortizedMTA(SUM.monoid)\n"
+        "assert e.slide([1, 2, 3], [0, 0, 1]) == [1, 3, 5]\n"
+    )
+    env = dict(os.environ, MTA_PURE_PYTHON="1")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
