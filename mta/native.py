@@ -16,8 +16,9 @@ with the same operations their Python callables make:
 * ``mta.aggregators.MIN`` and ``MAX`` (``_select`` with ``<`` or ``>``).
 
 The engine covers what an in-memory :class:`~mta.amortized_mta.AmortizedMTA`
-does (insert, evict, bulk_evict, slide, enforce, query, push); a window in a
-store (``store=``) stays on the pure-Python engine.
+does (insert, evict, bulk_evict, slide, enforce, query, push);
+:func:`amortized_engine` picks it for in-memory windows and the pure-Python
+engine for a window in a store (``store=``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import operator
 import os
 
 from . import aggregators
+from .amortized_mta import AmortizedMTA
 from .engine import Engine, check_count, check_evictions
 from .errors import EmptyWindowError, EngineFailedError
 from .level_queue import MemoryLevelQueue
@@ -106,6 +108,19 @@ class NativeAmortizedMTA(Engine):
         if failure is not None:
             _raise_failed(failure, "an earlier operation")
 
+    def checkpoint(self) -> int:
+        """As an in-memory :class:`~mta.amortized_mta.AmortizedMTA`: refused."""
+        raise TypeError("NativeAmortizedMTA.checkpoint() needs an engine built with store= "
+                        "(a stored window runs on the pure-Python AmortizedMTA)")
+
+    def close(self, *, delete: bool = False) -> None:
+        """Nothing to wait for: the window is in memory and stays as it is."""
+
+    @property
+    def store_stats(self):
+        """None: the window is in memory."""
+        return None
+
     def bulk_evict(self, count: int) -> None:
         """Remove the ``count`` oldest elements: singly up to ``log2 n`` of
         them, else by position, O(log n)."""
@@ -129,3 +144,14 @@ class NativeAmortizedMTA(Engine):
 
     def __len__(self) -> int:
         return len(self._core)
+
+
+def amortized_engine(monoid, wsp=None, **options):
+    """The Amortized MTA for ``options``: :class:`NativeAmortizedMTA` for an
+    in-memory window with the default level queues when the compiled core is
+    in use, else :class:`~mta.amortized_mta.AmortizedMTA` (a store, another
+    ``level_queue``, or no core).  The default engine of
+    :class:`mta.window.Window`."""
+    if _native is not None and not options:
+        return NativeAmortizedMTA(monoid, wsp)
+    return AmortizedMTA(monoid, wsp, **options)

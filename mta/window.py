@@ -27,7 +27,8 @@ class LiftError(MTAError, ValueError):
 class Window:
     """``aggregator`` over a window slid by ``policy``, on ``engine``.
 
-    ``engine`` is any engine class (default :class:`~mta.amortized_mta.AmortizedMTA`);
+    ``engine`` is any engine class (default :func:`mta.native.amortized_engine`:
+    the Amortized MTA, its compiled core for an in-memory window when built);
     it is built as ``engine(monoid, wsp, **options)``.  Raw inputs are lifted
     before the engine is touched, so one that fails to lift raises
     :class:`LiftError` and leaves the window unchanged.
@@ -54,9 +55,9 @@ class Window:
         if not isinstance(policy, SlidePolicy):
             raise TypeError(f"Window needs a SlidePolicy, got {type(policy).__name__}")
         if engine is None:
-            from .amortized_mta import AmortizedMTA
+            from .native import amortized_engine
 
-            engine = AmortizedMTA
+            engine = amortized_engine
         self.aggregator = aggregator
         self.policy = policy
         self.monoid = product_monoid([aggregator.monoid, policy.monoid])

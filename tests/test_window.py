@@ -52,9 +52,15 @@ def test_push_query_extend_evict_len(engine):
 
 
 def test_default_engine_is_amortized_mta():
+    """The compiled core for an in-memory window when it is in use, the
+    pure-Python engine otherwise and for other level queues."""
+    from mta import native
     from mta.amortized_mta import AmortizedMTA
+    from mta.level_queue import MemoryLevelQueue
 
-    assert type(Window(MEAN, Count(3)).engine) is AmortizedMTA
+    expected = native.NativeAmortizedMTA if native.AVAILABLE else AmortizedMTA
+    assert type(Window(MEAN, Count(3)).engine) is expected
+    assert type(Window(MEAN, Count(3), level_queue=MemoryLevelQueue).engine) is AmortizedMTA
 
 
 def test_options_pass_through_and_type_checks():
