@@ -1078,7 +1078,8 @@ def test_spark_submit_recipe_ships_the_wheel_with_py_files(tmp_path, redis_serve
     assert done.returncode == 0, done.stdout + done.stderr[-4000:]
     assert f"wrote {len(rows)} rows" in done.stdout
     assert SECRET not in done.stdout + done.stderr
-    assert (dist / f"mta_windows-{VERSION}-py3-none-any.whl").is_file() and (dist / "mta_windows.zip").is_file()
+    # py3-none-any, or platform-tagged with the compiled core when the machine has a C compiler
+    assert len(list(dist.glob(f"mta_windows-{VERSION}-*.whl"))) == 1 and (dist / "mta_windows.zip").is_file()
 
     import pyarrow.parquet as pq
 
