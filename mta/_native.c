@@ -19,7 +19,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-enum { KIND_CALL = 0, KIND_ADD = 1, KIND_BUILTIN_MAX = 2, KIND_SELECT_GT = 3, KIND_SELECT_LT = 4 };
+enum { KIND_CALL = 0, KIND_ADD = 1, KIND_BUILTIN_MAX = 2, KIND_SELECT_GT = 3, KIND_SELECT_LT = 4, KIND_MOMENTS = 5 };
 
 #define MAX_LEVELS 64 /* positions are < 2**63: at most 64 levels */
 
@@ -57,6 +57,45 @@ static PyObject *select_by(PyObject *a, PyObject *b, int op) {
     return r;
 }
 
+/* mta.aggregators._moments_combine on (count, mean, M2) triples, the same
+ * operations in the same order; anything but two 3-tuples calls it. */
+static PyObject *moments(Core *c, PyObject *a, PyObject *b) {
+    if (!PyTuple_CheckExact(a) || !PyTuple_CheckExact(b) || PyTuple_GET_SIZE(a) != 3 || PyTuple_GET_SIZE(b) != 3) {
+        PyObject *args[2] = {a, b};
+        return PyObject_Vectorcall(c->combine, args, 2, NULL);
+    }
+    PyObject *na = PyTuple_GET_ITEM(a, 0), *nb = PyTuple_GET_ITEM(b, 0);
+    int t = PyObject_IsTrue(na);
+    if (t <= 0) { if (t < 0) return NULL; Py_INCREF(b); return b; }
+    if ((t = PyObject_IsTrue(nb)) <= 0) { if (t < 0) return NULL; Py_INCREF(a); return a; }
+    PyObject *n = NULL, *delta = NULL, *x = NULL, *y = NULL, *mean = NULL, *m2 = NULL, *out = NULL;
+    if (!(n = PyNumber_Add(na, nb))) goto done;
+    if (!(delta = PyNumber_Subtract(PyTuple_GET_ITEM(b, 1), PyTuple_GET_ITEM(a, 1)))) goto done;
+    /* a[1] + delta * nb / n */
+    if (!(x = PyNumber_Multiply(delta, nb))) goto done;
+    Py_SETREF(x, PyNumber_TrueDivide(x, n));
+    if (!x || !(mean = PyNumber_Add(PyTuple_GET_ITEM(a, 1), x))) goto done;
+    /* a[2] + b[2] + delta * delta * na * nb / n */
+    Py_SETREF(x, PyNumber_Multiply(delta, delta));
+    if (!x) goto done;
+    Py_SETREF(x, PyNumber_Multiply(x, na));
+    if (!x) goto done;
+    Py_SETREF(x, PyNumber_Multiply(x, nb));
+    if (!x) goto done;
+    Py_SETREF(x, PyNumber_TrueDivide(x, n));
+    if (!x || !(y = PyNumber_Add(PyTuple_GET_ITEM(a, 2), PyTuple_GET_ITEM(b, 2)))) goto done;
+    if (!(m2 = PyNumber_Add(y, x))) goto done;
+    out = PyTuple_Pack(3, n, mean, m2);
+done:
+    Py_XDECREF(n);
+    Py_XDECREF(delta);
+    Py_XDECREF(x);
+    Py_XDECREF(y);
+    Py_XDECREF(mean);
+    Py_XDECREF(m2);
+    return out;
+}
+
 static PyObject *combine(Core *c, PyObject *a, PyObject *b) {
     switch (c->kind) {
     case KIND_ADD:
@@ -72,6 +111,8 @@ static PyObject *combine(Core *c, PyObject *a, PyObject *b) {
         return select_by(a, b, Py_GT);
     case KIND_SELECT_LT:
         return select_by(a, b, Py_LT);
+    case KIND_MOMENTS:
+        return moments(c, a, b);
     default: {
         PyObject *args[2] = {a, b};
         return PyObject_Vectorcall(c->combine, args, 2, NULL);
@@ -595,7 +636,7 @@ static int Core_init(Core *c, PyObject *args, PyObject *kw) {
                                      &empty_error, &compact_after))
         return -1;
     if (c->combine) { PyErr_SetString(PyExc_TypeError, "AmortizedCore is initialised once"); return -1; }
-    if (kind < KIND_CALL || kind > KIND_SELECT_LT) { PyErr_SetString(PyExc_ValueError, "unknown combine kind"); return -1; }
+    if (kind < KIND_CALL || kind > KIND_MOMENTS) { PyErr_SetString(PyExc_ValueError, "unknown combine kind"); return -1; }
     Py_INCREF(comb); c->combine = comb;
     Py_INCREF(ident); c->identity = ident;
     Py_INCREF(wsp); c->wsp = wsp;
@@ -680,5 +721,6 @@ PyMODINIT_FUNC PyInit__native(void) {
     PyModule_AddIntConstant(m, "KIND_BUILTIN_MAX", KIND_BUILTIN_MAX);
     PyModule_AddIntConstant(m, "KIND_SELECT_GT", KIND_SELECT_GT);
     PyModule_AddIntConstant(m, "KIND_SELECT_LT", KIND_SELECT_LT);
+    PyModule_AddIntConstant(m, "KIND_MOMENTS", KIND_MOMENTS);
     return m;
 }

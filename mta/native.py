@@ -13,7 +13,9 @@ with the same operations their Python callables make:
 
 * ``operator.add`` (sum, count, the count dimension of policies);
 * builtin ``max`` (the policies' max dimension);
-* ``mta.aggregators.MIN`` and ``MAX`` (``_select`` with ``<`` or ``>``).
+* ``mta.aggregators.MIN`` and ``MAX`` (``_select`` with ``<`` or ``>``);
+* ``mta.aggregators.MOMENTS`` (variance, standard deviation: the same
+  arithmetic on the (count, mean, M2) triples, in the same order).
 
 The engine covers what an in-memory :class:`~mta.amortized_mta.AmortizedMTA`
 does (insert, evict, bulk_evict, slide, enforce, query, push);
@@ -56,6 +58,8 @@ def combine_kind(combine) -> int:
         return _native.KIND_ADD
     if combine is max:
         return _native.KIND_BUILTIN_MAX
+    if combine is aggregators._moments_combine:
+        return _native.KIND_MOMENTS
     if (isinstance(combine, functools.partial) and combine.func is aggregators._select
             and not combine.keywords and len(combine.args) == 1):
         if combine.args[0] is operator.gt:
