@@ -2,6 +2,14 @@
 repartitioned by key, sorted within partitions by ``(key, time, arrival)``
 and streamed through one window per key with ``mapInArrow``.
 
+The plan ships the input's columns and the arrival number, nothing else
+where it can (:func:`spark_ops.plan.lean_columns`): a floating or small
+integral time column is sorted on as it is and cast to double seconds in
+the worker, and a value column the engines take as it is is read as it is.
+The arrival number stays: rows of equal time reach the windows in input
+order, which every per-row output of the default frame depends on (each
+row sees only the rows before it).
+
 Each Arrow batch is cut into runs of one key; a run goes through the key's
 window (:func:`spark_ops.windows.open_key_window`) in one push.  With
 ``frame="sql"`` a push holds every row of its times (rows of equal time
@@ -16,19 +24,19 @@ from __future__ import annotations
 from mta.markers import EMPTY
 
 from . import frames, rows, traffic
-from .plan import ARRIVAL, INTERNAL, TIME, VALUE, InputTimes, column, key_reader, output_schema, with_order_columns
+from .plan import ARRIVAL, INTERNAL, InputTimes, column, key_reader, lean_columns, output_schema, seconds
 from .spec import WindowSpec
 from .windows import open_key_window
 
 
 def batch_plan(df, spec: WindowSpec, run: str):
     """``df`` with the windows' output columns (``spec.engine`` as chosen for the job)."""
-    ordered = with_order_columns(df, spec)
+    ordered, time_column, value_column = lean_columns(df, spec)
     schema = output_schema(ordered, spec)  # the internal columns do not come back
     columns = ordered.columns
     passed = [i for i, c in enumerate(columns) if c not in INTERNAL]
     names = [columns[i] for i in passed] + [n for n, _ in spec.output_columns]
-    time_at, value_at, shown_at = (columns.index(c) for c in (TIME, VALUE, spec.time))
+    time_at, value_at, shown_at = (columns.index(c) for c in (time_column, value_column, spec.time))
     key_columns, key_of = key_reader([columns.index(c) for c in spec.keys])
     count = traffic.accumulator(df.sparkSession) if spec.store and spec.engine != "columnar" else None
 
@@ -50,7 +58,7 @@ def batch_plan(df, spec: WindowSpec, run: str):
 
         def windowed(batch):
             nonlocal current, window
-            keys, times, values = key_columns(batch), batch.column(time_at), batch.column(value_at)
+            keys, times, values = key_columns(batch), seconds(batch.column(time_at)), batch.column(value_at)
             problems = rows.check_columns(keys, times, values)
             out = [[] for _ in spec.output_columns]
             for start, end in runs(keys):
@@ -74,7 +82,7 @@ def batch_plan(df, spec: WindowSpec, run: str):
                 if spec.peers:
                     if held is not None:
                         batch = pa.Table.from_batches([held, batch]).combine_chunks().to_batches()[0]
-                    cut = frames.trailing_peers(key_columns(batch), batch.column(time_at))
+                    cut = frames.trailing_peers(key_columns(batch), seconds(batch.column(time_at)))
                     held = batch.slice(cut) if cut < batch.num_rows else None
                     batch = batch.slice(0, cut)
                     if not batch.num_rows:
@@ -88,7 +96,7 @@ def batch_plan(df, spec: WindowSpec, run: str):
 
     keys = [column(c) for c in spec.keys]
     return (ordered.repartition(*keys)
-                   .sortWithinPartitions(*keys, TIME, ARRIVAL)
+                   .sortWithinPartitions(*keys, column(time_column), ARRIVAL)
                    .mapInArrow(windows_of_partition, schema))
 
 

@@ -9,7 +9,10 @@ its windows at the multiples of the slide, so only then do they end there
 too.  Times are compared in whole microseconds, as Spark's timestamps are.
 
 The plan is the batch plan's (one shuffle by key, one sort by ``(key,
-time, arrival)``, one pass per key with ``mapInArrow``); each key's rows go
+time, arrival)``, one pass per key with ``mapInArrow``), shipping only the
+key, time and value columns and the arrival number (the time and value as
+the input has them where the engines take them so,
+:func:`spark_ops.plan.lean_columns`); each key's rows go
 through a :class:`PeriodicWindow`, which computes every window of every
 size with the columnar engine's kernels (:mod:`spark_ops.kernels`), or,
 for aggregations those kernels do not compute (a user aggregator) and
@@ -32,7 +35,7 @@ from . import aggregations, rows
 from .columnar import aggregate
 from .batch import runs
 from .kernels import KERNELS, Rows
-from .plan import ARRIVAL, TIME, VALUE, column, key_reader, output_arrow_schema, quoted, with_order_columns
+from .plan import ARRIVAL, column, key_reader, lean_columns, output_arrow_schema, quoted, seconds
 from .spec import MICROS, SlidingWindowError, WindowSpec
 from .values import numpy_values
 
@@ -98,8 +101,10 @@ def periodic_plan(df, spec: WindowSpec, run: str):
     k = len(spec.keys)
     schema = output_schema(spec, types)
     arrow_schema = output_arrow_schema(df.sparkSession, schema)
-    ordered = with_order_columns(df, spec).select(*[column(c) for c in spec.keys], column(spec.time), TIME, VALUE,
-                                                  ARRIVAL)
+    numbered, time_column, value_column = lean_columns(df, spec)
+    shipped = list(dict.fromkeys([*spec.keys, spec.time, time_column, value_column, ARRIVAL]))
+    ordered = numbered.select(*[column(c) for c in shipped])
+    time_at, value_at, shown_at = (shipped.index(c) for c in (time_column, value_column, spec.time))
     key_columns, key_of = key_reader(list(range(k)))
     kernels = list(spec.kernels)
     slide_us = round(spec.slide * MICROS)
@@ -115,11 +120,11 @@ def periodic_plan(df, spec: WindowSpec, run: str):
 
         for batch in batches:
             keys = key_columns(batch)
-            times, values = batch.column(k + 1), batch.column(k + 2)
+            times, values = seconds(batch.column(time_at)), batch.column(value_at)
             problems = rows.check_columns(keys, times, values)
             if problems:
                 i = next(i for i, p in enumerate(problems) if p)
-                raise rows.rejected(spec, problems[i], key_of(keys, i), batch.column(k)[i].as_py(),
+                raise rows.rejected(spec, problems[i], key_of(keys, i), batch.column(shown_at)[i].as_py(),
                                     values[i].as_py())
             for start, end in runs(keys):
                 key = key_of(keys, start)
@@ -134,7 +139,7 @@ def periodic_plan(df, spec: WindowSpec, run: str):
                     emit(key, *window.push(times.slice(start, n).to_numpy(), numpy_values(values.slice(start, n))))
                 else:
                     emit(key, *window.push(times.slice(start, n), values.slice(start, n),
-                                           batch.column(k).slice(start, n)))
+                                           batch.column(shown_at).slice(start, n)))
             yield from out
             out.clear()
         if window is not None:
@@ -143,7 +148,7 @@ def periodic_plan(df, spec: WindowSpec, run: str):
 
     keys = [column(c) for c in spec.keys]
     return (ordered.repartition(*keys)
-                   .sortWithinPartitions(*keys, TIME, ARRIVAL)
+                   .sortWithinPartitions(*keys, column(time_column), ARRIVAL)
                    .mapInArrow(windows_of_partition, schema))
 
 

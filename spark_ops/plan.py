@@ -65,6 +65,69 @@ def with_order_columns(df, spec: WindowSpec):
                     .withColumn(VALUE, F.expr(values.value_sql(spec.value, spec.value_fields, types))))
 
 
+def number_rows(df):
+    """``df`` with the arrival number (a batch DataFrame's input order)."""
+    from pyspark.sql import functions as F
+
+    return df.withColumn(ARRIVAL, F.monotonically_increasing_id())
+
+
+def lean_columns(df, spec: WindowSpec) -> tuple:
+    """The batch plans' columns: ``(df, time, value)``, ``df`` with the
+    arrival number, and the names of the time and value columns the
+    windows read: the input's own where the worker takes them as they are
+    (a time column is sorted on as it is and converted to double seconds
+    in the worker by :func:`seconds`, a value column the engines take as
+    it is), else one added with :func:`time_sql` (:data:`TIME`, for a
+    decimal time) or :func:`spark_ops.values.value_sql` (:data:`VALUE`,
+    for a decimal value or several value columns).
+
+    Sorting on the time itself orders rows as sorting on its double
+    seconds would, but for distinct times the conversion to double merges
+    (longs beyond 2^53, timestamps more than about 140 years from 1970):
+    those keep their own order instead of the input's."""
+    from pyspark.sql import functions as F
+
+    from . import values
+
+    types = {f.name: f.dataType for f in df.schema.fields}
+    numbered, time, value = number_rows(df), spec.time, spec.value
+    if not plain_time(types[time]):
+        numbered, time = numbered.withColumn(TIME, F.expr(time_sql(time, types[time]))), TIME
+    expression = values.value_sql(spec.value, spec.value_fields, types)
+    if spec.value_fields or expression != quoted(spec.value):
+        numbered, value = numbered.withColumn(VALUE, F.expr(expression)), VALUE
+    return numbered, time, value
+
+
+def plain_time(data_type) -> bool:
+    """A time column :func:`seconds` converts in the worker exactly as
+    :func:`time_sql` does in the JVM: all but decimals."""
+    from pyspark.sql.types import DecimalType
+
+    return not isinstance(data_type, DecimalType)
+
+
+def seconds(times):
+    """An Arrow time column (one :func:`plain_time` allows, or the doubles
+    of :data:`TIME`) as the windows take it, the same doubles as
+    :func:`time_sql`'s: a number as a double, a timestamp's microseconds
+    since the epoch (a timestamp without a zone: since the epoch's wall
+    clock) over 1e6, a date's days times 86400.  O(n), in Arrow."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kind = times.type
+    if kind == pa.float64():
+        return times
+    if pa.types.is_timestamp(kind):
+        micros = times.cast(pa.timestamp("us", tz=kind.tz)).cast(pa.int64())
+        return pc.divide(micros.cast(pa.float64(), safe=False), 1e6)
+    if pa.types.is_date32(kind):
+        return pc.multiply(times.cast(pa.int32()).cast(pa.float64()), 86400.0)
+    return times.cast(pa.float64(), safe=False)
+
+
 def time_sql(name: str, data_type) -> str:
     """The SQL expression of a time column as the windows take it: double
     seconds since the epoch (a timestamp without a zone: since the epoch's

@@ -1,0 +1,110 @@
+"""The batch plans ship only what the windows need (``spark_ops.plan.lean_columns``).
+
+* The time a worker computes from the input's own column
+  (``spark_ops.plan.seconds``, in Arrow) is, bit for bit, the double Spark
+  computes with ``spark_ops.plan.time_sql`` (the oracle: Spark's own SQL
+  over the same rows), for every time type the plans take as they are:
+  every number type, dates and both timestamps, from year 1 to 9999,
+  longs to their limits, negative zero and infinities.
+* A plain time and value column reach the worker as they are: the plan
+  adds no copy of them (only the arrival number); a decimal time or value,
+  or several value columns, get the converted column the engines read.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import math
+import struct
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spark_ops import sliding_window
+from spark_ops.plan import ARRIVAL, TIME, VALUE, plain_time, time_sql
+from tests.spark_fixtures import ship_by_value, spark_session
+
+ship_by_value(sys.modules[__name__])
+
+LONG = 2 ** 63 - 1
+SECOND = dt.timedelta(seconds=1)
+timestamps = st.datetimes(min_value=dt.datetime(1, 1, 2), max_value=dt.datetime(9999, 12, 30, 23, 59, 59, 999999))
+TYPES = {
+    "double": st.floats(allow_nan=False),
+    "float": st.floats(allow_nan=False, width=32),
+    "tinyint": st.integers(-128, 127),
+    "smallint": st.integers(-2 ** 15, 2 ** 15 - 1),
+    "int": st.integers(-2 ** 31, 2 ** 31 - 1),
+    "bigint": st.one_of(st.integers(-LONG - 1, LONG), st.integers(2 ** 53 - 5, 2 ** 53 + 5)),
+    "date": st.dates(),
+    "timestamp": timestamps.map(lambda t: t.replace(tzinfo=dt.timezone.utc)),
+    "timestamp_ntz": timestamps,
+}
+
+
+@pytest.fixture(scope="module")
+def spark():
+    session = spark_session("local[2]", **{"spark.sql.session.timeZone": "America/New_York"})
+    yield session
+    session.stop()
+
+
+def _bits(x: float) -> bytes:
+    return struct.pack("<d", x)
+
+
+def _in_worker(batches):
+    """The worker's conversion beside Spark's, per row."""
+    import pyarrow as pa
+
+    from spark_ops.plan import seconds
+
+    for batch in batches:
+        yield pa.RecordBatch.from_arrays([seconds(batch.column(0)), batch.column(1)], names=["got", "want"])
+
+
+@pytest.mark.parametrize("kind", sorted(TYPES))
+def test_worker_seconds_equal_spark_sql_bit_for_bit(spark, kind):
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import _parse_datatype_string
+
+    data_type = _parse_datatype_string(kind)
+    assert plain_time(data_type)
+
+    @settings(max_examples=8, deadline=None, database=None)
+    @given(st.lists(TYPES[kind], min_size=1, max_size=40))
+    def check(values):
+        df = spark.createDataFrame([(v,) for v in values], f"t {kind}")
+        both = df.select("t", F.expr(time_sql("t", data_type)).alias("want"))
+        rows = both.mapInArrow(_in_worker, "got double, want double").collect()
+        assert len(rows) == len(values)
+        for row in rows:
+            assert _bits(row.got) == _bits(row.want) or (math.isnan(row.got) and math.isnan(row.want)), row
+
+    check()
+
+
+def _shipped(df, **kw) -> str:
+    """The optimized plan of a sliding_window call, as text."""
+    out = sliding_window(df, key="k", time="t", aggs=["max"], rows=3, **kw)
+    return out._jdf.queryExecution().optimizedPlan().toString()
+
+
+def test_plain_columns_ship_as_they_are(spark):
+    df = spark.createDataFrame([(1, dt.datetime(2024, 1, 1) + i * SECOND, float(i)) for i in range(5)],
+                               "k int, t timestamp, v double")
+    plan = _shipped(df, value="v")
+    assert ARRIVAL in plan and TIME not in plan and VALUE not in plan
+
+
+def test_decimal_time_and_value_ship_converted(spark):
+    df = spark.createDataFrame([(1, decimal.Decimal(i), decimal.Decimal(i) / 4) for i in range(5)],
+                               "k int, t decimal(10,0), v decimal(10,2)")
+    plan = _shipped(df, value="v")
+    assert TIME in plan and VALUE in plan
+    got = [r["max"] for r in sliding_window(df, key="k", time="t", value="v", aggs=["max"], rows=3)
+           .orderBy("t").collect()]
+    assert got == [max(i / 4 for i in range(max(0, j - 2), j + 1)) for j in range(5)]
