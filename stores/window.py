@@ -129,7 +129,10 @@ class WindowStorage:
             meta["epochs"] = sorted(set(meta["epochs"]) | {meta["epoch"]})
             meta.update(used=clock_of(self.store)(), owner=owner())
             try:
-                self._token = self._call(self.store.cas_meta, self.window, token, self._encode_meta(meta))
+                # not synced: a claim lost to a power loss goes with every write after it (the
+                # store orders them), and the checkpoint that commits those writes syncs it too
+                self._token = self._call(self.store.cas_meta, self.window, token, self._encode_meta(meta),
+                                         durable=False)
             except CasMismatch:
                 continue  # another process claimed it meanwhile: claim above it
             break
@@ -387,10 +390,10 @@ class WindowStorage:
         group = first // size
         return group, (first + count - 1) // size - group + 1
 
-    def _call(self, fn, *args):
+    def _call(self, fn, *args, **options):
         with _stats_lock:
             self.counters.round_trips += 1
-        return fn(*args)
+        return fn(*args, **options)
 
     def _encode_meta(self, meta: dict) -> bytes:
         return encode(meta)
