@@ -320,11 +320,12 @@ class WindowStorage:
                         self._call(self.store.delete_pairs, self.window, epoch, m, first, stop - first)
                 self.counters.pairs_deleted += end - gc[m]
                 gc[m] = end
-        # A zombie owner may have written again under an epoch this window
-        # already dropped, so the store's own list is swept too; epochs above
-        # ours belong to a newer owner and are never touched.
-        known = set(meta["epochs"]) | set(self._call(self.store.list_epochs, self.window))
-        for epoch in sorted(known):
+        # The store's own list, not the record's: an epoch it does not list
+        # holds no pairs (a claim that never wrote leaves nothing to drop),
+        # and a zombie owner may have written again under an epoch this
+        # window already dropped; epochs above ours belong to a newer owner
+        # and are never touched.
+        for epoch in sorted(set(self._call(self.store.list_epochs, self.window))):
             if epoch not in live_epochs and epoch < self.epoch:
                 self._call(self.store.drop_epoch, self.window, epoch)
         meta["gc"] = gc
