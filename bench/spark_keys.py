@@ -36,7 +36,7 @@ NAME = "spark-keys"
 
 PROFILES = {
     # keys per micro-batch, micro-batches (files), readings per key per micro-batch
-    "full": dict(keys=(10, 1000, 10000), files=4, rows_per_key=2),
+    "full": dict(keys=(10, 1000, 10000), files=3, rows_per_key=2),
     "quick": dict(keys=(10, 1000), files=3, rows_per_key=2),
     "tiny": dict(keys=(3, 20), files=2, rows_per_key=2),
 }
