@@ -34,14 +34,39 @@ def streaming_plan(df, spec: WindowSpec, run: str, expire_after: float | None):
     schema = output_schema(ordered, spec)
     target = output_arrow_schema(df.sparkSession, schema)
     passed = [c for c in ordered.columns if c not in INTERNAL]
-    fingerprint = spec.fingerprint()
     count = traffic.accumulator(df.sparkSession)
+
+    timeout = GroupStateTimeout.NoTimeout if expire_after is None else GroupStateTimeout.ProcessingTimeTimeout
+    group_keys = passthrough.GroupKeys(ordered.schema, list(spec.keys))
+    windows_of_key = key_windows(spec, run, passed, group_keys, expire_after, count)
+    packed = ordered.mapInArrow(passthrough.pack_by_key(group_keys), f"{group_keys.ddl}, {PACKED} binary")
+    delay = event_time.watermark_delay(df, spec.time)
+    if delay is None:
+        per_key, state_schema = windows_of_key, STATE_SCHEMA
+    else:
+        if expire_after is not None:
+            raise SlidingWindowError("expire_after counts processing time, and a query with a watermark waits for "
+                                     "event time: use one or the other")
+        packed = event_time.with_marker(packed, delay)
+        per_key, state_schema = event_time_windows(spec, run, passed, group_keys, count), EVENT_TIME_STATE_SCHEMA
+        timeout = GroupStateTimeout.EventTimeTimeout
+    return (packed.groupBy(*[column(c) for c in spec.keys])
+                  .applyInPandasWithState(per_key, f"{PACKED} binary", state_schema, "append", timeout)
+                  .mapInArrow(passthrough.unpack_batches(target), schema))
+
+
+def key_windows(spec: WindowSpec, run: str, passed: list[str], group_keys: passthrough.GroupKeys,
+                expire_after: float | None, count=None):
+    """The per-key function of a query without a watermark: the key's rows
+    of this micro-batch through its window, resumed at the version in
+    Spark's state and checkpointed after them."""
+    fingerprint = spec.fingerprint()
 
     def windows_of_key(key, frames, state):
         with traffic.counted(count, spec):
-            yield from key_windows(key, frames, state)
+            yield from one_key(key, frames, state)
 
-    def key_windows(key, frames, state):
+    def one_key(key, frames, state):
         import pandas as pd
         import pyarrow.compute as pc
 
@@ -67,22 +92,7 @@ def streaming_plan(df, spec: WindowSpec, run: str, expire_after: float | None):
             state.setTimeoutDuration(int(expire_after * 1000))
         yield pd.DataFrame({PACKED: passthrough.pack(_with_outputs(rows.select(passed), spec, outputs))})
 
-    timeout = GroupStateTimeout.NoTimeout if expire_after is None else GroupStateTimeout.ProcessingTimeTimeout
-    group_keys = passthrough.GroupKeys(ordered.schema, list(spec.keys))
-    packed = ordered.mapInArrow(passthrough.pack_by_key(group_keys), f"{group_keys.ddl}, {PACKED} binary")
-    delay = event_time.watermark_delay(df, spec.time)
-    if delay is None:
-        per_key, state_schema = windows_of_key, STATE_SCHEMA
-    else:
-        if expire_after is not None:
-            raise SlidingWindowError("expire_after counts processing time, and a query with a watermark waits for "
-                                     "event time: use one or the other")
-        packed = event_time.with_marker(packed, delay)
-        per_key, state_schema = event_time_windows(spec, run, passed, group_keys, count), EVENT_TIME_STATE_SCHEMA
-        timeout = GroupStateTimeout.EventTimeTimeout
-    return (packed.groupBy(*[column(c) for c in spec.keys])
-                  .applyInPandasWithState(per_key, f"{PACKED} binary", state_schema, "append", timeout)
-                  .mapInArrow(passthrough.unpack_batches(target), schema))
+    return windows_of_key
 
 
 #: Spark's state per key with a watermark: :data:`STATE_SCHEMA` and the

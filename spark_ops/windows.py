@@ -55,7 +55,7 @@ class PolicyWindow(RowWindow):
     def __init__(self, spec: WindowSpec, key: Any, run: str, *, resume: bool | int = False,
                  newest: float | None = None, keep: bool = False) -> None:
         super().__init__(spec, key)
-        self.window = Window(spec.aggregator(), spec.slide_policy(), engine=spec.mta_engine,
+        self.window = Window(*_aggregator_and_policy(spec), engine=spec.mta_engine,
                              **spec.storage_options(key, run, resume=resume))
         self.newest = newest
         self._keep = keep
@@ -92,6 +92,18 @@ class PolicyWindow(RowWindow):
 
     def expire(self) -> None:
         self.window.close(delete=True)
+
+
+#: The last spec's aggregator and slide policy: a task opens every key's
+#: window with the same spec, and both are immutable descriptions that
+#: windows share.
+_built: list = [None, None]
+
+
+def _aggregator_and_policy(spec: WindowSpec) -> tuple:
+    if _built[0] is not spec:
+        _built[:] = spec, (spec.aggregator(), spec.slide_policy())
+    return _built[1]
 
 
 class SizesWindow(RowWindow):

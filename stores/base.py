@@ -88,6 +88,11 @@ class Store:
     #: URL scheme(s) of the backend, for messages.
     scheme = ""
 
+    #: Whether the backend syncs metadata writes to disk, a cost that
+    #: ``cas_meta(durable=False)`` can skip (its ``_cas_meta`` then takes
+    #: ``durable``).
+    SYNCS_META = False
+
     #: The wall clock windows record their last use by and :meth:`windows`
     #: and :meth:`sweep` measure ages with (tests set a fake one on a store).
     clock: Callable[[], float] = staticmethod(time.time)
@@ -201,11 +206,19 @@ class Store:
         self.stats.add(round_trips=1, meta_reads=1, bytes_read=len(blob or b""))
         return blob, token
 
-    def cas_meta(self, window: str, expected: Token, value: bytes) -> Token:
+    def cas_meta(self, window: str, expected: Token, value: bytes, *, durable: bool = True) -> Token:
         """Replace the window's metadata with ``value`` if its token is
         still ``expected`` (``None``: create it, it must not exist).
         Returns the new token; raises :class:`~stores.errors.CasMismatch`
         otherwise.  One round trip.
+
+        ``durable=False``: the record may be lost by a power loss until the
+        store's next durable write, which makes it durable too (the store
+        orders every write after it), and which then also loses every
+        write that came after it; a backend that syncs metadata writes
+        (:attr:`SYNCS_META`) skips the sync, the others ignore it.  A
+        window's claim uses it: a claim lost with the writes that followed
+        it leaves the window as the last checkpoint left it.
 
         A retry after a connection lost mid-call is made safe: if the first
         attempt did land (the record now holds exactly ``value`` one version
@@ -217,7 +230,7 @@ class Store:
         if expected is not None:
             self._check_token(window, expected)
         try:
-            token = self._run("cas_meta", window, self._cas_meta_attempts(), window,
+            token = self._run("cas_meta", window, self._cas_meta_attempts(durable), window,
                               expected, data)
         except CasMismatch:
             self.stats.add(round_trips=1, cas_failures=1)
@@ -244,13 +257,14 @@ class Store:
             self.stats.add(cas_failures=1)
             raise cas_mismatch(window, expected, self.read_meta(window)[1])
 
-    def _cas_meta_attempts(self) -> Callable[..., Token]:
+    def _cas_meta_attempts(self, durable: bool = True) -> Callable[..., Token]:
         attempt = [0]
+        lazy = {} if durable or not self.SYNCS_META else {"durable": False}
 
         def call(window: str, expected: Token, value: bytes) -> Token:
             retry = attempt[0] > 0
             attempt[0] += 1
-            return self._cas_meta(window, expected, value, retry)
+            return self._cas_meta(window, expected, value, retry, **lazy)
 
         return call
 

@@ -279,3 +279,49 @@ def registered_codecs() -> dict[type, int]:
 
 __all__ = ["encode", "decode", "register_codec", "unregister_codec", "registered_codecs",
            "FORMAT_VERSION", "BOUND_FORMAT_VERSION", "HEADER_SIZE"]
+
+
+# ------------------------------------------------ values packed separately
+
+def packed(value: Any) -> bytes:
+    """The msgpack payload :func:`encode` gives ``value`` (no header), to be
+    put together by :func:`encode_map` and :func:`packed_list`."""
+    return _pack(value)
+
+
+def packed_list(parts: list[bytes]) -> bytes:
+    """The payload of a list whose items' payloads are ``parts``."""
+    n = len(parts)
+    head = bytes([0x90 | n]) if n < 16 else b"\xdc" + n.to_bytes(2, "big") if n < 1 << 16 \
+        else b"\xdd" + n.to_bytes(4, "big")
+    return head + b"".join(parts)
+
+
+def encode_map(items: list[tuple[Any, bytes]]) -> bytes:
+    """``encode(dict)`` of a dict given as ``(key, payload of its value)``
+    pairs, byte for byte: a caller that keeps the payloads of values that
+    did not change re-encodes only the others."""
+    n = len(items)
+    head = bytes([0x80 | n]) if n < 16 else b"\xde" + n.to_bytes(2, "big") if n < 1 << 16 \
+        else b"\xdf" + n.to_bytes(4, "big")
+    payload = head + b"".join(_pack(k) + v for k, v in items)
+    return _HEADER.pack(FORMAT_VERSION, zlib.crc32(payload)) + payload
+
+
+def packed_items(blob: bytes, key: Any) -> list[bytes]:
+    """The payloads of the items of the list under ``key`` in the map that
+    ``blob`` (a blob :func:`decode` has accepted) holds."""
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, ext_hook=_ext_hook)
+    unpacker.feed(blob[HEADER_SIZE:])
+    payload = blob[HEADER_SIZE:]
+    for _ in range(unpacker.read_map_header()):
+        if unpacker.unpack() != key:
+            unpacker.skip()
+            continue
+        out = []
+        for _ in range(unpacker.read_array_header()):
+            start = unpacker.tell()
+            unpacker.skip()
+            out.append(payload[start:unpacker.tell()])
+        return out
+    raise KeyError(key)

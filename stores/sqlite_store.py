@@ -33,7 +33,8 @@ Durability (option ``synchronous``):
   database), metadata compare-and-sets commit with ``synchronous=FULL``:
   the WAL is fsynced, which makes *every earlier write* durable too.  So
   once a checkpoint's ``cas_meta`` returns, the pairs written before it
-  survive a power loss.
+  survive a power loss.  A claim's ``cas_meta(durable=False)`` commits
+  like a pair write: the checkpoint after it makes it durable.
 * ``"full"`` -- every commit is fsynced: one fsync per write_pairs call.
 * ``"normal"`` -- no commit is fsynced (a crash of the process loses
   nothing; a power loss may lose the latest commits).
@@ -85,6 +86,7 @@ class _Connection(sqlite3.Connection):
 
 class SQLiteStore(Store):
     scheme = "file"
+    SYNCS_META = True
 
     def __init__(self, url: str, *, busy_timeout: float = 10.0, synchronous: str = "meta",
                  **options: Any) -> None:
@@ -295,7 +297,7 @@ class SQLiteStore(Store):
                                    (window,)).fetchone()
         return (None, None) if row is None else (row[0], row[1])
 
-    def _cas_meta(self, window: str, expected: Token, value: bytes, retry: bool) -> Token:
+    def _cas_meta(self, window: str, expected: Token, value: bytes, retry: bool, durable: bool = True) -> Token:
         conn = self._conn()
 
         def cas() -> Token:
@@ -314,7 +316,7 @@ class SQLiteStore(Store):
                                (window,)).fetchone()
             return cas_mismatch(window, expected, None if row is None else row[0])
 
-        sync_changed = self._sync_meta != self._sync_data
+        sync_changed = durable and self._sync_meta != self._sync_data
         if sync_changed:
             conn.execute(f"PRAGMA synchronous = {self._sync_meta}")
         try:

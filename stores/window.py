@@ -50,7 +50,7 @@ from typing import Callable
 from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
 from .background import Decoded, ready, submit
-from .codec import decode, encode
+from .codec import decode, encode, encode_map, packed, packed_items, packed_list
 from .errors import CasMismatch, CorruptValue, FencingError, FormatVersionError, MissingData, StoreError
 from .level_queue import TAIL_KEPT, StoreLevelQueue
 from .stats import StoreStats
@@ -110,6 +110,7 @@ class WindowStorage:
         self.levels: list[StoreLevelQueue] | None = None
         self.version: int | None = None  # the checkpoint resumed, then the last committed
         self._written: dict[int, int] = {}  # level -> pairs written up to here by this owner
+        self._packed: dict[int, tuple] = {}  # id(checkpoint entry) -> (entry, its msgpack payload)
         self._claim(resume, max(1, min(group_size, buffer_size)))
 
     # -- ownership ----------------------------------------------------------
@@ -122,6 +123,8 @@ class WindowStorage:
         for _ in range(100):
             blob, token = self._call(self.store.read_meta, self.window)
             meta = self._decode_meta(blob) if blob is not None else None
+            if meta is not None:
+                self._packed = dict(_by_identity(meta["checkpoints"], packed_items(blob, "checkpoints")))
             if meta is None:
                 meta = new_meta(0, group)
             checkpoint = self._checkpoint_to_resume(meta, resume)
@@ -129,7 +132,10 @@ class WindowStorage:
             meta["epochs"] = sorted(set(meta["epochs"]) | {meta["epoch"]})
             meta.update(used=clock_of(self.store)(), owner=owner())
             try:
-                self._token = self._call(self.store.cas_meta, self.window, token, self._encode_meta(meta))
+                # not synced: a claim lost to a power loss goes with every write after it (the
+                # store orders them), and the checkpoint that commits those writes syncs it too
+                self._token = self._call(self.store.cas_meta, self.window, token, self._encode_meta(meta),
+                                         durable=False)
             except CasMismatch:
                 continue  # another process claimed it meanwhile: claim above it
             break
@@ -317,11 +323,12 @@ class WindowStorage:
                         self._call(self.store.delete_pairs, self.window, epoch, m, first, stop - first)
                 self.counters.pairs_deleted += end - gc[m]
                 gc[m] = end
-        # A zombie owner may have written again under an epoch this window
-        # already dropped, so the store's own list is swept too; epochs above
-        # ours belong to a newer owner and are never touched.
-        known = set(meta["epochs"]) | set(self._call(self.store.list_epochs, self.window))
-        for epoch in sorted(known):
+        # The store's own list, not the record's: an epoch it does not list
+        # holds no pairs (a claim that never wrote leaves nothing to drop),
+        # and a zombie owner may have written again under an epoch this
+        # window already dropped; epochs above ours belong to a newer owner
+        # and are never touched.
+        for epoch in sorted(set(self._call(self.store.list_epochs, self.window))):
             if epoch not in live_epochs and epoch < self.epoch:
                 self._call(self.store.drop_epoch, self.window, epoch)
         meta["gc"] = gc
@@ -387,16 +394,32 @@ class WindowStorage:
         group = first // size
         return group, (first + count - 1) // size - group + 1
 
-    def _call(self, fn, *args):
+    def _call(self, fn, *args, **options):
         with _stats_lock:
             self.counters.round_trips += 1
-        return fn(*args)
+        return fn(*args, **options)
 
     def _encode_meta(self, meta: dict) -> bytes:
-        return encode(meta)
+        """``encode(meta)``, re-packing only the checkpoints this storage has
+        not packed or read yet: a retained checkpoint never changes, and
+        packing its records (tuples, one extension each) dominates."""
+        cache, parts = self._packed, []
+        for c in meta["checkpoints"]:
+            hit = cache.get(id(c))
+            if hit is None or hit[0] is not c:
+                hit = cache[id(c)] = (c, packed(c))
+            parts.append(hit[1])
+        self._packed = dict(_by_identity(meta["checkpoints"], parts))
+        return encode_map([(k, packed_list(parts) if k == "checkpoints" else packed(v)) for k, v in meta.items()])
 
     def _decode_meta(self, blob: bytes) -> dict:
         return decode_meta(blob, f"window {self.window!r} in {self.store.url}")
+
+
+def _by_identity(entries: list, parts: list[bytes]):
+    """``(id(entry), (entry, payload))`` pairs (the entry is kept so that its
+    id cannot be reused while remembered)."""
+    return ((id(c), (c, p)) for c, p in zip(entries, parts))
 
 
 def decode_meta(blob: bytes, where: str) -> dict:

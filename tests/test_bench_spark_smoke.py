@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from bench import spark_batch, spark_demo, spark_event_time, spark_growth, spark_stream  # noqa: E402
+from bench import spark_batch, spark_demo, spark_event_time, spark_growth, spark_keys, spark_stream  # noqa: E402
 from bench.common import RunConfig  # noqa: E402
 
 
@@ -63,6 +63,18 @@ def test_spark_stream(tmp_path):
         assert r["input_rows"] == r["events"] and r["micro_batches"] >= 2
         # MTA keeps one row of Spark state per key; hopping windows keep many per key
         assert r["state_rows"] == r["hosts"] if r["method"] != "hopping windows" else r["state_rows"] > 10 * r["hosts"]
+
+
+def test_spark_keys(tmp_path):
+    data = _run(spark_keys, tmp_path)
+    p = spark_keys.PROFILES["tiny"]
+    assert {(r["keys"], r["method"]) for r in data["records"]} == {(k, m) for k in p["keys"] for m in spark_keys.METHODS}
+    for r in data["records"]:
+        assert r["rows"] == r["input_rows"] == r["keys"] * p["files"] * p["rows_per_key"]
+        assert r["micro_batches"] == p["files"] and r["python_ms_per_key_batch"] > 0
+        # one row of Spark state per key for every query
+        assert r["state_rows"] == r["keys"]
+    assert set(data["summary"]) == {f"{k} keys, {m}" for k in p["keys"] for m in spark_keys.METHODS[1:]}
 
 
 def test_spark_event_time(tmp_path):

@@ -388,3 +388,26 @@ def test_bound_values_decode_only_at_their_place():
         decode(blob)  # a bound value read as a free one
     with pytest.raises(FormatVersionError, match="version 1, not bound"):
         decode(encode((3, [])), bind=here)  # written before values were bound: a clear refusal
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.text(max_size=5), values), max_size=20), st.lists(values, max_size=20))
+def test_encode_map_of_packed_values_is_encode_byte_for_byte(items, entries):
+    """A map assembled from separately packed values (the window metadata's
+    checkpoints kept packed) is the blob encode gives the dict, and a list's
+    items come back packed from the blob."""
+    d = dict(items)
+    d["list"] = list(entries)
+    parts = [codec.packed(e) for e in entries]
+    blob = codec.encode_map([(k, codec.packed_list(parts) if k == "list" else codec.packed(v)) for k, v in d.items()])
+    assert blob == encode(d)
+    assert codec.packed_items(blob, "list") == parts
+
+
+@pytest.mark.parametrize("n", [0, 15, 16, 65535, 65536])
+def test_packed_list_and_encode_map_headers_at_every_size(n):
+    items = [(i, codec.packed(float(i))) for i in range(n)]
+    assert codec.encode_map(items) == encode({i: float(i) for i in range(n)})
+    parts = [codec.packed(i) for i in range(n)]
+    assert codec.encode_map([("x", codec.packed_list(parts))]) == encode({"x": list(range(n))})
+    assert codec.packed_items(encode({"y": 1, "x": list(range(n))}), "x") == parts

@@ -600,6 +600,26 @@ def test_file_store_synchronous_modes(tmp_path, mode):
     s.close()
 
 
+@pytest.mark.parametrize("mode", ["meta", "full", "normal"])
+def test_file_store_cas_meta_durable_false_skips_only_the_metadata_sync(tmp_path, mode):
+    """``durable=False`` commits like a pair write: in mode "meta" the
+    metadata's own FULL sync is skipped, and a mode syncing every commit
+    still syncs it."""
+    s = open_store(str(tmp_path / mode), synchronous=mode)
+    t = s.cas_meta("w", None, b"m")
+    statements = []
+    s._conn().set_trace_callback(statements.append)
+    t = s.cas_meta("w", t, b"claim", durable=False)
+    lazy = list(statements)
+    statements.clear()
+    s.cas_meta("w", t, b"checkpoint")
+    assert s.read_meta("w") == (b"checkpoint", t + 1)
+    switches = [q for q in lazy if q.startswith("PRAGMA synchronous")]
+    assert switches == []  # the claim runs at the connection's pair-write level
+    assert any(q == "PRAGMA synchronous = FULL" for q in statements) == (mode == "meta")
+    s.close()
+
+
 def test_file_store_busy_database_is_retried_then_unavailable(tmp_path):
     s = open_store(str(tmp_path / "busy"), busy_timeout=0.05, retries=2, backoff=0.01)
     s.write_pairs("w", 0, 0, 0, [b"x"])
