@@ -151,11 +151,12 @@ class Decoded(Pending):
     """A read whose blobs become a level's elements when taken (decoding
     and checking stay on the engine's thread)."""
 
-    __slots__ = ("request", "queue", "first", "count", "group")
+    __slots__ = ("request", "queue", "first", "count", "group", "epoch")
 
-    def __init__(self, request, queue, first: int, count: int, group: int) -> None:
+    def __init__(self, request, queue, first: int, count: int, group: int, epoch: int) -> None:
         super().__init__()
         self.request, self.queue, self.first, self.count, self.group = request, queue, first, count, group
+        self.epoch = epoch
 
     def ready(self) -> bool:
         return self._finished or ready(self.request)
@@ -164,4 +165,4 @@ class Decoded(Pending):
         self.request.done()
 
     def _wait(self) -> None:
-        self.run(lambda: self.queue.elements(self.first, self.count, self.group, self.request.result()))
+        self.run(lambda: self.queue.elements(self.first, self.count, self.group, self.request.result(), self.epoch))

@@ -317,14 +317,15 @@ class StoreLevelQueue(LevelQueue):
         """Pairs ``[first, first + count)`` as a flat list of elements."""
         return self._w.read(self, first, count)
 
-    def elements(self, first: int, count: int, group: int, blobs: list) -> list:
+    def elements(self, first: int, count: int, group: int, blobs: list, epoch: int) -> list:
         """The elements of pairs ``[first, first + count)`` from the blobs of
-        groups ``group, group + 1, ...``, checked: a missing group, a corrupt
+        groups ``group, group + 1, ...`` read from ``epoch``'s namespace
+        (given by the reader: a background read is decoded after the head
+        may have moved past its segment), checked: a missing group, a corrupt
         value, another format or a value that is not the expected group is an
         error naming the window, the level and the group."""
         w = self._w
         size = w.group
-        epoch = self.epoch_of(first)  # the epoch the caller read them from
         out: list = []
         for g, blob in enumerate(blobs, group):
             lo, hi = g * size, (g + 1) * size

@@ -369,8 +369,9 @@ class WindowStorage:
             self.counters.round_trips += 1
             self.counters.pairs_read += count
             group, groups = self._groups(first, count)
-            request = self._channel.read_pairs(self.window, q.epoch_of(first), q.level, group, groups)
-            return Decoded(request, q, first, count, group)
+            epoch = q.epoch_of(first)
+            request = self._channel.read_pairs(self.window, epoch, q.level, group, groups)
+            return Decoded(request, q, first, count, group, epoch)
         return submit(self.read, q, first, count)
 
     def read(self, q: StoreLevelQueue, first: int, count: int) -> list:
@@ -382,7 +383,7 @@ class WindowStorage:
             n = min(count, nxt[0] - first) if nxt else count
             group, groups = self._groups(first, n)
             blobs = self._call(self.store.read_pairs, self.window, epoch, q.level, group, groups)
-            out += q.elements(first, n, group, blobs)
+            out += q.elements(first, n, group, blobs, epoch)
             self.counters.pairs_read += n
             first += n
             count -= n
