@@ -277,18 +277,24 @@ def key_columns(key) -> str | tuple:
     for a list of one, so that it runs exactly as the name alone), or a
     tuple of several; a :class:`SlidingWindowError` for an empty list, a
     name that is not a string, or a name given twice."""
-    if isinstance(key, (list, tuple)):
-        names = list(key)
-    else:
-        names = [key]
+    return column_names(key, "key", " (a composite key)")
+
+
+def column_names(given, argument: str, several: str = "") -> str | tuple:
+    """``key=`` or ``value=`` (``argument``) as a spec holds it: one
+    column's name (also for a list of one), or a tuple of several; a
+    :class:`SlidingWindowError` for an empty list, a name that is not a
+    string, or a name given twice (``several`` says what a list means)."""
+    names = list(given) if isinstance(given, (list, tuple)) else [given]
     if not names:
-        raise SlidingWindowError("key= needs a column, or a list of columns (a composite key), got an empty list")
+        raise SlidingWindowError(f"{argument}= needs a column, or a list of columns{several}, got an empty list")
     bad = [n for n in names if not isinstance(n, str) or not n]
     if bad:
-        raise SlidingWindowError(f"key= takes column names (a string or a list of strings), got {bad[0]!r}")
+        raise SlidingWindowError(f"{argument}= takes column names (a string or a list of strings), got {bad[0]!r}")
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
-        raise SlidingWindowError(f"key column {', '.join(map(repr, twice))} given more than once in key=")
+        raise SlidingWindowError(f"{argument} column {', '.join(map(repr, twice))} given more than once in "
+                                 f"{argument}=")
     return names[0] if len(names) == 1 else tuple(names)
 
 

@@ -44,18 +44,9 @@ def output_name(aggregation: str, column: str | None) -> str:
 def value_columns(value) -> str | tuple:
     """``value=`` as :class:`~spark_ops.spec.WindowSpec` holds it: one
     column's name (also for a list of one), or a tuple of several."""
-    from .spec import SlidingWindowError
+    from .spec import column_names
 
-    names = list(value) if isinstance(value, (list, tuple)) else [value]
-    if not names:
-        raise SlidingWindowError("value= needs a column, or a list of columns, got an empty list")
-    bad = [n for n in names if not isinstance(n, str) or not n]
-    if bad:
-        raise SlidingWindowError(f"value= takes column names (a string or a list of strings), got {bad[0]!r}")
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        raise SlidingWindowError(f"value column {', '.join(map(repr, twice))} given more than once in value=")
-    return names[0] if len(names) == 1 else tuple(names)
+    return column_names(value, "value")
 
 
 def fields_of(schema, value) -> tuple[tuple, list]:
