@@ -13,14 +13,11 @@ callers that manage their own Cluster), plus the common ``retries``,
 The SDK is imported lazily (the package imports without it) and the
 connection is made by the first operation (``open_store`` does no I/O): a
 cluster that is down makes that operation raise
-:class:`~stores.errors.StoreUnavailable` after the retries.  One SDK
-``Cluster`` serves every store of the process opened with the same
-connection string, credentials, timeouts and ``cluster_options``
-(connecting costs most of a second); it is closed when the last of them
-closes.  Connecting waits for the key-value service only (the one the store
-uses), so a degraded query or analytics node does not hold it up.  A store
-object used after ``fork`` notices the pid change and connects afresh in
-the child (the parent's SDK connections are left alone).
+:class:`~stores.errors.StoreUnavailable` after the retries.  Stores that
+connect alike share one SDK ``Cluster`` (:mod:`stores.couchbase_connection`),
+which waits for the key-value service only.  A store object used after
+``fork`` notices the pid change and connects afresh in the child (the
+parent's SDK connections are left alone).
 
 Documents and the records of what was written: :mod:`stores.couchbase_layout`.
 
@@ -41,14 +38,13 @@ expects no record (``DocumentExistsException`` -> CasMismatch), else
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import threading
-from datetime import timedelta
 from typing import Any, Mapping, Optional
 
 from . import codec
 from .base import AUTH, STORE_OPTIONS, TRANSIENT, Store, Token, cas_mismatch
+from . import couchbase_connection as connection
 from . import couchbase_layout as layout
 from .couchbase_layout import EpochView, exc_kind
 from .couchbase_url import parse_couchbase_url, redacted_url
@@ -69,70 +65,8 @@ _TRANSIENT_ERRORS = {
     "DurabilitySyncWriteInProgressException", "DurabilitySyncWriteAmbiguousException",
 }
 _NO_LOCK = contextlib.nullcontext()
-#: Clusters inherited across fork, kept referenced so the child never closes them.
-_inherited: list = []
 #: Compare-and-set attempts on a shard of the window index before giving up.
 INDEX_ATTEMPTS = 50
-
-
-class _SharedCluster:
-    """One SDK Cluster and the stores using it (see :func:`_acquire`)."""
-
-    __slots__ = ("cluster", "users", "lock", "buckets")
-
-    def __init__(self) -> None:
-        self.cluster: Any = None
-        self.users = 0
-        self.lock = threading.Lock()  # connecting and opening buckets
-        self.buckets: dict[str, Any] = {}  # opened, and the key-value service ready
-
-
-_clusters: dict[tuple, _SharedCluster] = {}
-_clusters_lock = threading.Lock()
-_clusters_pid = os.getpid()
-
-
-def _acquire(key: tuple) -> _SharedCluster:
-    """The process's shared cluster entry for ``key``, counted as used (its
-    ``cluster`` is None until the first user connects)."""
-    global _clusters_pid
-    with _clusters_lock:
-        if _clusters_pid != os.getpid():
-            # Forked: the entries' connections belong to the parent.
-            _inherited.extend(e.cluster for e in _clusters.values() if e.cluster is not None)
-            _clusters.clear()
-            _clusters_pid = os.getpid()
-        entry = _clusters.get(key)
-        if entry is None:
-            entry = _clusters[key] = _SharedCluster()
-        entry.users += 1
-        return entry
-
-
-def _release(key: tuple, entry: _SharedCluster, pid: int) -> None:
-    """One user less; the last one closes the cluster (in the process that
-    acquired it only: a forked child never closes its parent's)."""
-    with _clusters_lock:
-        if pid != os.getpid() or _clusters_pid != pid:
-            return
-        entry.users -= 1
-        if entry.users > 0:
-            return
-        if _clusters.get(key) is entry:
-            del _clusters[key]
-        cluster, entry.cluster = entry.cluster, None
-    if cluster is not None:
-        with contextlib.suppress(Exception):  # best effort: the store is closed either way
-            cluster.close()
-
-
-def _cluster_key(cfg: Mapping[str, Any], password: Optional[str], connect_timeout: float,
-                 kv_timeout: float, cluster_options: Mapping[str, Any]) -> tuple:
-    """What makes two stores' clusters interchangeable.  The password is held
-    as a digest, so the key never shows it."""
-    digest = hashlib.sha256((password or "").encode()).hexdigest()
-    return (cfg["connstr"], cfg["username"], digest, connect_timeout, kv_timeout,
-            repr(sorted(cluster_options.items())))
 
 
 class CouchbaseStore(Store):
@@ -168,8 +102,8 @@ class CouchbaseStore(Store):
         self._coll = collection
         self._cluster: Any = None
         self._owns_cluster = collection is None
-        self._shared: Optional[_SharedCluster] = None  # the entry this store uses
-        self._shared_key = _cluster_key(cfg, self._password, self.connect_timeout, self.kv_timeout,
+        self._shared: Optional[connection.SharedCluster] = None  # the entry this store uses
+        self._shared_key = connection.cluster_key(cfg, self._password, self.connect_timeout, self.kv_timeout,
                                         self._cluster_options)
         self._pid = os.getpid()
         self._lock = threading.Lock()
@@ -209,49 +143,18 @@ class CouchbaseStore(Store):
                     raise StoreConfigError(
                         f"store {self.url}: no Couchbase credentials: pass username= and "
                         f"password= or set COUCHBASE_USERNAME and COUCHBASE_PASSWORD")
-                entry = _acquire(self._shared_key)
+                entry = connection.acquire(self._shared_key)
                 try:
-                    bucket = self._bucket(entry)
+                    bucket = connection.bucket(
+                        entry, self._cfg, self._password, self.bucket_name,
+                        connect_timeout=self.connect_timeout, kv_timeout=self.kv_timeout,
+                        transcoder=self._transcoder, cluster_options=self._cluster_options)
                     coll = bucket.scope(self.scope_name).collection(self.collection_name)
                 except BaseException:
-                    _release(self._shared_key, entry, os.getpid())
+                    connection.release(self._shared_key, entry, os.getpid())
                     raise
                 self._shared, self._cluster, self._coll = entry, entry.cluster, coll
             return self._coll
-
-    def _bucket(self, entry: _SharedCluster) -> Any:
-        """The bucket, through the shared cluster (connected by its first user),
-        once the key-value service answers."""
-        try:
-            from couchbase.auth import PasswordAuthenticator
-            from couchbase.cluster import Cluster
-            from couchbase.diagnostics import ServiceType
-            from couchbase.options import ClusterOptions, ClusterTimeoutOptions, WaitUntilReadyOptions
-        except ImportError as exc:
-            raise StoreConfigError(
-                "couchbase:// stores need the Couchbase SDK: "
-                "pip install 'mta-windows[couchbase]'") from exc
-        with entry.lock:
-            if entry.cluster is None:
-                opts = ClusterOptions(
-                    PasswordAuthenticator(self._cfg["username"], self._password),
-                    timeout_options=ClusterTimeoutOptions(
-                        bootstrap_timeout=timedelta(seconds=self.connect_timeout),
-                        connect_timeout=timedelta(seconds=self.connect_timeout),
-                        kv_timeout=timedelta(seconds=self.kv_timeout)),
-                    transcoder=self._transcoder, **self._cluster_options)
-                entry.cluster = Cluster(self._cfg["connstr"], opts)
-            bucket = entry.buckets.get(self.bucket_name)
-            if bucket is None:
-                bucket = entry.cluster.bucket(self.bucket_name)
-                # The bucket's key-value connections are what the store uses;
-                # waiting for every service would let a degraded query,
-                # search or analytics node hold up the first operations.
-                entry.cluster.wait_until_ready(
-                    timedelta(seconds=self.connect_timeout),
-                    WaitUntilReadyOptions(service_types=[ServiceType.KeyValue]))
-                entry.buckets[self.bucket_name] = bucket
-            return bucket
 
     def _secrets(self) -> tuple[str, ...]:
         return (self._password,) if self._password else ()
@@ -583,7 +486,7 @@ class CouchbaseStore(Store):
         if self._owns_cluster:
             self._coll = None
         if entry is not None:
-            _release(self._shared_key, entry, self._pid)
+            connection.release(self._shared_key, entry, self._pid)
 
 
 __all__ = ["CouchbaseStore", "parse_couchbase_url", "exc_kind", "CHUNK"]

@@ -26,6 +26,7 @@ import pytest
 
 from stores import (CasMismatch, CorruptValue, StoreAuthenticationError, StoreConfigError,
                     StoreError, StoreUnavailable, open_store)
+from stores import couchbase_connection as connection
 from stores import couchbase_store as cbs
 from stores.couchbase_store import CouchbaseStore, exc_kind
 from stores.couchbase_url import parse_couchbase_url
@@ -687,7 +688,7 @@ def test_one_cluster_per_process_and_settings_waiting_for_key_value_only(monkeyp
     c = opened(password="other-" + SECRET)
     e = opened(kv_timeout=1.0)
     assert len(FakeCluster.made) == 3  # other credentials, other timeouts: other clusters
-    assert SECRET not in repr(cbs._clusters)
+    assert SECRET not in repr(connection.clusters)
     a.close()
     b.close()
     assert first.closed == 0  # still used by d
@@ -695,7 +696,7 @@ def test_one_cluster_per_process_and_settings_waiting_for_key_value_only(monkeyp
     assert first.closed == 1
     c.close()
     e.close()
-    assert [cl.closed for cl in FakeCluster.made] == [1, 1, 1] and cbs._clusters == {}
+    assert [cl.closed for cl in FakeCluster.made] == [1, 1, 1] and connection.clusters == {}
     again = opened()
     assert len(FakeCluster.made) == 4
     again.close()
@@ -715,7 +716,7 @@ def test_a_failed_connection_is_not_shared(monkeypatch):
         s.read_meta("w")
     assert SECRET not in str(info.value)
     s.close()
-    assert cbs._clusters == {} and all(cl.closed == 1 for cl in FakeCluster.made)
+    assert connection.clusters == {} and all(cl.closed == 1 for cl in FakeCluster.made)
 
 
 def test_integration_index_and_sweep(real_store):
@@ -738,7 +739,7 @@ def test_a_forked_child_connects_afresh_and_never_closes_the_parents_cluster(mon
     parent = FakeCluster.made[0]
     monkeypatch.setattr(cbs.os, "getpid", lambda: -4242)  # as in a child after fork
     s.read_meta("w")
-    assert len(FakeCluster.made) == 2 and parent in cbs._inherited
+    assert len(FakeCluster.made) == 2 and parent in connection.inherited
     s.close()
     assert parent.closed == 0 and FakeCluster.made[1].closed == 1
-    cbs._inherited.remove(parent)
+    connection.inherited.remove(parent)
