@@ -5,7 +5,8 @@ that ask for the same windows -- equal width, slide and lag, and the same
 ``lower`` -- form one :class:`Spec`: its window is looked up once and each
 query gets its own :class:`~.query.Result` of the same value.
 
-Periodic specs wait in a heap ordered by the end of their next window, so
+Periodic specs wait in a heap ordered by the end of their next window (then
+by their first query's rank, so that reports come out nearly sorted), so
 an element visits only the specs it completes: O(log specs) per reported
 window instead of a pass over every query per element.  A spec's next end
 only grows (windows are reported in order), so the heap entry of a spec is
@@ -18,6 +19,7 @@ from fractions import Fraction
 from heapq import heapify, heapreplace
 
 from ..markers import EMPTY
+from ..monoid import identity_function
 from .query import Result
 
 _new = tuple.__new__
@@ -36,7 +38,7 @@ class Spec:
     name selects a tree's per-range state)."""
 
     __slots__ = ("ex", "query", "members", "periodic", "by_rows", "slide", "lag", "width", "span", "lower",
-                 "identity", "next")
+                 "identity", "next", "suffix", "tree_spec")
 
     def __init__(self, ex, query, rank: int) -> None:
         """O(1)."""
@@ -49,9 +51,15 @@ class Spec:
         self.lag = query.exact_lag
         self.width = query.exact_width
         self.span = self.lag + self.width
-        self.lower = query.aggregator.lower
+        lower = query.aggregator.lower
+        self.lower = None if lower is identity_function else lower  # None: the value is the answer
         self.identity = query.aggregator.monoid.identity
         self.next = None  # end of the next unreported window (periodic)
+        # a periodic window without lag ends past every key when it is
+        # reported: a tree answers it with one binary search (Tree.suffix)
+        fast = self.periodic and self.lag == 0 and hasattr(ex, "suffix") and not ex.holistic
+        self.suffix = ex.suffix if fast else None
+        self.tree_spec = ex.spec[query.name] if fast else None
 
     def report(self, threshold, out: list) -> None:
         """Report the windows ending at ``e <= threshold`` (every window
@@ -64,13 +72,16 @@ class Spec:
             return
         ex, q, members, lower = self.ex, self.query, self.members, self.lower
         s, lag, w = self.slide, self.lag, self.width
-        window = ex.window
+        window, suffix, tree_spec = ex.window, self.suffix, self.tree_spec
         rows = self.by_rows
         while threshold is None or e <= threshold:
-            value = window(q, e - lag - w, e - lag, True)
+            if suffix is not None:
+                value = suffix(e - w, tree_spec)
+            else:
+                value = window(q, e - lag - w, e - lag, True)
             if value is not EMPTY:
                 end = e - 1 if rows else q.end_value(e)
-                v = lower(value)
+                v = value if lower is None else lower(value)
                 for rank, name in members:
                     out.append((end, rank, _new(Result, (name, end, v))))
                 e += s
@@ -90,7 +101,9 @@ class Spec:
         """A per-element spec's window ending at ``key``: one lookup, one
         ``lower``, one Result per member."""
         value = self.ex.window(self.query, key - self.span, key - self.lag, False)
-        v = self.lower(self.identity if value is EMPTY else value)
+        if value is EMPTY:
+            value = self.identity
+        v = value if self.lower is None else self.lower(value)
         for rank, name in self.members:
             out.append((key, rank, _new(Result, (name, key, v))))
 
@@ -141,10 +154,10 @@ class Schedule:
 
     def _rebuild(self) -> None:
         """Heaps from the specs' next ends; O(specs)."""
-        self._time_heap = [(s.next, i, s) for i, s in enumerate(self.specs) if s.periodic and not s.by_rows
-                           and s.next is not None]
-        self._rows_heap = [(s.next, i, s) for i, s in enumerate(self.specs) if s.periodic and s.by_rows
-                           and s.next is not None]
+        self._time_heap = [(s.next, s.members[0][0], s) for s in self.specs
+                           if s.periodic and not s.by_rows and s.next is not None]
+        self._rows_heap = [(s.next, s.members[0][0], s) for s in self.specs
+                           if s.periodic and s.by_rows and s.next is not None]
         heapify(self._time_heap)
         heapify(self._rows_heap)
 

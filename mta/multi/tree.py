@@ -71,6 +71,24 @@ class Tree:
         self._open_end = None if self.edges.every else self.edges.next_after(key)
         self._open = True
 
+    def suffix(self, a, spec: int):
+        """:meth:`window` for ``[a, b)`` when ``b`` lies past every key (a
+        periodic window without lag, reported as soon as it ends): one
+        binary search, the final technique's lookup of ``spec`` (an index
+        of :attr:`spec`), one combine with the open partial (and one with a
+        shared slicer's open fragment).  Not for exact quantiles."""
+        keys, base, final = self._keys, self._kbase, self.final
+        lo = base + bisect_left(keys, a, final.lo - base)
+        value = final.range(lo, final.hi, spec) if lo < final.hi else EMPTY
+        if self._open and a <= self._open_key:
+            v = self._open_value
+            value = v if value is EMPTY else self._combine(value, v)
+        slicer = self.slicer
+        if slicer is not None and slicer.open and a <= slicer.open_key:
+            v = slicer.open_value
+            value = v if value is EMPTY else self._combine(value, v)
+        return value
+
     def window(self, q: Query, a, b, left_closed: bool):
         """Aggregate of the elements with keys in ``[a, b)`` (or ``(a, b]``),
         or EMPTY; ``a`` and ``b`` are edges (or ``b`` is past the newest
