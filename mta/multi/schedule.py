@@ -165,8 +165,23 @@ class Schedule:
         """Report every window ending at or before ``threshold`` of the time
         (or rows) specs; O(log specs) per spec that reports."""
         heap = self._rows_heap if by_rows else self._time_heap
+        append = out.append
         while heap and heap[0][0] <= threshold:
-            _, i, spec = heap[0]
+            e, i, spec = heap[0]
+            suffix = spec.suffix
+            nxt = e + spec.slide
+            if suffix is not None and nxt > threshold:
+                # the common case, inlined: one window, ending past every key
+                value = suffix(e - spec.width, spec.tree_spec)
+                if value is not EMPTY:
+                    end = e - 1 if spec.by_rows else spec.query.end_value(e)
+                    lower = spec.lower
+                    v = value if lower is None else lower(value)
+                    for rank, name in spec.members:
+                        append((end, rank, _new(Result, (name, end, v))))
+                    spec.next = nxt
+                    heapreplace(heap, (nxt, i, spec))
+                    continue
             spec.report(threshold, out)
             heapreplace(heap, (spec.next, i, spec))
 
