@@ -303,17 +303,21 @@ def summarize(data: dict) -> dict:
         if not plans or "separate" not in plans:
             continue
         sep, naive = plans["separate"], plans.get("panes+naive")
-        best = max((r for k, r in plans.items() if k not in ("separate",)), key=lambda r: r["elements_per_s"])
+        # CPU time: the wall clock moves with the machine's other jobs
+        best = max((r for k, r in plans.items() if k not in ("separate",)), key=lambda r: r["elements_per_s_cpu"])
         auto = plans.get("auto")
         entry = {
             "best_plan": best["plan"], "best_elements_per_s": best["elements_per_s"],
             "best_over_separate": best["elements_per_s"] / sep["elements_per_s"],
             "best_over_separate_cpu": best["elements_per_s_cpu"] / sep["elements_per_s_cpu"],
             "best_over_panes_naive": None if naive is None else best["elements_per_s"] / naive["elements_per_s"],
+            "best_over_panes_naive_cpu": None if naive is None
+            else best["elements_per_s_cpu"] / naive["elements_per_s_cpu"],
             "best_over_panes": best["elements_per_s"] / plans["panes"]["elements_per_s"] if "panes" in plans else None,
             "held_best_over_separate": best["held"] / sep["held"],
             "held_auto_over_separate": None if auto is None else auto["held"] / sep["held"],
             "auto_over_separate": None if auto is None else auto["elements_per_s"] / sep["elements_per_s"],
+            "auto_over_separate_cpu": None if auto is None else auto["elements_per_s_cpu"] / sep["elements_per_s_cpu"],
             "calls_estimate_error": {k: abs(r["estimate"] - r["calls_per_element"]) / r["calls_per_element"]
                                      for k, r in plans.items() if r["calls_per_element"]},
         }
@@ -356,18 +360,20 @@ def summarize(data: dict) -> dict:
     for agg in AGGS:
         if agg in s:
             e = s[agg]
-            targets[f"{agg}: best plan >= 20x separate (elements/s, Q={data['config']['q']})"] = (
-                f"{e['best_plan']} {e['best_over_separate']:.1f}x (CPU {e['best_over_separate_cpu']:.1f}x)",
-                e["best_over_separate"] >= 20)
+            targets[f"{agg}: best plan >= 20x separate (elements/s of CPU time, Q={data['config']['q']})"] = (
+                f"{e['best_plan']} {e['best_over_separate_cpu']:.1f}x (wall {e['best_over_separate']:.1f}x)",
+                e["best_over_separate_cpu"] >= 20)
             if e["best_over_panes_naive"] is not None:
-                targets[f"{agg}: best plan >= 5x panes (Panes + naive final)"] = (
-                    f"{e['best_over_panes_naive']:.1f}x (plan='panes' as resolved: {e['best_over_panes']:.2f}x)",
-                    e["best_over_panes_naive"] >= 5)
+                targets[f"{agg}: best plan >= 5x panes (Panes + naive final, CPU time)"] = (
+                    f"{e['best_over_panes_naive_cpu']:.1f}x (wall {e['best_over_panes_naive']:.1f}x; "
+                    f"plan='panes' as resolved, wall: {e['best_over_panes']:.2f}x)",
+                    e["best_over_panes_naive_cpu"] >= 5)
             targets[f"{agg}: held <= 1/10 of separate"] = (
                 f"best {e['held_best_over_separate']:.3f}, auto {e['held_auto_over_separate']:.3f}",
                 e["held_best_over_separate"] <= 0.1)
-            targets[f"{agg}: auto never loses to separate by more than 10%"] = (
-                f"auto/separate {e['auto_over_separate']:.1f}x elements/s", e["auto_over_separate"] >= 0.9)
+            targets[f"{agg}: auto never loses to separate by more than 10% (CPU time)"] = (
+                f"auto/separate {e['auto_over_separate_cpu']:.1f}x (wall {e['auto_over_separate']:.1f}x)",
+                e["auto_over_separate_cpu"] >= 0.9)
     if s["params"]:
         worst = min(s["params"], key=lambda e: e["auto_over_separate_cpu"] or 0)
         targets["sum, every (S_max, O_max) measured: auto never loses to separate by more than 10% (CPU)"] = (
