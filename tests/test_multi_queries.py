@@ -214,6 +214,19 @@ def test_twin_queries(spec, plan, data):
     assert calls[0] == calls[1]
 
 
+def test_twins_keep_their_end_types():
+    """A window given in floats and the same window in ints are answered
+    from one lookup, each with its own type of end."""
+    from mta import aggregators as A
+
+    total = Aggregator(A.SUM.monoid, _value, name="sum")
+    qs = [Query("a", total, range=2, slide=2), Query("b", total, range=2.0, slide=2.0)]
+    shared = SharedWindows(qs, time=_time, plan="cutty+rint")
+    out = [r for t in range(6) for r in shared.push((t, 1))]
+    assert [(r.query, r.end, type(r.end), r.value) for r in out] == [
+        ("a", 2, int, 2), ("b", 2.0, float, 2), ("a", 4, int, 2), ("b", 4.0, float, 2)]
+
+
 def test_every_final_is_tested():
     from mta.multi.plan import FINALS
 

@@ -130,7 +130,8 @@ class Schedule:
             by_window: dict = {}
             ex.specs = []
             for q in ex.queries:
-                key = (q.periodic, q.exact_width, q.exact_slide, q.exact_lag, q.aggregator.lower)
+                # _float: a window given in floats reports float ends
+                key = (q.periodic, q.exact_width, q.exact_slide, q.exact_lag, q.aggregator.lower, q._float)
                 spec = by_window.get(key)
                 if spec is None:
                     spec = by_window[key] = Spec(ex, q, order[q.name])

@@ -23,7 +23,7 @@ from ..markers import EMPTY
 
 class Separate:
     """One query's executor: the executor interface of
-    :class:`mta.multi.shared.Tree` (``lift``, ``add``, ``window``,
+    :class:`mta.multi.tree.Tree` (``lift``, ``add``, ``window``,
     ``first_key``, ``evict``) over an Amortized MTA."""
 
     def __init__(self, query) -> None:
