@@ -21,11 +21,14 @@ def test_mqo_tiny(tmp_path):
     records = data["records"]
     assert not [r for r in records if "error" in r]
     parts = {r["part"] for r in records}
-    assert parts == {"plans", "exp67", "sweep_estimate", "sweep_measured", "slickdeque_mq"}
+    assert parts == {"plans", "exp67", "sweep_estimate", "sweep_measured", "slickdeque_mq", "params"}
     for r in records:
         if "calls_per_element" in r:
             assert r["calls_per_element"] > 0 and r["estimate"] > 0 and r["held"] > 0
     plans = {r["plan"] for r in records if r["part"] == "plans"}
     assert {"auto", "weaveshare", "triweave", "separate", "panes", "panes+naive"} <= plans
     assert "targets" in data["summary"]
+    params = {(r["s_max"], r["o_max"]) for r in records if r["part"] == "params"}
+    assert params == {tuple(x) for x in data["config"]["params"]}
+    assert {(e["s_max"], e["o_max"]) for e in data["summary"]["params"]} == params
     assert "Targets:" in mqo.report(data)

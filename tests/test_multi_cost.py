@@ -7,7 +7,6 @@ estimate (within 25%)."""
 
 from __future__ import annotations
 
-import math
 import random
 
 import pytest

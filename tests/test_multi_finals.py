@@ -5,6 +5,8 @@ suffix-only ones), with several ranges per step as a shared tree asks."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -134,3 +136,19 @@ def test_slickdeque_noninv_answers_many_ranges_in_one_pass():
     starts = [0, 2, 5, 6, 7, 8]
     assert d.ranges(starts) == [(9, 5), (9, 5), (9, 5), (6, 7), (6, 7), EMPTY]
     assert m.calls == 0
+
+
+@sane_settings(200)
+@given(progressions=st.lists(st.tuples(st.integers(-40, 40), st.integers(1, 12)), min_size=1, max_size=5),
+       x=st.integers(-100, 300))
+def test_next_edge(progressions, x):
+    """EdgeSet.next_after (its table of the composite slide, or the pass
+    over the progressions) against a scan of the keys after ``x``."""
+    from mta.multi.slicing import EdgeSet
+
+    edges = EdgeSet(progressions)
+    y = x + 1
+    while not any((y - o) % p == 0 for o, p in progressions):
+        y += 1
+    assert edges.next_after(x) == y
+    assert edges.next_after(Fraction(2 * x + 1, 2)) == y  # a key between two ints: the pass, exact

@@ -178,6 +178,55 @@ def test_many_queries_one_tree(plan, data):
     run(queries, ops, CONCAT_SPEC, plan)
 
 
+@pytest.mark.parametrize(("spec", "plan"), [(CONCAT_SPEC, "separate"), (CONCAT_SPEC, "cutty+flatfit"),
+                                           (CONCAT_SPEC, "pairs+bint"), (CONCAT_SPEC, "auto"),
+                                           (FREE_SPEC, "cutty+rint"), (FREE_SPEC, "panes+slickdeque-inv"),
+                                           (FIRST_SPEC, "cutty+slickdeque-noninv")])
+@sane_settings(30)
+@given(data=st.data())
+def test_twin_queries(spec, plan, data):
+    """Every query twice (another name, the same window): each twin gets its
+    own Results, equal to the oracle's, and a shared tree looks the window
+    up once (the monoid calls are those of the queries without twins)."""
+    queries = data.draw(query_sets(spec.aggregators[:1], lag=not _suffix_only(plan), max_queries=4),
+                        label="queries")
+    twins = []
+    for q in queries:
+        kw = {"rows": q.rows} if q.by_rows else {"range": q.range}
+        twins.append(Query(q.name + "-twin", q.aggregator, slide=q.slide, lag=q.lag, **kw))
+    ops = data.draw(operations(spec.values), label="ops")
+    run(queries + twins, ops, spec, plan)
+    if plan in ("separate", "auto"):
+        return
+    calls = []
+    for qs in (queries, queries + twins):
+        m = CountingMonoid(qs[0].aggregator.monoid)
+        agg = Aggregator(m, qs[0].aggregator.lift, name="counted")
+        counted = [Query(q.name, agg, slide=q.slide, lag=q.lag, **({"rows": q.rows} if q.by_rows else
+                                                                  {"range": q.range})) for q in qs]
+        shared = SharedWindows(counted, time=_time, plan=plan)
+        t = 0
+        for i, op in enumerate(o for o in ops if o[0] == "push"):
+            t += op[1]
+            shared.push((t, spec.make(op[2], i)))
+        shared.flush()
+        calls.append(m.calls)
+    assert calls[0] == calls[1]
+
+
+def test_twins_keep_their_end_types():
+    """A window given in floats and the same window in ints are answered
+    from one lookup, each with its own type of end."""
+    from mta import aggregators as A
+
+    total = Aggregator(A.SUM.monoid, _value, name="sum")
+    qs = [Query("a", total, range=2, slide=2), Query("b", total, range=2.0, slide=2.0)]
+    shared = SharedWindows(qs, time=_time, plan="cutty+rint")
+    out = [r for t in range(6) for r in shared.push((t, 1))]
+    assert [(r.query, r.end, type(r.end), r.value) for r in out] == [
+        ("a", 2, int, 2), ("b", 2.0, float, 2), ("a", 4, int, 2), ("b", 4.0, float, 2)]
+
+
 def test_every_final_is_tested():
     from mta.multi.plan import FINALS
 

@@ -354,7 +354,8 @@ def tree_cost(queries, partial: str, final: str, rate: float = 1.0,
     ``E`` the tree's edges (partials) per unit, ``slice = 1 - E / lambda``
     (each element but a partial's first is combined into it), a query's
     window holds ``k_i = r_i * E`` partials, its answer is the range over
-    the ``k_i - 1`` closed ones plus one combine with the open partial.
+    the ``k_i - 1`` closed ones plus one combine with the open partial;
+    queries with the same ``(range, slide, lag)`` are answered once.
     With ``shared_edges`` (TriWeave's first level, section 3.1.1) the tree
     folds the shared fragments into its own partials instead of slicing
     elements, ``(E_shared - E) / lambda`` calls per element.  The separate
@@ -373,6 +374,8 @@ def tree_costs(queries, partial: str, finals: Sequence[str], rate: float = 1.0,
         sep = MTA_CALLS_PER_ELEMENT * len(queries)
         if partial == "none":
             return {f: sep for f in finals}
+    # a tree answers the queries with equal windows once (schedule.Spec)
+    queries = list(dict.fromkeys(queries))
     e = edges_cached(tuple(sorted({p for q in queries for p in progressions(q, partial)})))
     density = e.density
     per_element = density / rate

@@ -39,15 +39,19 @@ class FlatFIT(FinalAggregator):
     def range(self, lo: int, hi: int, spec=None):
         """Follow the pointers from ``lo``, then store every suffix aggregate back (path
         compression): amortized O(1), worst O(hi - lo) monoid calls."""
-        self._check(lo, hi)
+        if hi != self.hi or not self.lo <= lo <= hi:
+            self._check(lo, hi)
         if lo == hi:
             return EMPTY
-        partials, pointers, combine = self._partials, self._pointers, self._combine
+        # the stores' lists, indexed from their common base
+        partials, pointers, combine = self._partials.items, self._pointers.items, self._combine
+        base = self._partials.base
         positions = []
-        i = lo
-        while pointers[i] < hi:
+        i = lo - base
+        top = hi - base
+        while pointers[i] - base < top:
             positions.append(i)
-            i = pointers[i]
+            i = pointers[i] - base
         acc = partials[i]
         while positions:
             i = positions.pop()

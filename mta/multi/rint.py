@@ -39,11 +39,14 @@ class RInt(FinalAggregator):
 
     def range(self, lo: int, hi: int, spec=None):
         """``P[hi] - P[lo]``: one inverse call."""
-        self._check(lo, hi)
+        if not self.lo <= lo <= hi <= self.hi:
+            self._check(lo, hi)
         if lo == hi:
             return EMPTY
-        before = self._prefix[lo]
-        total = self._prefix[hi]
+        prefix = self._prefix
+        items, base = prefix.items, prefix.base
+        before = items[lo - base]
+        total = items[hi - base]
         return total if before is EMPTY else self._inverse(total, before)
 
     def evict(self, lo: int) -> None:

@@ -1,6 +1,8 @@
 """The no-sharing baseline of ``plan="separate"``: every query on its own
 Amortized MTA (mta-villalba-tpds2019 section 4.2, :mod:`mta.amortized_mta`),
-as an engine per query would run it.
+as an engine per query would run it: the engine :class:`mta.Window` uses by
+default, :func:`mta.native.amortized_engine` (the compiled core when it is
+built, else the pure-Python one).
 
 The MTA holds the elements of the query's current window.  A lag is a
 delay line: elements wait in a queue until they are older than the window's
@@ -15,13 +17,13 @@ from __future__ import annotations
 
 from collections import deque
 
-from ..amortized_mta import AmortizedMTA
+from ..native import amortized_engine
 from ..markers import EMPTY
 
 
 class Separate:
     """One query's executor: the executor interface of
-    :class:`mta.multi.shared.Tree` (``lift``, ``add``, ``window``,
+    :class:`mta.multi.tree.Tree` (``lift``, ``add``, ``window``,
     ``first_key``, ``evict``) over an Amortized MTA."""
 
     def __init__(self, query) -> None:
@@ -30,7 +32,7 @@ class Separate:
         self.by_rows = query.by_rows
         self.lift = query.aggregator.lift
         self.monoid = query.aggregator.monoid
-        self.engine = AmortizedMTA(self.monoid)
+        self.engine = amortized_engine(self.monoid)
         self._keys: deque = deque()  # keys of the elements in the MTA
         self._pending: deque = deque()  # (key, value) not yet in the window
         self._held: deque = deque()  # (key, value) of every element a lookup may still need

@@ -22,21 +22,22 @@ slicing the stream each, and also read its open fragment.
 from __future__ import annotations
 
 import numbers
-from bisect import bisect_left, bisect_right
-from fractions import Fraction
 from typing import Any, Callable, Iterable
 
 from ..errors import EngineFailedError, MTAError, OperationRefused
 from ..markers import EMPTY
 from ..storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
-from . import cutty, pairs, panes
-from .plan import Group, Plan, final_class, holistic
-from .quantiles import Runs
-from .query import OutOfOrderError, Query, Result
+from .plan import Plan, final_class
+from .query import OutOfOrderError, Query
 from .resolve import check_groups, resolve_plan
+from .schedule import Schedule, next_multiple
 from .shared_slicer import SharedSlicer
+from .tree import Tree
 
-_PARTIAL_MODULES = {"panes": panes, "pairs": pairs, "cutty": cutty}
+#: Pushes between two evictions: the floor below which no window reads is
+#: O(queries) to compute, and forgetting later only holds a few more
+#: partials (floors never decrease, so an older one is still safe).
+EVICT_EVERY = 16
 
 
 class ArgumentRefused(OperationRefused, TypeError):
@@ -46,136 +47,6 @@ class ArgumentRefused(OperationRefused, TypeError):
 
 class UnknownQuery(OperationRefused, KeyError):
     """``query(name)`` with a name no query has."""
-
-
-def next_multiple(x, s):
-    """The smallest multiple of ``s`` strictly greater than ``x`` (exact)."""
-    if not (isinstance(x, int) and isinstance(s, int)):
-        x = Fraction(x)
-    return (x // s + 1) * s
-
-
-class Tree:
-    """One execution tree: the partial aggregator (the open partial and the
-    edges) and a final aggregator over the closed partials."""
-
-    def __init__(self, group: Group, final) -> None:
-        """The tree of ``group`` over ``final``; O(queries)."""
-        self.group = group
-        self.queries = group.queries
-        self.by_rows = self.queries[0].by_rows
-        aggregator = self.queries[0].aggregator
-        self.monoid = aggregator.monoid
-        self.lift = aggregator.lift
-        self._combine = self.monoid.combine
-        self.edges = _PARTIAL_MODULES[group.partial].edges(self.queries)
-        self.final = final
-        self._keys: list = []  # first key of each closed partial
-        self._kbase = final.hi  # position of _keys[0]
-        self._open = False
-        self._open_key = None
-        self._open_value = None
-        self._open_end = None
-        self.slicer = None  # TriWeave's shared first level, when one feeds this tree
-        # B-INT-QNT: exact quantiles select over B-Int's cover, unmerged
-        self.holistic = holistic(self.queries[0]) and hasattr(final, "runs")
-        specs: dict = {}
-        self.spec = {q.name: specs.setdefault((q.periodic, q.exact_width, q.exact_lag), len(specs)) for q in self.queries}
-
-    def add(self, key, v) -> None:
-        """Partial aggregation: one combine unless ``key`` starts a partial,
-        then the closed partial goes to the final aggregator (its append's
-        cost) and the next edge is computed (O(progressions), no call)."""
-        if self._open:
-            if self.edges.every:
-                same = key == self._open_key
-            else:
-                same = key < self._open_end
-            if same:
-                self._open_value = self._combine(self._open_value, v)
-                return
-            self.final.append(self._open_value)
-            self._keys.append(self._open_key)
-            self._open = False
-        self._open_key = key
-        self._open_value = v
-        self._open_end = None if self.edges.every else self.edges.next_after(key)
-        self._open = True
-
-    def window(self, q: Query, a, b, left_closed: bool):
-        """Aggregate of the elements with keys in ``[a, b)`` (or ``(a, b]``),
-        or EMPTY; ``a`` and ``b`` are edges (or ``b`` is past the newest
-        element).  Two binary searches (O(log partials), no call), the final
-        technique's lookup, and one combine with the open partial (and one
-        with a shared slicer's open fragment, when it feeds the tree).  For exact
-        quantiles, B-Int's O(log W) covering runs and the open partial as
-        :class:`~mta.multi.quantiles.Runs`, no call."""
-        find = bisect_left if left_closed else bisect_right
-        keys, base = self._keys, self._kbase
-        dead = self.final.lo - base
-        lo = base + find(keys, a, dead)
-        hi = base + find(keys, b, dead)
-        if self.holistic:
-            return self._runs(lo, hi, a, b, left_closed)
-        value = self.final.range(lo, hi, self.spec[q.name]) if lo < hi else EMPTY
-        if self._open:
-            k = self._open_key
-            if (a <= k < b) if left_closed else (a < k <= b):
-                v = self._open_value
-                value = v if value is EMPTY else self._combine(value, v)
-        slicer = self.slicer
-        if slicer is not None and slicer.open:
-            k = slicer.open_key
-            if (a <= k < b) if left_closed else (a < k <= b):
-                v = slicer.open_value
-                value = v if value is EMPTY else self._combine(value, v)
-        return value
-
-    def _runs(self, lo: int, hi: int, a, b, left_closed: bool):
-        """The window's sorted runs (B-INT-QNT's LOOKUP before selection),
-        or EMPTY.  O(log W), no monoid call."""
-        runs = self.final.runs(lo, hi) if lo < hi else []
-        if self._open:
-            k = self._open_key
-            if (a <= k < b) if left_closed else (a < k <= b):
-                runs.append(self._open_value)
-        slicer = self.slicer
-        if slicer is not None and slicer.open:
-            k = slicer.open_key
-            if (a <= k < b) if left_closed else (a < k <= b):
-                runs.append(slicer.open_value)
-        return Runs(runs) if runs else EMPTY
-
-    def first_key(self, a):
-        """The key of the first partial (closed or open) at or after ``a``.
-        O(log partials), no monoid call."""
-        keys = self._keys
-        i = bisect_left(keys, a, self.final.lo - self._kbase)
-        if i < len(keys):
-            return keys[i]
-        if self._open and self._open_key >= a:
-            return self._open_key
-        slicer = self.slicer
-        if slicer is not None and slicer.open and slicer.open_key >= a:
-            return slicer.open_key
-        return None
-
-    def evict(self, floor) -> None:
-        """No window will hold a key below ``floor`` again: O(log partials)
-        plus the final technique's eviction, amortized O(1) for the keys."""
-        keys = self._keys
-        dead = self.final.lo - self._kbase
-        i = bisect_left(keys, floor, dead)
-        if i > dead:
-            self.final.evict(self._kbase + i)
-            dead = self.final.lo - self._kbase
-        if dead > 64 and 2 * dead > len(keys):
-            del keys[:dead]
-            self._kbase += dead
-
-    def describe(self) -> str:
-        """``partial + final``, O(1)."""
-        return f"{self.group.partial} + {self.final.NAME}"
 
 
 class SharedWindows:
@@ -261,8 +132,6 @@ class SharedWindows:
                 else:
                     final = cls(g.queries[0].aggregator.monoid)
                 ex = Tree(g, final)
-            ex.periodic = [q for q in g.queries if q.periodic]
-            ex.per_element = [q for q in g.queries if not q.periodic]
             self._executors.append(ex)
             for q in g.queries:
                 self._executor_of[q.name] = ex
@@ -286,7 +155,17 @@ class SharedWindows:
             self._slicers.append(slicer)
         self._count = 0  # elements pushed
         self._last_time = None
-        self._next: dict = {q.name: None for q in queries if q.periodic}
+        self._schedule = Schedule(self._executors, self._order)
+        self._timed = time is not None and any(not ex.by_rows for ex in self._executors)
+        self._rows = any(ex.by_rows for ex in self._executors)
+        self._lifts: list = []  # (lift, feeders using it): each distinct lift is called once per element
+        for f in self._feeders:
+            for lift, users in self._lifts:
+                if lift is f.lift:
+                    users.append(f)
+                    break
+            else:
+                self._lifts.append((f.lift, [f]))
         self._failure: BaseException | None = None
         self._failed_in = ""
 
@@ -312,52 +191,12 @@ class SharedWindows:
         """The newest element's key for ``ex``'s queries; O(1)."""
         return self._count - 1 if ex.by_rows else self._last_time
 
-    def _report(self, ex, q: Query, threshold, out: list) -> None:
-        """Report ``q``'s windows ending at ``e <= threshold`` (every window
-        holding elements when None) that hold elements; skips runs of empty
-        windows by jumping to the next element's first window.  One lookup
-        per reported window, plus one per run of empty windows."""
-        e = self._next[q.name]
-        if e is None:
-            return
-        s, lag, w = q.exact_slide, q.exact_lag, q.exact_width
-        cap = None if threshold is None else next_multiple(threshold, s)
-        lower = q.aggregator.lower
-        rank = self._order[q.name]
-        while threshold is None or e <= threshold:
-            value = ex.window(q, e - lag - w, e - lag, True)
-            if value is not EMPTY:
-                end = q.end_value(e)
-                out.append((end, rank, Result(q.name, end, lower(value))))
-                e += s
-                continue
-            x = ex.first_key(e - lag - w)
-            if x is None:
-                if cap is not None:
-                    e = cap
-                break
-            e = max(e + s, next_multiple(x + lag, s))
-            if cap is not None and e > cap:
-                e = cap
-        self._next[q.name] = e
-
-    def _floor(self, ex):
-        """The smallest key a future window (or lookup) of ``ex``'s queries
-        may hold.  O(queries of the tree), no monoid call."""
-        last = self._last_key(ex)
-        floor = None
-        for q in ex.queries:
-            if q.periodic:
-                e = next_multiple(last, q.exact_slide)
-                nxt = self._next[q.name]
-                if nxt is not None and nxt < e:
-                    e = nxt
-                f = e - q.exact_lag - q.exact_width
-            else:
-                f = last - q.exact_lag - q.exact_width
-            if floor is None or f < floor:
-                floor = f
-        return floor
+    def _evict(self) -> None:
+        """Each executor forgets what no future window reads.  O(queries)
+        plus the final techniques' evictions."""
+        floor = self._schedule.floor
+        for ex in self._executors:
+            ex.evict(floor(ex, self._last_key(ex)))
 
     # ------------------------------------------------------------ API
 
@@ -367,53 +206,43 @@ class SharedWindows:
         plus the final technique's (see the plan)."""
         self._check_usable()
         t = None
-        if self._time is not None and any(not ex.by_rows for ex in self._executors):
+        if self._timed:
             t = self._time(raw)
             if isinstance(t, bool) or not isinstance(t, numbers.Real) or t != t:
                 raise ArgumentRefused(f"time(raw) must give a real number, got {type(t).__name__} {t!r}")
             if self._last_time is not None and t < self._last_time:
                 raise OutOfOrderError(f"element time {t!r} is older than the newest time {self._last_time!r}; "
                                       "elements must arrive in time order (nothing was changed)")
-        values = [f.lift(raw) for f in self._feeders]
+        lifted = [(lift(raw), users) for lift, users in self._lifts]
         out: list = []
         index = self._count
+        schedule = self._schedule
         try:
-            first = index == 0
+            if index == 0:
+                schedule.start(index, t)
             # time windows ending at or before t are reported before the
             # element enters any tree (a shared slicer feeds several at once)
             if t is not None:
                 for f in self._slicers:
                     if not f.by_rows:
                         f.advance(t)
-            for ex in self._executors:
-                key = index if ex.by_rows else t
-                if first:
-                    for q in ex.periodic:
-                        self._next[q.name] = next_multiple(key + q.exact_lag, q.exact_slide)
-                if not ex.by_rows:
-                    for q in ex.periodic:
-                        self._report(ex, q, key, out)
-            for f, v in zip(self._feeders, values):
-                f.add(index if f.by_rows else t, v)
-            for ex in self._executors:
-                key = index if ex.by_rows else t
-                if ex.by_rows:
-                    for q in ex.periodic:
-                        self._report(ex, q, key + 1, out)
-                for q in ex.per_element:
-                    value = ex.window(q, key - q.exact_lag - q.exact_width, key - q.exact_lag, False)
-                    agg = q.aggregator
-                    out.append((key, self._order[q.name],
-                                Result(q.name, key, agg.lower(agg.monoid.identity if value is EMPTY else value))))
+                schedule.due(t, False, out)
+            for v, users in lifted:
+                for f in users:
+                    f.add(index if f.by_rows else t, v)
+            if self._rows:
+                schedule.due(index + 1, True, out)
+            for spec in schedule.per_element:
+                spec.answer(index if spec.by_rows else t, out)
             self._count = index + 1
             if t is not None:
                 self._last_time = t
-            for ex in self._executors:
-                ex.evict(self._floor(ex))
+            if index % EVICT_EVERY == 0:
+                self._evict()
         except BaseException as exc:
             self._fail(exc, "push")
             raise
-        out.sort(key=lambda r: (r[0], r[1]))
+        out.sort()
         return [r[2] for r in out]
 
     def flush(self, until=None) -> list:
@@ -428,15 +257,12 @@ class SharedWindows:
         if not self._count:
             return out
         try:
-            for ex in self._executors:
-                for q in ex.periodic:
-                    threshold = None if until is None else (until + 1 if q.by_rows else until)
-                    self._report(ex, q, threshold, out)
-                ex.evict(self._floor(ex))
+            self._schedule.flush(until, out)
+            self._evict()
         except BaseException as exc:
             self._fail(exc, "flush")
             raise
-        out.sort(key=lambda r: (r[0], r[1]))
+        out.sort()
         return [r[2] for r in out]
 
     def query(self, name: str):

@@ -16,6 +16,7 @@ edge sets; :class:`EdgeSet.next_after` drives the partial aggregator.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from fractions import Fraction
 from functools import reduce
 from itertools import combinations
@@ -48,7 +49,12 @@ class EdgeSet:
     ``offset + k * period`` for every integer ``k``; or every distinct key
     (``every=True``)."""
 
-    __slots__ = ("progressions", "every", "_ints")
+    __slots__ = ("progressions", "every", "_ints", "_table", "_length")
+
+    #: Longest composite slide whose edges :meth:`next_after` keeps in a
+    #: table (int keys): a lookup is then one bisect instead of a pass over
+    #: the progressions.
+    TABLE_MAX = 1 << 14
 
     def __init__(self, progressions: Iterable[tuple] = (), *, every: bool = False) -> None:
         normal = set()
@@ -59,12 +65,27 @@ class EdgeSet:
         self.progressions = tuple(sorted(normal, key=lambda p: (p[1], p[0])))
         self.every = every
         self._ints = all(isinstance(o, int) and isinstance(p, int) for o, p in self.progressions)
+        self._table = None
+        self._length = None
+        if self._ints and self.progressions and not every:
+            length = self.composite_slide()
+            if length <= self.TABLE_MAX:
+                self._table = self.edges_in_composite()
+                self._length = length
 
     def next_after(self, x):
-        """The smallest edge strictly greater than key ``x``.  O(number of
-        progressions), no monoid call."""
+        """The smallest edge strictly greater than key ``x``.  O(log edges
+        in the composite slide) for int keys when it is at most
+        :attr:`TABLE_MAX` long, else O(number of progressions); no monoid
+        call."""
         if self.every:
             raise TypeError("every key is an edge: there is no next edge")
+        table = self._table
+        if table is not None and isinstance(x, int):
+            length = self._length
+            r = x % length
+            i = bisect_right(table, r)
+            return x - r + (table[i] if i < len(table) else length + table[0])
         if not (self._ints and isinstance(x, int)):
             x = Fraction(x)
         best = None

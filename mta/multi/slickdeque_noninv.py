@@ -57,7 +57,8 @@ class SlickDequeNonInv(FinalAggregator):
 
     def range(self, lo: int, hi: int, spec=None):
         """The first node at or after ``lo``: O(log deque), no monoid call."""
-        self._check(lo, hi)
+        if hi != self.hi or not self.lo <= lo <= hi:
+            self._check(lo, hi)
         if lo == hi:
             return EMPTY
         return self._val[bisect_left(self._pos, lo, self._head)]
