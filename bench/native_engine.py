@@ -1,6 +1,6 @@
-"""The compiled Amortized MTA core against the pure-Python engine and the baselines.
+"""The compiled MTA cores against the pure-Python engines and the baselines.
 
-    python -m bench.native_engine [--size 4096] [--updates 200000] [--engines AMTA,AMTA-native,DABA,TwoStacks]
+    python -m bench.native_engine [--size 4096] [--updates 200000] [--engines AMTA,AMTA-native,LMTA,...]
     python -m bench.native_engine --one AMTA-native --workload push-count --updates N   # for callgrind
 
 A constant window of ``--size`` elements, then ``--updates`` updates, per
@@ -89,7 +89,7 @@ def main(argv=None) -> int:
     ap.add_argument("--size", type=int, default=4096)
     ap.add_argument("--updates", type=int, default=200_000)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--engines", default="AMTA,AMTA-native,DABA,TwoStacks")
+    ap.add_argument("--engines", default="AMTA,AMTA-native,LMTA,LMTA-native,DABA,TwoStacks")
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--one", help="run one engine (with --workload) once, untimed: for callgrind")
     ap.add_argument("--workload", default="push-count", choices=WORKLOADS)
@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     engines = [e for e in args.engines.split(",") if e]
     missing = [e for e in engines if e not in BY_NAME]
     if missing:
-        raise SystemExit(f"unknown or unavailable engines: {', '.join(missing)} (AMTA-native needs the built core)")
+        raise SystemExit(f"unknown or unavailable engines: {', '.join(missing)} (the -native ones need the built core)")
     workloads = args.workloads.split(",")
     print(f"CPU ns per update, window {args.size}, {args.updates} updates, best of {args.repeat}")
     print(f"{'engine':<12}" + "".join(f"{w:>12}" for w in workloads))
@@ -108,8 +108,10 @@ def main(argv=None) -> int:
     for name in engines:
         table[name] = [time_one(name, w, args.size, args.updates, args.repeat) for w in workloads]
         print(f"{name:<12}" + "".join(f"{ns:12,.0f}" for ns in table[name]))
-    if "AMTA" in table and "AMTA-native" in table:
-        print(f"{'AMTA/native':<12}" + "".join(f"{a / b:12.1f}x" for a, b in zip(table["AMTA"], table["AMTA-native"])))
+    for pure in ("AMTA", "LMTA"):
+        if pure in table and pure + "-native" in table:
+            print(f"{pure + '/native':<12}" + "".join(f"{a / b:12.1f}x"
+                                                     for a, b in zip(table[pure], table[pure + "-native"])))
     return 0
 
 
