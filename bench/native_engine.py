@@ -2,6 +2,7 @@
 
     python -m bench.native_engine [--size 4096] [--updates 200000] [--engines AMTA,AMTA-native,LMTA,...]
     python -m bench.native_engine --one AMTA-native --workload push-count --updates N   # for callgrind
+    python -m bench.native_engine --callgrind [--engines ...] [--workloads ...]       # instructions per update
 
 A constant window of ``--size`` elements, then ``--updates`` updates, per
 workload:
@@ -15,14 +16,21 @@ workload:
 Prints CPU time per update (``time.thread_time_ns``, best of ``--repeat``).
 ``--one`` runs a single engine and workload and nothing else, so that
 ``valgrind --tool=callgrind`` instructions at two ``--updates`` counts give
-instructions per update by difference (start-up cancels).
+instructions per update by difference (start-up cancels); ``--callgrind``
+runs those pairs (``--updates`` and half of it) for every engine and
+workload and prints the table.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import os
 import random
+import re
+import subprocess
+import sys
+import tempfile
 import time
 from itertools import repeat
 
@@ -84,6 +92,27 @@ def time_one(name: str, workload: str, n: int, m: int, repeat_: int) -> float:
     return best
 
 
+def instructions(name: str, workload: str, n: int, m: int) -> int:
+    """Instructions callgrind counts for ``--one name`` with ``m`` updates."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "callgrind.out")
+        done = subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-m", "bench.native_engine",
+             "--one", name, "--workload", workload, "--size", str(n), "--updates", str(m)],
+            capture_output=True, text=True, check=True)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if not found:
+        raise RuntimeError(f"no instruction count from callgrind for {name} {workload}: {done.stderr[-500:]}")
+    return int(found.group(1))
+
+
+def per_update(name: str, workload: str, n: int, m: int) -> float:
+    """Instructions per update: the difference between ``m`` and ``m // 2``
+    updates, which cancels start-up and the filling of the window."""
+    half = m // 2
+    return (instructions(name, workload, n, m) - instructions(name, workload, n, half)) / (m - half)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.native_engine")
     ap.add_argument("--size", type=int, default=4096)
@@ -93,6 +122,8 @@ def main(argv=None) -> int:
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--one", help="run one engine (with --workload) once, untimed: for callgrind")
     ap.add_argument("--workload", default="push-count", choices=WORKLOADS)
+    ap.add_argument("--callgrind", action="store_true",
+                    help="instructions per update under valgrind (--updates and half of it; try 40000)")
     args = ap.parse_args(argv)
     if args.one:
         _prepare(args.one, args.workload, args.size, args.updates)()
@@ -102,12 +133,18 @@ def main(argv=None) -> int:
     if missing:
         raise SystemExit(f"unknown or unavailable engines: {', '.join(missing)} (the -native ones need the built core)")
     workloads = args.workloads.split(",")
-    print(f"CPU ns per update, window {args.size}, {args.updates} updates, best of {args.repeat}")
+    if args.callgrind:
+        print(f"instructions per update (callgrind), window {args.size}, {args.updates} - {args.updates // 2} updates")
+    else:
+        print(f"CPU ns per update, window {args.size}, {args.updates} updates, best of {args.repeat}")
     print(f"{'engine':<12}" + "".join(f"{w:>12}" for w in workloads))
     table = {}
     for name in engines:
-        table[name] = [time_one(name, w, args.size, args.updates, args.repeat) for w in workloads]
-        print(f"{name:<12}" + "".join(f"{ns:12,.0f}" for ns in table[name]))
+        if args.callgrind:
+            table[name] = [per_update(name, w, args.size, args.updates) for w in workloads]
+        else:
+            table[name] = [time_one(name, w, args.size, args.updates, args.repeat) for w in workloads]
+        print(f"{name:<12}" + "".join(f"{ns:12,.0f}" for ns in table[name]), flush=True)
     for pure in ("AMTA", "LMTA"):
         if pure in table and pure + "-native" in table:
             print(f"{pure + '/native':<12}" + "".join(f"{a / b:12.1f}x"
