@@ -107,7 +107,8 @@ def test_native_combines_match_the_reference(compiled, reference, name, monoid, 
 @given(data=st.data())
 def test_same_monoid_calls_as_the_reference(compiled, reference, data):
     """A user monoid (non-commutative, its identity among the values) gets
-    exactly the reference engine's combine calls, in push, slide and evict."""
+    exactly the reference engine's combine calls, in push, slide and evict,
+    and the policy exactly its calls (the same arguments, in order)."""
     raws = data.draw(st.lists(st.sampled_from([(), ("a",), ("b",), ("c",)]), max_size=80))
     keep = data.draw(st.integers(0, 12))
 
@@ -117,13 +118,19 @@ def test_same_monoid_calls_as_the_reference(compiled, reference, data):
     counted = {}
     for cls in (compiled, reference):
         m = CountingMonoid(CONCAT)
-        e = cls(m, wsp)
+        seen = []
+
+        def logged(total, prefix):
+            seen.append((total, prefix))
+            return wsp(total, prefix)
+
+        e = cls(m, logged)
         out = [e.push(v) for v in raws]
         out += e.slide(raws[:10], [1] * len(raws[:10]))
         while len(e):
             e.evict()
             out.append(e.query())
-        counted[cls] = (out, m.calls)
+        counted[cls] = (out, m.calls, seen)
     assert counted[compiled] == counted[reference]
     oracle = BruteForceWindow(CONCAT, wsp)
     assert counted[reference][0][: len(raws)] == [oracle.push(v) for v in raws]
