@@ -140,32 +140,45 @@ class Boom(Exception):
     pass
 
 
+class IndexBoom(IndexError):
+    """User code raising an IndexError that is not the empty-window error:
+    it fails the engine like any other exception."""
+
+
 @needs_core
 @PAIRS
-@pytest.mark.parametrize("where", ["combine", "wsp"])
-def test_user_code_raising_marks_the_engine_failed(compiled, reference, where):
+@pytest.mark.parametrize("error", [Boom, IndexBoom])
+@pytest.mark.parametrize("where", ["combine", "wsp", "slide"])
+def test_user_code_raising_marks_the_engine_failed(compiled, reference, where, error):
+    """combine raising part-way through push or slide, or the policy raising
+    part-way through an enforcement: every later operation raises
+    EngineFailedError from it, as the pure-Python engine does."""
     calls = [0]
 
     def combine(a, b):
         calls[0] += 1
-        if where == "combine" and calls[0] == 7:
-            raise Boom("combine")
+        if where != "wsp" and calls[0] == 7:
+            raise error("combine")
         return a + b
 
     def wsp(total, prefix):
         if where == "wsp" and len(total) >= 4:
-            raise Boom("wsp")
+            raise error("wsp")
         return len(total) - len(prefix) >= 3
 
-    e = compiled(Monoid(combine, ()), wsp)
-    with pytest.raises(Boom):
-        for i in range(20):
-            e.push((i,))
-    for op in (lambda: e.insert((0,)), e.query, e.evict, e.enforce, lambda: e.push((1,)),
-               lambda: e.bulk_evict(0), lambda: e.slide([(2,)], [0])):
-        with pytest.raises(EngineFailedError, match=f"{compiled.__name__} is unusable") as info:
-            op()
-        assert isinstance(info.value.__cause__, Boom)
+    for cls in (compiled, reference):
+        calls[0] = 0
+        e = cls(Monoid(combine, ()), wsp)
+        with pytest.raises(error):
+            if where == "slide":
+                e.slide([(i,) for i in range(20)], [0, 1] * 10)
+            for i in range(20):
+                e.push((i,))
+        for op in (lambda: e.insert((0,)), e.query, e.evict, e.enforce, lambda: e.push((1,)),
+                   lambda: e.bulk_evict(0), lambda: e.slide([(2,)], [0])):
+            with pytest.raises(EngineFailedError, match=f"{cls.__name__} is unusable") as info:
+                op()
+            assert isinstance(info.value.__cause__, error)
 
 
 @needs_core
