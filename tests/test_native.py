@@ -289,3 +289,21 @@ def test_pure_python_fallback():
     env = dict(os.environ, MTA_PURE_PYTHON="1")
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+@needs_core
+def test_engine_benchmark_runs(capsys):
+    """bench.native_engine's table, small: a row per engine, the ratio rows
+    of both cores, and --callgrind's instruction counts for one engine."""
+    from bench import native_engine
+
+    assert native_engine.main(["--size", "64", "--updates", "200", "--repeat", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: line.split()[1:] for line in lines[2:]}
+    assert set(rows) == {"AMTA", "AMTA-native", "LMTA", "LMTA-native", "DABA", "TwoStacks", "AMTA/native",
+                         "LMTA/native"}
+    assert all(len(cells) == len(native_engine.WORKLOADS) for cells in rows.values())
+    assert native_engine.main(["--callgrind", "--size", "64", "--updates", "400", "--engines", "LMTA-native",
+                               "--workloads", "ieq-max"]) == 0
+    (row,) = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("LMTA-native")]
+    assert float(row[1].replace(",", "")) > 0
