@@ -30,7 +30,7 @@ from mta.baselines.subtract_on_evict import SubtractOnEvict
 from mta.baselines.two_stacks import TwoStacks
 from mta.log_mta import LogMTA
 from mta.monoid import Monoid
-from mta.native import AVAILABLE as NATIVE_AVAILABLE, NativeAmortizedMTA
+from mta.native import AVAILABLE as NATIVE_AVAILABLE, NativeAmortizedMTA, NativeLogMTA
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,6 +100,8 @@ if NATIVE_AVAILABLE:  # the compiled core, when built (mta.native)
     CONFIGURATIONS += (
         EngineSpec("AMTA-native", NativeAmortizedMTA, complexity="O(1) amortized, O(log n) worst; bulk O(log n)",
                    description="Amortized MTA with its core compiled (mta/_native.c), in-memory level queues"),
+        EngineSpec("LMTA-native", NativeLogMTA, complexity="O(log n); bulk O(log n)",
+                   description="Log MTA with its core compiled (mta/_native.c), in-memory level queues"),
     )
 BY_NAME: dict[str, EngineSpec] = {s.name: s for s in CONFIGURATIONS}
 

@@ -1,14 +1,18 @@
-/* The Amortized MTA's in-memory core in C (optional; mta/native.py wraps it): the
- * Python type and module here, the state in _native_state.h, the algorithms in
- * _native_mta.h (one translation unit).
+/* The in-memory cores of the two MTAs in C (optional; mta/native.py wraps
+ * them): the Python types and module here, the state in _native_state.h,
+ * the shared level machinery in _native_tree.h, the Amortized MTA's
+ * algorithms in _native_mta.h and the Log MTA's in _native_lmta.h (one
+ * translation unit).
  *
- * The same algorithms as mta/amortized_mta.py, mta/tree.py and
- * mta/level_queue.py, on level queues held as C arrays of object
- * references: insert is Algorithm 3, eviction Algorithms 6 and 7 with the
- * lazy split of Algorithms 4 and 5, enforcement section 4.2.4 (single
- * evictions, then Algorithm 2 after log2 n of them), bulk eviction by
- * position.  The pure-Python modules stay the reference: every rule here
- * mirrors one there, and the engine tests run both against the oracle.
+ * The same algorithms as mta/amortized_mta.py, mta/log_mta.py, mta/tree.py
+ * and mta/level_queue.py, on level queues held as C arrays of object
+ * references.  Amortized MTA: insert is Algorithm 3, eviction Algorithms 6
+ * and 7 with the lazy split of Algorithms 4 and 5, enforcement section
+ * 4.2.4 (single evictions, then Algorithm 2 after log2 n of them), bulk
+ * eviction by position.  Log MTA: insert is Algorithm 1, enforcement
+ * Algorithm 2, eviction of any count by position.  The pure-Python modules
+ * stay the reference: every rule here mirrors one there, and the engine
+ * tests run both against the oracle.
  *
  * Values stay Python objects.  combine is a Python callable, except for the
  * ready monoids mta/native.py recognises (KIND_*), whose combine is done
@@ -19,6 +23,7 @@
  * raise_failed(exception, operation_name), which raises EngineFailedError.
  */
 #include "_native_mta.h"
+#include "_native_lmta.h"
 
 /* -- failure guard ------------------------------------------------------ */
 
@@ -45,25 +50,34 @@ static int check_usable(Core *c) {
 
 #define GUARD(c) do { if ((c)->failure && check_usable(c) < 0) return NULL; } while (0)
 
-/* -- Python methods ----------------------------------------------------- */
+/* -- operations, once for both engines ----------------------------------
+ *
+ * Each takes the engine's algorithms as constant function arguments: the
+ * compiler specialises them per engine, and the rule (what push and slide
+ * do, what a refusal leaves) stays in one place. */
 
-static PyObject *Core_insert(Core *c, PyObject *v) {
+typedef int (*insert_fn)(Core *, PyObject *);
+typedef int (*evict_fn)(Core *, long long);  /* count checked: 0 <= count <= len */
+typedef PyObject *(*query_fn)(Core *);
+typedef long long (*enforce_fn)(Core *);
+
+static inline PyObject *op_insert(Core *c, PyObject *v, insert_fn ins) {
     GUARD(c);
-    if (insert(c, v) < 0) return fail(c, "insert");
+    if (ins(c, v) < 0) return fail(c, "insert");
     Py_RETURN_NONE;
 }
 
-static PyObject *Core_evict(Core *c, PyObject *unused) {
+static inline PyObject *op_evict(Core *c, evict_fn ev) {
     GUARD(c);
     if (c->levels[0].lo == c->levels[0].hi) {
         PyErr_SetString(c->empty_error, "evict() on an empty window");
         return NULL;
     }
-    if (evict_one(c) < 0) return fail(c, "evict");
+    if (ev(c, 1) < 0) return fail(c, "evict");
     Py_RETURN_NONE;
 }
 
-static PyObject *Core_bulk_evict_checked(Core *c, PyObject *arg) {
+static inline PyObject *op_bulk_evict(Core *c, PyObject *arg, evict_fn ev) {
     GUARD(c);
     long long count = PyLong_AsLongLong(arg);
     if (count == -1 && PyErr_Occurred()) return NULL;
@@ -71,31 +85,31 @@ static PyObject *Core_bulk_evict_checked(Core *c, PyObject *arg) {
         PyErr_SetString(PyExc_ValueError, "bulk_evict_checked: count out of range");
         return NULL;
     }
-    if (bulk_evict(c, count) < 0) return fail(c, "bulk_evict");
+    if (ev(c, count) < 0) return fail(c, "bulk_evict");
     Py_RETURN_NONE;
 }
 
-static PyObject *Core_query(Core *c, PyObject *unused) {
+static inline PyObject *op_query(Core *c, query_fn qry) {
     GUARD(c);
-    PyObject *r = query(c);
+    PyObject *r = qry(c);
     return r ? r : fail(c, "query");
 }
 
-static PyObject *Core_enforce(Core *c, PyObject *unused) {
+static inline PyObject *op_enforce(Core *c, enforce_fn enf) {
     GUARD(c);
-    long long n = enforce(c);
+    long long n = enf(c);
     return n < 0 ? fail(c, "enforce") : PyLong_FromLongLong(n);
 }
 
-static PyObject *Core_push(Core *c, PyObject *v) {
+static inline PyObject *op_push(Core *c, PyObject *v, insert_fn ins, enforce_fn enf, query_fn qry) {
     GUARD(c);
-    if (insert(c, v) < 0 || enforce(c) < 0) return fail(c, "push");
-    PyObject *r = query(c);
+    if (ins(c, v) < 0 || enf(c) < 0) return fail(c, "push");
+    PyObject *r = qry(c);
     return r ? r : fail(c, "push");
 }
 
 /* slide(values, counts): both lists, the counts checked by the caller. */
-static PyObject *Core_slide_checked(Core *c, PyObject *args) {
+static inline PyObject *op_slide(Core *c, PyObject *args, insert_fn ins, evict_fn ev, query_fn qry) {
     PyObject *values, *counts;
     if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &values, &PyList_Type, &counts)) return NULL;
     GUARD(c);
@@ -107,15 +121,11 @@ static PyObject *Core_slide_checked(Core *c, PyObject *args) {
     PyObject *out = PyList_New(n);
     if (!out) return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (insert(c, PyList_GET_ITEM(values, i)) < 0) goto fail;
+        if (ins(c, PyList_GET_ITEM(values, i)) < 0) goto fail;
         long long k = PyLong_AsLongLong(PyList_GET_ITEM(counts, i));
         if (k == -1 && PyErr_Occurred()) goto fail;
-        if (k == 1) {
-            if (evict_one(c) < 0) goto fail;
-        } else if (k && bulk_evict(c, k) < 0) {
-            goto fail;
-        }
-        PyObject *r = query(c);
+        if (ev(c, k) < 0) goto fail;
+        PyObject *r = qry(c);
         if (!r) goto fail;
         PyList_SET_ITEM(out, i, r);
     }
@@ -124,6 +134,35 @@ fail:
     Py_DECREF(out);
     return fail(c, "slide");
 }
+
+/* -- the Amortized MTA's methods ---------------------------------------- */
+
+/* as Engine.slide calls it: evict() for one, bulk_evict(k) for more */
+static int amta_evict(Core *c, long long k) {
+    return k == 1 ? evict_one(c) : k ? bulk_evict(c, k) : 0;
+}
+
+static PyObject *Core_insert(Core *c, PyObject *v) { return op_insert(c, v, insert); }
+static PyObject *Core_evict(Core *c, PyObject *unused) { return op_evict(c, amta_evict); }
+static PyObject *Core_bulk_evict_checked(Core *c, PyObject *arg) { return op_bulk_evict(c, arg, bulk_evict); }
+static PyObject *Core_query(Core *c, PyObject *unused) { return op_query(c, query); }
+static PyObject *Core_enforce(Core *c, PyObject *unused) { return op_enforce(c, enforce); }
+static PyObject *Core_push(Core *c, PyObject *v) { return op_push(c, v, insert, enforce, query); }
+static PyObject *Core_slide_checked(Core *c, PyObject *args) { return op_slide(c, args, insert, amta_evict, query); }
+
+/* -- the Log MTA's methods ---------------------------------------------- */
+
+static PyObject *Log_insert(Core *c, PyObject *v) { return op_insert(c, v, log_insert); }
+static PyObject *Log_evict(Core *c, PyObject *unused) { return op_evict(c, log_bulk_evict); }
+static PyObject *Log_bulk_evict_checked(Core *c, PyObject *arg) { return op_bulk_evict(c, arg, log_bulk_evict); }
+static PyObject *Log_query(Core *c, PyObject *unused) { return op_query(c, log_query); }
+static PyObject *Log_enforce(Core *c, PyObject *unused) { return op_enforce(c, log_enforce); }
+static PyObject *Log_push(Core *c, PyObject *v) { return op_push(c, v, log_insert, log_enforce, log_query); }
+static PyObject *Log_slide_checked(Core *c, PyObject *args) {
+    return op_slide(c, args, log_insert, log_bulk_evict, log_query);
+}
+
+/* -- shared methods ----------------------------------------------------- */
 
 static PyObject *Core_height(Core *c, PyObject *unused) { return PyLong_FromLong(c->nlev); }
 
@@ -135,10 +174,13 @@ static PyObject *Core_head(Core *c, PyObject *unused) {
     return v;
 }
 
+/* References held: the levels' items and one per level (as
+ * LevelEngine.local_size), plus the Stack and the Result Pair (the
+ * Amortized MTA's; a Log MTA core has neither). */
 static PyObject *Core_local_size(Core *c, PyObject *unused) {
     long long n = 0;
     for (int l = 0; l < c->nlev; l++) n += c->levels[l].hi - c->levels[l].base;
-    return PyLong_FromLongLong(n + c->nstack + 2 + c->nlev);
+    return PyLong_FromLongLong(n + c->nlev + c->nstack + (c->is_log ? 0 : 2));
 }
 
 static PyObject *Core_level_bases(Core *c, PyObject *unused) {
@@ -159,6 +201,8 @@ static PyObject *Core_failure(Core *c, void *unused) {
     return f;
 }
 
+static PyTypeObject LogCoreType;
+
 static int Core_init(Core *c, PyObject *args, PyObject *kw) {
     static char *names[] = {"combine", "identity", "kind", "wsp", "raise_failed", "empty_error", "compact_after", NULL};
     PyObject *comb, *ident, *wsp, *raise_failed, *empty_error;
@@ -167,7 +211,7 @@ static int Core_init(Core *c, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOiOOOL", names, &comb, &ident, &kind, &wsp, &raise_failed,
                                      &empty_error, &compact_after))
         return -1;
-    if (c->combine) { PyErr_SetString(PyExc_TypeError, "AmortizedCore is initialised once"); return -1; }
+    if (c->combine) { PyErr_SetString(PyExc_TypeError, "a core is initialised once"); return -1; }
     if (kind < KIND_CALL || kind > KIND_MOMENTS) { PyErr_SetString(PyExc_ValueError, "unknown combine kind"); return -1; }
     Py_INCREF(comb); c->combine = comb;
     Py_INCREF(ident); c->identity = ident;
@@ -176,6 +220,7 @@ static int Core_init(Core *c, PyObject *args, PyObject *kw) {
     Py_INCREF(empty_error); c->empty_error = empty_error;
     c->kind = kind;
     c->compact_after = compact_after;
+    c->is_log = Py_TYPE(c) == &LogCoreType;
     level_init(&c->levels[0], 0);
     c->nlev = 1;
     return 0;
@@ -215,6 +260,24 @@ static PyMethodDef Core_methods[] = {
     {NULL},
 };
 
+static PyMethodDef Log_methods[] = {
+    {"insert", (PyCFunction)Log_insert, METH_O, "Algorithm 1: append v, update the tails.  O(log n)."},
+    {"evict", (PyCFunction)Log_evict, METH_NOARGS, "Remove the oldest (a bulk eviction of one).  O(log n)."},
+    {"bulk_evict_checked", (PyCFunction)Log_bulk_evict_checked, METH_O,
+     "Remove count oldest (0 <= count <= len, checked by the caller).  O(log n)."},
+    {"query", (PyCFunction)Log_query, METH_NOARGS, "The root (identity when empty).  O(1)."},
+    {"enforce", (PyCFunction)Log_enforce, METH_NOARGS, "Algorithm 2; returns how many left.  O(log n) calls."},
+    {"push", (PyCFunction)Log_push, METH_O, "insert(v), enforce(), query()."},
+    {"slide_checked", (PyCFunction)Log_slide_checked, METH_VARARGS,
+     "slide(values, counts) on two lists, counts checked by the caller."},
+    {"height", (PyCFunction)Core_height, METH_NOARGS, "Levels in use."},
+    {"head", (PyCFunction)Core_head, METH_NOARGS, "The oldest element."},
+    {"local_size", (PyCFunction)Core_local_size, METH_NOARGS, "References held."},
+    {"level_bases", (PyCFunction)Core_level_bases, METH_NOARGS,
+     "Each level's first held position (above its live head once compacted)."},
+    {NULL},
+};
+
 static PyGetSetDef Core_getset[] = {
     {"failure", (getter)Core_failure, NULL, "The exception user code raised, or None.", NULL},
     {NULL},
@@ -236,15 +299,36 @@ static PyTypeObject CoreType = {
     .tp_as_sequence = &Core_as_sequence,
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "mta._native", "Compiled Amortized MTA core.", -1, NULL};
+static PyTypeObject LogCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "mta._native.LogCore",
+    .tp_basicsize = sizeof(Core),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The Log MTA over in-memory level queues (see mta/native.py).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Core_init,
+    .tp_dealloc = (destructor)Core_dealloc,
+    .tp_methods = Log_methods,
+    .tp_getset = Core_getset,
+    .tp_as_sequence = &Core_as_sequence,
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "mta._native", "Compiled MTA cores.", -1, NULL};
+
+static int add_type(PyObject *m, const char *name, PyTypeObject *type) {
+    if (PyType_Ready(type) < 0) return -1;
+    Py_INCREF(type);
+    if (PyModule_AddObject(m, name, (PyObject *)type) < 0) {
+        Py_DECREF(type);
+        return -1;
+    }
+    return 0;
+}
 
 PyMODINIT_FUNC PyInit__native(void) {
-    if (PyType_Ready(&CoreType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
-    Py_INCREF(&CoreType);
-    if (PyModule_AddObject(m, "AmortizedCore", (PyObject *)&CoreType) < 0) {
-        Py_DECREF(&CoreType);
+    if (add_type(m, "AmortizedCore", &CoreType) < 0 || add_type(m, "LogCore", &LogCoreType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

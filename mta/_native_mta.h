@@ -2,7 +2,7 @@
  * mta/_native.c): each function mirrors the Python one it names. */
 #ifndef MTA_NATIVE_MTA_H
 #define MTA_NATIVE_MTA_H
-#include "_native_state.h"
+#include "_native_tree.h"
 
 /* -- the Amortized MTA -------------------------------------------------- */
 
@@ -158,38 +158,6 @@ static PyObject *query(Core *c) {
     return c->result;
 }
 
-/* mta.tree.repair_heads: drop parents whose children have all left. */
-static void repair_heads(Core *c) {
-    Level *below = &c->levels[0];
-    for (int l = 1; l < c->nlev; l++) {
-        Level *q = &c->levels[l];
-        long long lo = below->lo < below->hi ? below->lo >> 1 : q->hi;
-        if (lo > q->lo) q->lo = lo < q->hi ? lo : q->hi;
-        below = q;
-    }
-}
-
-/* mta.tree.recompute_spine: the leftmost branch bottom-up, O(height). */
-static int recompute_spine(Core *c) {
-    Level *below = &c->levels[0];
-    for (int l = 1; l < c->nlev; l++) {
-        Level *q = &c->levels[l];
-        if (q->lo == q->hi) break;
-        long long first = q->lo << 1;
-        if (first < below->lo) first = below->lo;
-        PyObject *v;
-        if (first + 1 < below->hi && !(first & 1)) {
-            if (!(v = combine(c, AT(below, first), AT(below, first + 1)))) return -1;
-        } else {
-            v = AT(below, first);
-            Py_INCREF(v);
-        }
-        level_set(q, q->lo, v);
-        below = q;
-    }
-    return 0;
-}
-
 /* Leaves left by position: drop emptied parents and levels, rebuild the
  * Result Pair and the Stack. */
 static int after_bulk(Core *c) {
@@ -203,41 +171,6 @@ static int after_bulk(Core *c) {
     clear_ref(&c->result);
     c->split_stale = 1;
     if (c->levels[0].lo < c->levels[0].hi) return split(c);
-    return 0;
-}
-
-static int wsp_holds(Core *c, PyObject *total, PyObject *cand) {
-    PyObject *args[2] = {total, cand};
-    PyObject *r = PyObject_Vectorcall(c->wsp, args, 2, NULL);
-    if (!r) return -1;
-    int t = PyObject_IsTrue(r);
-    Py_DECREF(r);
-    return t;
-}
-
-/* Algorithm 2 (mta.tree.bulk_search) on the forest; *acc is a new reference. */
-static int bulk_search(Core *c, PyObject *total, PyObject **acc) {
-    long long floor = 0;
-    for (int l = c->nlev - 1; l >= 0; l--) {
-        Level *q = &c->levels[l];
-        long long lo = q->lo, hi = q->hi;
-        if (floor > lo) lo = floor < hi ? floor : hi;
-        while (lo < hi) {
-            PyObject *v = AT(q, lo), *cand;
-            if (*acc) {
-                if (!(cand = combine(c, *acc, v))) return -1;
-            } else {
-                Py_INCREF(v);
-                cand = v;
-            }
-            int t = wsp_holds(c, total, cand);
-            if (t <= 0) { Py_DECREF(cand); if (t < 0) return -1; break; }
-            Py_XSETREF(*acc, cand);
-            lo++;
-        }
-        q->lo = lo;
-        floor = lo << 1;
-    }
     return 0;
 }
 

@@ -1,5 +1,6 @@
-/* The compiled core's state: the Core object, the combines, level queues and the
- * Stack (included by mta/_native.c, one translation unit). */
+/* The compiled cores' state: the Core object (one struct for both MTAs), the
+ * combines, level queues and the Amortized MTA's Stack (included by
+ * mta/_native.c, one translation unit). */
 #ifndef MTA_NATIVE_STATE_H
 #define MTA_NATIVE_STATE_H
 #define PY_SSIZE_T_CLEAN
@@ -19,7 +20,8 @@ typedef struct {
     PyObject_HEAD
     Level levels[MAX_LEVELS];
     int nlev;
-    PyObject *r0, *r1, *result;  /* NULL: EMPTY */
+    int is_log;                  /* a Log MTA core: levels only, the rest unused */
+    PyObject *r0, *r1, *result;  /* the Amortized MTA's Result Pair; NULL: EMPTY */
     PyObject **stack;
     Py_ssize_t nstack, capstack;
     int split_stale;

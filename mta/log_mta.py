@@ -21,6 +21,11 @@ the log of the stream length).  The forest of the Amortized MTA
 
 Algorithm 2's search and the spine repair live in :mod:`mta.tree`, shared
 with the Amortized MTA.
+
+This module is the reference: :class:`mta.native.NativeLogMTA` runs the same
+rules on a compiled core for an in-memory window, and
+:func:`mta.native.log_engine` picks it when it is built (this engine
+otherwise).
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
-"""The compiled Amortized MTA core, when it was built, and its selection.
+"""The compiled MTA cores, when they were built, and their selection.
 
-``mta/_native.c`` is the Amortized MTA (:mod:`mta.amortized_mta`) over
-in-memory level queues, written against the CPython API and compiled at
-install when a C compiler is present.  It is optional: without it (or with
-the environment variable ``MTA_PURE_PYTHON=1``) :data:`AVAILABLE` is False
-and :class:`NativeAmortizedMTA` refuses to build, naming why; the
-pure-Python modules are the reference and run everywhere.
+``mta/_native.c`` holds the Amortized MTA (:mod:`mta.amortized_mta`) and
+the Log MTA (:mod:`mta.log_mta`) over in-memory level queues, written
+against the CPython API and compiled at install when a C compiler is
+present.  It is optional: without it (or with the environment variable
+``MTA_PURE_PYTHON=1``) :data:`AVAILABLE` is False and
+:class:`NativeAmortizedMTA` and :class:`NativeLogMTA` refuse to build,
+naming why; the pure-Python modules are the reference and run everywhere.
 
 Values stay Python objects and a user monoid's ``combine`` stays a Python
 callable, called from C.  The ready monoids get their combine done in C,
@@ -17,9 +18,9 @@ with the same operations their Python callables make:
 * ``mta.aggregators.MOMENTS`` (variance, standard deviation: the same
   arithmetic on the (count, mean, M2) triples, in the same order).
 
-The engine covers what an in-memory :class:`~mta.amortized_mta.AmortizedMTA`
-does (insert, evict, bulk_evict, slide, enforce, query, push);
-:func:`amortized_engine` picks it for in-memory windows and the pure-Python
+Each engine covers what its in-memory pure-Python engine does (insert,
+evict, bulk_evict, slide, enforce, query, push); :func:`amortized_engine`
+and :func:`log_engine` pick it for in-memory windows and the pure-Python
 engine for a window in a store (``store=``).
 """
 
@@ -31,6 +32,7 @@ import os
 
 from . import aggregators
 from .amortized_mta import AmortizedMTA
+from .log_mta import LogMTA
 from .engine import Engine, check_count, check_evictions
 from .errors import EmptyWindowError, EngineFailedError
 from .level_queue import MemoryLevelQueue
@@ -69,36 +71,41 @@ def combine_kind(combine) -> int:
     return _native.KIND_CALL
 
 
-def _raise_failed(failure: BaseException, operation: str):
-    raise EngineFailedError(
-        f"NativeAmortizedMTA is unusable: {failure!r} was raised during {operation}(), so its state may be "
-        "inconsistent; rebuild the window or resume it from its last checkpoint"
-    ) from failure
+def _failure_raiser(name: str):
+    """What a core calls, with the exception user code raised and the
+    operation, once it is failed: raises :class:`EngineFailedError`."""
+
+    def raise_failed(failure: BaseException, operation: str):
+        raise EngineFailedError(
+            f"{name} is unusable: {failure!r} was raised during {operation}(), so its state may be "
+            "inconsistent; rebuild the window or resume it from its last checkpoint"
+        ) from failure
+
+    return raise_failed
 
 
-class NativeAmortizedMTA(Engine):
-    """The Amortized MTA (section 4.2) with its core compiled: amortized O(1)
-    insert and eviction, O(log n) worst case and bulk eviction, as
-    :class:`~mta.amortized_mta.AmortizedMTA`.
+class _NativeEngine(Engine):
+    """An MTA whose core is compiled: ``insert``, ``evict``, ``enforce``,
+    ``query`` and ``push`` are the core's own methods (no Python frame per
+    call); the core keeps the failure guard itself.  ``level_queue`` is
+    accepted for a :class:`~mta.level_queue.MemoryLevelQueue` subclass,
+    whose ``COMPACT_AFTER`` the core follows."""
 
-    ``insert``, ``evict``, ``enforce``, ``query`` and ``push`` are the
-    core's own methods (no Python frame per call); the core keeps the
-    failure guard itself.  ``level_queue`` is accepted for a
-    :class:`~mta.level_queue.MemoryLevelQueue` subclass, whose
-    ``COMPACT_AFTER`` the core follows.
-    """
+    _CORE = ""  # the core's type in mta._native
+    _PURE = ""  # the pure-Python engine, named in refusals
 
     def __init__(self, monoid, wsp=None, *, level_queue=MemoryLevelQueue, **options) -> None:
         super().__init__(monoid, wsp)
+        name = type(self).__name__
         if _native is None:
-            raise RuntimeError(f"NativeAmortizedMTA needs the compiled core: {WHY_NOT}; use AmortizedMTA")
+            raise RuntimeError(f"{name} needs the compiled core: {WHY_NOT}; use {self._PURE}")
         if options:
-            raise TypeError(f"NativeAmortizedMTA keeps its levels in memory: {', '.join(sorted(options))} "
-                            "need the pure-Python AmortizedMTA")
+            raise TypeError(f"{name} keeps its levels in memory: {', '.join(sorted(options))} "
+                            f"need the pure-Python {self._PURE}")
         if not (isinstance(level_queue, type) and issubclass(level_queue, MemoryLevelQueue)):
-            raise TypeError("NativeAmortizedMTA: level_queue must be a MemoryLevelQueue subclass")
-        self._core = core = _native.AmortizedCore(
-            monoid.combine, monoid.identity, combine_kind(monoid.combine), wsp, _raise_failed,
+            raise TypeError(f"{name}: level_queue must be a MemoryLevelQueue subclass")
+        self._core = core = getattr(_native, self._CORE)(
+            monoid.combine, monoid.identity, combine_kind(monoid.combine), wsp, _failure_raiser(name),
             EmptyWindowError, level_queue.COMPACT_AFTER)
         # Instance attributes: callers reach the C methods directly.
         self.insert = self._raw_insert = core.insert
@@ -110,12 +117,12 @@ class NativeAmortizedMTA(Engine):
     def _check_usable(self) -> None:
         failure = self._core.failure
         if failure is not None:
-            _raise_failed(failure, "an earlier operation")
+            _failure_raiser(type(self).__name__)(failure, "an earlier operation")
 
     def checkpoint(self) -> int:
-        """As an in-memory :class:`~mta.amortized_mta.AmortizedMTA`: refused."""
-        raise TypeError("NativeAmortizedMTA.checkpoint() needs an engine built with store= "
-                        "(a stored window runs on the pure-Python AmortizedMTA)")
+        """As an in-memory pure-Python engine: refused."""
+        raise TypeError(f"{type(self).__name__}.checkpoint() needs an engine built with store= "
+                        f"(a stored window runs on the pure-Python {self._PURE})")
 
     def close(self, *, delete: bool = False) -> None:
         """Nothing to wait for: the window is in memory and stays as it is."""
@@ -124,12 +131,6 @@ class NativeAmortizedMTA(Engine):
     def store_stats(self):
         """None: the window is in memory."""
         return None
-
-    def bulk_evict(self, count: int) -> None:
-        """Remove the ``count`` oldest elements: singly up to ``log2 n`` of
-        them, else by position, O(log n)."""
-        self._check_usable()
-        self._core.bulk_evict_checked(check_count(self, count))
 
     def slide(self, values, evictions) -> list:
         """As :meth:`mta.engine.Engine.slide`, the loop run in C."""
@@ -150,6 +151,32 @@ class NativeAmortizedMTA(Engine):
         return len(self._core)
 
 
+class NativeAmortizedMTA(_NativeEngine):
+    """The Amortized MTA (section 4.2) with its core compiled: amortized O(1)
+    insert and eviction, O(log n) worst case and bulk eviction, as
+    :class:`~mta.amortized_mta.AmortizedMTA`."""
+
+    _CORE, _PURE = "AmortizedCore", "AmortizedMTA"
+
+    def bulk_evict(self, count: int) -> None:
+        """Remove the ``count`` oldest elements: singly up to ``log2 n`` of
+        them, else by position, O(log n)."""
+        self._check_usable()
+        self._core.bulk_evict_checked(check_count(self, count))
+
+
+class NativeLogMTA(_NativeEngine):
+    """The Log MTA (section 4.1) with its core compiled: O(log n) insert,
+    eviction and bulk eviction, as :class:`~mta.log_mta.LogMTA`."""
+
+    _CORE, _PURE = "LogCore", "LogMTA"
+
+    def bulk_evict(self, count: int) -> None:
+        """Remove the ``count`` oldest elements by position, O(log n)."""
+        self._check_usable()
+        self._core.bulk_evict_checked(check_count(self, count))
+
+
 def amortized_engine(monoid, wsp=None, **options):
     """The Amortized MTA for ``options``: :class:`NativeAmortizedMTA` for an
     in-memory window with the default level queues when the compiled core is
@@ -159,3 +186,12 @@ def amortized_engine(monoid, wsp=None, **options):
     if _native is not None and not options:
         return NativeAmortizedMTA(monoid, wsp)
     return AmortizedMTA(monoid, wsp, **options)
+
+
+def log_engine(monoid, wsp=None, **options):
+    """The Log MTA for ``options``: :class:`NativeLogMTA` for an in-memory
+    window with the default level queues when the compiled core is in use,
+    else :class:`~mta.log_mta.LogMTA`."""
+    if _native is not None and not options:
+        return NativeLogMTA(monoid, wsp)
+    return LogMTA(monoid, wsp, **options)

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from bench.engines import CONFIGURATIONS, EngineSpec
 from mta.amortized_mta import AmortizedMTA
 from mta.log_mta import LogMTA
-from mta.native import NativeAmortizedMTA
+from mta.native import NativeAmortizedMTA, NativeLogMTA
 from mta.monoid import Monoid, product_monoid
 from mta.policies import COUNT_MONOID
 from tests.oracle import CONCAT, BruteForceWindow
@@ -55,7 +55,7 @@ def sane_settings(max_examples: int) -> settings:
 #: Every engine configuration with a single requirement (bench/engines.py's
 #: table: one for the benchmarks and the tests).
 ENGINES = [e for e in CONFIGURATIONS if e.needs is None or "|" not in e.needs]
-MTA_ENGINES = [e for e in ENGINES if e.cls in (LogMTA, AmortizedMTA, NativeAmortizedMTA)]
+MTA_ENGINES = [e for e in ENGINES if e.cls in (LogMTA, AmortizedMTA, NativeAmortizedMTA, NativeLogMTA)]
 GENERAL_BASELINES = [e for e in ENGINES if e.needs is None and e not in MTA_ENGINES]
 INVERSE_BASELINES = [e for e in ENGINES if e.needs == "inverse"]
 SELECTIVE_BASELINES = [e for e in ENGINES if e.needs == "selective"]

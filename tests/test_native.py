@@ -1,11 +1,12 @@
-"""The compiled Amortized MTA core (mta/_native.c via mta.native).
+"""The compiled MTA cores (mta/_native.c via mta.native).
 
-tests/test_engines.py runs "AMTA-native" with every other engine against the
-brute-force oracle (bench.engines adds it when the core is built).  Here:
-the native combines of the ready monoids against the pure-Python engine
+tests/test_engines.py runs "AMTA-native" and "LMTA-native" with every other
+engine against the brute-force oracle (bench.engines adds them when the core
+is built).  Here, for each compiled engine next to its pure-Python
+reference: the native combines of the ready monoids against the reference
 (same tree, so the same results, type for type) and the oracle, the same
-monoid calls as the reference engine, the failure guard, references
-released, and the pure-Python fallback.
+monoid calls as the reference, the failure guard, references released, the
+selection functions, and the pure-Python fallback.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from hypothesis import strategies as st
 from mta import aggregators as A
 from mta import native
 from mta.amortized_mta import AmortizedMTA
+from mta.level_queue import MemoryLevelQueue
+from mta.log_mta import LogMTA
 from mta.errors import CountError, EmptyWindowError, EngineFailedError
 from mta.monoid import CountingMonoid, Monoid
 from mta.policies import COUNT_MONOID, MAX_MONOID
@@ -29,6 +32,11 @@ from tests.oracle import CONCAT, BruteForceWindow
 from tests.strategies import sane_settings
 
 needs_core = pytest.mark.skipif(not native.AVAILABLE, reason=f"compiled core not in use: {native.WHY_NOT}")
+
+#: (compiled engine, its pure-Python reference)
+PAIRS = pytest.mark.parametrize(("compiled", "reference"), [(native.NativeAmortizedMTA, AmortizedMTA),
+                                                           (native.NativeLogMTA, LogMTA)],
+                                ids=["AMTA", "LMTA"])
 
 # Equal values of different types (1 and 1.0, 0 and 0.0 and False) show which
 # one a selective combine keeps on ties; None is the selective identity.
@@ -77,15 +85,16 @@ def test_ready_monoids_get_native_combines():
 
 
 @needs_core
+@PAIRS
 @pytest.mark.parametrize(("name", "monoid", "values"), _READY, ids=[r[0] for r in _READY])
 @sane_settings(60)
 @given(data=st.data())
-def test_native_combines_match_the_reference(name, monoid, values, data):
+def test_native_combines_match_the_reference(compiled, reference, name, monoid, values, data):
     """Same results as the pure-Python engine (same tree: same values and
     types, float rounding included) and, over exact values, as the oracle."""
     vs, ks = data.draw(_slides(values))
-    got = native.NativeAmortizedMTA(monoid).slide(vs, ks)
-    ref = AmortizedMTA(monoid).slide(vs, ks)
+    got = compiled(monoid).slide(vs, ks)
+    ref = reference(monoid).slide(vs, ks)
     assert _typed(got) == _typed(ref)
     exact = [v for v in vs if not isinstance(v, (float, tuple))]  # moments divide: rounding depends on order
     if len(exact) == len(vs):
@@ -93,11 +102,13 @@ def test_native_combines_match_the_reference(name, monoid, values, data):
 
 
 @needs_core
+@PAIRS
 @sane_settings(60)
 @given(data=st.data())
-def test_same_monoid_calls_as_the_reference(data):
+def test_same_monoid_calls_as_the_reference(compiled, reference, data):
     """A user monoid (non-commutative, its identity among the values) gets
-    exactly the reference engine's combine calls, in push, slide and evict."""
+    exactly the reference engine's combine calls, in push, slide and evict,
+    and the policy exactly its calls (the same arguments, in order)."""
     raws = data.draw(st.lists(st.sampled_from([(), ("a",), ("b",), ("c",)]), max_size=80))
     keep = data.draw(st.integers(0, 12))
 
@@ -105,54 +116,91 @@ def test_same_monoid_calls_as_the_reference(data):
         return len(total) - len(prefix) >= keep
 
     counted = {}
-    for cls in (native.NativeAmortizedMTA, AmortizedMTA):
+    for cls in (compiled, reference):
         m = CountingMonoid(CONCAT)
-        e = cls(m, wsp)
+        seen = []
+
+        def logged(total, prefix):
+            seen.append((total, prefix))
+            return wsp(total, prefix)
+
+        e = cls(m, logged)
         out = [e.push(v) for v in raws]
         out += e.slide(raws[:10], [1] * len(raws[:10]))
         while len(e):
             e.evict()
             out.append(e.query())
-        counted[cls] = (out, m.calls)
-    assert counted[native.NativeAmortizedMTA] == counted[AmortizedMTA]
+        counted[cls] = (out, m.calls, seen)
+    assert counted[compiled] == counted[reference]
     oracle = BruteForceWindow(CONCAT, wsp)
-    assert counted[AmortizedMTA][0][: len(raws)] == [oracle.push(v) for v in raws]
+    assert counted[reference][0][: len(raws)] == [oracle.push(v) for v in raws]
 
 
 class Boom(Exception):
     pass
 
 
+class IndexBoom(IndexError):
+    """User code raising an IndexError that is not the empty-window error:
+    it fails the engine like any other exception."""
+
+
 @needs_core
-@pytest.mark.parametrize("where", ["combine", "wsp"])
-def test_user_code_raising_marks_the_engine_failed(where):
+@PAIRS
+@pytest.mark.parametrize("error", [Boom, IndexBoom])
+@pytest.mark.parametrize("where", ["combine", "wsp", "slide"])
+def test_user_code_raising_marks_the_engine_failed(compiled, reference, where, error):
+    """combine raising part-way through push or slide, or the policy raising
+    part-way through an enforcement: every later operation raises
+    EngineFailedError from it, as the pure-Python engine does."""
     calls = [0]
 
     def combine(a, b):
         calls[0] += 1
-        if where == "combine" and calls[0] == 7:
-            raise Boom("combine")
+        if where != "wsp" and calls[0] == 7:
+            raise error("combine")
         return a + b
 
     def wsp(total, prefix):
         if where == "wsp" and len(total) >= 4:
-            raise Boom("wsp")
+            raise error("wsp")
         return len(total) - len(prefix) >= 3
 
-    e = native.NativeAmortizedMTA(Monoid(combine, ()), wsp)
-    with pytest.raises(Boom):
-        for i in range(20):
-            e.push((i,))
-    for op in (lambda: e.insert((0,)), e.query, e.evict, e.enforce, lambda: e.push((1,)),
-               lambda: e.bulk_evict(0), lambda: e.slide([(2,)], [0])):
-        with pytest.raises(EngineFailedError) as info:
-            op()
-        assert isinstance(info.value.__cause__, Boom)
+    for cls in (compiled, reference):
+        calls[0] = 0
+        e = cls(Monoid(combine, ()), wsp)
+        with pytest.raises(error):
+            if where == "slide":
+                e.slide([(i,) for i in range(20)], [0, 1] * 10)
+            for i in range(20):
+                e.push((i,))
+        for op in (lambda: e.insert((0,)), e.query, e.evict, e.enforce, lambda: e.push((1,)),
+                   lambda: e.bulk_evict(0), lambda: e.slide([(2,)], [0])):
+            with pytest.raises(EngineFailedError, match=f"{cls.__name__} is unusable") as info:
+                op()
+            assert isinstance(info.value.__cause__, error)
 
 
 @needs_core
-def test_refusals_leave_the_engine_usable():
-    e = native.NativeAmortizedMTA(CONCAT)
+@PAIRS
+def test_native_combine_raising_marks_the_engine_failed(compiled, reference):
+    """A ready monoid's combine done in C raises as its Python callable does
+    (max of an int and a str): both engines are failed afterwards."""
+    engines = [compiled(A.MAX.monoid), reference(A.MAX.monoid)]
+    for e in engines:
+        e.insert(1)
+        with pytest.raises(TypeError):
+            for _ in range(4):
+                e.insert("a")
+        with pytest.raises(EngineFailedError) as info:
+            e.query()
+        assert isinstance(info.value.__cause__, TypeError)
+
+
+@needs_core
+@PAIRS
+def test_refusals_leave_the_engine_usable(compiled, reference):
+    e = compiled(CONCAT)
     with pytest.raises(EmptyWindowError):
         e.evict()
     e.insert((1,))
@@ -165,9 +213,24 @@ def test_refusals_leave_the_engine_usable():
 
 
 @needs_core
-def test_store_windows_are_refused_with_the_reason():
-    with pytest.raises(TypeError, match="store.*pure-Python AmortizedMTA"):
-        native.NativeAmortizedMTA(CONCAT, store=object(), window_id="w")
+@PAIRS
+def test_store_windows_are_refused_with_the_reason(compiled, reference):
+    with pytest.raises(TypeError, match=f"store.*pure-Python {reference.__name__}"):
+        compiled(CONCAT, store=object(), window_id="w")
+    with pytest.raises(TypeError, match=f"pure-Python {reference.__name__}"):
+        compiled(CONCAT).checkpoint()
+
+
+@needs_core
+@pytest.mark.parametrize(("select", "compiled", "reference"),
+                         [(native.amortized_engine, native.NativeAmortizedMTA, AmortizedMTA),
+                          (native.log_engine, native.NativeLogMTA, LogMTA)], ids=["AMTA", "LMTA"])
+def test_selection_picks_the_core_for_memory_windows(select, compiled, reference):
+    class Queue(MemoryLevelQueue):
+        pass
+
+    assert type(select(CONCAT)) is compiled
+    assert type(select(CONCAT, level_queue=Queue)) is reference
 
 
 class Tracked:
@@ -187,10 +250,11 @@ class Tracked:
 
 
 @needs_core
-def test_references_are_released():
+@PAIRS
+def test_references_are_released(compiled, reference):
     gc.collect()
     before = Tracked.live
-    e = native.NativeAmortizedMTA(Monoid(lambda a, b: a + b, Tracked(0)), lambda t, p: t.x - p.x >= 100)
+    e = compiled(Monoid(lambda a, b: a + b, Tracked(0)), lambda t, p: t.x - p.x >= 100)
     for i in range(5000):
         e.push(Tracked(1))
     assert e.query().x == 100
@@ -209,16 +273,37 @@ def test_pure_python_fallback():
         "from bench.engines import BY_NAME\n"
         "from mta.amortized_mta import AmortizedMTA\n"
         "from mta.aggregators import SUM\n"
-        "assert not native.AVAILABLE and 'AMTA-native' not in BY_NAME\n"
-        "try:\n"
-        "    native.NativeAmortizedMTA(SUM.monoid)\n"
-        "except RuntimeError as exc:\n"
-        "    assert 'MTA_PURE_PYTHON' in str(exc), exc\n"
-        "else:\n"
-        "    raise AssertionError('built without the core')\n"
-        "e = AmortizedMTA(SUM.monoid)\n"
-        "assert e.slide([1, 2, 3], [0, 0, 1]) == [1, 3, 5]\n"
+        "from mta.log_mta import LogMTA\n"
+        "assert not native.AVAILABLE and 'AMTA-native' not in BY_NAME and 'LMTA-native' not in BY_NAME\n"
+        "for cls in (native.NativeAmortizedMTA, native.NativeLogMTA):\n"
+        "    try:\n"
+        "        cls(SUM.monoid)\n"
+        "    except RuntimeError as exc:\n"
+        "        assert 'MTA_PURE_PYTHON' in str(exc), exc\n"
+        "    else:\n"
+        "        raise AssertionError('built without the core')\n"
+        "for select, cls in ((native.amortized_engine, AmortizedMTA), (native.log_engine, LogMTA)):\n"
+        "    e = select(SUM.monoid)\n"
+        "    assert type(e) is cls and e.slide([1, 2, 3], [0, 0, 1]) == [1, 3, 5]\n"
     )
     env = dict(os.environ, MTA_PURE_PYTHON="1")
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+@needs_core
+def test_engine_benchmark_runs(capsys):
+    """bench.native_engine's table, small: a row per engine, the ratio rows
+    of both cores, and --callgrind's instruction counts for one engine."""
+    from bench import native_engine
+
+    assert native_engine.main(["--size", "64", "--updates", "200", "--repeat", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: line.split()[1:] for line in lines[2:]}
+    assert set(rows) == {"AMTA", "AMTA-native", "LMTA", "LMTA-native", "DABA", "TwoStacks", "AMTA/native",
+                         "LMTA/native"}
+    assert all(len(cells) == len(native_engine.WORKLOADS) for cells in rows.values())
+    assert native_engine.main(["--callgrind", "--size", "64", "--updates", "400", "--engines", "LMTA-native",
+                               "--workloads", "ieq-max"]) == 0
+    (row,) = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("LMTA-native")]
+    assert float(row[1].replace(",", "")) > 0
