@@ -25,7 +25,7 @@ from typing import Any
 
 import stores
 from mta import Aggregator, AmortizedMTA, LogMTA, SlidePolicy, policies, product
-from mta.native import amortized_engine
+from mta.native import amortized_engine, log_engine
 from mta.errors import MTAError
 from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
@@ -167,11 +167,11 @@ class WindowSpec:
     def mta_engine(self):
         """The MTA for windows that run through one (``auto`` and
         ``columnar`` mean the Amortized MTA there): built as
-        ``mta_engine(monoid, wsp, **options)``; the Amortized MTA through
-        :func:`mta.native.amortized_engine` (its compiled core for an
-        in-memory window, when built)."""
+        ``mta_engine(monoid, wsp, **options)``; either MTA through
+        :mod:`mta.native` (its compiled core for an in-memory window, when
+        built)."""
         engine = ENGINES.get(self.engine, AmortizedMTA)
-        return amortized_engine if engine is AmortizedMTA else engine
+        return log_engine if engine is LogMTA else amortized_engine
 
     @property
     def peers(self) -> bool:
