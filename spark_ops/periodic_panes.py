@@ -63,12 +63,14 @@ def ineligible(spec: WindowSpec) -> str | None:
     return None
 
 
-def _partials(spec: WindowSpec) -> tuple[list, list]:
-    """``(fields, steps)``: the pane partials Spark computes, ``(name,
+def _partials(spec: WindowSpec, floating: list) -> tuple[list, list, list]:
+    """``(fields, steps, zeros)``: the pane partials Spark computes, ``(name,
     function, read)`` each (``read``: the value column, ``None`` for the
-    row count), and per aggregation how its windows come from them:
-    ``(kernel over panes, field index)`` or, for ``mean``, ``("mean",
-    (sum field, count field))``."""
+    row count); per aggregation how its windows come from them: ``(kernel
+    over panes, field index)`` or, for ``mean``, ``("mean", (sum field,
+    count field))``; and the sign-of-zero repairs (:func:`_signed_zeros`),
+    ``(field, helper fields)`` for each max, min or sum of a floating
+    column (``floating``: per value column)."""
     fields: list = []
 
     def field(function, read):
@@ -76,18 +78,59 @@ def _partials(spec: WindowSpec) -> tuple[list, list]:
             fields.append((f"__mta_p{len(fields)}", function, read))
         return next(i for i, (_, f, r) in enumerate(fields) if (f, r) == (function, read))
 
-    steps = []
+    steps, zeros = [], []
     reads = spec.reads or [None] * len(spec.kernels)
     for kernel, read in zip(spec.kernels, reads):
         if kernel in ("max", "min"):
             steps.append((kernel, field(kernel, read)))
+            if floating[read or 0]:
+                zeros.append((field(kernel, read), (field("first -0.0", read), field("first 0.0", read))))
         elif kernel == "count":
             steps.append(("sum", field("count", None)))
-        elif kernel == "sum":
-            steps.append(("sum", field("sum", read)))
-        else:  # mean
-            steps.append(("mean", (field("sum", read), field("count", None))))
-    return fields, steps
+        else:  # sum, mean
+            total = field("sum", read)
+            steps.append(("sum", total) if kernel == "sum" else ("mean", (total, field("count", None))))
+            if floating[read or 0]:
+                zeros.append((total, (field("all -0.0", read),)))
+    return fields, steps, list(dict.fromkeys(zeros))
+
+
+def _partial_column(function: str, value: str, t_us: str):
+    """The Spark aggregate of one pane partial over the SQL ``value``."""
+    from pyspark.sql import functions as F
+
+    negative_zero = f"({value}) = 0 AND CAST(({value}) AS STRING) = '-0.0'"
+    if function == "count":
+        return F.count(F.lit(1))
+    if function == "first -0.0":  # the earliest time of a -0.0
+        return F.min(F.expr(f"CASE WHEN {negative_zero} THEN {t_us} END"))
+    if function == "first 0.0":
+        return F.min(F.expr(f"CASE WHEN ({value}) = 0 AND NOT ({negative_zero}) THEN {t_us} END"))
+    if function == "all -0.0":
+        return F.expr(f"bool_and(coalesce({negative_zero}, false))")
+    return {"max": F.max, "min": F.min, "sum": F.sum}[function](F.expr(value))
+
+
+def _signed_zeros(out: np.ndarray, zeros: list, helpers) -> None:
+    """Give zero partials the sign the row plan gives them.  The kernels
+    make a max or min of 0 the window's oldest zero (sign included) and a
+    float sum -0.0 only when every value is -0.0; Spark's aggregates
+    return either zero.  A pane's max or min of 0 becomes the sign of its
+    earliest zero (so the kernels' oldest-zero rule over the panes picks
+    the window's), a pane's sum -0.0 when all its values are -0.0.
+    ``helpers(j)``: field ``j`` as a NumPy array, nulls as ``None``."""
+    for j, extra in zeros:
+        column = out[f"v{j}"]
+        zero = column == 0
+        if not zero.any():
+            continue
+        if len(extra) == 2:
+            big = np.iinfo(np.int64).max
+            first_negative, first_positive = (helpers(i, big) for i in extra)
+            column[zero] = np.where(first_negative[zero] < first_positive[zero], -0.0, 0.0)
+        else:
+            all_negative = helpers(extra[0], False)
+            column[zero & all_negative] = -0.0
 
 
 def pane_plan(df, spec: WindowSpec, schema: str, arrow_schema):
@@ -120,16 +163,12 @@ def pane_plan(df, spec: WindowSpec, schema: str, arrow_schema):
     pane = f"CASE WHEN {bad} THEN NULL ELSE ({t_us} - pmod({t_us}, {slide_us})) div {slide_us} END"
     order = f"CASE WHEN {bad} THEN 0 END"  # min_by's ordering: any bad row, the same one for each column
 
-    fields, steps = _partials(spec)
-    functions = {"max": F.max, "min": F.min, "sum": F.sum}
+    floating = [isinstance(t, FractionalType) for t in value_types]
+    fields, steps, zeros = _partials(spec, floating)
     aggregates = [F.min(F.expr(order)).alias(BAD), F.min_by(column(spec.time), F.expr(order)).alias("__mta_bad_t"),
                   F.min_by(F.expr(seconds), F.expr(order)).alias("__mta_bad_s")]
     aggregates += [F.min_by(F.expr(p), F.expr(order)).alias(f"__mta_bad_v{i}") for i, p in enumerate(parts)]
-    for name, function, read in fields:
-        if function == "count":
-            aggregates.append(F.count(F.lit(1)).alias(name))
-        else:
-            aggregates.append(functions[function](F.expr(parts[read or 0])).alias(name))
+    aggregates += [_partial_column(function, parts[read or 0], t_us).alias(name) for name, function, read in fields]
     keys = [column(c) for c in spec.keys]
     panes = df.groupBy(*keys, F.expr(pane).alias(PANE)).agg(*aggregates)
     first_field = k + 4 + len(parts)
@@ -156,11 +195,17 @@ def pane_plan(df, spec: WindowSpec, schema: str, arrow_schema):
     def partials(batch, start, n):
         import pyarrow as pa
 
+        import pyarrow.compute as pc
+
         columns = [batch.column(first_field + j).slice(start, n) for j in range(len(fields))]
-        out = np.empty(n, dtype=[(f"v{j}", np.float64 if pa.types.is_floating(c.type) else np.int64)
-                                 for j, c in enumerate(columns)])
+        kinds = [np.float64 if pa.types.is_floating(c.type) else bool if pa.types.is_boolean(c.type) else np.int64
+                 for c in columns]
+        out = np.empty(n, dtype=[(f"v{j}", kind) for j, kind in enumerate(kinds)])
         for j, c in enumerate(columns):
-            out[f"v{j}"] = c.to_numpy(zero_copy_only=False)
+            if c.null_count == 0:
+                out[f"v{j}"] = c.to_numpy(zero_copy_only=False)
+        if zeros:
+            _signed_zeros(out, zeros, lambda j, fill: pc.fill_null(columns[j], fill).to_numpy(zero_copy_only=False))
         return out
 
     def finish(results):
