@@ -8,7 +8,13 @@ slide must divide the range (:func:`spark_ops.spec._slide`): Spark starts
 its windows at the multiples of the slide, so only then do they end there
 too.  Times are compared in whole microseconds, as Spark's timestamps are.
 
-The plan is the batch plan's (one shuffle by key, one sort by ``(key,
+When every aggregation is one whose window result the panes' partial
+results give (``max``, ``min``, ``count``, float ``sum`` and ``mean``),
+the job runs on panes (:mod:`spark_ops.periodic_panes`: Spark aggregates
+each key's rows per pane of the slide before its shuffle, and the panes go
+through a :class:`PeriodicWindow` as rows would;
+:func:`spark_ops.periodic_panes.ineligible` is the rule).  Otherwise the
+plan is the batch plan's (one shuffle by key, one sort by ``(key,
 time, arrival)``, one pass per key with ``mapInArrow``), shipping only the
 key, time and value columns and the arrival number (the time and value as
 the input has them where the engines take them so,
