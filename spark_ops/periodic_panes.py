@@ -34,7 +34,7 @@ import numpy as np
 
 from . import rows, values as value_columns
 from .batch import runs
-from .plan import column, key_reader, quoted, time_sql
+from .plan import column, key_reader, quoted, seconds as time_seconds, time_sql
 from .spec import MICROS, WindowSpec
 
 PANE = "__mta_pane"
@@ -165,13 +165,12 @@ def pane_plan(df, spec: WindowSpec, schema: str, arrow_schema):
 
     floating = [isinstance(t, FractionalType) for t in value_types]
     fields, steps, zeros = _partials(spec, floating)
-    aggregates = [F.min(F.expr(order)).alias(BAD), F.min_by(column(spec.time), F.expr(order)).alias("__mta_bad_t"),
-                  F.min_by(F.expr(seconds), F.expr(order)).alias("__mta_bad_s")]
+    aggregates = [F.min(F.expr(order)).alias(BAD), F.min_by(column(spec.time), F.expr(order)).alias("__mta_bad_t")]
     aggregates += [F.min_by(F.expr(p), F.expr(order)).alias(f"__mta_bad_v{i}") for i, p in enumerate(parts)]
     aggregates += [_partial_column(function, parts[read or 0], t_us).alias(name) for name, function, read in fields]
     keys = [column(c) for c in spec.keys]
     panes = df.groupBy(*keys, F.expr(pane).alias(PANE)).agg(*aggregates)
-    first_field = k + 4 + len(parts)
+    first_field = k + 3 + len(parts)
     kernels = [kernel for kernel, _ in steps if kernel != "mean"] + ["sum", "sum"] * sum(
         kernel == "mean" for kernel, _ in steps)
     reads = [at for kernel, at in steps if kernel != "mean"] + [i for kernel, at in steps if kernel == "mean"
@@ -187,9 +186,10 @@ def pane_plan(df, spec: WindowSpec, schema: str, arrow_schema):
             return
         i = next(i for i, f in enumerate(flags.to_pylist()) if f is not None)
         key = key_of(key_columns(batch), i)
-        vs = tuple(batch.column(k + 4 + j)[i].as_py() for j in range(len(parts)))
+        vs = tuple(batch.column(k + 3 + j)[i].as_py() for j in range(len(parts)))
         v = vs if spec.value_fields else vs[0]
-        t_shown, t = batch.column(k + 2)[i].as_py(), batch.column(k + 3)[i].as_py()
+        shown = batch.column(k + 2).slice(i, 1)
+        t_shown, t = shown[0].as_py(), time_seconds(shown)[0].as_py()
         raise rows.rejected(spec, rows.check_row(key, t, v, None) or rows.NULL_VALUE, key, t_shown, v)
 
     def partials(batch, start, n):
