@@ -117,7 +117,10 @@ def _signed_zeros(out: np.ndarray, zeros: list, helpers) -> None:
     float sum -0.0 only when every value is -0.0; Spark's aggregates
     return either zero.  A pane's max or min of 0 becomes the sign of its
     earliest zero (so the kernels' oldest-zero rule over the panes picks
-    the window's), a pane's sum -0.0 when all its values are -0.0.
+    the window's), a pane's sum -0.0 when all its values are -0.0.  One
+    case differs: a -0.0 and a 0.0 at one key's same time, the window's
+    oldest zeros, give 0.0 here where the row plan gives the one that came
+    first in the input (the partial aggregation does not see arrival order).
     ``helpers(j)``: field ``j`` as a NumPy array, nulls as ``None``."""
     for j, extra in zeros:
         column = out[f"v{j}"]
@@ -194,7 +197,6 @@ def pane_plan(df, spec: WindowSpec, schema: str, arrow_schema):
 
     def partials(batch, start, n):
         import pyarrow as pa
-
         import pyarrow.compute as pc
 
         columns = [batch.column(first_field + j).slice(start, n) for j in range(len(fields))]
