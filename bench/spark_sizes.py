@@ -12,7 +12,7 @@ reading a second per key, so a time window of W seconds holds W rows):
   (``engine="amta"``, ``store="file:..."``).  Each job ends in the sum of
   every size's column (the checksum both must agree on).
 * ``periodic``: ``sliding_window(..., aggs=["max", "count"], range=R,
-  slide=R/60)`` against ``groupBy(k, window(ts, R, R/60)).agg(max, count)``,
+  slide=R/60)`` (on panes, :mod:`spark_ops.periodic_panes`) against ``groupBy(k, window(ts, R, R/60)).agg(max, count)``,
   the same windows and outputs (the checksums: the sums of max and count).
 
 Rows per second = input rows / the job's wall time (median of ``repeats``).
@@ -104,7 +104,9 @@ def run(cfg: RunConfig) -> dict:
         "Rows/s = input rows / the job's wall time; every job ends in the sum of a checksum column.",
         f"{p['keys']} keys x {p['rows_per_key']:,} rows, one reading a second per key; sizes W, W/2, W/4, ... "
         f"seconds with W = {p['window']:,}.",
-        f"Periodic: range {r} s, slide {s} s (range/slide = 60), aggregations max and count.",
+        f"Periodic: range {r} s, slide {s} s (range/slide = 60), aggregations max and count; slide= runs them "
+        "on panes (spark_ops.periodic_panes: Spark's partial aggregation per key and pane of the slide, then "
+        "each key's windows from its panes).",
     ]
     records = data["records"] = []
     state = tempfile.mkdtemp(prefix="mta-bench-state-")

@@ -8,7 +8,13 @@ slide must divide the range (:func:`spark_ops.spec._slide`): Spark starts
 its windows at the multiples of the slide, so only then do they end there
 too.  Times are compared in whole microseconds, as Spark's timestamps are.
 
-The plan is the batch plan's (one shuffle by key, one sort by ``(key,
+When every aggregation is one whose window result the panes' partial
+results give (``max``, ``min``, ``count``, float ``sum`` and ``mean``),
+the job runs on panes (:mod:`spark_ops.periodic_panes`: Spark aggregates
+each key's rows per pane of the slide before its shuffle, and the panes go
+through a :class:`PeriodicWindow` as rows would;
+:func:`spark_ops.periodic_panes.ineligible` is the rule).  Otherwise the
+plan is the batch plan's (one shuffle by key, one sort by ``(key,
 time, arrival)``, one pass per key with ``mapInArrow``), shipping only the
 key, time and value columns and the arrival number (the time and value as
 the input has them where the engines take them so,
@@ -97,10 +103,15 @@ def periodic_plan(df, spec: WindowSpec, run: str):
     (:class:`spark_ops.periodic_stream.MonoidPeriodicWindow`)."""
     from .periodic_stream import MonoidPeriodicWindow
 
+    from . import periodic_panes
+
     types = {f.name: f.dataType for f in df.schema.fields}
     k = len(spec.keys)
     schema = output_schema(spec, types)
     arrow_schema = output_arrow_schema(df.sparkSession, schema)
+    columnar = spec.engine == "columnar"
+    if columnar and periodic_panes.ineligible(spec) is None:
+        return periodic_panes.pane_plan(df, spec, schema, arrow_schema)
     numbered, time_column, value_column = lean_columns(df, spec)
     shipped = list(dict.fromkeys([*spec.keys, spec.time, time_column, value_column, ARRIVAL]))
     ordered = numbered.select(*[column(c) for c in shipped])
@@ -109,7 +120,6 @@ def periodic_plan(df, spec: WindowSpec, run: str):
     kernels = list(spec.kernels)
     slide_us = round(spec.slide * MICROS)
     ranges_us = [round(r * MICROS) for r in spec.size_values]
-    columnar = spec.engine == "columnar"
 
     def windows_of_partition(batches):
         current, window, out = EMPTY, None, []
@@ -196,7 +206,10 @@ class PeriodicWindow:
     def push(self, times: np.ndarray, values: np.ndarray):
         """The windows the rows complete: their ends (microseconds) and per
         aggregation and size (aggregation-major) the results and null mask."""
-        t_us = np.round(times * MICROS).astype(np.int64)
+        return self.push_us(np.round(times * MICROS).astype(np.int64), values)
+
+    def push_us(self, t_us: np.ndarray, values: np.ndarray):
+        """:meth:`push` with the times already in integer microseconds."""
         self._t = np.concatenate((self._t, t_us))
         self._x = values if self._x is None else np.concatenate((self._x, values))
         return self._windows(complete_before=int(t_us[-1]) if len(t_us) else None)
