@@ -298,6 +298,15 @@ def column_names(given, argument: str, several: str = "") -> str | tuple:
     return names[0] if len(names) == 1 else tuple(names)
 
 
+def split_columns(text: str) -> list[str]:
+    """Columns as a user types them in one string (``mta-spark --key``,
+    ``--value``; SQL's ``key =>``, ``value =>``): ``"cpu,mem"`` is
+    ``["cpu", "mem"]``, blanks around each name dropped (an empty one is
+    left for :func:`column_names` to name).  The API's lists go to
+    :func:`column_names` as they are."""
+    return [c.strip() for c in text.split(",")]
+
+
 def _range_size(size):
     """One ``range=`` size in seconds (a number or a duration)."""
     if isinstance(size, str):
