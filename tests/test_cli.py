@@ -436,6 +436,33 @@ def test_run_several_value_columns_text_value_and_slide(spark, tmp_path, capsys)
     assert got == want
 
 
+def test_stream_several_value_columns_against_the_oracle(spark, tmp_path, capsys):
+    """stream --value cpu,mem with a --schema of numbers: a mem that is not
+    a number is flagged naming its text, the other rows equal the oracle."""
+    from tests.values_oracle import assert_rows, expected, names_of, random_rows
+
+    from pyspark.sql import Row
+
+    rows = random_rows(random.Random(43), keys=3, strict=True)  # (k, t) names a row: stream keeps no other column
+    incoming = tmp_path / "incoming"
+    incoming.mkdir()
+    _usage_csv(incoming / "part-1.csv", rows, extra=f"{len(rows)},k0,900.0,1.0,abc\n")
+    aggs = ["max(cpu)", "sum(mem)", "count(cpu)"]
+    assert run_cli(spark, "stream", "--input", incoming, "--output", tmp_path / "out", "--checkpoint",
+                   tmp_path / "ckpt", "--store", f"file:{tmp_path / 'state'}", "--key", "k", "--time", "t",
+                   "--value", "cpu,mem", "--agg", ",".join(aggs), "--rows", 5,
+                   "--schema", "id LONG, k STRING, t DOUBLE, cpu DOUBLE, mem LONG", "--on-bad-row", "flag") == 0
+    assert f"processed {len(rows) + 1} rows in 1 micro-batch, 1 row rejected" in capsys.readouterr().out
+    ids = {(r["k"], r["t"]): r["id"] for r in rows}
+    got = spark.read.parquet(str(tmp_path / "out")).collect()
+    flagged = [r for r in got if r["rejected"] is not None]
+    assert [(r["k"], r["t"], r["cpu"]) for r in flagged] == [("k0", 900.0, 1.0)]
+    assert "value 'abc' is not a number" in flagged[0]["rejected"]
+    got = [Row(id=ids[(r["k"], r["t"])], **r.asDict()) for r in got if r["rejected"] is None]
+    names = names_of(aggs)
+    assert_rows(got, rows, expected(rows, names, count=5), names)
+
+
 @pytest.mark.parametrize("value, agg, expect", [
     ("v,w", "max", "aggregation 'max' does not say which value column it reads"),
     ("v", "max(w)", "reads column 'w', which is not a value column"),
