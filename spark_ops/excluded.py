@@ -12,8 +12,9 @@ first bad row.  Nothing is dropped unseen.
 
 :func:`exclude` puts one ``mapInArrow`` pass before the periodic plan: the
 rows are checked a batch at a time with :func:`spark_ops.rows.check_columns`
-and each remaining row's value is lifted once by the job's aggregations
-(O(rows) lifts; a pass the error mode does not make).  As with any
+and, when an aggregation may reject a number (``geomean``, a user
+aggregator), each remaining row's value is lifted once by the job's
+aggregations (O(rows) lifts; a pass the error mode does not make).  As with any
 accumulator updated in a transformation, a task that runs again (a retry, a
 speculative attempt) counts its rows again.  Streaming ``slide=`` keeps
 ``on_bad_row="error"``: a late row cannot enter windows already written.
@@ -54,7 +55,7 @@ def exclude(df, spec):
     arrival order is the input's.  O(rows)."""
     from pyspark.sql import functions as F
 
-    from . import rows, values
+    from . import columnar, rows, values
     from .plan import TIME, VALUE, key_reader, time_sql
 
     types = {f.name: f.dataType for f in df.schema.fields}
@@ -64,6 +65,8 @@ def exclude(df, spec):
     key_columns, key_of = key_reader([names.index(k) for k in spec.keys])
     time_at, value_at, shown_at = names.index(TIME), names.index(VALUE), names.index(spec.time)
     count = accumulator(df.sparkSession)
+    # a ready aggregation lifts every number but geomean (positive ones only): lift only when one may raise
+    lifting = any(name in (None, "geomean") for name in columnar.kernel_names(spec))
 
     def keep_good(batches):
         import pyarrow as pa
@@ -73,9 +76,13 @@ def exclude(df, spec):
         found = 0
         for batch in batches:
             keys, times, taken = key_columns(batch), batch.column(time_at), batch.column(value_at)
-            problems = rows.check_columns(keys, times, taken) or [None] * batch.num_rows
-            python = values.python_values(taken)
-            for i, problem in enumerate(problems):
+            problems = rows.check_columns(keys, times, taken)
+            if problems is None and not lifting:
+                yield batch
+                continue
+            problems = problems or [None] * batch.num_rows
+            python = values.python_values(taken) if lifting else None
+            for i, problem in enumerate(problems if lifting else ()):
                 if problem is None:
                     try:
                         lift(python[i])
@@ -86,8 +93,9 @@ def exclude(df, spec):
                 found += len(bad)
                 if first is None:
                     i = bad[0]
+                    value = python[i] if python is not None else values.python_values(taken.slice(i, 1))[0]
                     first = rows.rejected(spec, problems[i], key_of(keys, i), batch.column(shown_at)[i].as_py(),
-                                          python[i])
+                                          value)
                 batch = batch.filter(pa.array([p is None for p in problems]))
             yield batch
         if found:
