@@ -23,7 +23,7 @@ from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
 import stores
 
-from . import columnar, durations, periodic, values
+from . import columnar, durations, excluded, periodic, values
 from .batch import batch_plan
 from .periodic import periodic_plan
 from .periodic_stream import periodic_streaming_plan
@@ -127,7 +127,10 @@ def sliding_window(df, key: str | list[str], time: str, value: str | list[str], 
     emitted once the watermark reaches its end, once (append mode); its
     state lives in Spark's state store, so ``store=`` and ``name=`` are not
     needed, and a late row fails the query naming it
-    (:mod:`spark_ops.periodic_stream`).
+    (:mod:`spark_ops.periodic_stream`).  ``on_bad_row="flag"`` (batch
+    only: no output row carries a flag) leaves each bad row out of the
+    windows, counts it (:func:`spark_ops.excluded.rejected_rows`) and logs
+    the count at WARNING (:mod:`spark_ops.excluded`).
 
     ``name`` names the windows in the store: required for streaming, where
     a restarted query finds its windows by it, and each query needs its own.
@@ -183,6 +186,12 @@ def _periodic(df, spec: WindowSpec, name, expire_after):
         raise SlidingWindowError("expire_after is for per-row streaming queries without a watermark; a slide= "
                                  "query drops a key's state once the watermark has passed its windows")
     periodic.window_end_type(spec, df.schema[spec.time].dataType)  # checked before any job
+    if spec.on_bad_row == "flag":
+        if df.isStreaming:
+            raise SlidingWindowError("on_bad_row='flag' with slide= is for batch jobs (bad rows left out of the "
+                                     "windows and counted); a streaming slide= query fails on a bad row, since a "
+                                     "late row cannot enter windows already written: use on_bad_row='error'")
+        df = excluded.exclude(df, spec)
     why_not = columnar.ineligible(spec, _per_value_column(df, spec, FractionalType))
     if df.isStreaming:
         if spec.engine == "columnar":

@@ -136,7 +136,7 @@ class WindowSpec:
                 raise SlidingWindowError(f"column {column!r} is both a key column and the {role} column; "
                                          "a window's key cannot be its " + role)
         if slide is not None:
-            slide = _slide(slide, range, rows, frame, on_bad_row)
+            slide = _slide(slide, range, rows, frame)
         resolved, reads = values.resolve(aggs, tuple(value_fields), integral,
                                          single=None if value_fields else value)
         spec = cls(key=key, time=time, value=value, value_fields=tuple(value_fields), reads=reads,
@@ -298,6 +298,15 @@ def column_names(given, argument: str, several: str = "") -> str | tuple:
     return names[0] if len(names) == 1 else tuple(names)
 
 
+def split_columns(text: str) -> list[str]:
+    """Columns as a user types them in one string (``mta-spark --key``,
+    ``--value``; SQL's ``key =>``, ``value =>``): ``"cpu,mem"`` is
+    ``["cpu", "mem"]``, blanks around each name dropped (an empty one is
+    left for :func:`column_names` to name).  The API's lists go to
+    :func:`column_names` as they are."""
+    return [c.strip() for c in text.split(",")]
+
+
 def _range_size(size):
     """One ``range=`` size in seconds (a number or a duration)."""
     if isinstance(size, str):
@@ -350,9 +359,10 @@ def _sizes(given, what: str, parse) -> tuple:
 MICROS = 1_000_000
 
 
-def _slide(slide, range, rows, frame: str, on_bad_row: str):
+def _slide(slide, range, rows, frame: str):
     """``slide=`` in seconds, checked against the window (see
-    :mod:`spark_ops.periodic`)."""
+    :mod:`spark_ops.periodic`; ``on_bad_row="flag"`` with it:
+    :mod:`spark_ops.excluded`)."""
     if range is None:
         raise SlidingWindowError("slide= is for time windows: give range= (the windows' length), not rows= or "
                                  "policy=")
@@ -360,9 +370,6 @@ def _slide(slide, range, rows, frame: str, on_bad_row: str):
     if frame != "default":
         raise SlidingWindowError("slide= windows are [end - range, end), as Spark's window(); frame= is for "
                                  "the per-row output")
-    if on_bad_row != "error":
-        raise SlidingWindowError("slide= gives one row per window, so there is no input row to flag; "
-                                 "use on_bad_row='error' or filter the bad rows out first")
     slide_us, range_us = round(slide * MICROS), round(range * MICROS)
     if slide_us < 1:
         raise SlidingWindowError(f"slide= must be at least one microsecond, got {slide!r}")

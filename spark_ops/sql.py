@@ -26,7 +26,13 @@ DataFrame call, the engine chosen by the same rule) in chunks of
 ``range`` or ``rows``, ``frame``, ``engine``, ``store``, ``on_bad_row``)
 are those of :func:`spark_ops.sliding_window` and must be constants;
 several sizes are ``range => '5m,1h'``, ``array(300, 3600)`` or
-``map('5m', 300, '1h', 3600)`` (columns ``max_5m``, ``max_1h``).
+``map('5m', 300, '1h', 3600)`` (columns ``max_5m``, ``max_1h``).  Several
+key or value columns are ``'dc,host'`` or ``array('dc', 'host')``, split by
+the rule the command line's ``--key`` and ``--value`` share
+(:func:`spark_ops.spec.split_columns`); with several value columns (or a
+struct column) each aggregation names the one it reads, ``aggs =>
+'max(cpu),mean(mem)'`` (columns ``max_cpu``, ``mean_mem``), and the
+columns reach the windows as one struct, as in the DataFrame call.
 
 Spark's row-at-a-time hand-over costs far more than the windows: the
 DataFrame call runs the same job many times faster (docs/benchmarks-spark.md,
@@ -47,9 +53,9 @@ from typing import Any
 
 from pyspark.sql.udtf import AnalyzeResult, SelectedColumn
 
-from . import frames, rows
-from .plan import TIME, VALUE, quoted, time_sql, value_sql
-from .spec import SlidingWindowError, WindowSpec
+from . import columnar, frames, rows, values
+from .plan import TIME, VALUE, quoted, time_sql
+from .spec import SlidingWindowError, WindowSpec, split_columns
 
 __all__ = ["CHUNK", "FUNCTION_NAME", "SlidingWindowFunction", "register_sql"]
 
@@ -88,6 +94,7 @@ class SlidingWindowFunction:
     def analyze(table, **arguments):
         """The output schema and the job, checked before any row is read."""
         from pyspark.sql.pandas.types import to_arrow_type
+        import pyarrow as pa
         from pyspark.sql.types import DecimalType, DoubleType, FractionalType, IntegralType, StructType
 
         from .api import check_columns, check_output_names, engine_for
@@ -101,30 +108,36 @@ class SlidingWindowFunction:
             raise SlidingWindowError(f"{FUNCTION_NAME} needs {', '.join(f'{a} =>' for a in missing)}; e.g. "
                                      "key => 'host', time => 'ts', value => 'mem', aggs => 'max,mean', range => 3600")
         schema = table.dataType
-        if not isinstance(given["value"], str) or check_columns(schema, given["key"], given["time"],
-                                                                given["value"])[0]:
-            raise SlidingWindowError(f"{FUNCTION_NAME} takes one numeric value column (value => 'mem'); several "
-                                     "value columns (a list or a struct) are for the DataFrame call sliding_window")
-        value_type = schema[given["value"]].dataType
+        fields, types = check_columns(schema, given["key"], given["time"], given["value"])
         aggs = given["aggs"]
+        if isinstance(aggs, dict):  # Spark hands a map over in no set order: the columns' would change
+            raise SlidingWindowError(f"{FUNCTION_NAME}'s aggs => takes ready aggregations, 'max,mean' or "
+                                     "array('max(cpu)', 'mean(mem)'), not a map; rename the output columns in "
+                                     "the SELECT")
         spec = WindowSpec.build(key=given["key"], time=given["time"], value=given["value"],
-                                aggs=[a.strip() for a in aggs.split(",")] if isinstance(aggs, str) else list(aggs),
+                                aggs=aggs if isinstance(aggs, str) else list(aggs),
                                 range=given["range"], rows=given["rows"], frame=given["frame"], store=given["store"],
                                 engine=given["engine"], on_bad_row=given["on_bad_row"],
-                                integral=isinstance(value_type, IntegralType))
+                                integral=values.per_column(types, IntegralType), value_fields=fields)
         check_output_names(spec, schema.names)
-        engine, _ = engine_for(spec, streaming=False, fractional=isinstance(value_type, FractionalType))
-        spec = dataclasses.replace(spec, engine=engine)
+        engine, _ = engine_for(spec, streaming=False, fractional=values.per_column(types, FractionalType))
+        # the kernels found here, on the driver, as the DataFrame call does (aggs renamed by a map)
+        spec = dataclasses.replace(spec, engine=engine,
+                                   kernels=tuple(columnar.kernel_names(spec)) if engine == "columnar" else ())
         out = StructType(list(schema.fields))
         for name, spark_type in spec.output_columns:  # the ready aggregations' types: long, double, string
             out = out.add(name, spark_type)
-        # the table's columns as they are, then the time and value as the windows take them
+        # the table's columns as they are, then the time and value as the windows take them (several
+        # value columns as one struct, as in the DataFrame call's plan)
         select = ([SelectedColumn(quoted(f.name)) for f in schema.fields]
                   + [SelectedColumn(time_sql(spec.time, schema[spec.time].dataType), TIME),
-                     SelectedColumn(value_sql(spec.value, value_type), VALUE)])
-        taken = DoubleType() if isinstance(value_type, DecimalType) else value_type
+                     SelectedColumn(values.value_sql(spec.value, spec.value_fields,
+                                                     {f.name: f.dataType for f in schema.fields}), VALUE)])
+        taken = [to_arrow_type(DoubleType() if isinstance(t, DecimalType) else t) for t in types]
+        value_type = (pa.struct([pa.field(f"v{i}", t) for i, t in enumerate(taken)]) if spec.value_fields
+                      else taken[0])
         return _Analyzed(schema=out, select=select, spec=spec, run=f"sql-{uuid.uuid4().hex[:12]}",
-                         value_type=to_arrow_type(taken))
+                         value_type=value_type)
 
     def __init__(self, analyze_result=None) -> None:
         self.spec: WindowSpec = analyze_result.spec
@@ -195,9 +208,9 @@ class SlidingWindowFunction:
         chunk, self.buffer = self.buffer[:cut], self.buffer[cut:]
         if not chunk:
             return
-        values = pa.array([r[width + 1] for r in chunk], self.value_type)
-        problems = rows.check_columns(_one_key(len(chunk)), times, values)
-        outputs = self.window.push(times, values, problems, shown=[r[self.shown_at] for r in chunk])
+        taken = pa.array([r[width + 1] for r in chunk], self.value_type)  # several: a struct of tuples
+        problems = rows.check_columns(_one_key(len(chunk)), times, taken)
+        outputs = self.window.push(times, taken, problems, shown=[r[self.shown_at] for r in chunk])
         columns = [column.to_pylist() for column in outputs]
         for i, r in enumerate(chunk):
             yield (*r[:width], *(column[i] for column in columns))
@@ -209,16 +222,18 @@ def _constants(arguments: dict) -> dict:
     if unknown:
         raise SlidingWindowError(f"{FUNCTION_NAME} has no argument {', '.join(map(repr, unknown))}; "
                                  f"it takes {', '.join(ARGUMENTS)}")
-    values = dict(ARGUMENTS)
+    given = dict(ARGUMENTS)
     for name, argument in arguments.items():
         if not argument.isConstantExpression:
             raise SlidingWindowError(f"{FUNCTION_NAME}'s {name} => must be a constant")
         value = argument.value
         if name in ("range", "rows"):
             value = _sizes(value)
-        values[name] = (float(value) if isinstance(value, decimal.Decimal)
-                        else list(value) if name == "key" and isinstance(value, (list, tuple)) else value)
-    return values
+        if name in ("key", "value"):  # 'dc,host' or array('dc', 'host'): several columns, as the CLI takes them
+            value = split_columns(value) if isinstance(value, str) else list(value) if isinstance(
+                value, (list, tuple)) else value
+        given[name] = float(value) if isinstance(value, decimal.Decimal) else value
+    return given
 
 
 def _sizes(value):

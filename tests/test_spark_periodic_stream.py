@@ -325,7 +325,7 @@ def test_streaming_configuration_errors(spark, tmp_path):
         (source, ok, "needs a watermark on the time column"),
         (source.withWatermark("ts", "1 minute"), dict(ok, expire_after="1h"), "expire_after"),
         (source.withWatermark("ts", "1 minute"), dict(ok, engine="columnar"), "engine='columnar' is for batch"),
-        (source.withWatermark("ts", "1 minute"), dict(ok, on_bad_row="flag"), "no input row to flag"),
+        (source.withWatermark("ts", "1 minute"), dict(ok, on_bad_row="flag"), "'flag' with slide= is for batch jobs"),
     ]
     for df, kwargs, words in calls:
         with pytest.raises(SlidingWindowError, match=words):

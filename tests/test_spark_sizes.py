@@ -326,7 +326,6 @@ def test_errors_raise_before_any_job(spark, tmp_path):
         (df, dict(ok, rows=10, slide=5), "slide= is for time windows"),
         (df, dict(ok, range=10, slide=4), "slide= must divide the range"),
         (df, dict(ok, range=10, slide=20), "slide= must divide the range"),
-        (df, dict(ok, range=10, slide=5, on_bad_row="flag"), "no input row to flag"),
         (df, dict(ok, range=10, slide=5, frame="sql"), "frame= is for"),
         (df, dict(ok, aggs=[("joined", joined(), "string")], range=10, slide=5, engine="columnar"),
          "engine='columnar' cannot run this job"),

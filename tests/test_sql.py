@@ -171,3 +171,90 @@ def test_frame_sql_with_ties_across_chunks(spark):
     for r in sql:
         peers.setdefault((r.k, r.t), set()).add(tuple(r[a] for a in aggs))
     assert all(len(outputs) == 1 for outputs in peers.values())  # one output per time
+
+
+# -- several value columns ------------------------------------------------------------------
+VALUE_AGGS = ["max(cpu)", "mean(cpu)", "min(mem)", "count(mem)", "sum(mem)", "stddev(mem)", "first(mem)",
+              "last(cpu)"]
+
+
+def _values_table(spark, rows, name="usage"):
+    from tests.values_oracle import SCHEMA as VALUES_SCHEMA
+
+    df = spark.createDataFrame([(r["id"], r["k"], r["t"], r["cpu"], r["mem"]) for r in rows], VALUES_SCHEMA)
+    df = df.selectExpr("*", "named_struct('cpu', cpu, 'mem', mem) AS s")
+    df.createOrReplaceTempView(name)
+    return df
+
+
+def _same_rows(sql, frame):
+    """Row for row, value for value (repr: NaN equals NaN, 2^53 + 1 is not 2^53)."""
+    assert sql and sql[0].__fields__ == frame[0].__fields__
+    assert sorted(map(repr, map(tuple, sql))) == sorted(map(repr, map(tuple, frame)))
+
+
+@pytest.mark.parametrize("value, engine", [("'cpu,mem'", "auto"), ("array('cpu', 'mem')", "amta"),
+                                           ("' cpu , mem '", "lmta")])
+def test_several_value_columns_equal_the_oracle_and_the_dataframe_call(spark, value, engine):
+    """value => 'cpu,mem' or array('cpu', 'mem'), aggs naming their column
+    ('max(cpu)'): columns max_cpu, ...; each row equals the brute-force
+    oracle over (cpu, mem) tuples (a null or NaN in either column flags the
+    row) and the DataFrame call with value=['cpu', 'mem'], integers exact."""
+    from tests.values_oracle import assert_rows, expected as values_expected, names_of, random_rows as usage_rows
+
+    rows = usage_rows(random.Random(31), nulls=0.1)
+    df = _values_table(spark, rows)
+    sql = spark.sql("SELECT * FROM mta_sliding_window(TABLE(usage) PARTITION BY k ORDER BY (t, id), key => 'k', "
+                    f"time => 't', value => {value}, aggs => '{','.join(VALUE_AGGS)}', range => 7, "
+                    f"engine => '{engine}', on_bad_row => 'flag')").collect()
+    names = names_of(VALUE_AGGS)
+    assert list(sql[0].__fields__) == ["id", "k", "t", "cpu", "mem", "s", *names, "rejected"]
+    assert_rows(sql, rows, values_expected(rows, names, range=7), names, flag=True)
+    assert any(r.rejected for r in sql) and {type(r.min_mem) for r in sql if r.rejected is None} == {int}
+    frame = sliding_window(df, key="k", time="t", value=["cpu", "mem"], aggs=VALUE_AGGS, range=7,
+                           engine=engine, on_bad_row="flag").collect()
+    _same_rows(sql, frame)
+
+
+def test_struct_value_and_several_sizes(spark):
+    """value => a struct column (its fields are the value columns), aggs
+    as an array, two sizes: equals the oracle per size and the DataFrame
+    call."""
+    from pyspark.sql import Row
+
+    from tests.values_oracle import assert_rows, expected as values_expected, random_rows as usage_rows
+
+    rows = usage_rows(random.Random(32), keys=4)
+    df = _values_table(spark, rows)
+    sql = spark.sql("SELECT * FROM mta_sliding_window(TABLE(usage) PARTITION BY k ORDER BY (t, id), key => 'k', "
+                    "time => 't', value => 's', aggs => array('max(cpu)', 'min(mem)'), "
+                    "rows => array(3, 10))").collect()
+    assert list(sql[0].__fields__)[-4:] == ["max_cpu_3", "max_cpu_10", "min_mem_3", "min_mem_10"]
+    outputs = {"max_cpu": "max(cpu)", "min_mem": "min(mem)"}
+    for count in (3, 10):
+        got = [Row(**{c: g[c] for c in ("id", "k", "t")}, **{o: g[f"{o}_{count}"] for o in outputs}) for g in sql]
+        assert_rows(got, rows, values_expected(rows, outputs, count=count), outputs)
+    frame = sliding_window(df, key="k", time="t", value="s", aggs=["max(cpu)", "min(mem)"], rows=[3, 10]).collect()
+    _same_rows(sql, frame)
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (dict(value="cpu,mem", aggs="max"), "aggregation 'max' does not say which value column it reads"),
+    (dict(value="cpu,mem", aggs="max(disk)"), "reads column 'disk', which is not a value column"),
+    (dict(value="cpu,nope", aggs="max(cpu)"), "no column 'nope'"),
+    (dict(value="cpu,k", aggs="max(cpu)"), "value column 'k' is string, not numeric"),
+    (dict(value="cpu,cpu", aggs="max(cpu)"), "given more than once"),
+    (dict(value="cpu,mem", aggs={"peak": "max(cpu)"}), "not a map"),
+])
+def test_several_value_columns_mistakes_fail_at_analysis(spark, arguments, message):
+    from pyspark.errors import AnalysisException
+
+    from tests.values_oracle import random_rows as usage_rows
+
+    _values_table(spark, usage_rows(random.Random(33), keys=2))
+    with pytest.raises(AnalysisException) as info:
+        if isinstance(arguments["aggs"], dict):
+            spark.sql("SELECT * FROM mta_sliding_window(TABLE(usage) PARTITION BY k ORDER BY t, key => 'k', "
+                      "time => 't', value => 'cpu,mem', aggs => map('peak', 'max(cpu)'), range => 5)")
+        spark.sql(_call("usage", key="k", time="t", range=5, **arguments))
+    assert message in str(info.value)

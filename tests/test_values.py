@@ -24,20 +24,23 @@ from tests.spark_fixtures import _close
 from tests.strategies import sane_settings
 from tests.values_oracle import BIG, expected, joined, names_of, vwap
 
-def test_cli_refuses_several_value_columns():
+def test_cli_window_spec_of_several_value_columns():
+    """--value cpu,mem and --agg (repeated, comma-separated) build the
+    DataFrame call's spec, by the same column rule (spec.split_columns);
+    an aggregation without its column is an error naming the fix."""
     from spark_ops.cli.errors import CLIError
     from spark_ops.cli.window import window_spec
 
     class Args:
-        key, time, value, agg, range, rows, on_bad_row, frame = "k", "t", "cpu,mem", "max", 10, None, "error", \
-            "default"
+        key, time, value, range, rows, on_bad_row, frame = "k", "t", " cpu, mem", 10, None, "error", "default"
+        agg = ["max(cpu)", "mean(mem),min(cpu)"]
 
-    with pytest.raises(CLIError, match="one --value column"):
+    spec = window_spec(Args)
+    assert spec.value == ("cpu", "mem") and spec.value_fields == ("cpu", "mem") and spec.reads == (0, 1, 0)
+    assert [n for n, _ in spec.output_columns] == ["max_cpu", "mean_mem", "min_cpu"]
+    Args.agg = ["max"]
+    with pytest.raises(CLIError, match="does not say which value column it reads"):
         window_spec(Args)
-    Args.value, Args.agg = "cpu", "max(cpu)"
-    with pytest.raises(CLIError, match="one --value column"):
-        window_spec(Args)
-
 
 
 # -- the per-key windows without Spark, under hypothesis -----------------------------------------

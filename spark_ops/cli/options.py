@@ -126,10 +126,11 @@ def conf(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
-def key_columns(text: str) -> list[str]:
-    """``--key``'s columns: one name, or comma-separated names (blanks
-    around them dropped; an empty one is left for the window's check)."""
-    return [c.strip() for c in text.split(",")]
+def aggregations(given: list[str]) -> list[str]:
+    """``--agg``'s aggregations: each given value (the option repeats)
+    split at its commas, blanks dropped (``--agg max,mean --agg
+    'max(cpu)'``: ``["max", "mean", "max(cpu)"]``)."""
+    return [a.strip() for text in given for a in text.split(",") if a.strip()]
 
 
 def reader_options(p: argparse.ArgumentParser) -> None:
@@ -184,10 +185,14 @@ def window_options(p: argparse.ArgumentParser, *, store_required: bool, store_no
                            "mta-spark reads timestamps without a zone as UTC) or a date (its midnight UTC); "
                            "orders each key's rows, "
                            "ties keep input order")
-    cols.add_argument("--value", required=True, metavar="COL", help="numeric column aggregated")
-    cols.add_argument("--agg", required=True, metavar="NAMES",
+    cols.add_argument("--value", required=True, metavar="COLS",
+                      help="numeric column aggregated, or comma-separated columns (--value cpu,mem: each "
+                           "aggregation then names the column it reads, --agg 'max(cpu)')")
+    cols.add_argument("--agg", required=True, action="append", metavar="NAMES",
                       help=f"comma-separated aggregations, each becoming an output column of that name: "
-                           f"{', '.join(aggregation_names())}")
+                           f"{', '.join(aggregation_names())}; with several --value columns each names its "
+                           "column, 'max(cpu)', output column max_cpu; repeatable (--agg 'max(cpu)' --agg "
+                           "'mean(mem)')")
     size = cols.add_mutually_exclusive_group(required=True)
     size.add_argument("--range", type=range_sizes, metavar="R",
                       help="time window: the rows of the key with time in (t - R, t] (in [t - R, "
@@ -210,7 +215,8 @@ def window_options(p: argparse.ArgumentParser, *, store_required: bool, store_no
                            "is not a number, a value an aggregation cannot take (geomean of a value <= 0), or, streaming, a time older "
                            "than its key's newest in an earlier micro-batch: 'error' stops the job naming the "
                            "row; 'flag' keeps it with null aggregations and the reason in a 'rejected' column "
-                           "(default: %(default)s)")
+                           "(run --slide: leaves it out of the windows, counted in the summary and logged; "
+                           "stream --slide takes 'error' only) (default: %(default)s)")
     cols.add_argument("--engine", choices=ENGINE_CHOICES, default="auto", help=engine_help())
     store_sizes(cols)
     store_help = ("where the windows' level queues live: file:DIR (embedded SQLite), "

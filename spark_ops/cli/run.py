@@ -49,10 +49,10 @@ def run(args, spark=None) -> int:
         check_store(store)
     progress = Progress()
     with session(args, spark, "run", progress) as spark:
-        from .. import traffic
+        from .. import excluded, traffic
         from ..api import choose_engine
 
-        before = traffic.round_trips(spark)
+        before, left_out = traffic.round_trips(spark), excluded.rejected_rows(spark)
         t0 = time.monotonic()
         with progress.stage("reading input", spark, f"{fmt} {args.input}"):
             df = (inputs.reader(spark.read, fmt, streaming=False, options=args.option, schema=schema)
@@ -68,11 +68,17 @@ def run(args, spark=None) -> int:
         elapsed = time.monotonic() - t0
         trips = traffic.round_trips(spark) - before
         rows = spark.read.parquet(inputs.spark_path(args.output)).count()
-    rejected = observation.get["rejected"] if observation is not None else None
-    flagged = "" if rejected is None else f"; {rejected:,} rejected, flagged in column 'rejected'"
-    if rejected:
-        _log.warning("%s run: %d of %d rows rejected (flagged in column 'rejected' of %s)",
-                     PROG, rejected, rows, args.output)
+        left_out = excluded.rejected_rows(spark) - left_out
+    if spec.slide is not None and args.on_bad_row == "flag":  # no output row to flag: left out, counted
+        flagged = f"; {left_out:,} rejected, left out of the windows"
+        if left_out:
+            _log.warning("%s run: %d rows rejected, left out of the windows of %s", PROG, left_out, args.output)
+    else:
+        rejected = observation.get["rejected"] if observation is not None else None
+        flagged = "" if rejected is None else f"; {rejected:,} rejected, flagged in column 'rejected'"
+        if rejected:
+            _log.warning("%s run: %d of %d rows rejected (flagged in column 'rejected' of %s)",
+                         PROG, rejected, rows, args.output)
     print(f"wrote {rows:,} rows to {args.output} (Parquet: {', '.join(out.columns)}) "
           f"in {duration(elapsed)}, {rows / max(elapsed, 1e-9):,.0f} rows/s{flagged}"
           + (f"; store {shown(store)}: {trips:,} round trips" if store else ""))
@@ -86,5 +92,7 @@ COMMAND = Command(
                 "the key, time and value columns (every input column with --keep-columns) and one column per "
                 "aggregation (named after it).",
     epilog=f"example:\n  {PROG} run --input readings.csv --output windows --key host --time ts "
-           "--value mem --agg max,mean,stddev --range 3600",
+           "--value mem --agg max,mean,stddev --range 3600\n"
+           f"  {PROG} run --input usage.csv --output windows --key host --time ts "
+           "--value cpu,mem --agg 'max(cpu)' --agg 'mean(mem)' --range 1h   (columns max_cpu, mean_mem)",
     add_arguments=add_arguments, run=run)

@@ -15,7 +15,7 @@ from .options import Command, reader_options, seconds, slide_option, trigger, wi
 from .progress import Progress, duration, rows
 from .session import session
 from .store import check_store, normalize_store, shown
-from .window import OBSERVED, describe, observe_rejected, window_spec, windows
+from .window import OBSERVED, describe, observe_rejected, value_columns, window_spec, windows
 
 _log = logging.getLogger(__name__)
 
@@ -115,19 +115,19 @@ def run(args, spark=None) -> int:
 
 
 def _text_values(schema, fmt: str, args):
-    """A CSV's numeric value column read as text and
-    its type (Spark's CSV reader turns a value that is not a number into a
-    null, which would be flagged as one): ``windows`` parses it and flags
+    """A CSV's numeric value columns read as text, and per such column its
+    type (Spark's CSV reader turns a value that is not a number into a
+    null, which would be flagged as one): ``windows`` parses them and flags
     such a row as not a number."""
     from pyspark.sql.types import NumericType, StringType, StructField, StructType
 
-    if fmt != "csv" or args.value not in schema.fieldNames():
+    names = set(value_columns(args))
+    numeric = {f.name: f.dataType for f in schema.fields
+               if f.name in names and isinstance(f.dataType, NumericType)} if fmt == "csv" else {}
+    if not numeric:
         return schema, None
-    field = schema[args.value]
-    if not isinstance(field.dataType, NumericType):
-        return schema, None
-    fields = [StructField(f.name, StringType(), f.nullable) if f.name == args.value else f for f in schema.fields]
-    return StructType(fields), field.dataType
+    fields = [StructField(f.name, StringType(), f.nullable) if f.name in numeric else f for f in schema.fields]
+    return StructType(fields), numeric
 
 
 def _with_watermark(df, args):

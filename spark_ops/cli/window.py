@@ -3,27 +3,31 @@ without Spark, and ``sliding_window`` over the input's window columns."""
 
 from __future__ import annotations
 
-from ..spec import SlidingWindowError, WindowSpec
+import functools
+
+from ..spec import SlidingWindowError, WindowSpec, split_columns
 from .errors import CLIError
-from .options import aggregation_names, key_columns
+from .options import aggregation_names, aggregations
+
+
+def value_columns(args) -> list[str]:
+    """``--value``'s columns (one, or several separated by commas), by the
+    rule ``--key`` and SQL's ``value =>`` share."""
+    return split_columns(args.value)
 
 
 def window_spec(args) -> WindowSpec:
-    """Check the window arguments (aggregations, size) without Spark."""
+    """Check the window arguments (columns, aggregations, size) without Spark."""
     ready = aggregation_names()
-    names = [a.strip() for a in args.agg.split(",") if a.strip()]
+    names = aggregations(args.agg)
     if not names:
         raise CLIError(f"--agg needs at least one aggregation, e.g. --agg max,mean; choose from {', '.join(ready)}")
-    if "," in args.value or any("(" in a for a in names):
-        raise CLIError("mta-spark takes one --value column and aggregations without a column (--agg max,mean); "
-                       "several value columns (value=['cpu', 'mem'], aggs=['max(cpu)']) are for the Python "
-                       "call sliding_window")
-    unknown = [a for a in names if a.lower() not in ready]
+    unknown = [a for a in names if a.split("(")[0].strip().lower() not in ready]
     if unknown:
         raise CLIError(f"unknown aggregation{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))} "
                        f"in --agg; choose from {', '.join(ready)}")
     try:
-        return WindowSpec.build(key=key_columns(args.key), time=args.time, value=args.value, aggs=args.agg,
+        return WindowSpec.build(key=split_columns(args.key), time=args.time, value=value_columns(args), aggs=names,
                                 range=args.range, rows=args.rows, on_bad_row=args.on_bad_row,
                                 frame=args.frame, slide=getattr(args, "slide", None))
     except SlidingWindowError as e:
@@ -43,7 +47,8 @@ def describe(spec: WindowSpec) -> str:
     return f"{', '.join(n for n, _, _ in spec.aggs)} over {size} per {', '.join(spec.keys)}"
 
 
-#: Columns a text value column's parse carries through the window (dropped after).
+#: Columns a text value column's parse carries through the window (dropped after): the
+#: text of each value column read as text (its position among them appended), and the file.
 _TEXT, _FILE = "__mta_value_text", "__mta_value_file"
 
 
@@ -53,11 +58,11 @@ def windows(df, args, spec: WindowSpec, store: str | None, name: str | None, val
     columns (and ``rejected`` when flagging).
 
     A value column read as text (a CSV column with a value that is not a
-    number; ``value_type``: the numeric type to parse it into, else double)
-    is parsed here: with ``--on-bad-row flag`` a row whose text is not a
-    number is flagged naming the text and its file and the rest are kept;
-    otherwise the first such row is an error naming them (in streaming, the
-    micro-batch fails on it)."""
+    number; ``value_type``: per such column the numeric type to parse it
+    into, else double) is parsed here: with ``--on-bad-row flag`` a row
+    whose text is not a number is flagged naming the text and its file and
+    the rest are kept; otherwise the first such row is an error naming them
+    (in streaming, the micro-batch fails on it)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType
 
@@ -65,7 +70,8 @@ def windows(df, args, spec: WindowSpec, store: str | None, name: str | None, val
     from ..api import sliding_window
 
     fields = {f.name: f.dataType for f in df.schema.fields}
-    window_columns = list(dict.fromkeys([*spec.keys, args.time, args.value]))
+    value_names = value_columns(args)
+    window_columns = list(dict.fromkeys([*spec.keys, args.time, *value_names]))
     missing = [c for c in window_columns if c not in fields]
     if missing:
         raise CLIError(f"no column {', '.join(repr(c) for c in missing)} in the input; it has "
@@ -79,45 +85,58 @@ def windows(df, args, spec: WindowSpec, store: str | None, name: str | None, val
     if clash:
         raise CLIError(f"input column {', '.join(map(repr, clash))} has the name of an output column; "
                        "rename it in the input")
-    text = isinstance(fields[args.value], StringType)
+    # the value columns read as text, each with the column carrying its text
+    texts = {c: f"{_TEXT}{i}" for i, c in enumerate(c for c in value_names if isinstance(fields[c], StringType))}
+    unparsed = {c: F.col(t).isNotNull() & F.col(f"`{c}`").isNull() for c, t in texts.items()}
     extra = []
-    if text:
-        value = F.col(f"`{args.value}`")
-        df = df.withColumn(_TEXT, value).withColumn(_FILE, F.input_file_name())
-        df = df.withColumn(args.value, value.try_cast(value_type or "double"))
+    if texts:
+        df = df.withColumn(_FILE, F.input_file_name())
+        for c, t in texts.items():
+            value = F.col(f"`{c}`")
+            df = df.withColumn(t, value).withColumn(c, value.try_cast((value_type or {}).get(c) or "double"))
         if args.on_bad_row != "flag" and not df.isStreaming:
-            bad = (df.filter(F.col(_TEXT).isNotNull() & F.col(f"`{args.value}`").isNull())
-                     .select(_FILE, *[F.col(f"`{c}`") for c in (*spec.keys, args.time)], _TEXT).first())
+            any_unparsed = functools.reduce(lambda a, b: a | b, unparsed.values())
+            bad = (df.filter(any_unparsed)
+                     .select(_FILE, *[F.col(f"`{c}`") for c in (*spec.keys, args.time, *value_names)],
+                             *texts.values()).first())
             if bad is not None:
-                problem = rows.TEXT_NOT_A_NUMBER % (bad[_TEXT], bad[_FILE])
+                first = next(c for c in texts if bad[texts[c]] is not None and bad[c] is None)
+                problem = rows.TEXT_NOT_A_NUMBER % (bad[texts[first]], bad[_FILE])
                 key = tuple(bad[c] for c in spec.keys) if isinstance(spec.key, tuple) else bad[spec.key]
-                raise CLIError(str(rows.rejected(spec, problem, key, bad[args.time], bad[_TEXT]))
+                shown = [bad[texts[c]] if c in texts else bad[c] for c in value_names]
+                raise CLIError(str(rows.rejected(spec, problem, key, bad[args.time],
+                                                 tuple(shown) if spec.value_fields else shown[0]))
                                .replace("pass on_bad_row='flag'", "pass --on-bad-row flag"))
-        extra = [_TEXT, _FILE]
+        extra = [*texts.values(), _FILE]
     df = df.select(*[F.col(f"`{c}`") for c in keep + extra])
     # a stream can only say which text was not a number if the window flags the row: error mode
     # then fails the micro-batch (uncommitted, so nothing is lost) on the first flagged row
-    # (--slide has no input row to flag: a value that is not a number is then a null value, an error)
-    raise_flagged = text and args.on_bad_row != "flag" and df.isStreaming and spec.slide is None
+    # (--slide has no input row to flag: a value that is not a number is then a null value, an error,
+    # or with --on-bad-row flag a row left out of the windows and counted)
+    raise_flagged = bool(texts) and args.on_bad_row != "flag" and df.isStreaming and spec.slide is None
     try:
-        out = sliding_window(df, key=list(spec.keys), time=args.time, value=args.value, aggs=args.agg,
-                             range=args.range, rows=args.rows, store=store,
+        out = sliding_window(df, key=list(spec.keys), time=args.time,
+                             value=value_names if spec.value_fields else value_names[0],
+                             aggs=aggregations(args.agg), range=args.range, rows=args.rows, store=store,
                              on_bad_row="flag" if raise_flagged else args.on_bad_row,
                              name=name, buffer_size=args.buffer_size, cache_size=args.cache_size,
                              engine=args.engine, expire_after=getattr(args, "expire_after", None),
                              frame=args.frame, slide=spec.slide)
     except SlidingWindowError as e:
         raise CLIError(str(e)) from None
-    if text and (args.on_bad_row == "flag" or raise_flagged):  # the window saw a null: say why it was one
-        reason = F.format_string(rows.TEXT_NOT_A_NUMBER, F.col(_TEXT), F.col(_FILE))
-        parsed = (F.col("rejected") == rows.NULL_VALUE) & F.col(_TEXT).isNotNull() & F.col(f"`{args.value}`").isNull()
+    if texts and spec.slide is None and (args.on_bad_row == "flag" or raise_flagged):
+        # the window saw a null: say why it was one (the first value column whose text is not a number)
+        reason = F.coalesce(*[F.when(unparsed[c], F.format_string(rows.TEXT_NOT_A_NUMBER, F.col(t), F.col(_FILE)))
+                              for c, t in texts.items()])
+        parsed = (F.col("rejected") == rows.NULL_VALUE) & reason.isNotNull()
         out = out.withColumn("rejected", F.when(parsed, reason).otherwise(F.col("rejected")))
     if raise_flagged:
         # the parsed value where there is one, else the text that is not a number
         named = [*spec.keys, args.time]
         shown = [_shown(F.col(f"`{c}`"), fields[c]) for c in named] + [
-            F.coalesce(F.col(f"`{args.value}`").cast("string"), _shown(F.col(_TEXT), StringType()))]
-        where = ", ".join(f"{c}=%s" for c in [*named, args.value])
+            F.coalesce(F.col(f"`{c}`").cast("string"), _shown(F.col(texts[c]), StringType())) if c in texts
+            else _shown(F.col(f"`{c}`"), fields[c]) for c in value_names]
+        where = ", ".join(f"{c}=%s" for c in [*named, *value_names])
         message = F.format_string(f"row rejected (%s): {where}; fix the input or pass --on-bad-row flag",
                                   F.col("rejected"), *shown)
         out = out.filter(F.when(F.col("rejected").isNotNull(), F.raise_error(message)).isNull())
@@ -141,11 +160,12 @@ def _shown(column, data_type):
 
 
 def observe_rejected(out, args):
-    """With ``--on-bad-row flag``: ``out`` counting its flagged rows as Spark
+    """With ``--on-bad-row flag`` (without ``--slide``, whose bad rows
+    :mod:`spark_ops.excluded` counts): ``out`` counting its flagged rows as Spark
     observed metrics (no extra pass over the data), and the ``Observation``
     (batch; a streaming query reports them in its progress under
     :data:`OBSERVED`); else ``out`` and None."""
-    if args.on_bad_row != "flag":
+    if args.on_bad_row != "flag" or getattr(args, "slide", None) is not None:  # --slide: spark_ops.excluded counts
         return out, None
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
