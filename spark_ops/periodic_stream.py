@@ -13,8 +13,9 @@ release rule, :func:`spark_ops.event_time.split`), enter the key's panes in
 ``(time, arrival)`` order, and each window whose end the watermark has
 reached (``end <= watermark``) is emitted once, in append mode.  A row that
 arrives behind the watermark (late) fails the query naming it, as any bad
-row does with ``slide=`` (there is no input row in the output to flag it
-on, so ``on_bad_row="flag"`` is refused with ``slide=``).
+row does in a streaming ``slide=`` query: ``on_bad_row="flag"`` is refused
+there (a late row cannot enter windows already written; a batch job leaves
+bad rows out and counts them, :mod:`spark_ops.excluded`).
 
 Exactly once: the key's open windows (their panes, O(largest range /
 slide) values) and its waiting rows are the key's state in Spark's own
