@@ -24,28 +24,24 @@ from __future__ import annotations
 
 import logging
 
+from .counters import SessionCounter
+
 __all__ = ["accumulator", "exclude", "rejected_rows"]
 
-#: One accumulator per SparkContext, created on the driver when a job first needs one.
-_ACCUMULATORS: dict = {}
+_REJECTED = SessionCounter()
 
 _log = logging.getLogger("spark_ops")
 
 
 def accumulator(spark):
     """The rejected-rows accumulator of ``spark``'s context (driver side)."""
-    sc = spark.sparkContext
-    found = _ACCUMULATORS.get(id(sc))
-    if found is None or found[0] is not sc:
-        found = _ACCUMULATORS[id(sc)] = (sc, sc.accumulator(0))
-    return found[1]
+    return _REJECTED.accumulator(spark)
 
 
 def rejected_rows(spark) -> int:
     """The bad rows that ``slide=`` jobs run in ``spark``'s context left out
     of their windows so far (0 before the first such job)."""
-    found = _ACCUMULATORS.get(id(spark.sparkContext))
-    return found[1].value if found is not None and found[0] is spark.sparkContext else 0
+    return _REJECTED.value(spark)
 
 
 def exclude(df, spec):

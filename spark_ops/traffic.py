@@ -17,26 +17,22 @@ from contextlib import contextmanager
 
 import stores
 
+from .counters import SessionCounter
+
 __all__ = ["accumulator", "counted", "round_trips"]
 
-#: One accumulator per SparkContext, created on the driver when a plan first needs one.
-_ACCUMULATORS: dict = {}
+_ROUND_TRIPS = SessionCounter()
 
 
 def accumulator(spark):
     """The store round-trip accumulator of ``spark``'s context (driver side)."""
-    sc = spark.sparkContext
-    found = _ACCUMULATORS.get(id(sc))
-    if found is None or found[0] is not sc:
-        found = _ACCUMULATORS[id(sc)] = (sc, sc.accumulator(0))
-    return found[1]
+    return _ROUND_TRIPS.accumulator(spark)
 
 
 def round_trips(spark) -> int:
     """The store round trips of every window job run in ``spark``'s context
     so far (0 before the first job with a store)."""
-    found = _ACCUMULATORS.get(id(spark.sparkContext))
-    return found[1].value if found is not None and found[0] is spark.sparkContext else 0
+    return _ROUND_TRIPS.value(spark)
 
 
 @contextmanager
