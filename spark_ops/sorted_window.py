@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from mta import MemoryLevelQueue
+from mta.fused import fused_names
 from mta.monoid import identity_function
 
-from . import frames, rows
+from . import aggregations, frames, rows
 from .key_window import RowWindow
 from .spec import WindowSpec
 from .values import python_values
@@ -31,6 +32,8 @@ class SortedWindow(RowWindow):
         super().__init__(spec, key)
         aggregator = spec.value_aggregator()
         self._lift, self._lower = aggregator.lift, aggregator.lower  # skipped when the identity
+        self._fused = fused_names(aggregator)
+        self._floating = False  # the value column holds floats: fused results lower as arrays
         self.width = len(spec.aggs)
         options = spec.storage_options(key, run)
         self.engine = spec.mta_engine(aggregator.monoid, None, **options)
@@ -44,6 +47,9 @@ class SortedWindow(RowWindow):
         self._in_store = bool(options)
 
     def aggregate(self, times, values, problems: Sequence | None) -> tuple[list, Sequence | None]:
+        import pyarrow as pa
+
+        self._floating = pa.types.is_floating(values.type)
         times, values = times.to_pylist(), python_values(values)
         lifted, lift_problems = self.lift(values)
         if lift_problems is not None:
@@ -74,6 +80,8 @@ class SortedWindow(RowWindow):
         """Push rows in order, their values lifted by :meth:`lift`; one list of
         results per aggregation."""
         results = self.engine.slide(lifted, self._evictions(times))
+        if self._fused is not None and self._floating:
+            return aggregations.fused_arrow_columns(self._fused, results)
         if self._lower is not identity_function:
             results = list(map(self._lower, results))
         if self.width == 1:
