@@ -29,9 +29,9 @@ class SortedWindow(RowWindow):
 
     With a store, the window starts in process memory (the in-memory
     engine, its compiled core when built) and moves into the store when a
-    push would take it past :attr:`spill_at` rows, ``buffer_size +
-    cache_size``: less than the leaf level of a window in the store keeps
-    in process memory anyway (its write buffer and head cache, in pairs).  A window that stays below never touches the
+    push would take it past :attr:`spill_at` rows, ``2 * (buffer_size +
+    cache_size)``: about what one level of a window in the store keeps in
+    process memory anyway.  A window that stays below never touches the
     store (no claim, no writes, no delete); one that grows past it is
     copied into the store once (O(spill_at) inserts) and runs there from
     then on.  A batch window is never resumed, so where its rows sit
@@ -55,7 +55,7 @@ class SortedWindow(RowWindow):
         self._in_store = False
         self._fifo_chunk = 1 << 30
         #: Rows the window may hold before it moves into the store (``None``: no store, or moved).
-        self.spill_at = spec.buffer_size + spec.cache_size if self._options else None
+        self.spill_at = 2 * (spec.buffer_size + spec.cache_size) if self._options else None
         self._held: list = []  # the lifted values in the window while it is in memory with a store to go to
 
     def aggregate(self, times, values, problems: Sequence | None) -> tuple[list, Sequence | None]:

@@ -38,7 +38,7 @@ def test_window_moves_into_the_store_only_past_spill_at(store_url, deltas, cuts,
     store = stores.pooled_store(store_url)
     record = spec.window_id("k", run)
     spill_at = window.spill_at
-    assert spill_at == sizes + sizes
+    assert spill_at == 2 * (sizes + sizes)
     bounds = sorted({0, len(times), *(int(c * len(times)) for c in cuts)})
     largest = 0
     for lo, hi in zip(bounds, bounds[1:]):
