@@ -26,16 +26,6 @@ class SortedWindow(RowWindow):
     next to the engine's levels when there is a store, so the process still
     holds O(log n) of the window).  Custom policies use
     :class:`spark_ops.windows.PolicyWindow`.
-
-    With a store, the window starts in process memory (the in-memory
-    engine, its compiled core when built) and moves into the store when a
-    push would take it past :attr:`spill_at` rows, ``2 * (buffer_size +
-    cache_size)``: about what one level of a window in the store keeps in
-    process memory anyway.  A window that stays below never touches the
-    store (no claim, no writes, no delete); one that grows past it is
-    copied into the store once (O(spill_at) inserts) and runs there from
-    then on.  A batch window is never resumed, so where its rows sit
-    between pushes is its own affair.
     """
 
     def __init__(self, spec: WindowSpec, key: Any, run: str) -> None:
@@ -45,18 +35,17 @@ class SortedWindow(RowWindow):
         self._fused = fused_names(aggregator)
         self._floating = False  # the value column holds floats: fused results lower as arrays
         self.width = len(spec.aggs)
-        self._spec, self._options, self._monoid = spec, spec.storage_options(key, run), aggregator.monoid
-        self.engine = spec.mta_engine(aggregator.monoid, None)
+        options = spec.storage_options(key, run)
+        self.engine = spec.mta_engine(aggregator.monoid, None, **options)
         self.range, self.rows = spec.range, spec.rows
         self.times = None
         if self.range is not None:
             self._edge = frames.range_edge(spec.range, spec.frame)
-            self.times = MemoryLevelQueue(0, 0)
-        self._in_store = False
-        self._fifo_chunk = 1 << 30
-        #: Rows the window may hold before it moves into the store (``None``: no store, or moved).
-        self.spill_at = 2 * (spec.buffer_size + spec.cache_size) if self._options else None
-        self._held: list = []  # the lifted values in the window while it is in memory with a store to go to
+            self.times = (options["store"].open_fifo(options["window_id"] + "~times", buffer_size=spec.buffer_size,
+                                                   cache_size=spec.cache_size)
+                          if options else MemoryLevelQueue(0, 0))
+        self._in_store = bool(options)
+        self._fifo_chunk = 2 * spec.buffer_size if options else 1 << 30
 
     def aggregate(self, times, values, problems: Sequence | None) -> tuple[list, Sequence | None]:
         import pyarrow as pa
@@ -91,13 +80,7 @@ class SortedWindow(RowWindow):
     def slide(self, times: Sequence[float], lifted: Sequence) -> list[list]:
         """Push rows in order, their values lifted by :meth:`lift`; one list of
         results per aggregation."""
-        evictions = self._evictions(times)
-        if self.spill_at is not None and self._largest(evictions) > self.spill_at:
-            self._move_to_store()
-        results = self.engine.slide(lifted, evictions)
-        if self.spill_at is not None:  # the window's newest len(engine) rows, for a later move
-            held = self._held + list(lifted)
-            self._held = held[len(held) - len(self.engine):] if len(self.engine) else []
+        results = self.engine.slide(lifted, self._evictions(times))
         if self._fused is not None and self._floating:
             return aggregations.fused_arrow_columns(self._fused, results)
         if self._lower is not identity_function:
@@ -105,32 +88,6 @@ class SortedWindow(RowWindow):
         if self.width == 1:
             return [results]
         return [list(column) for column in zip(*results)] if results else [[] for _ in range(self.width)]
-
-    def _largest(self, evictions: list) -> int:
-        """The most rows the window holds after a row of a push with
-        ``evictions`` (the window each row's results are over)."""
-        import numpy as np
-
-        if not evictions:
-            return len(self.engine)
-        return len(self.engine) + int(np.cumsum(1 - np.asarray(evictions, dtype=np.int64)).max())
-
-    def _move_to_store(self) -> None:
-        """Copy the in-memory window into the store (its values and, for
-        ``range=``, its times) and run there from now on."""
-        spec, options = self._spec, self._options
-        engine = spec.mta_engine(self._monoid, None, **options)
-        for value in self._held:
-            engine.insert(value)
-        self.engine, self._held, self.spill_at, self._in_store = engine, [], None, True
-        self._fifo_chunk = 2 * spec.buffer_size  # a FIFO in a store flushes a buffer at a time
-        if self.times is not None:
-            memory = self.times
-            self.times = options["store"].open_fifo(options["window_id"] + "~times", buffer_size=spec.buffer_size,
-                                                    cache_size=spec.cache_size)
-            live = memory.span(memory.lo, memory.hi)
-            for lo in range(0, len(live), self._fifo_chunk):
-                self.times.extend(live[lo:lo + self._fifo_chunk])
 
     def _evictions(self, times: Sequence[float]) -> list[int]:
         """How many of the oldest rows leave after each row's insert.
@@ -168,13 +125,13 @@ class SortedWindow(RowWindow):
         total = earlier + new
         if n:
             staying = times[int(new[-1]):] if isinstance(times, list) else at[int(new[-1]):].tolist()
-            step = self._fifo_chunk
+            step = self._fifo_chunk  # a FIFO in a store flushes a buffer at a time: memory stays bounded
             for lo in range(0, len(staying), step):
                 fifo.extend(staying[lo:lo + step])
         return np.diff(total, prepend=0).tolist()
 
     def close(self) -> None:
-        """The key is done: delete its data from the store (if it moved there)."""
+        """The key is done: delete its data from the store."""
         self.engine.close(delete=True)
         if self._in_store and self.times is not None:
             self.times.close(delete=True)
