@@ -14,6 +14,12 @@ on the same files, interleaved (old, new, old, new, ...):
 * ``columnar`` (what the demo runs now): the default ``engine="auto"``
   with the same ``store=``, which runs this job on the columnar engine,
   the windows in executor memory;
+* ``MTA, in memory``: ``engine="amta"`` without a store (the compiled
+  core when built), the ready aggregations fused into one monoid;
+* ``MTA user monoids, file store``: ``engine="amta"`` with the file store
+  and the same three results from aggregators written as a user would
+  (:data:`USER_AGGS`: not the ready ones, so not fused and no native
+  combine): the MTA path of user monoids;
 * ``SQL table function``: the same job through ``mta_sliding_window``
   (:mod:`spark_ops.sql`, ``PARTITION BY host ORDER BY (ts, seq)``, ``seq``
   the input order, which breaks ties as the DataFrame call does), which Spark
@@ -47,6 +53,8 @@ import statistics
 import tempfile
 import time
 
+from mta import Aggregator, Monoid
+
 from . import common, sparkbench
 from .common import RunConfig
 from .experiment import Run, report_text, save_figure, verdict
@@ -61,15 +69,62 @@ PROFILES = {
 AGGS = ["max", "mean", "stddev"]
 OLD = "MTA, file store (before)"
 NEW = "columnar (now)"
+MTA_MEMORY = "MTA, in memory"
+USER = "MTA user monoids, file store"
 SQL = "SQL table function (columnar)"
 HANDOVER = "UDTF hand-over alone (pickled)"
 HANDOVER_ARROW = "UDTF hand-over alone (Arrow)"
 PIPELINE = "pipeline alone (no window)"
-METHODS = [OLD, NEW, SQL, HANDOVER, HANDOVER_ARROW, PIPELINE]
+METHODS = [OLD, NEW, MTA_MEMORY, USER, SQL, HANDOVER, HANDOVER_ARROW, PIPELINE]
 #: Methods without a window: their outputs are not compared.
 NO_WINDOW = (HANDOVER, HANDOVER_ARROW, PIPELINE)
 #: The demo's shuffle partitions: 4 x the cores of local[2] (mta-spark's default).
 PARTITIONS = 8
+
+
+# -- max, mean and stddev as a user writes them (module-level functions: they pickle) --
+
+def _user_max(a, b):
+    return b if a is None or (b is not None and b > a) else a
+
+
+def _user_pair_add(a, b):
+    return (a[0] + b[0], a[1] + b[1])
+
+
+def _user_with_one(x):
+    return (x, 1)
+
+
+def _user_ratio(v):
+    return v[0] / v[1] if v[1] else None
+
+
+def _user_moments(a, b):
+    """Chan et al.'s merge of (count, mean, M2)."""
+    if not a[0]:
+        return b
+    if not b[0]:
+        return a
+    n = a[0] + b[0]
+    delta = b[1] - a[1]
+    return (n, a[1] + delta * b[0] / n, a[2] + b[2] + delta * delta * a[0] * b[0] / n)
+
+
+def _user_moment_of(x):
+    return (1, x, 0.0)
+
+
+def _user_stddev(v):
+    return math.sqrt(v[2] / (v[0] - 1)) if v[0] > 1 else None
+
+
+#: The demo's aggregations as user monoids (not recognised as ready ones).
+USER_AGGS = [("max", Aggregator(Monoid(_user_max, None, name="user_max"), name="user_max"), "double"),
+             ("mean", Aggregator(Monoid(_user_pair_add, (0, 0), name="user_mean"), _user_with_one, _user_ratio,
+                                 name="user_mean"), "double"),
+             ("stddev", Aggregator(Monoid(_user_moments, (0, 0.0, 0.0), name="user_moments"), _user_moment_of,
+                                   _user_stddev, name="user_stddev"), "double")]
 
 
 def _cpu_seconds() -> dict[str, float]:
@@ -88,12 +143,12 @@ def _cpu_seconds() -> dict[str, float]:
     return total
 
 
-def _windows_stage(spark, input_dir: str, out_dir: str, store: str, engine: str) -> None:
+def _windows_stage(spark, input_dir: str, out_dir: str, store: str | None, engine: str, aggs=AGGS) -> None:
     """The demo's windows stage (spark_ops.cli.demo), with ``engine``."""
     from spark_ops import sliding_window
 
     df = spark.read.parquet(input_dir)
-    windows = sliding_window(df, key="host", time="ts", value="mem_mb", aggs=AGGS, range=3600, store=store,
+    windows = sliding_window(df, key="host", time="ts", value="mem_mb", aggs=aggs, range=3600, store=store,
                              engine=engine)
     windows.write.mode("overwrite").parquet(out_dir)
 
@@ -189,6 +244,8 @@ def run(cfg: RunConfig) -> dict:
     data["spark"] = sparkbench.spark_versions(spark)
     stages = {OLD: lambda: _windows_stage(spark, input_dir, out_dir, store, "amta"),
               NEW: lambda: _windows_stage(spark, input_dir, out_dir, store, "auto"),
+             MTA_MEMORY: lambda: _windows_stage(spark, input_dir, out_dir, None, "amta"),
+             USER: lambda: _windows_stage(spark, input_dir, out_dir, store, "amta", USER_AGGS),
               SQL: lambda: _sql_stage(spark, input_dir, out_dir),
               HANDOVER: lambda: _handover_stage(spark, input_dir, out_dir, arrow=False),
               HANDOVER_ARROW: lambda: _handover_stage(spark, input_dir, out_dir, arrow=True),
@@ -301,7 +358,8 @@ def plot(data: dict, path) -> None:
     for ax, key, label in ((axes[0], "rows_per_s", "rows per second (higher is better)"),
                            (axes[1], "cpu_us_per_row", "CPU microseconds per row, JVM + Python (lower is better)")):
         values = [_median(data, m, key) or 0 for m in METHODS]
-        ax.bar(range(len(METHODS)), values, color=["0.6", "tab:blue", "tab:green", "0.75", "0.8", "0.85"], tick_label=METHODS)
+        ax.bar(range(len(METHODS)), values, color=["0.6", "tab:blue", "tab:orange", "tab:red", "tab:green", "0.75",
+                                                   "0.8", "0.85"], tick_label=METHODS)
         ax.tick_params(axis="x", labelsize=8)
         for i, v in enumerate(values):
             ax.annotate(f"{v:,.0f}" if key == "rows_per_s" else f"{v:.2f}", (i, v), ha="center", va="bottom",

@@ -17,8 +17,9 @@ because the input row is valid and no value of the declared type is right.
 from __future__ import annotations
 
 import functools
+import operator
 
-from mta import Aggregator, aggregators
+from mta import Aggregator, aggregators, fused
 
 
 #: The names of the ready aggregations over the value column.
@@ -58,6 +59,56 @@ def resolve_one(agg, integral: bool) -> tuple[str, Aggregator, str]:
         return agg[0], agg[1], agg[2] if len(agg) == 3 else "double"
     raise SlidingWindowError(
         f"an aggregation is a name such as 'max' or a tuple (column, Aggregator, spark_type), got {agg!r}")
+
+
+def value_aggregator(aggs: list, reads: tuple) -> Aggregator | None:
+    """The aggregators ``aggs`` (each over the value column ``reads``
+    names, :func:`spark_ops.values.on_columns`) as one fused aggregator over
+    shared moments (:func:`mta.fused.fuse`: one lift per row and one
+    combine per merge, rather than a product's one per aggregation), or
+    ``None`` when they do not fuse: fewer than two, one that is not a
+    fusable ready aggregation, or two reading different columns."""
+    if len(aggs) < 2 or len(set(reads)) > 1:
+        return None
+    one = fused.fuse(aggs)
+    if one is None or not reads or reads[0] is None:
+        return one
+    return one.on(operator.itemgetter(reads[0]))
+
+
+def fused_arrow_columns(names: tuple, results: list) -> list:
+    """The Arrow columns of the fused aggregations ``names``
+    (:func:`mta.fused.fused_names`) from their window aggregates
+    ``results`` (:data:`mta.fused.IDENTITY`-shaped tuples of a floating
+    value column), computed over NumPy arrays rather than value by value:
+    the same arithmetic as the per-value lowers of :data:`mta.fused.FUSABLE`
+    (IEEE division and square root), the same nulls (an empty window; a
+    variance below ``ddof + 1`` values).  O(n k) for n results, k names."""
+    import numpy as np
+    import pyarrow as pa
+
+    moments = np.array(results, dtype=np.float64).reshape(len(results), len(fused.IDENTITY))
+    n = moments[:, 0]
+    empty = n == 0
+    columns = []
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for name in names:
+            if name == "count":
+                columns.append(pa.array(n.astype(np.int64)))
+                continue
+            if name == "sum":
+                column, null = moments[:, 1], None
+            elif name in ("min", "max"):
+                column, null = moments[:, 3 if name == "min" else 4], empty
+            elif name == "mean":
+                column, null = moments[:, 1] / n, empty
+            else:
+                ddof = 0 if name.endswith("_pop") else 1
+                column, null = moments[:, 2] / (n - ddof), n <= ddof
+                if name.startswith("stddev"):
+                    column = np.sqrt(column)
+            columns.append(pa.array(column, mask=null if null is not None and null.any() else None))
+    return columns
 
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from mta import MemoryLevelQueue
+from mta.fused import fused_names
 from mta.monoid import identity_function
 
-from . import frames, rows
+from . import aggregations, frames, rows
 from .key_window import RowWindow
 from .spec import WindowSpec
 from .values import python_values
@@ -31,6 +32,8 @@ class SortedWindow(RowWindow):
         super().__init__(spec, key)
         aggregator = spec.value_aggregator()
         self._lift, self._lower = aggregator.lift, aggregator.lower  # skipped when the identity
+        self._fused = fused_names(aggregator)
+        self._floating = False  # the value column holds floats: fused results lower as arrays
         self.width = len(spec.aggs)
         options = spec.storage_options(key, run)
         self.engine = spec.mta_engine(aggregator.monoid, None, **options)
@@ -42,8 +45,12 @@ class SortedWindow(RowWindow):
                                                    cache_size=spec.cache_size)
                           if options else MemoryLevelQueue(0, 0))
         self._in_store = bool(options)
+        self._fifo_chunk = 2 * spec.buffer_size if options else 1 << 30
 
     def aggregate(self, times, values, problems: Sequence | None) -> tuple[list, Sequence | None]:
+        import pyarrow as pa
+
+        self._floating = pa.types.is_floating(values.type)
         times, values = times.to_pylist(), python_values(values)
         lifted, lift_problems = self.lift(values)
         if lift_problems is not None:
@@ -74,6 +81,8 @@ class SortedWindow(RowWindow):
         """Push rows in order, their values lifted by :meth:`lift`; one list of
         results per aggregation."""
         results = self.engine.slide(lifted, self._evictions(times))
+        if self._fused is not None and self._floating:
+            return aggregations.fused_arrow_columns(self._fused, results)
         if self._lower is not identity_function:
             results = list(map(self._lower, results))
         if self.width == 1:
@@ -81,25 +90,45 @@ class SortedWindow(RowWindow):
         return [list(column) for column in zip(*results)] if results else [[] for _ in range(self.width)]
 
     def _evictions(self, times: Sequence[float]) -> list[int]:
-        """How many of the oldest rows leave after each row's insert."""
+        """How many of the oldest rows leave after each row's insert.
+
+        For ``range=``: the rows of earlier pushes still in the window are
+        read from the head of the times FIFO only while some are left (an
+        O(log k) search each time the head moves); the new rows' cutoffs
+        are found by one binary search each in the new times (NumPy), and
+        only the new rows still in the window at the end enter the FIFO
+        (the others never need their times again).  O(n log n) for n rows."""
         if self.rows is not None:
             room = max(self.rows - len(self.engine), 0)
             n = len(times)
             return [0] * min(room, n) + [1] * max(n - room, 0)
-        fifo, edge = self.times, self._edge
-        add_time = fifo.append
-        out = []
-        append = out.append
-        for t in times:
-            add_time(t)
-            cutoff = edge(t)
-            if fifo[fifo.lo] <= cutoff:
-                gone = leading_at_most(fifo, cutoff)
-                fifo.lo += gone
-                append(gone)
-            else:
-                append(0)
-        return out
+        import numpy as np
+
+        fifo = self.times
+        at = np.asarray(times, dtype=np.float64)
+        n = len(at)
+        cutoffs = self._edge(at)
+        earlier = np.zeros(n, dtype=np.int64)  # rows of earlier pushes gone by each row's cutoff
+        if fifo.lo < fifo.hi and n:
+            gone = 0
+            for i, cutoff in enumerate(cutoffs.tolist()):
+                if fifo.lo == fifo.hi:
+                    earlier[i:] = gone
+                    break
+                if fifo[fifo.lo] <= cutoff:
+                    step = leading_at_most(fifo, cutoff)
+                    fifo.lo += step
+                    gone += step
+                earlier[i] = gone
+        # a row's cutoff is below its time, but not below a later row of equal time: only rows inserted count
+        new = np.minimum(np.searchsorted(at, cutoffs, side="right"), np.arange(1, n + 1))
+        total = earlier + new
+        if n:
+            staying = times[int(new[-1]):] if isinstance(times, list) else at[int(new[-1]):].tolist()
+            step = self._fifo_chunk  # a FIFO in a store flushes a buffer at a time: memory stays bounded
+            for lo in range(0, len(staying), step):
+                fifo.extend(staying[lo:lo + step])
+        return np.diff(total, prepend=0).tolist()
 
     def close(self) -> None:
         """The key is done: delete its data from the store."""

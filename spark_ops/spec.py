@@ -227,7 +227,14 @@ class WindowSpec:
 
     def value_aggregator(self) -> Aggregator:
         """The aggregations over the value alone: the aggregator itself when
-        there is one, else their product (results as a tuple)."""
+        there is one, else one fused aggregator over shared moments when they
+        fuse (:func:`spark_ops.aggregations.value_aggregator`), else their
+        product (results as a tuple)."""
+        from .aggregations import value_aggregator
+
+        fused = value_aggregator([agg for _, agg, _ in self.aggs], self.reads)
+        if fused is not None:
+            return fused
         aggs = values.on_columns([agg for _, agg, _ in self.aggs], self.reads)
         return aggs[0] if len(aggs) == 1 else product(*aggs)
 

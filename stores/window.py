@@ -263,8 +263,13 @@ class WindowStorage:
     def _delete(self) -> None:
         """Remove the window, fenced like a checkpoint: a stale engine must
         not delete what a newer owner took over (see :func:`delete_fenced`)."""
+        # a window that never held a checkpoint (a batch window) has nothing durable to
+        # protect: losing its emptied record to a power loss leaves at most a record
+        # without checkpoints, which nothing resumes and stores.gc deletes as an orphan
+        durable = bool(self._meta["checkpoints"])
         try:
-            delete_fenced(self.store, self.window, self._meta, self._token, self._call, self._emptied)
+            delete_fenced(self.store, self.window, self._meta, self._token, self._call, self._emptied,
+                          durable=durable)
         except CasMismatch:
             raise self._fenced("delete") from None
 
@@ -457,7 +462,7 @@ def clock_of(store) -> Callable[[], float]:
     return getattr(store, "clock", None) or time.time
 
 
-def delete_fenced(store, window: str, meta: dict, token, call=None, emptied=None) -> None:
+def delete_fenced(store, window: str, meta: dict, token, call=None, emptied=None, *, durable: bool = True) -> None:
     """Delete ``window`` (record ``meta`` with token ``token``): every pair
     of every epoch up to the record's, then the record.
 
@@ -469,17 +474,19 @@ def delete_fenced(store, window: str, meta: dict, token, call=None, emptied=None
     if still the one written here.  ``token=None`` with ``meta`` a
     :func:`new_meta` fences a window that has pairs but no record: creating
     the emptied record fails if one appeared meanwhile.  ``emptied(token,
-    record)`` is told the emptied record once it is written.
+    record)`` is told the emptied record once it is written.  ``durable=False``
+    (a record that holds no checkpoint): the emptied record is written like a
+    claim, without the store's sync (``cas_meta(durable=False)``).
 
     Round trips: 3 (4 without a record), plus one ``drop_epoch`` per epoch
     (O(pairs) keys deleted)."""
-    call = call or (lambda fn, *args: fn(*args))
+    call = call or (lambda fn, *args, **options: fn(*args, **options))
     known = set(meta["epochs"])
     if token is None:  # no record: the emptied one must sit above every epoch left
         known |= set(call(store.list_epochs, window))
     epoch = max([meta["epoch"], *known])
     tombstone = dict(meta, epoch=epoch, checkpoints=[], epochs=[])
-    token = call(store.cas_meta, window, token, encode(tombstone))
+    token = call(store.cas_meta, window, token, encode(tombstone), **({} if durable else {"durable": False}))
     if emptied is not None:
         emptied(token, tombstone)
     # the store's own list too: a zombie may have written under an epoch the record no longer names
