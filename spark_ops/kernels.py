@@ -18,7 +18,10 @@ the mask of the results that are null (``None`` when none is).
   so no cancellation when the values are far from 0.  A window holding an
   infinite value has a NaN M2, as in the MTA.
 
-Both reductions decompose a range as B-Int does (Arasu and Widom, VLDB
+``max``, ``min`` and ``sum`` take a range inside the batch as a block's
+suffix and the next block's prefix (van Herk, 1992; Gil and Werman,
+1993: :func:`reduce_blocked`), which is O(1) per row; otherwise both
+reductions decompose a range as B-Int does (Arasu and Widom, VLDB
 2004, section 4): level 0 is the values, level j + 1 combines the pairs of
 level j (the MTA's levels with every pair kept), and a range is the
 combination, in order, of at most two aligned blocks per level, found for
@@ -165,7 +168,7 @@ def reduce_windows(ufunc, x: np.ndarray, start: np.ndarray, end: np.ndarray, car
     commutative (max, min, add).  A window that starts among the carried
     rows is a suffix of them and a prefix of the batch (two accumulations,
     as Two-Stacks' two stacks: O(carried + batch)); one that starts in the
-    batch is reduced by :func:`reduce_ranges` over the batch alone."""
+    batch is reduced by :func:`reduce_blocked` over the batch alone."""
     out = np.empty(len(end), dtype=x.dtype)
     crossing = int(np.searchsorted(start, carried))  # rows [0, crossing) start among the carried rows
     if crossing:
@@ -176,7 +179,46 @@ def reduce_windows(ufunc, x: np.ndarray, start: np.ndarray, end: np.ndarray, car
             out[:crossing] = ufunc(suffix[start[:crossing] - first], prefix[end[:crossing] - carried])
     if crossing < len(end):
         batch = x[carried:]
-        out[crossing:] = reduce_ranges(ufunc, batch, start[crossing:] - carried, end[crossing:] + 1 - carried)
+        out[crossing:] = reduce_blocked(ufunc, batch, start[crossing:] - carried, end[crossing:] + 1 - carried)
+    return out
+
+
+def reduce_blocked(ufunc, x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``ufunc.reduce(x[lo[i]:hi[i]])`` for non-empty ranges and a
+    commutative ``ufunc`` (max, min, add), as van Herk and Gil-Werman
+    compute a running max: ``x`` cut into aligned blocks of B values, B the
+    longest range (at most ``len(x)``), each block accumulated from its
+    start and from its end.  A range is then at most two blocks' pieces: a
+    block's suffix and the next one's prefix, or one block's prefix; only a
+    range inside one block that does not start at its start goes through
+    :func:`reduce_ranges`, as do all if none is of the first two kinds.
+    O(n + m) for n values and m ranges (plus O(k log B) for k ranges of
+    the third kind): a count window of W rows never has one."""
+    m = len(lo)
+    if not m:
+        return np.empty(0, dtype=x.dtype)
+    n = len(x)
+    block = max(1, min(int((hi - lo).max()), n))
+    last = hi - 1
+    one_block = lo // block == last // block
+    head = one_block & (lo % block == 0)
+    inside = one_block & ~head
+    if inside.all():
+        return reduce_ranges(ufunc, x, lo, hi)
+    identity = _identity(ufunc, x.dtype)
+    blocks = -(-n // block)
+    grid = np.full(blocks * block, identity, dtype=x.dtype)
+    grid[:n] = x
+    grid = grid.reshape(blocks, block)
+    out = np.empty(m, dtype=x.dtype)
+    with np.errstate(all="ignore"):  # inf + -inf is nan, as in Python
+        prefix = ufunc.accumulate(grid, axis=1).ravel()
+        suffix = ufunc.accumulate(grid[:, ::-1], axis=1)[:, ::-1].ravel()
+        two = ~one_block
+        out[two] = ufunc(suffix[lo[two]], prefix[last[two]])
+    out[head] = prefix[last[head]]
+    if inside.any():
+        out[inside] = reduce_ranges(ufunc, x, lo[inside], hi[inside], identity)
     return out
 
 

@@ -10,7 +10,10 @@ zero must be the window's oldest zero, as Python's ``max`` and the MTA
 give).  The same rows also go through ``spark_ops.sorted_window.SortedWindow`` (the
 MTA path), including windows emptied by a range too small for the times.
 ``reduce_ranges`` is also run with a non-commutative monoid (string
-concatenation), so an ordering mistake in the block decomposition shows.
+concatenation), so an ordering mistake in the block decomposition shows;
+``reduce_blocked`` (a block's suffix and the next one's prefix) against
+Python's ``max``, ``min`` and exact integer sums over any non-empty ranges,
+sliding count windows among them.
 
 The spreads (variance, stddev, var_pop, stddev_pop) are checked against
 exact rational arithmetic (Fractions) on the finite values, NaN for a
@@ -34,7 +37,7 @@ from hypothesis import strategies as st
 
 from mta import policies
 from spark_ops.columnar import AGGREGATIONS, ColumnarKeyWindow, ColumnarWindow, ineligible
-from spark_ops.kernels import MOMENTS_IDENTITY, moments_combine, reduce_ranges, reduce_ranges_of
+from spark_ops.kernels import MOMENTS_IDENTITY, moments_combine, reduce_blocked, reduce_ranges, reduce_ranges_of
 from spark_ops.sorted_window import SortedWindow
 from spark_ops.spec import WindowSpec
 from tests.strategies import sane_settings
@@ -254,6 +257,31 @@ def test_reduce_ranges_keeps_order_of_a_non_commutative_monoid(words, data):
     concat = np.frompyfunc(lambda a, b: a + b, 2, 1)
     got = reduce_ranges(concat, x, lo, hi, identity="")
     assert list(got) == ["".join(words[a:b]) for a, b in zip(lo, hi)]
+
+
+@sane_settings(200)
+@given(data=st.data(), ufunc=st.sampled_from([np.maximum, np.minimum, np.add]), floating=st.booleans())
+def test_reduce_blocked_equals_brute_force(data, ufunc, floating):
+    values = data.draw(st.lists(floats if floating else st.integers(-5, 5), min_size=1, max_size=80))
+    x = np.array(values, dtype=np.float64 if floating else np.int64)
+    n = len(values)
+    if data.draw(st.booleans()):  # sliding count windows of w rows, from some row on
+        w, first = data.draw(st.integers(1, n + 2)), data.draw(st.integers(0, n - 1))
+        hi = np.arange(first + 1, n + 1)
+        lo = np.maximum(hi - w, 0)
+    else:
+        bounds = data.draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(1, n)), min_size=1, max_size=30))
+        lo = np.array([min(a, b - 1) for a, b in bounds])
+        hi = np.array([max(a + 1, b) for a, b in bounds])
+    got = reduce_blocked(ufunc, x, lo, hi)
+    reduce = {np.maximum: max, np.minimum: min, np.add: sum}[ufunc]
+    for g, a, b in zip(got.tolist(), lo, hi):
+        want = reduce(values[a:b])
+        if ufunc is np.add and floating:  # order of additions differs: inf - inf, rounding
+            assert (math.isnan(g) and (math.isnan(want) or math.inf in values[a:b])) or g == want or \
+                math.isclose(g, want, rel_tol=1e-9, abs_tol=1e-280), (g, want, values[a:b])
+        else:
+            assert g == want or (math.isnan(g) and math.isnan(want)), (g, want, values[a:b])
 
 
 @pytest.mark.parametrize("kwargs, floating, reason", [
