@@ -41,7 +41,6 @@ from __future__ import annotations
 import math
 import shutil
 import statistics
-import sys
 import tempfile
 
 from . import common, sparkbench
@@ -139,9 +138,7 @@ def _pipeline(df):
 
 
 def run(cfg: RunConfig) -> dict:
-    from pyspark import cloudpickle
-
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # executors need not import bench
+    sparkbench.ship_by_value(__name__)
     p = PROFILES[cfg.profile]
     job = Run(NAME, cfg, {**p, "methods": METHODS, "master": sparkbench.MASTER, "shuffle_partitions": p["keys"]})
     data = job.data

@@ -222,6 +222,7 @@ def run(cfg: RunConfig) -> dict:
     from spark_ops.cli.demo_report import write_parquet_input
     from spark_ops.telemetry import fleet_memory
 
+    sparkbench.ship_by_value(__name__)  # USER_AGGS' functions
     p = PROFILES[cfg.profile]
     job = Run(NAME, cfg, {**p, "aggs": AGGS, "range_seconds": 3600, "methods": METHODS,
                           "master": sparkbench.MASTER, "shuffle_partitions": PARTITIONS})

@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 import shutil
 import statistics
-import sys
 import tempfile
 
 from . import common, sparkbench
@@ -91,10 +90,9 @@ def _periodic_spark(df, r, s):
 
 
 def run(cfg: RunConfig) -> dict:
-    from pyspark import cloudpickle
     from pyspark.sql import functions as F
 
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    sparkbench.ship_by_value(__name__)
     p = PROFILES[cfg.profile]
     job = Run(NAME, cfg, {**p, "master": sparkbench.MASTER, "shuffle_partitions": p["keys"]})
     data = job.data

@@ -20,6 +20,17 @@ from .common import RunConfig
 MASTER = "local[2]"
 
 
+def ship_by_value(module_name: str) -> None:
+    """Pickle the functions of benchmark module ``module_name`` by value, so
+    that the executors' Python workers need not import ``bench`` (their
+    working directory need not be the repository's)."""
+    import sys
+
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[module_name])
+
+
 def session(cfg: RunConfig, partitions: int, **conf):
     """A fresh local session (a running one is stopped first)."""
     from pyspark import SparkContext
