@@ -90,13 +90,13 @@ def exclude(df, spec):
                 if first is None:
                     i = bad[0]
                     value = python[i] if python is not None else values.python_values(taken.slice(i, 1))[0]
-                    first = rows.rejected(spec, problems[i], key_of(keys, i), batch.column(shown_at)[i].as_py(),
-                                          value)
+                    first = rows.rejected_text(spec, problems[i], key_of(keys, i), batch.column(shown_at)[i].as_py(),
+                                               value)
                 batch = batch.filter(pa.array([p is None for p in problems]))
             yield batch
         if found:
             count.add(found)
             _log.warning("sliding_window slide=: %d bad row%s left out of the windows (on_bad_row='flag'), "
-                         "first: %s", found, "s" * (found != 1), str(first).split("; fix the input")[0])
+                         "first: %s", found, "s" * (found != 1), first)
 
     return checked.mapInArrow(keep_good, checked.schema).drop(TIME, VALUE)

@@ -127,10 +127,14 @@ def check_columns(keys, times, values) -> list | None:
     return reasons
 
 
+def rejected_text(spec: WindowSpec, problem: str, key, t, v) -> str:
+    """A rejected row named: its problem, key, time and value."""
+    return f"row rejected ({problem}): {spec.key_text(key)}, {spec.time}={t!r}, {value_columns.value_text(spec, v)}"
+
+
 def rejected(spec: WindowSpec, problem: str, key, t, v) -> SlidingWindowError:
     """The error that names a rejected row (``on_bad_row="error"``)."""
-    return SlidingWindowError(f"row rejected ({problem}): {spec.key_text(key)}, {spec.time}={t!r}, "
-                              f"{value_columns.value_text(spec, v)}; fix the input or pass on_bad_row='flag'")
+    return SlidingWindowError(f"{rejected_text(spec, problem, key, t, v)}; fix the input or pass on_bad_row='flag'")
 
 
 def settle(spec: WindowSpec, key, accepted: list, problems: Sequence | None, times, values,
