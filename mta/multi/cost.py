@@ -31,6 +31,9 @@ query only at its own slide, not at every edge of the composite slide:
 * a query's window holds ``k = range * edges / period`` partials of the
   tree (the edge density times the range), not ``range / slide``.
 
+What a plan holds (partials and elements) is estimated apart, in
+:mod:`mta.multi.memory`, which also states the rule trading calls for it.
+
 Every function states its complexity; ``n`` is the number of queries.
 """
 
@@ -52,7 +55,6 @@ __all__ = [
     "omega_panes", "omega_flatfat", "omega_flatfit", "omega_slickdeque_inv",
     "omega_slickdeque_noninv", "omega_bint", "omega_rint", "omega_lint", "omega",
     "paper_plan_cost", "update_calls", "answer_calls", "tree_cost", "tree_costs", "plan_cost", "SEPARATE", "MTA_CALLS_PER_ELEMENT",
-    "partials_held",
 ]
 
 
@@ -442,12 +444,3 @@ def plan_cost(groups, rate: float = 1.0, *, shared_slicing: bool = False) -> flo
     return (max(1.0 - shared.density / rate, 0.0)
             + sum(tree_cost(q, pa, f, rate, shared_edges=shared) for q, pa, f in groups))
 
-
-def partials_held(queries, partial: str) -> int:
-    """Partials a tree keeps: those of its longest window (section 2.2: the
-    shared structures are sized by the longest range, not the sum).
-    O(log edge count)."""
-    queries = [query_numbers(q) for q in queries]
-    e = edges(queries, partial)
-    reach = max(r + lag for r, _, lag in queries)
-    return max(1, e.in_range(0, reach))

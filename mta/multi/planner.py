@@ -119,19 +119,27 @@ def _plan(queries, plan_name: str, rate: float) -> list:
         return groups_of(weaveshare(nums, finals, PARTIALS, unit_rate))
     if plan_name == "triweave":
         return three_level(*triweave(nums, finals, PARTIALS, unit_rate))
-    candidates = [
+    plans = [
         _separate(queries, rate),
         groups_of([price(nums, tuple(range(len(nums))), PARTIALS, finals, unit_rate)]),
         groups_of(weaveshare(nums, finals, PARTIALS, unit_rate)),
         three_level(*triweave(nums, finals, PARTIALS, unit_rate)),
     ]
-    cheapest = min(candidates, key=total_estimate)
+    cheapest = min(plans, key=total_estimate)
     lam = _memory.held_price(total_estimate(cheapest), total_held(cheapest))
-    candidates += [
+    plans += [
         groups_of(weaveshare(nums, finals, PARTIALS, unit_rate, held_price=lam)),
         three_level(*triweave(nums, finals, PARTIALS, unit_rate, held_price=lam)),
     ]
-    return _memory.lean(candidates, total_estimate, total_held)
+    return plans
+
+
+def candidates(queries, *, rate: float = 1.0) -> list:
+    """The plans ``"auto"`` chooses among for one shareable set of queries
+    (:func:`share`): separate, one tree, WeaveShare, TriWeave, then
+    WeaveShare and TriWeave with held partials priced.  O(C^2) tree
+    pricings, ``C`` the edge classes."""
+    return _plan(queries, "candidates", rate)
 
 
 def total_estimate(groups) -> float:
@@ -157,5 +165,8 @@ def choose(queries, plan_name: str = "auto", *, rate: float = 1.0) -> list:
         raise ValueError(f"planner: rate must be > 0, got {rate!r}")
     groups = []
     for qs in share(queries):
-        groups.extend(_plan(qs, plan_name, rate))
+        if plan_name == "auto":
+            groups.extend(_memory.lean(_plan(qs, "candidates", rate), total_estimate, total_held))
+        else:
+            groups.extend(_plan(qs, plan_name, rate))
     return groups
