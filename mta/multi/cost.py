@@ -47,6 +47,9 @@ from typing import Iterable, Sequence
 # cost model's users (planners, benchmarks) read them beside the prices.
 from .edge_count import (PARTIALS, Edges, composite_slide, edges, edges_cached, f1_edge_count,
                          partials_per_window, progressions, query_numbers)
+# What a tree holds is estimated in memory (its peak: the partials of its
+# longest window); the old name stays an alias.
+from .memory import tree_held as partials_held
 
 __all__ = [
     "PARTIALS", "FINALS", "INVERTIBLE_FINALS", "SELECTIVE_FINALS", "GENERAL_FINALS",
@@ -55,6 +58,7 @@ __all__ = [
     "omega_panes", "omega_flatfat", "omega_flatfit", "omega_slickdeque_inv",
     "omega_slickdeque_noninv", "omega_bint", "omega_rint", "omega_lint", "omega",
     "paper_plan_cost", "update_calls", "answer_calls", "tree_cost", "tree_costs", "plan_cost", "SEPARATE", "MTA_CALLS_PER_ELEMENT",
+    "partials_held",
 ]
 
 
