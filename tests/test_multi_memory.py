@@ -154,9 +154,9 @@ def test_the_rule_splits_dense_short_queries_from_long_sparse_ones():
     qs = _split_queries(CONCAT_AGG, SHORT, LONG, True)
     auto, cpu = SharedWindows(qs).plan, SharedWindows(qs, plan="weaveshare").plan
     assert auto.held < cpu.held / 4, (str(auto), str(cpu))
-    trees = {g.queries[0].name[0] for g in auto.groups for _ in g.queries}
-    assert trees == {"s", "l"}
+    # no tree mixes a short query ("s...") with a long one ("l...")
     assert all(len({q.name[0] for q in g.queries}) == 1 for g in auto.groups), str(auto)
+    assert len(cpu.groups) < len(auto.groups)
 
 
 @st.composite

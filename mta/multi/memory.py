@@ -33,7 +33,8 @@ plan's partials it adds (a slide-1 query joining the longest window's tree
 saves one slicing call of ~20 and multiplies the partials held; queries of
 neighbouring slides and reaches still share).
 
-Every function is O(log edge count) per tree unless stated.
+Complexity: ``n`` queries of a tree; an edge set is counted once and
+cached (:func:`mta.multi.edge_count.edges_cached`).
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def tree_held(queries: Sequence[tuple[int, ...]], partial: str, rate: float = 1.
     longest reach ``range + lag``, at most the ``reach * rate`` elements
     there (a partial holds one element at least).  What no window reads
     any more is forgotten a few pushes late
-    (:data:`mta.multi.shared.EVICT_EVERY`), a few partials more."""
+    (:data:`mta.multi.shared.EVICT_EVERY`), a few partials more.
+    O(n + log edge count), plus the edge count on a cache miss."""
     queries = [query_numbers(q) for q in queries]
     e = edges_cached(tuple(sorted({p for q in queries for p in progressions(q, partial)})))
     reach = max(r + lag for r, _, lag in queries)
