@@ -17,7 +17,7 @@ over the cost model of :mod:`mta.multi.cost` (monoid calls per element):
   one holding the fewest partials among those within
   :data:`~mta.multi.memory.MEMORY_SLACK` of the cheapest estimate.
   "separate" is a candidate, so auto's estimate is never more than that
-  slack above it.
+  slack above separate's.
 
 Every group carries its ``estimate`` (monoid calls per element) and
 ``held`` (aggregates at its peak, :mod:`mta.multi.memory`).
