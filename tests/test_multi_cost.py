@@ -13,9 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench.mqo import workload  # section 5.1's workload, one home for the bench and the tests
 from mta import aggregators as A
 from mta.monoid import Aggregator, CountingMonoid
-from mta.multi import Query, SharedWindows, cost, edge_count, planner, slicing
+from mta.multi import Query, SharedWindows, cost, edge_count, memory, planner, slicing
 from mta.multi.triweave import triweave
 from mta.multi.weaveshare import weaveshare
 
@@ -145,18 +146,6 @@ def test_dyadic_pieces_is_the_greedy_cover(lo, width):
 
 # -- planners -------------------------------------------------------------------
 
-def paper_workload(n, s_max=1000, o_max=10_000, seed=0):
-    """Section 5.1: slides drawn uniformly from the factors of S_max, range =
-    slide * overlap, overlap uniform in 1..O_max."""
-    rng = random.Random(seed)
-    factors = [d for d in range(1, s_max + 1) if s_max % d == 0]
-    out = []
-    for _ in range(n):
-        s = rng.choice(factors)
-        out.append((s * rng.randint(1, o_max), s))
-    return out
-
-
 def as_queries(specs, agg):
     return [Query(f"q{i}", agg, rows=r, slide=s) for i, (r, s) in enumerate(specs)]
 
@@ -164,21 +153,32 @@ def as_queries(specs, agg):
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 60), st.integers(1, 10)), min_size=1, max_size=8),
        st.sampled_from(["auto", "weaveshare", "triweave"]), st.sampled_from([A.SUM, A.MAX, A.COLLECT]))
-def test_plans_are_partitions_and_auto_never_loses_to_separate(specs, name, agg):
+def test_plans_are_partitions_and_auto_follows_the_memory_rule(specs, name, agg):
     qs = as_queries(specs, agg)
     groups = planner.choose(qs, name)
     seen = [q for g in groups for q in g.queries]
     assert sorted(id(q) for q in seen) == sorted(id(q) for q in qs)
     assert all(g.estimate is not None and g.estimate >= 0 for g in groups)
+    assert all(g.held is not None and g.held >= 1 for g in groups)
     if name == "auto":
-        separate = cost.MTA_CALLS_PER_ELEMENT * len(qs)
-        assert sum(g.estimate for g in groups) <= separate * 1.0000001
+        # the memory rule: at most MEMORY_SLACK above the cheapest of its
+        # candidates (separate, WeaveShare and TriWeave among them), and
+        # holding no more than any of those within that bound
+        calls = planner.total_estimate(groups)
+        candidates = planner.candidates(qs)
+        cheapest = min(planner.total_estimate(c) for c in candidates)
         for other in ("weaveshare", "triweave"):
-            assert sum(g.estimate for g in groups) <= sum(g.estimate for g in planner.choose(qs, other)) + 1e-9
+            assert cheapest <= planner.total_estimate(planner.choose(qs, other)) + 1e-9
+        assert cheapest <= cost.MTA_CALLS_PER_ELEMENT * len(qs) * 1.0000001  # separate
+        bound = cheapest * (1 + memory.MEMORY_SLACK) + 1e-9
+        assert calls <= bound
+        for c in candidates:
+            if planner.total_estimate(c) <= bound:
+                assert planner.total_held(groups) <= planner.total_held(c)
 
 
 def test_weaveshare_triweave_paper_workload_shapes():
-    specs = paper_workload(100)
+    specs = workload(100, 1000, 10_000)
     trees = weaveshare(specs)
     assert sorted(i for t in trees for i in t.members) == list(range(100))
     partial, ttrees, total = triweave(specs)
@@ -208,7 +208,7 @@ def measure(specs, plan, agg, n=3000, seed=0):
     return counting.calls / n, est
 
 
-SMALL = paper_workload(12, s_max=20, o_max=30, seed=4)
+SMALL = workload(12, 20, 30, seed=4)
 
 
 @pytest.mark.parametrize("plan", ["auto", "weaveshare", "triweave", "separate", "panes+naive", "pairs+bint",

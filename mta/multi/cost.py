@@ -31,6 +31,9 @@ query only at its own slide, not at every edge of the composite slide:
 * a query's window holds ``k = range * edges / period`` partials of the
   tree (the edge density times the range), not ``range / slide``.
 
+What a plan holds (partials and elements) is estimated apart, in
+:mod:`mta.multi.memory`, which also states the rule trading calls for it.
+
 Every function states its complexity; ``n`` is the number of queries.
 """
 
@@ -44,6 +47,9 @@ from typing import Iterable, Sequence
 # cost model's users (planners, benchmarks) read them beside the prices.
 from .edge_count import (PARTIALS, Edges, composite_slide, edges, edges_cached, f1_edge_count,
                          partials_per_window, progressions, query_numbers)
+# What a tree holds is estimated in memory (its peak: the partials of its
+# longest window); the old name stays an alias.
+from .memory import tree_held as partials_held
 
 __all__ = [
     "PARTIALS", "FINALS", "INVERTIBLE_FINALS", "SELECTIVE_FINALS", "GENERAL_FINALS",
@@ -442,12 +448,3 @@ def plan_cost(groups, rate: float = 1.0, *, shared_slicing: bool = False) -> flo
     return (max(1.0 - shared.density / rate, 0.0)
             + sum(tree_cost(q, pa, f, rate, shared_edges=shared) for q, pa, f in groups))
 
-
-def partials_held(queries, partial: str) -> int:
-    """Partials a tree keeps: those of its longest window (section 2.2: the
-    shared structures are sized by the longest range, not the sum).
-    O(log edge count)."""
-    queries = [query_numbers(q) for q in queries]
-    e = edges(queries, partial)
-    reach = max(r + lag for r, _, lag in queries)
-    return max(1, e.in_range(0, reach))

@@ -6,8 +6,9 @@ final aggregation technique).
 * :class:`Group` -- one tree: its queries, partial technique (``"panes"``,
   ``"pairs"``, ``"cutty"``, or ``"none"`` for a query on its own engine) and
   final technique (a key of :data:`FINALS`, or ``"mta"``: the separate
-  baseline's Amortized MTA), and the estimated monoid calls per element;
-* :class:`Plan` -- the groups and the total estimate; ``str(plan)`` is the
+  baseline's Amortized MTA), the estimated monoid calls per element and
+  the estimated aggregates it holds (:mod:`.memory`);
+* :class:`Plan` -- the groups and the total estimates; ``str(plan)`` is the
   readable plan.
 
 Queries can share a tree only when they aggregate the same lifted values
@@ -87,21 +88,24 @@ def applicable_finals(queries) -> list:
 
 class Group:
     """One execution tree: ``queries`` (a tuple), ``partial`` and ``final``
-    technique names, ``estimate`` (monoid calls per element, or None), and
+    technique names, ``estimate`` (monoid calls per element, or None),
     ``slicer``: None when the tree slices its own input, or the
     :class:`~mta.multi.shared_slicer.Slicer` (TriWeave's shared first level)
-    feeding it fragments; groups holding the same Slicer object share it."""
+    feeding it fragments (groups holding the same Slicer object share it),
+    and ``held``: the aggregates it holds at its peak, partials of a tree or
+    elements of a separate query (:mod:`.memory`), or None."""
 
-    __slots__ = ("queries", "partial", "final", "estimate", "slicer")
+    __slots__ = ("queries", "partial", "final", "estimate", "slicer", "held")
 
     def __init__(self, queries: Sequence, partial: str, final: str, estimate: float | None = None,
-                 slicer=None) -> None:
+                 slicer=None, held: int | None = None) -> None:
         """O(queries)."""
         self.queries = tuple(queries)
         self.partial = partial
         self.final = final
         self.estimate = estimate
         self.slicer = slicer
+        self.held = held
 
     def __eq__(self, other) -> bool:
         """Same queries, techniques and slicer; O(queries)."""
@@ -116,15 +120,17 @@ class Group:
         """O(queries)."""
         names = ", ".join(q.name for q in self.queries)
         shared = "" if self.slicer is None else f", slicer={self.slicer!r}"
+        held = "" if self.held is None else f", held={self.held!r}"
         return (f"Group([{names}], partial={self.partial!r}, final={self.final!r}, "
-                f"estimate={self.estimate!r}{shared})")
+                f"estimate={self.estimate!r}{shared}{held})")
 
 
 class Plan:
     """An execution plan: ``groups``, ``slicers`` (the shared first levels
-    its groups name, in order) and ``estimate``, the total estimated monoid
-    calls per element, trees and shared slicers (None if unknown); ``name``
-    is how it was asked for."""
+    its groups name, in order), ``estimate``, the total estimated monoid
+    calls per element, trees and shared slicers, and ``held``, the
+    aggregates its groups hold at their peaks (each None if unknown);
+    ``name`` is how it was asked for."""
 
     def __init__(self, groups: Sequence[Group], name: str = "", estimate: float | None = None) -> None:
         """O(groups)."""
@@ -138,11 +144,14 @@ class Plan:
                 and all(s.estimate is not None for s in self.slicers)):
             estimate = sum(g.estimate for g in self.groups) + sum(s.estimate for s in self.slicers)
         self.estimate = estimate
+        known = self.groups and all(g.held is not None for g in self.groups)
+        self.held = sum(g.held for g in self.groups) if known else None
 
     def __str__(self) -> str:
         """The readable plan: O(queries)."""
-        est = "unknown" if self.estimate is None else f"{self.estimate:.3g}"
-        lines = [f"plan {self.name or '?'}: {len(self.groups)} tree(s), ~{est} monoid calls per element"]
+        est = "unknown" if self.estimate is None else f"~{self.estimate:.3g}"
+        held = "" if self.held is None else f", ~{self.held:,} aggregates held"
+        lines = [f"plan {self.name or '?'}: {len(self.groups)} tree(s), {est} monoid calls per element{held}"]
         for j, s in enumerate(self.slicers):
             fed = ", ".join(str(i) for i, g in enumerate(self.groups) if g.slicer is s)
             sest = "" if s.estimate is None else f", ~{s.estimate:.3g} calls/element"
@@ -156,6 +165,8 @@ class Plan:
             else:
                 how = f"partial {g.partial}, final {g.final}"
             gest = "" if g.estimate is None else f", ~{g.estimate:.3g} calls/element"
+            if g.held is not None:
+                gest += f", ~{g.held:,} {'elements' if g.final == 'mta' else 'partials'} held"
             lines.append(f"  tree {i}: {how}{gest}")
             for q in g.queries:
                 lines.append(f"    {q.describe()}")

@@ -9,10 +9,18 @@ over the cost model of :mod:`mta.multi.cost` (monoid calls per element):
   priced with one shared slicer, and run that way: the groups hold one
   :class:`~mta.multi.shared_slicer.Slicer` (TriWeave's first level, its
   own estimate) when there are two trees or more;
-* ``"auto"`` -- the cheapest by estimate of: every query separately (its
-  own Amortized MTA), one tree for all (best partial and final technique),
-  WeaveShare's and TriWeave's plans.  "separate" is a candidate, so auto's
-  estimate is never above it.
+* ``"auto"`` -- the candidates every query separately (its own Amortized
+  MTA), one tree for all (best partial and final technique), WeaveShare's
+  and TriWeave's plans, and the two weavings again with held partials
+  priced (:func:`mta.multi.memory.held_price` of the cheapest of the
+  first four); the memory rule (:func:`mta.multi.memory.lean`) picks the
+  one holding the fewest partials among those within
+  :data:`~mta.multi.memory.MEMORY_SLACK` of the cheapest estimate.
+  "separate" is a candidate, so auto's estimate is never more than that
+  slack above separate's.
+
+Every group carries its ``estimate`` (monoid calls per element) and
+``held`` (aggregates at its peak, :mod:`mta.multi.memory`).
 
 Queries that cannot share partials (different monoid, lift, or time
 against rows: :func:`mta.multi.plan.sharing_key`) are planned apart.  A
@@ -28,6 +36,7 @@ import math
 from fractions import Fraction
 
 from . import cost as _cost
+from . import memory as _memory
 from .plan import PARTIALS, Group, applicable_finals, sharing_key
 from .shared_slicer import Slicer
 from .triweave import triweave
@@ -76,8 +85,18 @@ def estimate(queries, partial: str, final: str, rate: float = 1.0) -> float:
     return _cost.tree_cost(nums, partial, final, unit_rate)
 
 
-def _separate(queries) -> list:
-    return [Group((q,), "none", "mta", _cost.MTA_CALLS_PER_ELEMENT) for q in queries]
+def held(queries, partial: str, rate: float = 1.0) -> int:
+    """Aggregates one group holds at its peak (:mod:`mta.multi.memory`):
+    partials of a tree, or the elements of a query on its own engine
+    (``partial="none"``).  O(queries + log edge count)."""
+    nums, unit_rate = numbers(queries, rate)
+    if partial == "none":
+        return sum(_memory.separate_held(q, unit_rate) for q in nums)
+    return _memory.tree_held(nums, partial, unit_rate)
+
+
+def _separate(queries, rate: float) -> list:
+    return [Group((q,), "none", "mta", _cost.MTA_CALLS_PER_ELEMENT, held=held((q,), "none", rate)) for q in queries]
 
 
 def _plan(queries, plan_name: str, rate: float) -> list:
@@ -86,32 +105,52 @@ def _plan(queries, plan_name: str, rate: float) -> list:
     nums, unit_rate = numbers(queries, rate)
 
     def groups_of(trees) -> list:
-        return [Group([queries[i] for i in t.members], t.partial, t.final, t.estimate) for t in trees]
+        return [Group([queries[i] for i in t.members], t.partial, t.final, t.estimate, held=t.held) for t in trees]
 
     def three_level(partial, trees, total) -> list:
         if len(trees) < 2:
             # nothing to share: the tree slices its own input
             return groups_of([price(nums, t.members, (t.partial,), (t.final,), unit_rate) for t in trees])
         slicer = Slicer(partial, total - sum(t.estimate for t in trees))
-        return [Group([queries[i] for i in t.members], t.partial, t.final, t.estimate, slicer) for t in trees]
+        return [Group([queries[i] for i in t.members], t.partial, t.final, t.estimate, slicer, t.held)
+                for t in trees]
 
     if plan_name == "weaveshare":
         return groups_of(weaveshare(nums, finals, PARTIALS, unit_rate))
     if plan_name == "triweave":
         return three_level(*triweave(nums, finals, PARTIALS, unit_rate))
-    candidates = [
-        _separate(queries),
+    plans = [
+        _separate(queries, rate),
         groups_of([price(nums, tuple(range(len(nums))), PARTIALS, finals, unit_rate)]),
         groups_of(weaveshare(nums, finals, PARTIALS, unit_rate)),
         three_level(*triweave(nums, finals, PARTIALS, unit_rate)),
     ]
-    return min(candidates, key=total_estimate)
+    cheapest = min(plans, key=total_estimate)
+    lam = _memory.held_price(total_estimate(cheapest), total_held(cheapest))
+    plans += [
+        groups_of(weaveshare(nums, finals, PARTIALS, unit_rate, held_price=lam)),
+        three_level(*triweave(nums, finals, PARTIALS, unit_rate, held_price=lam)),
+    ]
+    return plans
+
+
+def candidates(queries, *, rate: float = 1.0) -> list:
+    """The plans ``"auto"`` chooses among for one shareable set of queries
+    (:func:`share`): separate, one tree, WeaveShare, TriWeave, then
+    WeaveShare and TriWeave with held partials priced.  O(C^2) tree
+    pricings, ``C`` the edge classes."""
+    return _plan(queries, "candidates", rate)
 
 
 def total_estimate(groups) -> float:
     """The groups' estimates plus each shared slicer's once.  O(groups)."""
     slicers = {id(g.slicer): g.slicer.estimate for g in groups if g.slicer is not None}
     return sum(g.estimate for g in groups) + sum(slicers.values())
+
+
+def total_held(groups) -> int:
+    """The aggregates the groups hold at their peaks.  O(groups)."""
+    return sum(g.held for g in groups)
 
 
 def choose(queries, plan_name: str = "auto", *, rate: float = 1.0) -> list:
@@ -126,5 +165,8 @@ def choose(queries, plan_name: str = "auto", *, rate: float = 1.0) -> list:
         raise ValueError(f"planner: rate must be > 0, got {rate!r}")
     groups = []
     for qs in share(queries):
-        groups.extend(_plan(qs, plan_name, rate))
+        if plan_name == "auto":
+            groups.extend(_memory.lean(_plan(qs, "candidates", rate), total_estimate, total_held))
+        else:
+            groups.extend(_plan(qs, plan_name, rate))
     return groups

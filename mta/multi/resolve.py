@@ -43,9 +43,9 @@ def resolve_plan(queries: list, plan) -> tuple[list, str]:
     :class:`~mta.multi.plan.Plan`), e.g. another plan's groups re-split by
     hand; :func:`check_groups` checks them.  O(queries) plus the planner."""
     if isinstance(plan, Plan):
-        return list(plan.groups), plan.name or "given"
+        return _with_held(plan.groups), plan.name or "given"
     if isinstance(plan, (list, tuple)) and plan and all(isinstance(g, Group) for g in plan):
-        return list(plan), "given"
+        return _with_held(plan), "given"
     if isinstance(plan, str):
         parts = [p.strip() for p in plan.split("+")]
     elif isinstance(plan, (tuple, list)) and all(isinstance(p, str) for p in plan):
@@ -67,7 +67,9 @@ def resolve_plan(queries: list, plan) -> tuple[list, str]:
     if name == "separate":
         if final is not None:
             raise ValueError(f"plan 'separate' runs every query on its own Amortized MTA; drop {final!r}")
-        return [Group((q,), "none", "mta") for q in queries], name
+        from . import planner
+
+        return [Group((q,), "none", "mta", held=planner.held((q,), "none")) for q in queries], name
     if name not in PARTIALS:
         raise ValueError(f"unknown plan {name!r}; one of 'auto', 'weaveshare', 'triweave', 'separate', "
                          f"{', '.join(repr(p) for p in PARTIALS)} (optionally '+final')")
@@ -76,9 +78,24 @@ def resolve_plan(queries: list, plan) -> tuple[list, str]:
     groups = []
     for qs in planner.share(queries):
         f = planner.best_final(qs) if final is None else resolve_final(final, qs)
-        groups.append(Group(qs, name, f, planner.estimate(qs, name, f)))
+        groups.append(Group(qs, name, f, planner.estimate(qs, name, f), held=planner.held(qs, name)))
     label = name if final is None else f"{name}+{groups[0].final if len(groups) == 1 else final}"
     return groups, label
+
+
+def _with_held(groups) -> list:
+    """Given groups, each with its held estimate (:func:`planner.held`) when
+    it came without one: a copy then, the caller's group is left as it is.
+    Groups the checks will refuse are passed on unchanged.  O(queries)."""
+    from . import planner
+
+    out = []
+    for g in groups:
+        if isinstance(g, Group) and g.held is None and g.queries and (g.partial in PARTIALS or g.final == "mta"):
+            g = Group(g.queries, g.partial, g.final, g.estimate, g.slicer,
+                      planner.held(g.queries, "none" if g.final == "mta" else g.partial))
+        out.append(g)
+    return out
 
 
 def check_groups(queries: list, groups: list) -> None:

@@ -32,10 +32,13 @@ def shared_edges(queries: Sequence[tuple[int, int]], partial: str) -> _cost.Edge
 
 def triweave(queries: Sequence[tuple[int, int]], finals: Sequence[str] = _cost.FINALS,
              partials: Sequence[str] = ("panes", "pairs", "cutty"),
-             rate: float = 1.0) -> tuple[str, list[Tree], float]:
+             rate: float = 1.0, held_price: float = 0.0) -> tuple[str, list[Tree], float]:
     """TriWeave's plan: ``(shared partial technique, trees, calls per
-    element)``; the total counts the shared slicer once.  O(|partials| *
-    C^2) tree pricings for ``C`` edge classes."""
+    element)``; the total counts the shared slicer once.  ``held_price``
+    (calls per held partial, :mod:`mta.multi.memory`) weighs the trees'
+    partials in the weaving and in the choice of the slicer's technique;
+    the returned total is calls only.  O(|partials| * C^2) tree pricings
+    for ``C`` edge classes."""
     queries = [tuple(map(int, q)) for q in queries]
     if not queries:
         return partials[0], [], 0.0
@@ -44,11 +47,12 @@ def triweave(queries: Sequence[tuple[int, int]], finals: Sequence[str] = _cost.F
         shared = shared_edges(queries, partial)
 
         def pricer(members: tuple[int, ...], partial=partial, shared=shared) -> Tree:
-            return price(queries, members, (partial,), finals, rate, shared)
+            return price(queries, members, (partial,), finals, rate, shared, held_price)
 
         trees = weave(queries, edge_classes(queries, (partial,)), pricer)
         total = max(1.0 - shared.density / rate, 0.0) + sum(t.estimate for t in trees)
-        if best is None or total < best[2]:
-            best = (partial, trees, total)
+        score = total + held_price * sum(t.held for t in trees)
+        if best is None or score < best[0]:
+            best = (score, partial, trees, total)
     assert best is not None
-    return best
+    return best[1:]

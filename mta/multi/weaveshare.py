@@ -18,6 +18,11 @@ two) for every final technique except L-Int, whose update grows with the
 spread of window lengths; the greedy loop then runs over edge classes
 rather than queries (a workload with slides drawn from the factors of 1,000
 has at most 16 classes).
+
+Memory (:mod:`mta.multi.memory`): every candidate tree also carries the
+partials it holds; with ``held_price > 0`` a tree is priced, and merges
+are weighed, at its calls plus ``held_price`` per held partial (the lean
+candidates of ``plan="auto"``).  The default 0 is the paper's algorithm.
 """
 
 from __future__ import annotations
@@ -25,26 +30,35 @@ from __future__ import annotations
 from typing import Callable, Iterable, Sequence
 
 from . import cost as _cost
+from .memory import tree_held
 
 __all__ = ["Tree", "price", "weave", "weaveshare", "edge_classes"]
 
 
 class Tree:
-    """A candidate execution tree: query indices, its techniques and its
-    estimated monoid calls per element."""
+    """A candidate execution tree: query indices, its techniques, its
+    estimated monoid calls per element, the partials it holds
+    (:func:`mta.multi.memory.tree_held`) and ``score``, what the weaving
+    minimises (the calls, plus any price of the held partials)."""
 
-    __slots__ = ("members", "partial", "final", "estimate")
+    __slots__ = ("members", "partial", "final", "estimate", "held", "score")
 
-    def __init__(self, members: tuple[int, ...], partial: str, final: str, estimate: float) -> None:
+    def __init__(self, members: tuple[int, ...], partial: str, final: str, estimate: float,
+                 held: int | None = None, score: float | None = None) -> None:
         self.members, self.partial, self.final, self.estimate = members, partial, final, estimate
+        self.held = held
+        self.score = estimate if score is None else score
 
     def __repr__(self) -> str:
-        return f"Tree({len(self.members)} queries, {self.partial}/{self.final}, {self.estimate:.3f})"
+        return (f"Tree({len(self.members)} queries, {self.partial}/{self.final}, {self.estimate:.3f}, "
+                f"held {self.held})")
 
 
 def price(queries: Sequence[tuple[int, int]], members: tuple[int, ...], partials: Sequence[str],
-          finals: Sequence[str], rate: float = 1.0, shared: _cost.Edges | None = None) -> Tree:
-    """The cheapest ``(partial, final)`` for the tree of ``members``.
+          finals: Sequence[str], rate: float = 1.0, shared: _cost.Edges | None = None,
+          held_price: float = 0.0) -> Tree:
+    """The ``(partial, final)`` for the tree of ``members`` with the lowest
+    calls per element plus ``held_price`` per held partial.
     O(|partials| * |finals| * cost.tree_cost)."""
     qs = [queries[i] for i in members]
     best = None
@@ -56,11 +70,13 @@ def price(queries: Sequence[tuple[int, int]], members: tuple[int, ...], partials
         if key in seen:
             continue
         seen.add(key)
+        held = tree_held(qs, partial, rate)
         for final, c in _cost.tree_costs(qs, partial, finals, rate, shared_edges=shared).items():
-            if best is None or c < best[0]:
-                best = (c, partial, final)
+            score = c + held_price * held
+            if best is None or score < best[0]:
+                best = (score, partial, final, c, held)
     assert best is not None, "price needs at least one partial and one final technique"
-    return Tree(tuple(sorted(members)), best[1], best[2], best[0])
+    return Tree(tuple(sorted(members)), best[1], best[2], best[3], best[4], best[0])
 
 
 def edge_classes(queries: Sequence[tuple[int, int]], partials: Sequence[str]) -> list[tuple[int, ...]]:
@@ -76,7 +92,7 @@ def edge_classes(queries: Sequence[tuple[int, int]], partials: Sequence[str]) ->
 def weave(queries: Sequence[tuple[int, int]], start: Iterable[tuple[int, ...]],
           pricer: Callable[[tuple[int, ...]], Tree]) -> list[Tree]:
     """The greedy loop: price every pair of trees, merge the pair with the
-    largest saving, re-price only the pairs with the new tree, until no
+    largest saving (of :attr:`Tree.score`), re-price only the pairs with the new tree, until no
     merge saves anything.  O(T^2) pricings for ``T`` starting trees, then
     O(T) per merge."""
     trees: dict[int, Tree] = {}
@@ -87,7 +103,7 @@ def weave(queries: Sequence[tuple[int, int]], start: Iterable[tuple[int, ...]],
 
     def consider(a: int, b: int) -> None:
         merged = pricer(trees[a].members + trees[b].members)
-        saving = trees[a].estimate + trees[b].estimate - merged.estimate
+        saving = trees[a].score + trees[b].score - merged.score
         if saving > 1e-12:
             gains[(a, b)] = (saving, merged)
 
@@ -109,15 +125,16 @@ def weave(queries: Sequence[tuple[int, int]], start: Iterable[tuple[int, ...]],
 
 
 def weaveshare(queries: Sequence[tuple[int, int]], finals: Sequence[str] = _cost.FINALS,
-               partials: Sequence[str] = ("panes", "pairs", "cutty"), rate: float = 1.0) -> list[Tree]:
+               partials: Sequence[str] = ("panes", "pairs", "cutty"), rate: float = 1.0,
+               held_price: float = 0.0) -> list[Tree]:
     """WeaveShare's plan for ``queries`` (``(range, slide)`` pairs): trees that
-    each slice their own input.  O(C^2) tree pricings for ``C`` edge
-    classes (at most ``n``)."""
+    each slice their own input; ``held_price`` as in :func:`price`.
+    O(C^2) tree pricings for ``C`` edge classes (at most ``n``)."""
     queries = [tuple(map(int, q)) for q in queries]
     if not queries:
         return []
 
     def pricer(members: tuple[int, ...]) -> Tree:
-        return price(queries, members, partials, finals, rate)
+        return price(queries, members, partials, finals, rate, held_price=held_price)
 
     return weave(queries, edge_classes(queries, partials), pricer)
