@@ -279,6 +279,9 @@ def engine_for(spec: WindowSpec, *, streaming: bool, fractional: bool | tuple) -
     several)."""
     shown = spec.store and stores.redact_url(spec.store)
     where = f"its windows in the store {shown}" if spec.store else "its windows in executor memory"
+    if spec.store and not streaming and spec.policy is None and not spec.sizes:  # a SortedWindow's rule
+        where = (f"its windows in executor memory, each moving to the store {shown} if it outgrows "
+                 f"{spec.spill_rows} rows (buffer_size + cache_size)")
     if streaming:
         if spec.engine == "columnar":
             raise SlidingWindowError("engine='columnar' is for batch jobs; a streaming query keeps its windows "

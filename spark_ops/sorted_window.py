@@ -26,6 +26,14 @@ class SortedWindow(RowWindow):
     next to the engine's levels when there is a store, so the process still
     holds O(log n) of the window).  Custom policies use
     :class:`spark_ops.windows.PolicyWindow`.
+
+    With a store, the window starts in executor memory (the compiled core)
+    and moves to the store, before the push that would take it past
+    :attr:`WindowSpec.spill_rows` rows (``buffer_size + cache_size``: a window
+    in the store holds that many pairs per level in memory anyway).  A
+    batch window is never resumed, so below that size the store would only
+    add writes; a key whose window never grows past it never opens the
+    store.  Moving copies the window's lifted values, O(spill_rows), once.
     """
 
     def __init__(self, spec: WindowSpec, key: Any, run: str) -> None:
@@ -35,17 +43,20 @@ class SortedWindow(RowWindow):
         self._fused = fused_names(aggregator)
         self._floating = False  # the value column holds floats: fused results lower as arrays
         self.width = len(spec.aggs)
-        options = spec.storage_options(key, run)
-        self.engine = spec.mta_engine(aggregator.monoid, None, **options)
+        self._monoid, self._run = aggregator.monoid, run
+        self.engine = spec.mta_engine(aggregator.monoid, None)
         self.range, self.rows = spec.range, spec.rows
         self.times = None
         if self.range is not None:
             self._edge = frames.range_edge(spec.range, spec.frame)
-            self.times = (options["store"].open_fifo(options["window_id"] + "~times", buffer_size=spec.buffer_size,
-                                                   cache_size=spec.cache_size)
-                          if options else MemoryLevelQueue(0, 0))
-        self._in_store = bool(options)
-        self._fifo_chunk = 2 * spec.buffer_size if options else 1 << 30
+            self.times = MemoryLevelQueue(0, 0)
+        self._in_store = False
+        self._fifo_chunk = 1 << 30
+        # while in memory with a store named: the window's lifted values (from
+        # _head on), what the store's engine starts from if the window outgrows memory
+        self._spill_at = spec.spill_rows if spec.store else None
+        self._kept: list | None = [] if spec.store else None
+        self._head = 0
 
     def aggregate(self, times, values, problems: Sequence | None) -> tuple[list, Sequence | None]:
         import pyarrow as pa
@@ -80,7 +91,10 @@ class SortedWindow(RowWindow):
     def slide(self, times: Sequence[float], lifted: Sequence) -> list[list]:
         """Push rows in order, their values lifted by :meth:`lift`; one list of
         results per aggregation."""
-        results = self.engine.slide(lifted, self._evictions(times))
+        evictions = self._evictions(times)
+        if self._kept is not None:
+            self._keep(lifted, evictions)
+        results = self.engine.slide(lifted, evictions)
         if self._fused is not None and self._floating:
             return aggregations.fused_arrow_columns(self._fused, results)
         if self._lower is not identity_function:
@@ -88,6 +102,47 @@ class SortedWindow(RowWindow):
         if self.width == 1:
             return [results]
         return [list(column) for column in zip(*results)] if results else [[] for _ in range(self.width)]
+
+    def _keep(self, lifted: Sequence, evictions: Sequence[int]) -> None:
+        """Before an in-memory push: move the window to the store if it would
+        grow past the spill size during the push, else note the push in
+        :attr:`_kept`.  O(rows pushed) in C (cumulative sum, list extend),
+        plus the move, O(spill size), once."""
+        import numpy as np
+
+        if len(lifted):
+            growth = np.cumsum(1 - np.asarray(evictions, dtype=np.int64))
+            if len(self.engine) + int(growth.max()) > self._spill_at:
+                self._spill()
+                return
+        kept = self._kept
+        kept.extend(lifted)
+        self._head += sum(evictions)
+        if self._head > 1024 and 2 * self._head > len(kept):
+            del kept[:self._head]
+            self._head = 0
+
+    def _spill(self) -> None:
+        """Move the window into the store: a store engine built from the
+        kept values (inserted in order, no query), the times FIFO copied.
+        O(window) store-engine inserts."""
+        spec = self.spec
+        options = spec.storage_options(self.key, self._run)
+        engine = spec.mta_engine(self._monoid, None, **options)
+        insert = engine.insert
+        for v in self._kept[self._head:]:
+            insert(v)
+        if self.times is not None:
+            fifo = options["store"].open_fifo(options["window_id"] + "~times", buffer_size=spec.buffer_size,
+                                             cache_size=spec.cache_size)
+            old, step = self.times, 2 * spec.buffer_size  # a buffer at a time, as _evictions extends it
+            for lo in range(old.lo, old.hi, step):
+                fifo.extend([old[i] for i in range(lo, min(lo + step, old.hi))])
+            self.times = fifo
+        self.engine = engine
+        self._kept = None
+        self._in_store = True
+        self._fifo_chunk = 2 * spec.buffer_size
 
     def _evictions(self, times: Sequence[float]) -> list[int]:
         """How many of the oldest rows leave after each row's insert.
@@ -131,10 +186,11 @@ class SortedWindow(RowWindow):
         return np.diff(total, prepend=0).tolist()
 
     def close(self) -> None:
-        """The key is done: delete its data from the store."""
-        self.engine.close(delete=True)
-        if self._in_store and self.times is not None:
-            self.times.close(delete=True)
+        """The key is done: delete its data from the store (if it moved there)."""
+        if self._in_store:
+            self.engine.close(delete=True)
+            if self.times is not None:
+                self.times.close(delete=True)
 
 
 def leading_at_most(q, cutoff) -> int:

@@ -174,6 +174,14 @@ class WindowSpec:
         return log_engine if engine is LogMTA else amortized_engine
 
     @property
+    def spill_rows(self) -> int:
+        """Rows past which a batch MTA window (:class:`~spark_ops.sorted_window.SortedWindow`)
+        moves from executor memory to the store: ``buffer_size + cache_size``,
+        no more than the pairs per level a window in the store holds in
+        memory anyway (its write buffer and read-ahead cache)."""
+        return self.buffer_size + self.cache_size
+
+    @property
     def peers(self) -> bool:
         """Rows of equal time share one output (``frame="sql"`` with ``range=``)."""
         return self.frame == "sql" and self.range is not None

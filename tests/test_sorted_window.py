@@ -241,3 +241,50 @@ def test_key_windows_settle_rejected_rows_alike(engine):
     nulls = open_key_window(WindowSpec.build(on_bad_row="flag", **common), None, "run")
     assert [c.to_pylist() for c in nulls.push(times, values, None)] == [[None] * 5, [None] * 5,
                                                                          [rows.NULL_KEY] * 5]
+
+
+@sane_settings(40)
+@given(data=sorted_rows(), span=st.sampled_from([1.0, 7.0, 30.0, 1e9]), engine=st.sampled_from(["amta", "lmta"]),
+       spill=st.sampled_from([(1, 1), (2, 3), (4, 4), (16, 16)]), cuts=st.lists(st.floats(0, 1), max_size=4))
+def test_a_window_moves_to_the_store_when_it_outgrows_memory(store_url, data, span, engine, spill, cuts):  # noqa: F811
+    """With a store, a batch window starts in memory and moves to the store
+    before the push that takes it past buffer_size + cache_size rows,
+    wherever in the rows that falls (several pushes of one key): results
+    as brute force, the store holding the window exactly when its largest
+    size passed the spill size, and nothing left after close."""
+    import stores
+
+    times, values = data
+    buffer_size, cache_size = spill
+    spec = WindowSpec.build(key="k", time="t", value="v", aggs=["count", "first", "max"], range=span, engine=engine,
+                            store=store_url, buffer_size=buffer_size, cache_size=cache_size)
+    assert spec.spill_rows == buffer_size + cache_size
+    store = stores.pooled_store(store_url)
+    run = fresh_window("spill")
+    w = SortedWindow(spec, "k", run)
+    bounds = sorted({0, len(times), *(int(c * len(times)) for c in cuts)})
+    got = [[] for _ in spec.aggs]
+    for lo, hi in zip(bounds, bounds[1:]):
+        for column, results in zip(got, w.slide(times[lo:hi], w.lift(values[lo:hi])[0])):
+            column.extend(results)
+    windows = brute(times, values, range=span)
+    assert got[0] == [len(x) for x in windows]
+    assert got[1] == [x[0] for x in windows]
+    assert got[2] == [max(x) for x in windows]
+    ours = [name for name in store.window_names() if name.startswith(f"mta/{run}/")]
+    assert bool(ours) == (max(map(len, windows), default=0) > spec.spill_rows), (ours, spec.spill_rows)
+    w.close()
+    assert not [name for name in store.window_names() if name.startswith(f"mta/{run}/")]
+
+
+def test_a_small_window_never_opens_the_file_store(tmp_path):
+    """A file store named for windows that stay under the spill size: the
+    database is never created (no writes a batch window would not read)."""
+    spec = WindowSpec.build(key="k", time="t", value="v", aggs=["max"], rows=50, engine="amta",
+                            store=f"file://{tmp_path}/never")
+    w = SortedWindow(spec, "k", fresh_window("small"))
+    times = [float(t) for t in range(5_000)]
+    values = [float(t * 37 % 101) for t in range(5_000)]
+    assert w.slide(times, values)[0] == [max(x) for x in brute(times, values, rows=50)]
+    w.close()
+    assert not (tmp_path / "never").exists()

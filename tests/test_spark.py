@@ -217,7 +217,8 @@ def test_batch_columnar_engine_bad_rows_flag_and_integral_values(spark, small_ar
 def test_batch_with_a_store_runs_columnar_unless_an_mta_is_asked_for(spark, tmp_path):
     """engine="auto" with a store: the columnar engine, its windows in
     executor memory (the store is never opened), and the reason says how
-    to keep them in the store; engine="amta" keeps them there."""
+    to keep them in the store; engine="amta" keeps a window there once it
+    outgrows buffer_size + cache_size rows, and in memory until then."""
     from spark_ops.api import choose_engine
     from spark_ops.spec import WindowSpec
 
@@ -232,8 +233,11 @@ def test_batch_with_a_store_runs_columnar_unless_an_mta_is_asked_for(spark, tmp_
     assert_outputs(got, rows, expected(rows, names, range=8), names)
     assert not os.path.exists(tmp_path / "store")
     engine, why = choose_engine(WindowSpec.build(**job, engine="amta"), df)
-    assert engine == "amta" and f"its windows in the store {url}" in why
+    assert engine == "amta" and f"moving to the store {url} if it outgrows 1024 rows" in why
     got = sliding_window(df, **job, engine="amta").collect()
+    assert_outputs(got, rows, expected(rows, names, range=8), names)
+    assert not os.path.exists(tmp_path / "store")  # every window stayed under 1024 rows
+    got = sliding_window(df, **job, engine="amta", buffer_size=1, cache_size=1).collect()
     assert_outputs(got, rows, expected(rows, names, range=8), names)
     assert os.path.exists(tmp_path / "store" / "mta.sqlite3")
 
