@@ -565,10 +565,10 @@ static PyObject *Multi_first_key(Multi *m, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-static PyObject *Multi_held(Multi *m, PyObject *args) {
-    int i;
-    long long a, b;
-    if (tree_arg(m, args, &i, &a, &b, 0) < 0) return NULL;
+static PyObject *Multi_held(Multi *m, PyObject *arg) {
+    long i = PyLong_AsLong(arg);
+    if (i == -1 && PyErr_Occurred()) return NULL;
+    if (i < 0 || i >= m->ntrees) { PyErr_SetString(PyExc_IndexError, "no such tree"); return NULL; }
     return PyLong_FromLongLong(m->trees[i].hi - m->trees[i].lo);
 }
 
@@ -713,7 +713,7 @@ static PyMethodDef Multi_methods[] = {
     {"suffix", (PyCFunction)Multi_suffix, METH_VARARGS, "suffix(tree, a): Tree.suffix (EMPTY when empty)."},
     {"window", (PyCFunction)Multi_window, METH_VARARGS, "window(tree, a, b): Tree.window over [a, b)."},
     {"first_key", (PyCFunction)Multi_first_key, METH_VARARGS, "first_key(tree, a): Tree.first_key or None."},
-    {"held", (PyCFunction)Multi_held, METH_VARARGS, "held(tree): the partials its final technique holds."},
+    {"held", (PyCFunction)Multi_held, METH_O, "held(tree): the partials its final technique holds."},
     {"evict", (PyCFunction)Multi_evict, METH_NOARGS, "Every tree forgets what no future window reads."},
     {"nexts", (PyCFunction)Multi_nexts, METH_NOARGS, "Each spec's next window end."},
     {"set_nexts", (PyCFunction)Multi_set_nexts, METH_O, "Set each spec's next window end (after a flush)."},

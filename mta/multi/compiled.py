@@ -28,6 +28,11 @@ from ..markers import EMPTY
 from ..monoid import identity_function
 from .query import Result
 
+#: False runs every plan on the pure-Python path (the tests run the
+#: multi-query suite both ways), as ``MTA_PURE_PYTHON=1`` does for all the
+#: compiled cores.
+USE = True
+
 #: Final techniques the compiled core runs, with its codes for them.
 FINALS = {"naive": 0, "rint": 1, "flatfit": 2, "slickdeque-noninv": 3}
 
@@ -39,13 +44,15 @@ _INVERSES = (operator.sub, aggregators._moments_inverse)
 def _core_type():
     """The compiled type, or None (not built, disabled, or an older build)."""
     core = native._native
-    return None if core is None else getattr(core, "SharedRowsCore", None)
+    return None if core is None or not USE else getattr(core, "SharedRowsCore", None)
 
 
 def why_not(trees, queries, slicers) -> str:
     """Why the compiled core does not run this plan ("" when it does).
     O(queries)."""
     if _core_type() is None:
+        if not USE:
+            return "mta.multi.compiled.USE is False"
         return native.WHY_NOT or "mta._native has no SharedRowsCore (an older build)"
     if slicers:
         return "a TriWeave shared slicer feeds the trees"
