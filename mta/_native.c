@@ -2,8 +2,8 @@
  * them): the Python types and module here, the state in _native_state.h,
  * the shared level machinery in _native_tree.h, the Amortized MTA's
  * algorithms in _native_mta.h and the Log MTA's in _native_lmta.h (one
- * translation unit); _native_multi.h holds a shared plan's execution for
- * mta/multi (mta/multi/compiled.py).
+ * translation unit); _native_mtree.h and _native_multi.h hold a shared plan's
+ * execution for mta/multi (mta/multi/compiled.py).
  *
  * The same algorithms as mta/amortized_mta.py, mta/log_mta.py, mta/tree.py
  * and mta/level_queue.py, on level queues held as C arrays of object
