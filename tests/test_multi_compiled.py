@@ -21,6 +21,7 @@ from __future__ import annotations
 import gc
 import operator
 import sys
+import weakref
 
 import pytest
 from hypothesis import given
@@ -237,6 +238,8 @@ def test_references_released(plan):
     assert sw._core is not None
     out = [sw.push(v) for v in values]
     out.append(sw.flush())
+    ref = weakref.ref(sw)
     del sw, out
+    assert ref() is None  # no reference cycle: freed without the collector
     gc.collect()
     assert [sys.getrefcount(v) for v in values] == before

@@ -138,7 +138,7 @@ class CompiledTree:
         return self.tree.describe()
 
 
-def core_for(executors, schedule, lift, evict_every: int):
+def core_for(executors, schedule, evict_every: int):
     """The compiled core over ``executors`` (:class:`CompiledTree`) and the
     specs of ``schedule``; attaches it to each tree.  O(queries + edge
     tables)."""

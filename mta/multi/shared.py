@@ -179,11 +179,8 @@ class SharedWindows:
         self._failure: BaseException | None = None
         self._failed_in = ""
         if not why:
-            self._core = compiled.core_for(self._executors, self._schedule, self._executors[0].lift, EVICT_EVERY)
+            self._core = compiled.core_for(self._executors, self._schedule, EVICT_EVERY)
             self._lift_compiled = compiled.plain_lift(self._executors[0].lift)
-            # an instance attribute: the compiled push is reached with no
-            # Python dispatch in between
-            self.push = self._push_compiled
 
     # ------------------------------------------------------------ guard
 
@@ -220,6 +217,16 @@ class SharedWindows:
         """Add one element; returns the :class:`Result` of every window it
         completes.  Amortized cost per tree: one combine for the open partial
         plus the final technique's (see the plan)."""
+        core = self._core
+        if core is not None:  # the compiled push (mta.multi.compiled): the same results and failure rule
+            if self._failure is not None:
+                self._check_usable()
+            v = raw if self._lift_compiled is None else self._lift_compiled(raw)  # before any change
+            try:
+                return core.push(v)
+            except BaseException as exc:
+                self._fail(exc, "push")
+                raise
         self._check_usable()
         t = None
         if self._timed:
@@ -260,18 +267,6 @@ class SharedWindows:
             raise
         out.sort()
         return [r[2] for r in out]
-
-    def _push_compiled(self, raw) -> list:
-        """:meth:`push` on the compiled core (:mod:`.compiled`): the same
-        results, the same refusals and failure rule."""
-        if self._failure is not None:
-            self._check_usable()
-        v = raw if self._lift_compiled is None else self._lift_compiled(raw)  # before any change
-        try:
-            return self._core.push(v)
-        except BaseException as exc:
-            self._fail(exc, "push")
-            raise
 
     def _sync(self) -> None:
         """With the compiled core: its count, and each spec's next end, for
