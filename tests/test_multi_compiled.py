@@ -243,3 +243,26 @@ def test_references_released(plan):
     assert ref() is None  # no reference cycle: freed without the collector
     gc.collect()
     assert [sys.getrefcount(v) for v in values] == before
+
+
+@pytest.mark.parametrize("until", [2.5, 10 ** 30, -4, 0])
+def test_flush_until_then_more_pushes(until):
+    """A flush far ahead (ends past any push), fractional or behind the
+    stream, then more pushes: the same results on both paths."""
+    agg = Aggregator(A.SUM.monoid, _value)
+    queries = [Query("a", agg, rows=5, slide=2), Query("b", agg, rows=3, slide=3), Query("c", agg, rows=4, slide=4)]
+    ops = [("push", v) for v in range(7)] + [("flush", None)] + [("push", v) for v in range(5)]
+    replay(queries, ops, "cutty+rint", check_oracle=True)
+    fast = SharedWindows(queries, plan="panes+naive")
+    compiled.USE = False
+    try:
+        pure = SharedWindows(queries, plan="panes+naive")
+    finally:
+        compiled.USE = True
+    for sw in (fast, pure):
+        for v in range(6):
+            sw.push((v, v))
+    assert _typed(fast.flush(until)) == _typed(pure.flush(until))
+    for v in range(6, 20):
+        assert _typed(fast.push((v, v))) == _typed(pure.push((v, v))), v
+    assert _typed(fast.flush()) == _typed(pure.flush())
