@@ -119,18 +119,22 @@ class CompiledTree:
         self.final = _CompiledFinal(self.tree.final.NAME, core, self.i)
 
     def suffix(self, a, spec: int):
-        """:meth:`Tree.suffix <mta.multi.tree.Tree.suffix>`."""
+        """:meth:`Tree.suffix <mta.multi.tree.Tree.suffix>`: one binary
+        search, the final technique's lookup, one combine with the open
+        partial."""
         return self.core.suffix(self.i, a)
 
     def window(self, q, a, b, left_closed: bool):
         """:meth:`Tree.window <mta.multi.tree.Tree.window>` (every window
-        here is periodic: left-closed)."""
+        here is periodic: left-closed): two binary searches, the lookup,
+        one combine with the open partial."""
         if not left_closed:
             raise ValueError("a compiled tree answers periodic (left-closed) windows only")
         return self.core.window(self.i, a, b)
 
     def first_key(self, a):
-        """:meth:`Tree.first_key <mta.multi.tree.Tree.first_key>`."""
+        """:meth:`Tree.first_key <mta.multi.tree.Tree.first_key>`:
+        O(log partials), no monoid call."""
         return self.core.first_key(self.i, a)
 
     def describe(self) -> str:
