@@ -2,7 +2,8 @@
  * them): the Python types and module here, the state in _native_state.h,
  * the shared level machinery in _native_tree.h, the Amortized MTA's
  * algorithms in _native_mta.h and the Log MTA's in _native_lmta.h (one
- * translation unit).
+ * translation unit); _native_mtree.h and _native_multi.h hold a shared plan's
+ * execution for mta/multi (mta/multi/compiled.py).
  *
  * The same algorithms as mta/amortized_mta.py, mta/log_mta.py, mta/tree.py
  * and mta/level_queue.py, on level queues held as C arrays of object
@@ -24,6 +25,7 @@
  */
 #include "_native_mta.h"
 #include "_native_lmta.h"
+#include "_native_multi.h"
 
 /* -- failure guard ------------------------------------------------------ */
 
@@ -328,7 +330,8 @@ static int add_type(PyObject *m, const char *name, PyTypeObject *type) {
 PyMODINIT_FUNC PyInit__native(void) {
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
-    if (add_type(m, "AmortizedCore", &CoreType) < 0 || add_type(m, "LogCore", &LogCoreType) < 0) {
+    if (add_type(m, "AmortizedCore", &CoreType) < 0 || add_type(m, "LogCore", &LogCoreType) < 0
+        || add_type(m, "SharedRowsCore", &MultiType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

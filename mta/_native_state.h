@@ -47,10 +47,10 @@ static PyObject *select_by(PyObject *a, PyObject *b, int op) {
 
 /* mta.aggregators._moments_combine on (count, mean, M2) triples, the same
  * operations in the same order; anything but two 3-tuples calls it. */
-static PyObject *moments(Core *c, PyObject *a, PyObject *b) {
+static PyObject *moments(PyObject *fn, PyObject *a, PyObject *b) {
     if (!PyTuple_CheckExact(a) || !PyTuple_CheckExact(b) || PyTuple_GET_SIZE(a) != 3 || PyTuple_GET_SIZE(b) != 3) {
         PyObject *args[2] = {a, b};
-        return PyObject_Vectorcall(c->combine, args, 2, NULL);
+        return PyObject_Vectorcall(fn, args, 2, NULL);
     }
     PyObject *na = PyTuple_GET_ITEM(a, 0), *nb = PyTuple_GET_ITEM(b, 0);
     int t = PyObject_IsTrue(na);
@@ -84,8 +84,9 @@ done:
     return out;
 }
 
-static PyObject *combine(Core *c, PyObject *a, PyObject *b) {
-    switch (c->kind) {
+/* the combine of kind (fn: the Python callable, for KIND_CALL) */
+static inline PyObject *combine_with(int kind, PyObject *fn, PyObject *a, PyObject *b) {
+    switch (kind) {
     case KIND_ADD:
         return PyNumber_Add(a, b);
     case KIND_BUILTIN_MAX: {  /* max(a, b): b only if b > a */
@@ -100,13 +101,15 @@ static PyObject *combine(Core *c, PyObject *a, PyObject *b) {
     case KIND_SELECT_LT:
         return select_by(a, b, Py_LT);
     case KIND_MOMENTS:
-        return moments(c, a, b);
+        return moments(fn, a, b);
     default: {
         PyObject *args[2] = {a, b};
-        return PyObject_Vectorcall(c->combine, args, 2, NULL);
+        return PyObject_Vectorcall(fn, args, 2, NULL);
     }
     }
 }
+
+static PyObject *combine(Core *c, PyObject *a, PyObject *b) { return combine_with(c->kind, c->combine, a, b); }
 
 /* -- level queues ------------------------------------------------------- */
 

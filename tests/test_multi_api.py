@@ -20,6 +20,10 @@ from mta.multi.slicing import EdgeSet, edges, f1_edges, lcm
 from tests.multi_oracle import MultiOracle
 from tests.oracle import CONCAT
 from tests.strategies import sane_settings
+from tests import multi_paths
+
+#: every test here runs with the compiled core in use where it applies, then without
+executor = multi_paths.executor
 
 VALUE = SUM.on(lambda r: r[1])
 TIME = lambda r: r[0]  # noqa: E731

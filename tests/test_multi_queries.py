@@ -20,10 +20,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mta import Aggregator, CountingMonoid, Query, SharedWindows
+from mta.aggregators import SUM
 from mta.multi.plan import applicable_finals
 from tests.multi_oracle import MultiOracle
 from tests.oracle import CONCAT
 from tests.strategies import FIRST_MAX, FREE_GROUP, LAST_MAX, SEL_IDENTITY, _reduce_word, sane_settings
+from tests import multi_paths
+
+#: every test here runs with the compiled core in use where it applies, then without
+executor = multi_paths.executor
 
 # ---------------------------------------------------------------------------
 # monoids: raw elements are (time, value)
@@ -65,6 +70,9 @@ CONCAT_SPEC = Spec("concat", [CONCAT_AGG, CONCAT_AGG2], _concat_values)
 FREE_SPEC = Spec("free-group", [FREE_AGG], _words)
 FIRST_SPEC = Spec("first-max", [FIRST_MAX_AGG], _keys, _tag)
 LAST_SPEC = Spec("last-max", [LAST_MAX_AGG], _keys, _tag)
+# a ready monoid: where the queries allow it (rows=, a slide, no lag) the
+# compiled core runs the plan (tests/test_multi_compiled.py covers it alone)
+SUM_SPEC = Spec("sum", [Aggregator(SUM.monoid, _value, name="sum")], st.integers(-3, 3))
 
 
 # ---------------------------------------------------------------------------
@@ -144,7 +152,8 @@ PLANS = ["separate", "auto", "weaveshare", "triweave"]
 def _params():
     out = []
     for spec, finals in [(CONCAT_SPEC, GENERAL_FINALS), (FREE_SPEC, ["rint", "slickdeque-inv"]),
-                         (FIRST_SPEC, ["slickdeque-noninv"]), (LAST_SPEC, ["slickdeque-noninv"])]:
+                         (FIRST_SPEC, ["slickdeque-noninv"]), (LAST_SPEC, ["slickdeque-noninv"]),
+                         (SUM_SPEC, ["naive", "rint", "flatfit"])]:
         for partial in ("panes", "pairs", "cutty"):
             for final in finals:
                 out.append(pytest.param(spec, f"{partial}+{final}", id=f"{spec.name}-{partial}+{final}"))

@@ -28,6 +28,7 @@ from ..errors import EngineFailedError, MTAError, OperationRefused
 from ..markers import EMPTY
 from ..storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 from .plan import Plan, final_class
+from . import compiled
 from .query import OutOfOrderError, Query
 from .resolve import check_groups, resolve_plan
 from .schedule import Schedule, next_multiple
@@ -133,6 +134,15 @@ class SharedWindows:
                     final = cls(g.queries[0].aggregator.monoid)
                 ex = Tree(g, final)
             self._executors.append(ex)
+        # where it applies, the compiled core holds the trees and runs push
+        # (mta.multi.compiled); the Python trees stay the reference
+        self._core = None
+        why = "store" if store is not None else compiled.why_not(
+            self._executors, queries, [g.slicer for g in groups if g.slicer is not None])
+        if not why:
+            self._executors = [compiled.CompiledTree(t, i) for i, t in enumerate(self._executors)]
+        self.compiled_why_not = why
+        for g, ex in zip(groups, self._executors):
             for q in g.queries:
                 self._executor_of[q.name] = ex
         # the inputs: each executor slicing its own, or TriWeave's shared slicers
@@ -168,6 +178,9 @@ class SharedWindows:
                 self._lifts.append((f.lift, [f]))
         self._failure: BaseException | None = None
         self._failed_in = ""
+        if not why:
+            self._core = compiled.core_for(self._executors, self._schedule, EVICT_EVERY)
+            self._lift_compiled = compiled.plain_lift(self._executors[0].lift)
 
     # ------------------------------------------------------------ guard
 
@@ -204,6 +217,16 @@ class SharedWindows:
         """Add one element; returns the :class:`Result` of every window it
         completes.  Amortized cost per tree: one combine for the open partial
         plus the final technique's (see the plan)."""
+        core = self._core
+        if core is not None:  # the compiled push (mta.multi.compiled): the same results and failure rule
+            if self._failure is not None:
+                self._check_usable()
+            v = raw if self._lift_compiled is None else self._lift_compiled(raw)  # before any change
+            try:
+                return core.push(v)
+            except BaseException as exc:
+                self._fail(exc, "push")
+                raise
         self._check_usable()
         t = None
         if self._timed:
@@ -245,6 +268,15 @@ class SharedWindows:
         out.sort()
         return [r[2] for r in out]
 
+    def _sync(self) -> None:
+        """With the compiled core: its count, and each spec's next end, for
+        the pure-Python flush and query.  O(specs)."""
+        core = self._core
+        self._count = core.count
+        if self._count:
+            for spec, e in zip(self._schedule.specs, core.nexts()):
+                spec.next = e
+
     def flush(self, until=None) -> list:
         """Report the periodic windows ending at or before ``until`` (every
         window holding elements when None) not reported yet; they are final:
@@ -254,11 +286,18 @@ class SharedWindows:
         if until is not None and (isinstance(until, bool) or not isinstance(until, numbers.Real) or until != until):
             raise ArgumentRefused(f"flush(until) needs a real number or None, got {type(until).__name__} {until!r}")
         out: list = []
+        if self._core is not None:
+            self._sync()
         if not self._count:
             return out
         try:
             self._schedule.flush(until, out)
-            self._evict()
+            if self._core is not None:
+                # ends past 2**62 are never reached by a push
+                self._core.set_nexts([min(s.next, 1 << 62) for s in self._schedule.specs])
+                self._core.evict()
+            else:
+                self._evict()
         except BaseException as exc:
             self._fail(exc, "flush")
             raise
@@ -273,6 +312,8 @@ class SharedWindows:
         over the elements pushed so far.  One lookup of the query's final
         technique."""
         self._check_usable()
+        if self._core is not None:
+            self._sync()
         if name not in self._executor_of:
             raise UnknownQuery(f"no query named {name!r}; queries: {sorted(self._executor_of)}")
         ex = self._executor_of[name]
@@ -294,7 +335,7 @@ class SharedWindows:
 
     def __len__(self) -> int:
         """Elements pushed so far.  O(1)."""
-        return self._count
+        return self._count if self._core is None else self._core.count
 
     # ------------------------------------------------------------ store
 
@@ -315,4 +356,4 @@ class SharedWindows:
 
     def __repr__(self) -> str:
         """O(1)."""
-        return f"SharedWindows({len(self.queries)} queries, plan={self.plan.name!r}, elements={self._count})"
+        return f"SharedWindows({len(self.queries)} queries, plan={self.plan.name!r}, elements={len(self)})"
