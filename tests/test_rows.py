@@ -10,7 +10,6 @@ import pyarrow as pa
 import pytest
 
 from spark_ops import rows
-from tests.spark_fixtures import spark_session
 
 NAN, INF = float("nan"), float("inf")
 
@@ -74,13 +73,6 @@ def test_check_row_names_a_value_that_is_not_a_number():
     assert rows.check_row("a", 1.0, "7", None) == rows.not_a_number("7")
     assert rows.check_row("a", 1.0, (1.0, True), None) == rows.not_a_number(True)
     assert rows.check_columns(pa.array(["a"]), pa.array([1.0]), pa.array([7.0])) is None
-
-
-@pytest.fixture(scope="module")
-def spark():
-    session = spark_session("local[1]")
-    yield session
-    session.stop()
 
 
 @pytest.mark.parametrize("composite", [False, True])
