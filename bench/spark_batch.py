@@ -39,13 +39,11 @@ must agree on it (``checksums_agree``).
 from __future__ import annotations
 
 import math
-import shutil
 import statistics
-import tempfile
 
 from . import common, sparkbench
 from .common import RunConfig, fmt_num
-from .experiment import Run, report_text, save_figure, verdict
+from .experiment import Run, save_figure, verdict
 
 NAME = "spark-batch"
 
@@ -154,10 +152,7 @@ def run(cfg: RunConfig) -> dict:
         "MTA windows: Amortized MTA, buffer and cache of 512 pairs per level (the defaults).",
     ]
     records = data["records"] = []
-    state = tempfile.mkdtemp(prefix="mta-bench-state-")
-    spark = sparkbench.session(cfg, p["keys"])
-    data["spark"] = sparkbench.spark_versions(spark)
-    try:
+    with sparkbench.spark_run(cfg, data, p["keys"], "mta-bench-state-") as (spark, state):
         df = sparkbench.readings(spark, p["keys"], p["rows_per_key"])
         rows = p["keys"] * p["rows_per_key"]
         for w in p["windows"]:
@@ -193,10 +188,7 @@ def run(cfg: RunConfig) -> dict:
                     cfg.log(f"  spark-batch W={w:>7,} {frame:<5} {method:<26} {rec['rows_per_s']:>10,.0f} rows/s "
                             f"({seconds:.1f} s, {rows:,} rows)")
                 job.save()
-    finally:
-        spark.stop()
-        shutil.rmtree(state, ignore_errors=True)
-    return job.finish(plot, checksums_agree=lambda d: checksums_agree(d["records"]), summary=summarize)
+    return sparkbench.finish_checked(job, plot, checksums_agree, summarize)
 
 
 def checksums_agree(records) -> bool:
@@ -285,9 +277,7 @@ def summary_lines(data: dict) -> list[str]:
 
 
 def report(data: dict) -> str:
-    head = (f"Spark batch, per-row sliding max ({data['profile']} profile, {data['spark']['master']}, "
-            f"Spark {data['spark']['spark']})")
-    return report_text([head, "", common.render_tables(tables(data)), "", *summary_lines(data)], data)
+    return sparkbench.report("Spark batch, per-row sliding max", data, tables(data), summary_lines(data))
 
 
 def plot(data: dict, path) -> None:

@@ -48,16 +48,14 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 import statistics
-import tempfile
 import time
 
 from mta import Aggregator, Monoid
 
 from . import common, sparkbench
 from .common import RunConfig
-from .experiment import Run, report_text, save_figure, verdict
+from .experiment import Run, save_figure, verdict
 
 NAME = "spark-demo"
 
@@ -237,21 +235,18 @@ def run(cfg: RunConfig) -> dict:
         "which sliding_window runs on the columnar engine (windows in executor memory).",
     ]
     records = data["records"] = []
-    work = tempfile.mkdtemp(prefix="mta-bench-demo-")
-    input_dir, out_dir = os.path.join(work, "input"), os.path.join(work, "windows")
-    store = f"file://{work}/state"
-    write_parquet_input(fleet_memory(p["hosts"], p["rows"], seed=0, span=24 * 3600.0), input_dir)
-    spark = sparkbench.session(cfg, PARTITIONS)
-    data["spark"] = sparkbench.spark_versions(spark)
-    stages = {OLD: lambda: _windows_stage(spark, input_dir, out_dir, store, "amta"),
-              NEW: lambda: _windows_stage(spark, input_dir, out_dir, store, "auto"),
-             MTA_MEMORY: lambda: _windows_stage(spark, input_dir, out_dir, None, "amta"),
-             USER: lambda: _windows_stage(spark, input_dir, out_dir, store, "amta", USER_AGGS),
-              SQL: lambda: _sql_stage(spark, input_dir, out_dir),
-              HANDOVER: lambda: _handover_stage(spark, input_dir, out_dir, arrow=False),
-              HANDOVER_ARROW: lambda: _handover_stage(spark, input_dir, out_dir, arrow=True),
-              PIPELINE: lambda: _pipeline_stage(spark, input_dir, out_dir)}
-    try:
+    with sparkbench.spark_run(cfg, data, PARTITIONS, "mta-bench-demo-") as (spark, work):
+        input_dir, out_dir = os.path.join(work, "input"), os.path.join(work, "windows")
+        store = f"file://{work}/state"
+        write_parquet_input(fleet_memory(p["hosts"], p["rows"], seed=0, span=24 * 3600.0), input_dir)
+        stages = {OLD: lambda: _windows_stage(spark, input_dir, out_dir, store, "amta"),
+                  NEW: lambda: _windows_stage(spark, input_dir, out_dir, store, "auto"),
+                  MTA_MEMORY: lambda: _windows_stage(spark, input_dir, out_dir, None, "amta"),
+                  USER: lambda: _windows_stage(spark, input_dir, out_dir, store, "amta", USER_AGGS),
+                  SQL: lambda: _sql_stage(spark, input_dir, out_dir),
+                  HANDOVER: lambda: _handover_stage(spark, input_dir, out_dir, arrow=False),
+                  HANDOVER_ARROW: lambda: _handover_stage(spark, input_dir, out_dir, arrow=True),
+                  PIPELINE: lambda: _pipeline_stage(spark, input_dir, out_dir)}
         for method in METHODS:  # start the Python workers (and import NumPy) before the first timed run
             stages[method]()
         for repeat in range(p["repeats"]):
@@ -272,10 +267,7 @@ def run(cfg: RunConfig) -> dict:
                         f"{rec['cpu_us_per_row']:6.2f} us CPU/row (JVM {rec['jvm_cpu_us_per_row']:.2f}, Python "
                         f"{rec['python_cpu_us_per_row']:.2f}; {seconds:.1f} s, load {load:.2f})")
                 job.save()
-    finally:
-        spark.stop()
-        shutil.rmtree(work, ignore_errors=True)
-    return job.finish(plot, checksums_agree=lambda d: checksums_agree(d["records"]), summary=summarize)
+    return sparkbench.finish_checked(job, plot, checksums_agree, summarize)
 
 
 def checksums_agree(records) -> bool:
@@ -348,9 +340,8 @@ def summary_lines(data: dict) -> list[str]:
 
 
 def report(data: dict) -> str:
-    head = (f"Spark batch, the windows stage of mta-spark demo, before and now ({data['profile']} profile, "
-            f"{data['spark']['master']}, Spark {data['spark']['spark']})")
-    return report_text([head, "", common.render_tables(tables(data)), "", *summary_lines(data)], data)
+    return sparkbench.report("Spark batch, the windows stage of mta-spark demo, before and now", data, tables(data),
+                             summary_lines(data))
 
 
 def plot(data: dict, path) -> None:

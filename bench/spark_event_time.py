@@ -33,13 +33,11 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 import statistics
-import tempfile
 
 from . import common, sparkbench, storebench
 from .common import RunConfig
-from .experiment import Run, report_text, save_figure
+from .experiment import Run, save_figure
 from .spark_stream import _flush, _warm_up, run_query
 
 NAME = "spark-event-time"
@@ -119,16 +117,13 @@ def run(cfg: RunConfig) -> dict:
         "Rows waiting per key: computed from the input and Spark's watermark rule, after each micro-batch.",
     ]
     records = data["records"] = []
-    work = tempfile.mkdtemp(prefix="mta-bench-event-time-")
-    spark = sparkbench.session(cfg, 4)
-    data["spark"] = sparkbench.spark_versions(spark)
-    inputs = {}  # lag fraction -> (directory, each file's times)
-    for lag in (0.0, *DISORDER):
-        directory = os.path.join(work, f"in-{lag}")
-        inputs[lag] = (directory, write_input(directory, *arrivals(hosts, seconds, lag * span), files))
-    methods = [(BASELINE, 0.0, None)] + [(f"in order, watermark {d:.0%}", 0.0, d) for d in DISORDER[:1]] + \
-              [(f"out of order, {d:.0%}", d, d) for d in DISORDER]
-    try:
+    with sparkbench.spark_run(cfg, data, 4, "mta-bench-event-time-") as (spark, work):
+        inputs = {}  # lag fraction -> (directory, each file's times)
+        for lag in (0.0, *DISORDER):
+            directory = os.path.join(work, f"in-{lag}")
+            inputs[lag] = (directory, write_input(directory, *arrivals(hosts, seconds, lag * span), files))
+        methods = [(BASELINE, 0.0, None)] + [(f"in order, watermark {d:.0%}", 0.0, d) for d in DISORDER[:1]] + \
+                  [(f"out of order, {d:.0%}", d, d) for d in DISORDER]
         with storebench.backends(cfg, ("redis",)) as backends:
             stores = [("file", None), ("redis", backends.urls.get("redis"))]
             _warm_up(spark, work)
@@ -160,9 +155,6 @@ def run(cfg: RunConfig) -> dict:
                                 f"({secs:.1f} s, {state['micro_batches']} batches, waiting per key "
                                 f"{mean_wait:.0f} mean, {max_wait:.0f} max)")
                         job.save()
-    finally:
-        spark.stop()
-        shutil.rmtree(work, ignore_errors=True)
     data["summary"] = summarize(data)
     return job.finish(plot)
 
@@ -236,7 +228,6 @@ def summary_lines(data: dict) -> list[str]:
 
 def report(data: dict) -> str:
     c = data["config"]
-    head = (f"Spark streaming with event time: per-reading max over the last {c['range_s']} s, "
-            f"{c['hosts']} hosts x {c['seconds']:,} s ({data['profile']} profile, {sparkbench.MASTER}, "
-            f"Spark {data['spark']['spark']})")
-    return report_text([head, common.render_tables(tables(data)), *summary_lines(data)], data)
+    title = (f"Spark streaming with event time: per-reading max over the last {c['range_s']} s, "
+             f"{c['hosts']} hosts x {c['seconds']:,} s")
+    return sparkbench.report(title, data, tables(data), summary_lines(data))

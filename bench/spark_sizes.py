@@ -21,13 +21,11 @@ Rows per second = input rows / the job's wall time (median of ``repeats``).
 from __future__ import annotations
 
 import math
-import shutil
 import statistics
-import tempfile
 
 from . import common, sparkbench
 from .common import RunConfig, fmt_num
-from .experiment import Run, report_text, save_figure, verdict
+from .experiment import Run, save_figure, verdict
 
 NAME = "spark-sizes"
 
@@ -107,22 +105,19 @@ def run(cfg: RunConfig) -> dict:
         "each key's windows from its panes).",
     ]
     records = data["records"] = []
-    state = tempfile.mkdtemp(prefix="mta-bench-state-")
-    spark = sparkbench.session(cfg, p["keys"])
-    data["spark"] = sparkbench.spark_versions(spark)
-    rows = p["keys"] * p["rows_per_key"]
+    with sparkbench.spark_run(cfg, data, p["keys"], "mta-bench-state-") as (spark, state):
+        rows = p["keys"] * p["rows_per_key"]
 
-    def measure(record: dict, make) -> None:
-        runs = []
-        for _ in range(p.get("repeats", 1)):
-            seconds, checksum, n = sparkbench.timed(make(), "checksum")
-            runs.append(seconds)
-        seconds = statistics.median(runs)
-        records.append({**record, "rows": rows, "output_rows": n, "seconds": seconds, "seconds_each_run": runs,
-                        "rows_per_s": rows / seconds, "checksum": checksum})
-        cfg.log(f"  {NAME} {record} {rows / seconds:>10,.0f} rows/s ({seconds:.1f} s)")
+        def measure(record: dict, make) -> None:
+            runs = []
+            for _ in range(p.get("repeats", 1)):
+                seconds, checksum, n = sparkbench.timed(make(), "checksum")
+                runs.append(seconds)
+            seconds = statistics.median(runs)
+            records.append({**record, "rows": rows, "output_rows": n, "seconds": seconds, "seconds_each_run": runs,
+                            "rows_per_s": rows / seconds, "checksum": checksum})
+            cfg.log(f"  {NAME} {record} {rows / seconds:>10,.0f} rows/s ({seconds:.1f} s)")
 
-    try:
         df = sparkbench.readings(spark, p["keys"], p["rows_per_key"])
         sparkbench.timed(_one_call(df, [p["window"]], dict(engine="auto")), "checksum")  # start the workers
         for engine, options in ENGINES.items():
@@ -140,10 +135,7 @@ def run(cfg: RunConfig) -> dict:
         for method, make in ((OURS, _periodic_ours), (SPARK, _periodic_spark)):
             measure({"part": "periodic", "method": method, "range": r, "slide": s}, lambda: make(timed_df, r, s))
         job.save()
-    finally:
-        spark.stop()
-        shutil.rmtree(state, ignore_errors=True)
-    return job.finish(plot, checksums_agree=lambda d: checksums_agree(d["records"]), summary=summarize)
+    return sparkbench.finish_checked(job, plot, checksums_agree, summarize)
 
 
 def checksums_agree(records) -> bool:
@@ -199,9 +191,8 @@ def summary_lines(data: dict) -> list[str]:
 
 
 def report(data: dict) -> str:
-    head = f"Spark batch, several window sizes and periodic output ({data['profile']} profile, " \
-           f"{data['spark']['master']}, Spark {data['spark']['spark']})"
-    return report_text([head, "", common.render_tables(tables(data)), "", *summary_lines(data)], data)
+    return sparkbench.report("Spark batch, several window sizes and periodic output", data, tables(data),
+                             summary_lines(data))
 
 
 def plot(data: dict, path) -> None:

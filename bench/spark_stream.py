@@ -23,13 +23,11 @@ runs on the smaller input (its work is 3600 aggregation updates per event).
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import time
 
 from . import common, sparkbench, storebench
 from .common import RunConfig
-from .experiment import Run, report_text, save_figure
+from .experiment import Run, save_figure
 
 NAME = "spark-stream"
 
@@ -110,10 +108,7 @@ def run(cfg: RunConfig) -> dict:
         "State rows: Spark's state store (stateOperators.numRowsTotal) after the last micro-batch.",
     ]
     records = data["records"] = []
-    work = tempfile.mkdtemp(prefix="mta-bench-stream-")
-    spark = sparkbench.session(cfg, 4)
-    data["spark"] = sparkbench.spark_versions(spark)
-    try:
+    with sparkbench.spark_run(cfg, data, 4, "mta-bench-stream-") as (spark, work):
         with storebench.backends(cfg, ("redis",)) as backends:
             redis_url = backends.urls.get("redis")
             _warm_up(spark, work)
@@ -152,9 +147,6 @@ def run(cfg: RunConfig) -> dict:
                     cfg.log(f"  spark-stream {size:<5} {method:<18} {rec['events_per_s']:>9,.0f} events/s "
                             f"({secs:.1f} s, {state['micro_batches']} batches, state rows {state.get('state_rows')})")
                     job.save()
-    finally:
-        spark.stop()
-        shutil.rmtree(work, ignore_errors=True)
     return job.finish(plot)
 
 
@@ -216,6 +208,5 @@ def summary_lines(data: dict) -> list[str]:
 
 
 def report(data: dict) -> str:
-    head = (f"Spark streaming: per-event max over the last {data['config']['range_s']} s "
-            f"({data['profile']} profile, {sparkbench.MASTER}, Spark {data['spark']['spark']})")
-    return report_text([head, common.render_tables(tables(data)), *summary_lines(data)], data)
+    title = f"Spark streaming: per-event max over the last {data['config']['range_s']} s"
+    return sparkbench.report(title, data, tables(data), summary_lines(data))

@@ -10,12 +10,16 @@ gives a checksum that the methods must agree on.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import tempfile
 import threading
 import time
 
 from . import common
 from .common import RunConfig
+from .experiment import report_text
 
 MASTER = "local[2]"
 
@@ -46,6 +50,38 @@ def session(cfg: RunConfig, partitions: int, **conf):
     spark = local_session(MASTER, app="mta bench", shuffle_partitions=partitions, **conf)
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+@contextlib.contextmanager
+def spark_run(cfg: RunConfig, data: dict, partitions: int, prefix: str):
+    """A benchmark run's session (:func:`session`) and scratch directory:
+    yields ``(spark, directory)`` and records the versions in
+    ``data["spark"]``; however the run ends, the session is stopped and the
+    directory removed."""
+    work = tempfile.mkdtemp(prefix=prefix)
+    try:
+        spark = session(cfg, partitions)
+        try:
+            data["spark"] = spark_versions(spark)
+            yield spark, work
+        finally:
+            spark.stop()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def finish_checked(job, plot, checksums_agree, summarize) -> dict:
+    """``job.finish`` for a benchmark whose methods must agree:
+    ``checksums_agree(records)`` and ``summarize(data)`` kept in the data."""
+    return job.finish(plot, checksums_agree=lambda d: checksums_agree(d["records"]), summary=summarize)
+
+
+def report(title: str, data: dict, tables: list, summary: list) -> str:
+    """A Spark benchmark's text report: its ``title`` with the profile,
+    master and Spark version, its ``tables``
+    (:func:`bench.common.render_tables`), the notes, the ``summary`` lines."""
+    head = f"{title} ({data['profile']} profile, {data['spark']['master']}, Spark {data['spark']['spark']})"
+    return report_text([head, "", common.render_tables(tables), "", *summary], data)
 
 
 def readings(spark, keys: int, rows_per_key: int, seed: int = 1):

@@ -155,18 +155,14 @@ def pane_plan(df, spec: WindowSpec, schema: str, arrow_schema):
         parts = [f"{value}.{quoted(f'v{i}')}" for i in range(len(spec.value_fields))]
     else:
         parts = [value]
-    missing = [f"{quoted(c)} IS NULL" + (f" OR isnan({quoted(c)})" if isinstance(types[c], FractionalType) else "")
-               for c in spec.keys]
-    missing += [f"({seconds}) IS NULL OR isnan({seconds}) OR abs({seconds}) = double('inf')"]
-    missing += [f"({p}) IS NULL" + (f" OR isnan({p})" if isinstance(t, FractionalType) else "")
-                for p, t in zip(parts, value_types)]
-    bad = " OR ".join(f"({m})" for m in missing)
+    floating = [isinstance(t, FractionalType) for t in value_types]
+    bad = " OR ".join(f"({condition})" for condition, _ in rows.column_rules_sql(
+        [(quoted(c), isinstance(types[c], FractionalType)) for c in spec.keys], seconds, list(zip(parts, floating))))
     slide_us = round(spec.slide * MICROS)
     t_us = f"CAST(rint(({seconds}) * {float(MICROS)!r}) AS BIGINT)"
     pane = f"CASE WHEN {bad} THEN NULL ELSE ({t_us} - pmod({t_us}, {slide_us})) div {slide_us} END"
     order = f"CASE WHEN {bad} THEN 0 END"  # min_by's ordering: any bad row, the same one for each column
 
-    floating = [isinstance(t, FractionalType) for t in value_types]
     fields, steps, zeros = _partials(spec, floating)
     aggregates = [F.min(F.expr(order)).alias(BAD), F.min_by(column(spec.time), F.expr(order)).alias("__mta_bad_t")]
     aggregates += [F.min_by(F.expr(p), F.expr(order)).alias(f"__mta_bad_v{i}") for i, p in enumerate(parts)]

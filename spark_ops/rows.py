@@ -12,8 +12,10 @@ raises, e.g. ``geomean`` of a value <= 0).  The reasons are
 written here once; batch and streaming, and every per-key window
 (:mod:`spark_ops.windows`), use them.
 
-:func:`check_columns` applies the rules Arrow can check to a whole batch;
-:func:`check_row` applies them all to one row, for windows that take rows
+:data:`COLUMN_RULES` holds the rules that read a row alone;
+:func:`check_columns` applies them to a whole Arrow batch and
+:func:`column_rules_sql` writes them as Spark SQL; :func:`check_row`
+applies every rule to one row, for windows that take rows
 one at a time.  :func:`settle` is the one place where ``on_bad_row``
 acts: ``"error"`` raises naming the first rejected row, ``"flag"`` gives
 rejected rows null aggregations and their reason in ``rejected``.
@@ -101,30 +103,66 @@ def check_row(key, t, v, newest, emitted=None) -> str | None:
     return None
 
 
-def check_columns(keys, times, values) -> list | None:
-    """Per row of an Arrow batch, why it cannot enter a window (the rules of
-    :func:`check_row` that hold whatever came before: null or NaN key, time
-    or value, infinite time; the first that applies), or ``None`` when
-    every row can.  ``keys``: the key column, or a list of a composite
-    key's columns (null when any of them is); ``values``: the value
-    column, or a struct of several (null when any field is)."""
+#: The rules that read a row's key, time and value alone, whatever came
+#: before it, in the order they are tried: ``(column, test, reason)``.
+#: ``column``: ``"key"`` (any of a composite key's columns), ``"time"`` or
+#: ``"value"`` (any of several value columns); ``test``: ``"missing"``
+#: (null, or NaN in a floating column) or ``"infinite"`` (+-inf).  Both
+#: forms of these rules are built from this table: :func:`check_columns`
+#: (Arrow, on the worker) and :func:`column_rules_sql` (Spark SQL, before
+#: a shuffle); :func:`check_row` tries them first, in this order.
+COLUMN_RULES = (("key", "missing", NULL_KEY), ("time", "missing", NULL_TIME),
+                ("time", "infinite", INFINITE_TIME), ("value", "missing", NULL_VALUE))
+
+
+def _arrow_test(test: str, column):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    null = None
-    for column in keys if isinstance(keys, list) else [keys]:
-        mask = pc.is_null(column, nan_is_null=pa.types.is_floating(column.type))
-        null = mask if null is None else pc.or_(null, mask)
-    checks = [(null, NULL_KEY),
-              (pc.is_null(times, nan_is_null=True), NULL_TIME), (pc.is_inf(times), INFINITE_TIME),
-              (value_columns.null_mask(values), NULL_VALUE)]
+    if test == "missing":
+        return pc.is_null(column, nan_is_null=pa.types.is_floating(column.type))
+    return pc.is_inf(column) if pa.types.is_floating(column.type) else pc.is_null(column)
+
+
+def _sql_test(test: str, sql: str, floating: bool) -> str:
+    if test == "missing":
+        return f"({sql}) IS NULL" + (f" OR isnan({sql})" if floating else "")
+    return f"abs({sql}) = double('inf')" if floating else "false"
+
+
+def check_columns(keys, times, values) -> list | None:
+    """Per row of an Arrow batch, why it cannot enter a window (the first
+    of :data:`COLUMN_RULES` that applies), or ``None`` when every row can.
+    ``keys``: the key column, or a list of a composite key's columns;
+    ``values``: the value column, or a struct of several.  O(n) per rule
+    for n rows."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    columns = {"key": keys if isinstance(keys, list) else [keys], "time": [times],
+               "value": ([pc.struct_field(values, [i]) for i in range(values.type.num_fields)]
+                         if pa.types.is_struct(values.type) else [values])}
     reasons = None
-    for mask, reason in checks:
+    for read, test, reason in COLUMN_RULES:
+        mask = None
+        for column in columns[read]:
+            one = _arrow_test(test, column)
+            mask = one if mask is None else pc.or_(mask, one)
         if pc.any(mask).as_py():
             reasons = reasons or [None] * len(times)
             for i in pc.indices_nonzero(pc.fill_null(mask, False)).to_pylist():
                 reasons[i] = reasons[i] or reason
     return reasons
+
+
+def column_rules_sql(keys: list, time: str, values: list) -> list:
+    """:data:`COLUMN_RULES` as Spark SQL: ``(condition, reason)`` per rule,
+    in order.  ``keys`` and ``values``: ``(sql, floating)`` per column
+    (``floating``: whether it can hold NaN); ``time``: the SQL of the time
+    as double seconds (:func:`spark_ops.plan.time_sql`)."""
+    columns = {"key": keys, "time": [(time, True)], "value": values}
+    return [(" OR ".join(f"({_sql_test(test, sql, floating)})" for sql, floating in columns[read]), reason)
+            for read, test, reason in COLUMN_RULES]
 
 
 def rejected_text(spec: WindowSpec, problem: str, key, t, v) -> str:

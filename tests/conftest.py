@@ -8,6 +8,9 @@
 * ``redis_cluster`` (session) -- a Redis Cluster of three masters.
 * ``redis_tls`` (session) -- a server speaking TLS only (certificates made by
   ``openssl``), its default user off and an ACL user with a password.
+* ``spark`` (module) -- a local Spark session for the test module
+  (:func:`tests.spark_fixtures.spark_session`), on the module's
+  ``SPARK_MASTER`` (``"local[2]"`` if it has none) with its ``SPARK_CONF``.
 
 When ``redis-server`` is not installed the fixtures FAIL (they never skip):
 the suite is meant to run against a real server.
@@ -88,3 +91,16 @@ def redis_server_factory(tmp_path) -> Iterator[Callable[..., RedisServer]]:
     finally:
         for server in servers:
             server.stop()
+
+
+@pytest.fixture(scope="module")
+def spark(request):
+    """One Spark session for the test module, stopped after it (a module
+    that needs other settings names them: ``SPARK_MASTER``, e.g.
+    ``"local[2,3]"`` for task retries, and ``SPARK_CONF``)."""
+    from tests.spark_fixtures import spark_session
+
+    session = spark_session(getattr(request.module, "SPARK_MASTER", "local[2]"),
+                            **getattr(request.module, "SPARK_CONF", {}))
+    yield session
+    session.stop()

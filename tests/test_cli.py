@@ -29,39 +29,13 @@ from collections import defaultdict
 import pytest
 
 from spark_ops import cli
+from tests.spark_fixtures import ORACLE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 # -- oracle -------------------------------------------------------------------------
-def _variance(xs, ddof):
-    n = len(xs)
-    if n <= ddof:
-        return None
-    m = sum(xs) / n
-    return sum((x - m) ** 2 for x in xs) / (n - ddof)
-
-
-def _sqrt(x):
-    return None if x is None else math.sqrt(x)
-
-
-ORACLE_AGGS = {
-    "sum": sum,
-    "count": len,
-    "min": min,
-    "max": max,
-    "mean": lambda xs: sum(xs) / len(xs),
-    "variance": lambda xs: _variance(xs, 1),
-    "stddev": lambda xs: _sqrt(_variance(xs, 1)),
-    "var_pop": lambda xs: _variance(xs, 0),
-    "stddev_pop": lambda xs: _sqrt(_variance(xs, 0)),
-    "first": lambda xs: xs[0],
-    "last": lambda xs: xs[-1],
-}
-
-
 def oracle(rows, aggs, *, range=None, count=None):
     """``{(key, time, value): {agg: result}}`` for rows ``(key, time, value)``
     in input order (``time`` in seconds); (key, time, value) are unique."""
@@ -77,7 +51,7 @@ def oracle(rows, aggs, *, range=None, count=None):
                 window = [x[2] for x in upto if x[0] > t - range]
             else:
                 window = [x[2] for x in upto[-count:]]
-            out[(k, t, v)] = {a: ORACLE_AGGS[a](window) for a in aggs}
+            out[(k, t, v)] = {a: ORACLE[a](window) for a in aggs}
     return out
 
 
@@ -139,25 +113,11 @@ def write_parquet_timestamps(path, rows):
 
 
 # -- fixtures ------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def spark():
-    """One session for the module (a session left running by another module is
-    stopped first: a process has one SparkContext, and getOrCreate would reuse
-    its settings).  Sorts spill every 64 rows, so rows tying on time come out
-    of the shuffle in no particular order unless the job orders them by
-    arrival, as it must."""
-    from pyspark import SparkContext
-    from pyspark.sql import SparkSession
-
-    from spark_ops.session import local_session
-
-    if SparkContext._active_spark_context is not None:
-        SparkSession.builder.getOrCreate().stop()
-    session = local_session("local[2]", app="test_cli", shuffle_partitions=2,
-                            **{"spark.sql.session.timeZone": "UTC", "spark.ui.showConsoleProgress": "false",
-                               "spark.shuffle.spill.numElementsForceSpillThreshold": "64"})
-    yield session
-    session.stop()
+#: The module's session (tests/conftest.py's ``spark``): sorts spill every
+#: 64 rows, so rows tying on time come out of the shuffle in no particular
+#: order unless the job orders them by arrival, as it must.
+SPARK_CONF = {"app": "test_cli", "shuffle_partitions": 2, "spark.sql.session.timeZone": "UTC",
+              "spark.sql.adaptive.coalescePartitions.enabled": "true"}
 
 
 def run_cli(spark, *argv):

@@ -15,26 +15,11 @@ import re
 import pytest
 
 from spark_ops import cli
-from tests.test_cli import _run_args, make_rows, one_error_line, run_cli, write_csv
+from tests.test_cli import SPARK_CONF as TEST_CLI_SPARK_CONF, _run_args, make_rows, one_error_line, run_cli, write_csv
 
 
-@pytest.fixture(scope="module")
-def spark():
-    """tests/test_cli.py's session settings (sorts spill every 64 rows, so
-    rows tying on time come out of the shuffle in no particular order
-    unless the job orders them by arrival)."""
-    from pyspark import SparkContext
-    from pyspark.sql import SparkSession
-
-    from spark_ops.session import local_session
-
-    if SparkContext._active_spark_context is not None:
-        SparkSession.builder.getOrCreate().stop()
-    session = local_session("local[2]", app="test_cli_values", shuffle_partitions=2,
-                            **{"spark.sql.session.timeZone": "UTC", "spark.ui.showConsoleProgress": "false",
-                               "spark.shuffle.spill.numElementsForceSpillThreshold": "64"})
-    yield session
-    session.stop()
+#: tests/test_cli.py's session settings.
+SPARK_CONF = dict(TEST_CLI_SPARK_CONF, app="test_cli_values")
 
 
 def _usage_csv(path, rows, extra=""):

@@ -70,22 +70,25 @@ def test_every_engine_is_tested():
 # random operations against the oracle
 
 
+def _random_operations(engine, spec, data) -> None:
+    """A drawn slide policy and operation list on ``engine`` against the oracle."""
+    wsp = data.draw(spec.wsps, label="wsp")
+    ops = data.draw(operations(spec.raws, max_ops=30, max_run=16), label="ops")
+    run_against_oracle(engine(spec.monoid, wsp), BruteForceWindow(spec.monoid, wsp), ops, spec.make)
+
+
 @pytest.mark.parametrize(("engine", "spec"), CONCAT_PAIRS)
 @sane_settings(250)
 @given(data=st.data())
 def test_concat_random_operations(engine, spec, data):
-    wsp = data.draw(spec.wsps, label="wsp")
-    ops = data.draw(operations(spec.raws, max_ops=30, max_run=16), label="ops")
-    run_against_oracle(engine(spec.monoid, wsp), BruteForceWindow(spec.monoid, wsp), ops, spec.make)
+    _random_operations(engine, spec, data)
 
 
 @pytest.mark.parametrize(("engine", "spec"), OTHER_PAIRS)
 @sane_settings(40)
 @given(data=st.data())
 def test_other_monoids_random_operations(engine, spec, data):
-    wsp = data.draw(spec.wsps, label="wsp")
-    ops = data.draw(operations(spec.raws, max_ops=30, max_run=16), label="ops")
-    run_against_oracle(engine(spec.monoid, wsp), BruteForceWindow(spec.monoid, wsp), ops, spec.make)
+    _random_operations(engine, spec, data)
 
 
 @pytest.mark.parametrize("engine", [p for p in ENGINE_PARAMS if p.values[0].needs is None])
@@ -105,23 +108,31 @@ def test_long_windows(engine, seed, n, keep):
             return monoid.identity
         return ((rng.randrange(1, 1 << 61), rng.randrange(1 << 61)), 1)
 
-    for _ in range(n):
-        v = value()
-        e.insert(v)
-        o.insert(v)
+    insert_both(e, o, value, n)
     assert e.query() == o.query()
     for _ in range(6):
         assert e.enforce() == o.enforce()
         assert len(e) == len(o) and e.query() == o.query()
-        for _ in range(rng.randrange(0, 2 * keep + 50)):
-            v = value()
-            e.insert(v)
-            o.insert(v)
-        for _ in range(min(len(o), rng.randrange(0, 40))):
-            e.evict()
-            o.evict()
+        churn_both(e, o, value, rng, keep)
         assert len(e) == len(o) and e.query() == o.query()
     drain_against_oracle(e, o)
+
+
+def insert_both(e, o, value, n: int) -> None:
+    """``n`` values from ``value()`` inserted into the engine and its oracle."""
+    for _ in range(n):
+        v = value()
+        e.insert(v)
+        o.insert(v)
+
+
+def churn_both(e, o, value, rng: random.Random, keep: int) -> None:
+    """A phase of test_long_windows (and its store twin): up to ``2 keep +
+    50`` inserts, then up to 40 single evictions, the same on both."""
+    insert_both(e, o, value, rng.randrange(0, 2 * keep + 50))
+    for _ in range(min(len(o), rng.randrange(0, 40))):
+        e.evict()
+        o.evict()
 
 
 # ---------------------------------------------------------------------------

@@ -117,6 +117,23 @@ def push_all(window, times, values, cuts):
     return got
 
 
+def batch_pushed(spec, times, values, picks):
+    """The output columns of a batch window of ``spec`` over one key's rows,
+    pushed in the pieces ``picks`` cut (:func:`time_cuts`)."""
+    window = open_key_window(spec, "k", fresh_window("frame"))
+    try:
+        return push_all(window, times, values, time_cuts(times, picks))
+    finally:
+        window.close()
+
+
+def engine_aggs(engine):
+    """``(aggs, names)``: the ready aggregations, and on the MTAs the
+    non-commutative ``affine`` too."""
+    aggs = READY if engine == "columnar" else READY + [("affine", affine(), "string")]
+    return aggs, [a if isinstance(a, str) else a[0] for a in aggs]
+
+
 def check(got, names, windows):
     for name, column in zip(names, got):
         for i, (w, g) in enumerate(zip(windows, column)):
@@ -137,16 +154,11 @@ SPANS = [1.0, 2.5, 10.0]
        engine=st.sampled_from(["columnar", "amta", "lmta"]), in_store=st.booleans())
 def test_batch_windows_sql_range_frame(store_url, span, data, picks, engine, in_store):  # noqa: F811
     times, values = data.draw(key_rows(span))
-    aggs = READY if engine == "columnar" else READY + [("affine", affine(), "string")]
-    names = [a if isinstance(a, str) else a[0] for a in aggs]
+    aggs, names = engine_aggs(engine)
     store = dict(store=store_url, buffer_size=1, cache_size=2) if in_store and engine != "columnar" else {}
     spec = WindowSpec.build(key="k", time="t", value="v", aggs=aggs, range=span, engine=engine, frame="sql",
                             on_bad_row="flag", **store)
-    window = open_key_window(spec, "k", fresh_window("frame"))
-    try:
-        got = push_all(window, times, values, time_cuts(times, picks))
-    finally:
-        window.close()
+    got = batch_pushed(spec, times, values, picks)
     check(got, names, brute(times, values, span=span))
 
 
@@ -164,11 +176,7 @@ def test_several_sizes_in_one_mta_window_sql_frame(store_url, data, picks, in_st
     store = dict(store=store_url, buffer_size=1, cache_size=1) if in_store else {}
     spec = WindowSpec.build(key="k", time="t", value="v", aggs=aggs, engine="amta", frame="sql",
                             on_bad_row="flag", **{by: sizes}, **store)
-    window = open_key_window(spec, "k", fresh_window("frame"))
-    try:
-        got = push_all(window, times, values, time_cuts(times, picks))
-    finally:
-        window.close()
+    got = batch_pushed(spec, times, values, picks)
     names = [a if isinstance(a, str) else a[0] for a in aggs]
     for label, size in sizes.items():
         picked = [got[[f"{a}_{lab}" for a in names for lab in sizes].index(f"{a}_{label}")] for a in names]
@@ -181,15 +189,10 @@ def test_several_sizes_in_one_mta_window_sql_frame(store_url, data, picks, in_st
        engine=st.sampled_from(["columnar", "amta", "lmta"]))
 def test_batch_windows_sql_rows_frame_is_the_newest_n_in_arrival_order(n, data, picks, engine):
     times, values = data.draw(key_rows(1.0))
-    aggs = READY if engine == "columnar" else READY + [("affine", affine(), "string")]
-    names = [a if isinstance(a, str) else a[0] for a in aggs]
+    aggs, names = engine_aggs(engine)
     spec = WindowSpec.build(key="k", time="t", value="v", aggs=aggs, rows=n, engine=engine, frame="sql",
                             on_bad_row="flag")
-    window = open_key_window(spec, "k", fresh_window("frame"))
-    try:
-        got = push_all(window, times, values, time_cuts(times, picks))
-    finally:
-        window.close()
+    got = batch_pushed(spec, times, values, picks)
     check(got, names, brute(times, values, n=n))
 
 

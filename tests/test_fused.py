@@ -57,6 +57,13 @@ def fused_of(names):
     return agg
 
 
+def folded(names, xs, seed):
+    """The fused aggregation of ``names`` over ``xs``, combined in a random
+    bracketing (``seed``)."""
+    agg = fused_of(names)
+    return agg.lower(tree_fold(agg.monoid, [agg.lift(x) for x in xs], random.Random(seed)))
+
+
 def test_every_fusable_name_is_a_ready_aggregation_with_its_empty_result():
     for name in NAMES:
         assert name in A.READY
@@ -66,8 +73,7 @@ def test_every_fusable_name_is_a_ready_aggregation_with_its_empty_result():
 @sane_settings(100)
 @given(names=name_lists, xs=floats, seed=st.integers(0, 2**32))
 def test_floats_in_any_bracketing_match_brute_force(names, xs, seed):
-    agg = fused_of(names)
-    got = agg.lower(tree_fold(agg.monoid, [agg.lift(x) for x in xs], random.Random(seed)))
+    got = folded(names, xs, seed)
     for name, result in zip(names, got):
         assert close(result, REFERENCE[name](xs), 1e-7, 1e-3), (name, xs, result)
 
@@ -75,8 +81,7 @@ def test_floats_in_any_bracketing_match_brute_force(names, xs, seed):
 @sane_settings(100)
 @given(names=name_lists, xs=ints, seed=st.integers(0, 2**32))
 def test_integers_keep_exact_sums_counts_and_extremes(names, xs, seed):
-    agg = fused_of(names)
-    got = agg.lower(tree_fold(agg.monoid, [agg.lift(x) for x in xs], random.Random(seed)))
+    got = folded(names, xs, seed)
     for name, result in zip(names, got):
         want = REFERENCE[name](xs)
         if name in ("sum", "count", "min", "max"):
@@ -88,8 +93,7 @@ def test_integers_keep_exact_sums_counts_and_extremes(names, xs, seed):
 @sane_settings(100)
 @given(xs=fractions, seed=st.integers(0, 2**32))
 def test_fractions_are_exact(xs, seed):
-    agg = fused_of(NAMES[:-2])  # every name but the square roots
-    got = agg.lower(tree_fold(agg.monoid, [agg.lift(x) for x in xs], random.Random(seed)))
+    got = folded(NAMES[:-2], xs, seed)  # every name but the square roots
     assert list(got) == [REFERENCE[name](xs) for name in NAMES[:-2]]
 
 
@@ -107,8 +111,7 @@ def test_associative_commutative_with_identity_on_fractions(data):
 @given(xs=st.lists(st.sampled_from([0.0, -0.0, 1.0]), min_size=1, max_size=12), seed=st.integers(0, 2**32))
 def test_ties_keep_the_oldest_like_min_and_max(xs, seed):
     """0.0 and -0.0 tie: the fused min and max give the one MIN and MAX give."""
-    agg = fused_of(("min", "max"))
-    lo, hi = agg.lower(tree_fold(agg.monoid, [agg.lift(x) for x in xs], random.Random(seed)))
+    lo, hi = folded(("min", "max"), xs, seed)
     for got, ready in ((lo, A.MIN), (hi, A.MAX)):
         want = ready.aggregate(xs)
         assert got == want and math.copysign(1, got) == math.copysign(1, want), (xs, got, want)
@@ -119,8 +122,7 @@ def test_ties_keep_the_oldest_like_min_and_max(xs, seed):
        at=st.integers(0, 8), seed=st.integers(0, 50))
 def test_a_window_holding_an_infinite_value_has_a_nan_spread(xs, infinite, at, seed):
     xs.insert(min(at, len(xs)), infinite)
-    agg = fused_of(("variance", "stddev_pop", "max"))
-    var, sd, mx = agg.lower(tree_fold(agg.monoid, [agg.lift(x) for x in xs], random.Random(seed)))
+    var, sd, mx = folded(("variance", "stddev_pop", "max"), xs, seed)
     assert (var is None if len(xs) < 2 else math.isnan(var)) and math.isnan(sd)
     assert mx == max(xs)
 

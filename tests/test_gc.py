@@ -135,6 +135,14 @@ def _fill(engine, start, n):
         engine.push(((i,),))
 
 
+def _checkpointed(store, window, start, n):
+    """``window`` opened, ``start .. start + n - 1`` pushed, checkpointed and closed."""
+    e = _engine(store, window)
+    _fill(e, start, n)
+    e.checkpoint()
+    e.close()
+
+
 def _values(start, end) -> tuple:
     """What the CONCAT window holds after pushing ``start .. end - 1``."""
     return tuple((i,) for i in range(start, end))
@@ -155,10 +163,7 @@ def _make_windows(store, clock):
     """Windows of every kind; returns (orphans, kept, live engine, live values)."""
     clock.t = T0
     # a streaming window abandoned two days ago: checkpointed, closed, kept
-    e = _engine(store, "old/closed")
-    _fill(e, 0, 150)
-    e.checkpoint()
-    e.close()
+    _checkpointed(store, "old/closed", 0, 150)
     # a killed batch attempt's: opened twice (two epochs), and a stale engine
     # wrote more under its old epoch after the second owner took over
     e1 = _engine(store, "old/epochs")
@@ -183,22 +188,13 @@ def _make_windows(store, clock):
     store.write_pairs("stray", 7, 0, 0, [b"a", b"b"])
     store.write_pairs("stray", 7, 2, 4, [b"c"])
     # an emptied record, left by a delete that was interrupted, with its pairs
-    e = _engine(store, "interrupted")
-    _fill(e, 0, 80)
-    e.checkpoint()
-    e.close()
+    _checkpointed(store, "interrupted", 0, 80)
     blob, token = store.read_meta("interrupted")
     store.cas_meta("interrupted", token, encode(dict(decode(blob), epochs=[], checkpoints=[])))
     # used two days ago, then again just now: held
-    e = _engine(store, "recent")
-    _fill(e, 0, 120)
-    e.checkpoint()
-    e.close()
+    _checkpointed(store, "recent", 0, 120)
     clock.t = T0 + 2 * DAY
-    e = _engine(store, "recent")
-    _fill(e, 120, 10)
-    e.checkpoint()
-    e.close()
+    _checkpointed(store, "recent", 120, 10)
     # open right now, never checkpointed yet: held
     live = _engine(store, "live")
     _fill(live, 0, 90)
@@ -259,10 +255,7 @@ def test_window_used_after_the_listing_is_not_deleted(backend):
     url, raw = backend
     store = open_store(url)
     clock = store.clock = Clock(T0)
-    e = _engine(store, "comes-back")
-    _fill(e, 0, 100)
-    e.checkpoint()
-    e.close()
+    _checkpointed(store, "comes-back", 0, 100)
     clock.t = T0 + 3 * DAY
     found = store.windows(DAY)
     assert [w.held for w in found] == [False]
@@ -285,10 +278,7 @@ def test_records_of_unknown_age_are_kept(backend):
     url, raw = backend
     store = open_store(url)
     store.clock = Clock(T0 + 10 * DAY)
-    e = _engine(store, "untimed")
-    _fill(e, 0, 60)
-    e.checkpoint()
-    e.close()
+    _checkpointed(store, "untimed", 0, 60)
     blob, token = store.read_meta("untimed")
     meta = decode(blob)
     del meta["used"], meta["owner"]
@@ -308,10 +298,7 @@ def test_bad_ages_are_refused_before_anything_is_deleted(bad, tmp_path):
     url = f"file://{tmp_path}"
     store = open_store(url)
     store.clock = Clock(T0)
-    e = _engine(store, "w")
-    _fill(e, 0, 50)
-    e.checkpoint()
-    e.close()
+    _checkpointed(store, "w", 0, 50)
     store.clock = Clock(T0 + 100 * DAY)
     before = _sqlite_raw(tmp_path / "mta.sqlite3")
     with pytest.raises(StoreConfigError, match="older_than"):
@@ -350,10 +337,7 @@ def _old_and_new(url, password=None):
         e.checkpoint()
         e.close()
     store.clock = time.time
-    e = _engine(store, "new")
-    _fill(e, 0, 70)
-    e.checkpoint()
-    e.close()
+    _checkpointed(store, "new", 0, 70)
     store.close()
 
 

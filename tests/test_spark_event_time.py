@@ -22,7 +22,7 @@ import sys
 
 from spark_ops import SlidingWindowError, sliding_window
 from tests.spark_fixtures import (FailFirstAttempt, assert_outputs, expected, key_times, read_sink,
-                                  run_available_now, ship_by_value, spark_session, trace)
+                                  run_available_now, ship_by_value, trace)
 
 ship_by_value(sys.modules[__name__])
 
@@ -37,12 +37,8 @@ RANGE = 10
 DELAY = 6
 
 
-@pytest.fixture(scope="module")
-def spark():
-    """local[2,3]: a failed task is tried again (the retry test)."""
-    session = spark_session("local[2,3]")
-    yield session
-    session.stop()
+#: A failed task is tried again (the retry test).
+SPARK_MASTER = "local[2,3]"
 
 
 def aggs(lift=None) -> list:
@@ -114,10 +110,14 @@ class Stream:
         os.makedirs(self.source)
         df = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(self.source)
               .withWatermark("ts", f"{DELAY} seconds"))
-        kw.setdefault("store", f"file://{directory}/store")
-        self.out = sliding_window(df, key="k", time="ts", value="v", aggs=aggs(lift), range=RANGE, buffer_size=2,
-                                  cache_size=2, name=f"et-{uuid.uuid4().hex[:8]}", **kw)
+        self.out = self.windows(df, directory, aggs(lift), **kw)
         self.progress: list[dict] = []
+
+    def windows(self, df, directory, aggs, **kw):
+        """The query's sliding_window (per-row output, a file store in ``directory``)."""
+        kw.setdefault("store", f"file://{directory}/store")
+        return sliding_window(df, key="k", time="ts", value="v", aggs=aggs, range=RANGE, buffer_size=2,
+                              cache_size=2, name=f"et-{uuid.uuid4().hex[:8]}", **kw)
 
     def run(self, rows, per_file: int = 12, run_ids=None):
         self.files = write_files(self.source, rows, per_file, self.files)

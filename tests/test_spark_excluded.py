@@ -20,18 +20,11 @@ import pytest
 
 from spark_ops import SlidingWindowError, sliding_window
 from spark_ops.excluded import rejected_rows
-from tests.spark_fixtures import ORACLE, SCHEMA, _close, as_tuples, joined, random_rows, ship_by_value, spark_session
+from tests.spark_fixtures import ORACLE, SCHEMA, _close, as_tuples, joined, random_rows, ship_by_value
 
 ship_by_value(sys.modules[__name__])
 
 RANGE, SLIDE = 10, 5
-
-
-@pytest.fixture(scope="module")
-def spark():
-    session = spark_session("local[2]")
-    yield session
-    session.stop()
 
 
 def windows_oracle(rows, outputs: dict, value=lambda r: r["v"]) -> dict:

@@ -15,18 +15,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from spark_ops import sliding_window
-from tests.spark_fixtures import ORACLE, _close, key_times, ship_by_value, spark_session
+from tests.spark_fixtures import ORACLE, _close, key_times, ship_by_value
 
 ship_by_value(sys.modules[__name__])
 
 PANE_AGGS = ["max", "min", "count", "sum", "mean"]
-
-
-@pytest.fixture(scope="module")
-def spark():
-    session = spark_session("local[2]")
-    yield session
-    session.stop()
 
 
 def _rows(rng, keys, per_key, value):

@@ -25,8 +25,9 @@ from mta import Aggregator, Monoid
 from spark_ops import SlidingWindowError, sliding_window
 from spark_ops.panes import PaneWindows
 from tests.spark_fixtures import (ORACLE, FailFirstAttempt, _close, as_tuples, joined, random_rows, read_sink,
-                                  run_available_now, ship_by_value, spark_session, trace)
-from tests.test_spark_event_time import BASE, DELAY, at, closing_row, out_of_order, write_files
+                                  run_available_now, ship_by_value)
+from tests.test_spark_event_time import (BASE, DELAY, Stream as EventTimeStream, aggs, at, closing_row, out_of_order,
+                                         write_files)
 
 ship_by_value(sys.modules[__name__])
 
@@ -36,12 +37,8 @@ NAMES = READY_AGGS + ["joined"]
 RANGE, SLIDE = 10, 5
 
 
-@pytest.fixture(scope="module")
-def spark():
-    """local[2,3]: a failed task is tried again (the retry test)."""
-    session = spark_session("local[2,3]")
-    yield session
-    session.stop()
+#: A failed task is tried again (the retry test).
+SPARK_MASTER = "local[2,3]"
 
 
 def periodic_oracle(rows: list[dict], aggs, r, s) -> dict:
@@ -175,31 +172,12 @@ def test_batch_mta_engine_equals_the_columnar_one(spark, engine):
 
 
 # -- streaming -------------------------------------------------------------------------------
-def aggs(lift=None) -> list:
-    return READY_AGGS + [("joined", trace(lift), "string")]
-
-
-class Stream:
+class Stream(EventTimeStream):
     """A watermarked slide= query over a file source (one micro-batch per
     file), run with availableNow from its checkpoint, again as files come."""
 
-    def __init__(self, spark, directory, *, lift=None, **kw):
-        self.spark, self.files = spark, 0
-        self.source, self.sink, self.ckpt = (os.path.join(directory, d) for d in ("in", "out", "ckpt"))
-        os.makedirs(self.source)
-        df = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(self.source)
-              .withWatermark("ts", f"{DELAY} seconds"))
-        self.out = sliding_window(df, key="k", time="ts", value="v", aggs=aggs(lift), range=RANGE, slide=SLIDE, **kw)
-        self.progress: list[dict] = []
-
-    def run(self, rows, per_file: int = 12):
-        self.files = write_files(self.source, rows, per_file, self.files)
-        query = run_available_now(self.out, self.sink, self.ckpt)
-        self.progress += [json.loads(p.json) for p in query.recentProgress]
-        return read_sink(self.spark, self.sink)
-
-    def dropped_by_spark(self) -> int:
-        return sum(op.get("numRowsDroppedByWatermark", 0) for p in self.progress for op in p.get("stateOperators", []))
+    def windows(self, df, directory, aggs, **kw):
+        return sliding_window(df, key="k", time="ts", value="v", aggs=aggs, range=RANGE, slide=SLIDE, **kw)
 
 
 def spark_hopping(spark, rows) -> dict:

@@ -17,19 +17,12 @@ import pytest
 from spark_ops import SlidingWindowError, sliding_window
 from spark_ops.spec import WindowSpec
 from tests.spark_fixtures import (SCHEMA, _close, as_tuples, assert_outputs, expected, random_rounds, random_rows,
-                                  read_sink, run_available_now, ship_by_value, spark_session, split_by_key,
+                                  read_sink, run_available_now, ship_by_value, split_by_key,
                                   stream_source, write_parquet)
 
 ship_by_value(sys.modules[__name__])
 
 AGGS = ["max", "mean", "count", "first", "stddev"]
-
-
-@pytest.fixture(scope="module")
-def spark():
-    session = spark_session("local[2]")
-    yield session
-    session.stop()
 
 
 def _frame(spark, rows):

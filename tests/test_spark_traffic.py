@@ -20,17 +20,10 @@ import stores
 from spark_ops import cli, sliding_window, traffic
 from spark_ops.spec import WindowSpec
 from spark_ops.windows import open_key_window
-from tests.spark_fixtures import (SCHEMA, as_tuples, random_rows, run_available_now, ship_by_value, spark_session,
+from tests.spark_fixtures import (SCHEMA, as_tuples, random_rows, run_available_now, ship_by_value,
                                   stream_source, write_parquet)
 
 ship_by_value(sys.modules[__name__])
-
-
-@pytest.fixture(scope="module")
-def spark():
-    session = spark_session("local[2]")
-    yield session
-    session.stop()
 
 
 def replayed_round_trips(data, store_url: str, *, streaming: bool = False, **job) -> int:

@@ -20,19 +20,12 @@ import pytest
 
 from mta import policies
 from spark_ops import SlidingWindowError, sliding_window
-from tests.spark_fixtures import (_close, read_sink, run_available_now, ship_by_value, spark_session,
+from tests.spark_fixtures import (_close, read_sink, run_available_now, ship_by_value,
                                   stream_source, write_parquet)
 from tests.values_oracle import (BIG, SCHEMA, assert_rows, bad, expected, joined, names_of, oracle_of,
                                  random_rows, vwap)
 
 ship_by_value(sys.modules[__name__])
-
-@pytest.fixture(scope="module")
-def spark():
-    session = spark_session("local[2]")
-    yield session
-    session.stop()
-
 
 def _frame(spark, rows):
     return spark.createDataFrame([(r["id"], r["k"], r["t"], r["cpu"], r["mem"]) for r in rows], SCHEMA)

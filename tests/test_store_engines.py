@@ -54,6 +54,7 @@ from tests.oracle import CONCAT, BruteForceWindow
 from tests.store_fixtures import fresh_window, settle_background, store_url  # noqa: F401  (fixture)
 from tests.strategies import (AFFINE, CONCAT_SPEC, PrefixOracle, Wsp, apply_operation, drain_against_oracle, operations,
                               sane_settings)
+from tests.test_engines import churn_both, insert_both
 
 ENGINES = [pytest.param(LogMTA, id="LogMTA"), pytest.param(AmortizedMTA, id="AmortizedMTA")]
 
@@ -311,20 +312,11 @@ def test_long_windows_on_store(cls, store_url, seed, n, keep, options):  # noqa:
     snapshots = {}
     parent = None  # the checkpoint the current engine started from
     try:
-        for _ in range(n):
-            v = value()
-            e.insert(v)
-            o.insert(v)
+        insert_both(e, o, value, n)
         for phase in range(5):
             assert e.enforce() == o.enforce(), phase
             assert len(e) == len(o) and e.query() == o.query(), phase
-            for _ in range(rng.randrange(0, 2 * keep + 50)):
-                v = value()
-                e.insert(v)
-                o.insert(v)
-            for _ in range(min(len(o), rng.randrange(0, 40))):
-                e.evict()
-                o.evict()
+            churn_both(e, o, value, rng, keep)
             assert len(e) == len(o) and e.query() == o.query(), phase
             v = e.checkpoint()
             snapshots[v] = list(o.items)

@@ -741,9 +741,7 @@ def test_redis_cas_retry_is_idempotent(redis_url):
 
 @pytest.mark.timeout(60)
 def test_redis_restart_mid_run(redis_server_factory):
-    server = redis_server_factory()
-    s = open_store(server.url, retries=3, backoff=0.01, backoff_max=0.05)
-    s.write_pairs("w", 0, 0, 0, [b"x"])
+    server, s = _server_with_a_pair(redis_server_factory, retries=3, backoff=0.01, backoff_max=0.05)
     token = s.cas_meta("w", None, b"m")
     server.stop()
     start = time.monotonic()
@@ -769,9 +767,7 @@ def test_redis_restart_mid_run(redis_server_factory):
 @pytest.mark.timeout(60)
 def test_redis_restart_while_retrying(redis_server_factory):
     """A server back within the retry budget: the call succeeds."""
-    server = redis_server_factory()
-    s = open_store(server.url, retries=8, backoff=0.1, backoff_max=0.5)
-    s.write_pairs("w", 0, 0, 0, [b"x"])
+    server, s = _server_with_a_pair(redis_server_factory, retries=8, backoff=0.1, backoff_max=0.5)
     server.stop()
     timer = threading.Timer(0.3, server.start)
     timer.start()
@@ -896,3 +892,12 @@ def test_redis_cluster_single_node(redis_server_factory):
     s.delete_window("cw")
     assert s.read_meta("cw") == (None, None)
     s.close()
+
+
+def _server_with_a_pair(redis_server_factory, **retry):
+    """A private server (restartable) and a store on it, with ``retry``
+    settings, holding one pair: window "w", epoch, level and index 0, b"x"."""
+    server = redis_server_factory()
+    s = open_store(server.url, **retry)
+    s.write_pairs("w", 0, 0, 0, [b"x"])
+    return server, s

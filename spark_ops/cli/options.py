@@ -222,12 +222,11 @@ def window_options(p: argparse.ArgumentParser, *, store_required: bool, store_no
     store_help = ("where the windows' level queues live: file:DIR (embedded SQLite), "
                   "redis://HOST:PORT/DB, couchbase://...")
     if store_required:
-        cols.add_argument("--store", required=True, metavar="URL",
-                          help=store_help + "; streaming windows stay there between micro-batches")
-    else:
-        cols.add_argument("--store", metavar="URL",
-                          help=store_help + (store_note or "; a batch job uses it with --engine amta or lmta, for "
-                                             "windows larger than executor memory (default: the executors' memory)"))
+        store_note = "; streaming windows stay there between micro-batches"
+    elif store_note is None:
+        store_note = ("; a batch job uses it with --engine amta or lmta, for windows larger than executor memory "
+                      "(default: the executors' memory)")
+    cols.add_argument("--store", required=store_required, metavar="URL", help=store_help + store_note)
 
 
 def store_sizes(group) -> None:

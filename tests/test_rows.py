@@ -1,0 +1,101 @@
+"""The rules of a row a window cannot take (spark_ops.rows): the row-at-a-time
+check (check_row), the Arrow check of a batch (check_columns) and the Spark
+SQL conditions (column_rules_sql) give every row the same reason, the first
+rule of rows.COLUMN_RULES that applies, on a table of bad rows (and good
+ones that look close: an infinite value, a NaN-free integer column)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from spark_ops import rows
+
+NAN, INF = float("nan"), float("inf")
+
+#: (k, k2, t, v, v2): a composite key (a string and a double column) and two
+#: value columns, each bad row bad for one reason or for several (the first
+#: rule in COLUMN_RULES' order names it).
+TABLE = [
+    ("a", 1.0, 1.0, 2.0, 3.0),       # good
+    ("a", 1.0, 2.0, INF, -INF),      # good: an infinite value is a number
+    ("a", -0.0, -1.5, 0.0, -0.0),    # good
+    (None, 1.0, 3.0, 2.0, 3.0),      # null key
+    ("a", NAN, 3.0, 2.0, 3.0),       # NaN in the key's second column
+    ("a", None, 3.0, 2.0, 3.0),      # null in the key's second column
+    ("a", 1.0, None, 2.0, 3.0),      # null time
+    ("a", 1.0, NAN, 2.0, 3.0),       # NaN time
+    ("a", 1.0, INF, 2.0, 3.0),       # infinite time
+    ("a", 1.0, -INF, 2.0, 3.0),      # -infinite time
+    ("a", 1.0, 4.0, None, 3.0),      # null value
+    ("a", 1.0, 4.0, NAN, 3.0),       # NaN value
+    ("a", 1.0, 4.0, 2.0, None),      # null in the second value column
+    ("a", 1.0, 4.0, 2.0, NAN),       # NaN in the second value column
+    (None, NAN, None, None, NAN),    # all bad: the key's rule comes first
+    ("a", 1.0, NAN, None, 3.0),      # time before value
+    ("a", 1.0, INF, NAN, 3.0),       # infinite time before value
+]
+
+
+def _row_reasons(table, composite: bool, several: bool) -> list:
+    return [rows.check_row((k, k2) if composite else k, t, (v, v2) if several else v, None)
+            for k, k2, t, v, v2 in table]
+
+
+def _rule_reasons() -> set:
+    return {reason for _, _, reason in rows.COLUMN_RULES}
+
+
+@pytest.mark.parametrize("composite", [False, True])
+@pytest.mark.parametrize("several", [False, True])
+def test_check_columns_agrees_with_check_row(composite, several):
+    k, k2, t, v, v2 = (list(c) for c in zip(*TABLE))
+    keys = [pa.array(k, pa.string()), pa.array(k2, pa.float64())] if composite else pa.array(k, pa.string())
+    values = (pa.StructArray.from_arrays([pa.array(v, pa.float64()), pa.array(v2, pa.float64())], ["v0", "v1"])
+              if several else pa.array(v, pa.float64()))
+    got = rows.check_columns(keys, pa.array(t, pa.float64()), values)
+    want = _row_reasons(TABLE, composite, several)
+    assert got == want
+    assert {r for r in want if r is not None} == _rule_reasons()  # the table tries every rule
+
+
+def test_check_columns_integer_columns_have_no_nan_or_inf():
+    """An integer column is never NaN or infinite: only its nulls are bad."""
+    got = rows.check_columns(pa.array([1, None, 3], pa.int64()), pa.array([1, 2, None], pa.int64()),
+                             pa.array([None, 5, 6], pa.int32()))
+    assert got == [rows.NULL_VALUE, rows.NULL_KEY, rows.NULL_TIME]
+    assert rows.check_columns(pa.array([1], pa.int64()), pa.array([1], pa.int64()), pa.array([7], pa.int64())) is None
+
+
+def test_check_row_names_a_value_that_is_not_a_number():
+    """The rule only check_row has: typed columns cannot hold a non-number
+    (sliding_window refuses such a column before any row)."""
+    assert rows.check_row("a", 1.0, "7", None) == rows.not_a_number("7")
+    assert rows.check_row("a", 1.0, (1.0, True), None) == rows.not_a_number(True)
+    assert rows.check_columns(pa.array(["a"]), pa.array([1.0]), pa.array([7.0])) is None
+
+
+@pytest.mark.parametrize("composite", [False, True])
+@pytest.mark.parametrize("several", [False, True])
+def test_sql_conditions_agree_with_check_row(spark, composite, several):
+    from spark_ops.plan import quoted, time_sql
+    from pyspark.sql.types import DoubleType
+
+    df = spark.createDataFrame([(i,) + r for i, r in enumerate(TABLE)],
+                               "id long, k string, k2 double, t double, v double, v2 double")
+    keys = [(quoted("k"), False)] + ([(quoted("k2"), True)] if composite else [])
+    values = [(quoted("v"), True)] + ([(quoted("v2"), True)] if several else [])
+    rules = rows.column_rules_sql(keys, time_sql("t", DoubleType()), values)
+    assert [reason for _, reason in rules] == [reason for _, _, reason in rows.COLUMN_RULES]
+    case = "CASE " + " ".join(f"WHEN {condition} THEN '{reason}'" for condition, reason in rules) + " END"
+    got = [r.reason for r in df.selectExpr("id", f"{case} AS reason").orderBy("id").collect()]
+    assert got == _row_reasons(TABLE, composite, several)
+
+
+def test_sql_integer_columns_have_no_nan_or_inf(spark):
+    df = spark.createDataFrame([(0, 1, 1, 5), (1, None, 2, 6), (2, 3, None, 7), (3, 4, 4, None)],
+                               "id long, k long, t long, v long")
+    rules = rows.column_rules_sql([("k", False)], "CAST(t AS DOUBLE)", [("v", False)])
+    case = "CASE " + " ".join(f"WHEN {condition} THEN '{reason}'" for condition, reason in rules) + " END"
+    got = [r.reason for r in df.selectExpr("id", f"{case} AS reason").orderBy("id").collect()]
+    assert got == [None, rows.NULL_KEY, rows.NULL_TIME, rows.NULL_VALUE]
