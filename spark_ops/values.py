@@ -227,20 +227,6 @@ def _fields(values) -> list:
     return [pc.struct_field(values, [i]) for i in range(values.type.num_fields)]
 
 
-def null_mask(values):
-    """Arrow booleans: the rows with a null or NaN value (in any field of a
-    struct)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    columns = _fields(values) if pa.types.is_struct(values.type) else [values]
-    mask = None
-    for c in columns:
-        null = pc.is_null(c, nan_is_null=pa.types.is_floating(c.type))
-        mask = null if mask is None else pc.or_(mask, null)
-    return mask
-
-
 def numpy_values(values):
     """An Arrow value column without nulls as NumPy: floats as float64,
     integers as int64; a struct as a structured array of such fields."""
