@@ -91,6 +91,10 @@ def calibrate(cfg, run_plan, name: str, elements: int, repeats: int = EXP67_REPE
         return out
     t_el, t_call, t_part, t_look, t_res = operations.solve(rows, times)
     out["ns"] = {"element": t_el, "call": t_call, "partial": t_part, "lookup": t_look, "result": t_res}
+    bad = [k for k, v in out["ns"].items() if v <= 0]
+    if bad:  # a time below zero is noise, not a price: no weights from this run
+        out["error"] = f"the calibration solved a time <= 0 for {bad} (other jobs on the machine?); rerun"
+        return out
     out["weights"] = operations.Weights(t_el / t_call, t_part / t_call, t_look / t_call, t_res / t_call)._asdict()
     return out
 
@@ -136,14 +140,12 @@ def run(cfg, specs, elements: int, run_plan, queries_of, aggs) -> tuple[dict, li
             continue
         # whole slides of the calibration plans, so each counts exactly its answers
         cal = calibrations[name] = calibrate(cfg, run_plan, name, -(-max(200, elements) // CAL_S) * CAL_S)
-        if "error" in cal:
+        w = operations.Weights(**cal["weights"]) if "weights" in cal else None
+        if w is None:  # the plans still run: the calls-only estimate is compared
             cfg.log(f"  mqo calibration {name}: {cal['error']}")
-            continue
-        w = operations.Weights(**cal["weights"])
-        cfg.log(f"  mqo calibration {name}: ns per call {cal['ns']['call']:.1f}, element {cal['ns']['element']:.1f}, "
-                f"partial {cal['ns']['partial']:.1f}, lookup {cal['ns']['lookup']:.1f}, result "
-                f"{cal['ns']['result']:.1f}; weights (calls) element {w.element:.2f}, partial {w.partial:.2f}, "
-                f"lookup {w.lookup:.2f}, result {w.result:.2f}")
+        else:
+            cfg.log(f"  mqo calibration {name}: ns per " + ", ".join(f"{k} {v:.1f}" for k, v in cal["ns"].items())
+                    + "; weights (calls) " + ", ".join(f"{k} {v:.2f}" for k, v in cal["weights"].items()))
         with executor(name):
             for agg_name, optimizer, final, trees, slicer in plans:
                 groups = _groups(specs, queries_of(specs, aggs[agg_name]), trees, slicer)
@@ -154,11 +156,12 @@ def run(cfg, specs, elements: int, run_plan, queries_of, aggs) -> tuple[dict, li
                 shared = slicer is not None
                 c = operations.counts(numeric, shared_slicing=shared)
                 rec.update(part="exp67", agg=agg_name, optimizer=optimizer, final=final, run_on=name,
-                           counts=c._asdict(), operations=operations.operations(numeric, w, shared_slicing=shared))
+                           counts=c._asdict(),
+                           operations=None if w is None else operations.operations(numeric, w, shared_slicing=shared))
                 records.append(rec)
                 cfg.log(f"  mqo exp67 [{name}] {agg_name} {optimizer:<10} {final:<18} "
                         f"{rec['elements_per_s_cpu']:>10,.0f} el/s cpu  {rec['calls_per_element']:>7.2f} calls/el "
-                        f"(est {rec['estimate']:.2f}), ops est {rec['operations']:.1f}, {rec['trees']} trees, "
+                        f"(est {rec['estimate']:.2f}), ops est {rec['operations'] or 0:.1f}, {rec['trees']} trees, "
                         f"ran {rec['executor']}")
     return calibrations, records
 
@@ -189,8 +192,10 @@ def summarize(records) -> dict:
                 "ran_on": sorted({r["executor"] for r in recs}),
                 "calls_deviation_cpu": deviation([(1 / r["estimate"], r["elements_per_s_cpu"]) for r in recs]),
                 "calls_deviation": deviation([(1 / r["estimate"], r["elements_per_s"]) for r in recs]),
-                "operations_deviation_cpu": deviation([(1 / r["operations"], r["elements_per_s_cpu"]) for r in recs]),
-                "operations_deviation": deviation([(1 / r["operations"], r["elements_per_s"]) for r in recs]),
+                "operations_deviation_cpu": deviation([(1 / r["operations"], r["elements_per_s_cpu"]) for r in recs
+                                                       if r["operations"]]),
+                "operations_deviation": deviation([(1 / r["operations"], r["elements_per_s"]) for r in recs
+                                                   if r["operations"]]),
                 "calls_error_mean": sum(abs(r["estimate"] - r["calls_per_element"]) / r["calls_per_element"]
                                         for r in recs) / len(recs),
             }
@@ -204,6 +209,8 @@ def target(s: dict):
             if k.startswith("exp67_") and "python" in v}
     if not devs:
         return None
+    if None in devs.values():
+        return "no operations estimate: the calibration gave no weights (see calibration)", False
     text = ", ".join(f"{k} {d:.0%}" for k, d in devs.items())
     calls = ", ".join(f"{k[6:]} {v['python']['calls_deviation_cpu']:.0%}" for k, v in s.items()
                       if k.startswith("exp67_") and "python" in v)
@@ -227,14 +234,16 @@ def report_lines(data: dict, table, fmt_num) -> list:
         if recs:
             rows = [[r["run_on"], r["agg"], r["final"], str(r["trees"]), r["executor"],
                      fmt_num(r["elements_per_s_cpu"], 0), f"{r['calls_per_element']:.2f}", f"{r['estimate']:.2f}",
-                     f"{r['operations']:.1f}"] for r in recs]
+                     "-" if r["operations"] is None else f"{r['operations']:.1f}"] for r in recs]
             lines += ["", f"Exp. {6 if optimizer == 'weaveshare' else 7} ({optimizer}): one final technique per plan",
                       table(["executor", "agg", "final", "trees", "ran", "el/s cpu", "calls/el", "calls est",
                              "ops est"], rows)]
     s = data.get("summary", {})
     for k in ("exp67_weaveshare", "exp67_triweave"):
         for name, e in s.get(k, {}).items():
+            ops = e["operations_deviation_cpu"], e["operations_deviation"]
             lines.append(f"  {k[6:]} on {name}: deviation calls-only {e['calls_deviation_cpu']:.0%}, operations "
-                         f"{e['operations_deviation_cpu']:.0%} (CPU; wall {e['calls_deviation']:.0%} and "
-                         f"{e['operations_deviation']:.0%})")
+                         + ("(no calibration)" if None in ops else f"{ops[0]:.0%}")
+                         + f" (CPU; wall {e['calls_deviation']:.0%}"
+                         + ("" if None in ops else f" and {ops[1]:.0%}") + ")")
     return lines

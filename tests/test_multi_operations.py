@@ -21,6 +21,8 @@ from mta.multi.plan import Group
 from mta.multi.shared_slicer import Slicer
 from mta.multi.triweave import triweave
 
+from bench import mqo_model
+
 
 @pytest.fixture(autouse=True)
 def pure_python(monkeypatch):
@@ -143,3 +145,21 @@ def test_solve_refuses_singular_and_ragged_systems():
         operations.solve([[1, 1], [2, 2]], [1, 2])
     with pytest.raises(ValueError, match="n rows of n counts"):
         operations.solve([[1, 1]], [1])
+
+
+@pytest.mark.parametrize("label, specs, plan", mqo_model.CALIBRATION, ids=[c[0] for c in mqo_model.CALIBRATION])
+def test_the_calibration_plans_are_counted_as_they_run(label, specs, plan):
+    # bench mqo solves the operations' times from these counts
+    partial, final = plan.split("+")
+    check(specs, [(specs, partial, final)], plan)
+
+
+def test_the_calibration_plans_separate_every_kind():
+    rows = []
+    for _, specs, plan in mqo_model.CALIBRATION:
+        partial, final = plan.split("+")
+        c = operations.counts([(specs, partial, final)])
+        rows.append([1.0, c.calls, c.partials, c.lookups, c.results])
+    x = [1.0, 2.0, 3.0, 4.0, 5.0]
+    times = [sum(a * b for a, b in zip(r, x)) for r in rows]
+    assert operations.solve(rows, times) == pytest.approx(x, rel=1e-6)
