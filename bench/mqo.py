@@ -13,9 +13,11 @@ Four parts, all on :class:`mta.multi.SharedWindows` with ``rows=`` queries:
    (as SharedWindows resolves it), ``panes+naive`` (the paper's Panes
    technique) and ``separate``; sum and max.
 2. **Estimated vs measured** (Exp. 6 and 7): WeaveShare's and TriWeave's
-   plans restricted to one final technique each; the estimate's throughput
-   ``1 / calls`` and the measured elements/s are normalised by their largest
-   reading and compared (average deviation), as in the paper.
+   plans restricted to one final technique each, all on one executor
+   (:mod:`bench.mqo_model`); the estimated throughput (``1 / calls``, and
+   ``1 / operations`` with the weights of a calibration run first) and the
+   measured elements/s are normalised by their largest reading and compared
+   (average deviation), as in the paper.
 3. **Number of queries** (Exp. 1): the planners' estimates at the paper's
    parameters (``S_max`` 1,000, ``O_max`` 10,000) for Q = 1 .. 10,000, and
    measured elements/s of ``auto`` (and ``separate`` while it is feasible)
@@ -45,12 +47,11 @@ from mta import aggregators as A
 from mta.monoid import Aggregator, CountingMonoid
 from mta.multi import Query, SharedWindows, cost
 from mta.multi.plan import Group, applicable_finals
-from mta.multi.shared_slicer import Slicer
-from mta.multi.triweave import triweave
-from mta.multi.weaveshare import price, weaveshare
+from mta.multi.weaveshare import weaveshare
 
-from . import common
+from . import common, mqo_model
 from .common import RunConfig, fmt_num
+from .mqo_model import EXP67_FINALS
 
 NAME = "mqo"
 
@@ -72,11 +73,6 @@ PARAM_PLANS = ["auto", "cutty+rint", "cutty+flatfit", "panes+naive", "separate"]
 
 #: Paper parameters of the plan-generation sweep (Table 4, Exp. 1).
 PAPER = dict(s_max=1000, o_max=10_000)
-
-#: Final techniques compared in Exp. 6 and 7 (the paper's Panes, FlatFAT,
-#: FlatFIT, SlickDeque; here with B-Int and R-Int too).
-EXP67_FINALS = {"sum": ["naive", "bint", "flatfat", "flatfit", "rint", "slickdeque-inv"],
-                "max": ["naive", "bint", "flatfat", "flatfit", "slickdeque-noninv"]}
 
 AGGS = {"sum": A.SUM, "max": A.MAX}
 
@@ -154,6 +150,8 @@ def run_plan(specs, plan, agg, elements: int, cfg: RunConfig, seed: int = 1) -> 
                 out["held_estimate"] = sw.plan.held
                 out["trees"] = len(sw.plan.groups)
                 out["label"] = sw.plan.name
+                out["compiled_why_not"] = sw.compiled_why_not
+                out["executor"] = "python" if sw.compiled_why_not else "compiled"
                 out["techniques"] = sorted({f"{g.partial}+{g.final}" for g in sw.plan.groups})
                 out["estimate"] = (sum(cost.MTA_CALLS_PER_ELEMENT if g.estimate is None else g.estimate
                                        for g in sw.plan.groups)
@@ -206,27 +204,10 @@ def run(cfg: RunConfig) -> dict:
                     f"{rec['calls_per_element']:>9.2f} calls/el (est {rec['estimate']:.2f})  "
                     f"{rec['trees']:>3} trees  held {rec['held']} (est {rec['held_estimate']})")
         common.write_json(cfg.out / f"{NAME}.json", common.finish(data, started))
-    # part 2: estimated vs measured, Exp. 6 (WeaveShare) and 7 (TriWeave)
-    nums = [(r, s) for r, s in specs]
-    for agg_name, agg in AGGS.items():
-        for optimizer in ("weaveshare", "triweave"):
-            for final in EXP67_FINALS[agg_name]:
-                if optimizer == "weaveshare":
-                    trees = weaveshare(nums, (final,), ("panes", "pairs", "cutty"))
-                    slicer = None
-                else:
-                    partial, trees, total = triweave(nums, (final,), ("panes", "pairs", "cutty"))
-                    slicer = Slicer(partial, total - sum(t.estimate for t in trees)) if len(trees) > 1 else None
-                    if slicer is None:
-                        trees = [price(nums, t.members, (t.partial,), (t.final,)) for t in trees]
-                qs = queries_of(specs, agg)
-                groups = [Group([qs[i] for i in t.members], t.partial, t.final, t.estimate, slicer) for t in trees]
-                rec = run_plan(specs, groups, agg, p["elements"], cfg)
-                rec.update(part="exp67", agg=agg_name, optimizer=optimizer, final=final)
-                records.append(rec)
-                cfg.log(f"  mqo exp67 {agg_name} {optimizer:<10} {final:<18} {rec['elements_per_s']:>10,.0f} el/s"
-                        f"  {rec['calls_per_element']:>9.2f} calls/el (est {rec['estimate']:.2f}), {rec['trees']} trees")
-        common.write_json(cfg.out / f"{NAME}.json", common.finish(data, started))
+    # part 2: estimated vs measured, Exp. 6 (WeaveShare) and 7 (TriWeave), each on one executor
+    data["calibration"], exp67 = mqo_model.run(cfg, specs, p["elements"], run_plan, queries_of, AGGS)
+    records.extend(exp67)
+    common.write_json(cfg.out / f"{NAME}.json", common.finish(data, started))
     # part 3: number of queries
     for n in p["sweep"]:
         paper_specs = workload(n, PAPER["s_max"], PAPER["o_max"], seed=n)
@@ -289,15 +270,8 @@ def _plans(data, agg):
             and "error" not in r}
 
 
-def deviation(pairs) -> float | None:
-    """The paper's Exp. 6-7 statistic: scale both series so their largest
-    readings are equal, then the mean of |estimated - measured| / measured."""
-    pairs = [(e, m) for e, m in pairs if e and m]
-    if not pairs:
-        return None
-    e_max = max(e for e, _ in pairs)
-    m_max = max(m for _, m in pairs)
-    return sum(abs(e / e_max - m / m_max) / (m / m_max) for e, m in pairs) / len(pairs)
+#: The paper's Exp. 6-7 statistic (normalised throughput deviation).
+deviation = mqo_model.deviation
 
 
 def summarize(data: dict) -> dict:
@@ -331,15 +305,7 @@ def summarize(data: dict) -> dict:
         errs = list(entry["calls_estimate_error"].values())
         entry["calls_estimate_error_mean"] = sum(errs) / len(errs)
         s[agg] = entry
-    for optimizer in ("weaveshare", "triweave"):
-        recs = [r for r in data["records"] if r.get("part") == "exp67" and r["optimizer"] == optimizer]
-        if recs:
-            s[f"exp67_{optimizer}"] = {
-                "throughput_deviation": deviation([(1 / r["estimate"], r["elements_per_s"]) for r in recs]),
-                "throughput_deviation_cpu": deviation([(1 / r["estimate"], r["elements_per_s_cpu"]) for r in recs]),
-                "calls_error_mean": sum(abs(r["estimate"] - r["calls_per_element"]) / r["calls_per_element"]
-                                        for r in recs) / len(recs),
-            }
+    s.update(mqo_model.summarize(data["records"]))
     params = {}
     for r in data["records"]:
         if r.get("part") == "params":
@@ -362,7 +328,6 @@ def summarize(data: dict) -> dict:
             "held_best_over_separate": best["held"] / sep["held"],
             "held_auto_over_separate": plans["auto"]["held"] / sep["held"] if "auto" in plans else None,
         })
-    dev = [s[k]["throughput_deviation"] for k in ("exp67_weaveshare", "exp67_triweave") if k in s]
     calls = [s[a]["calls_estimate_error_mean"] for a in AGGS if a in s]
     targets = {}
     for agg in AGGS:
@@ -392,10 +357,9 @@ def summarize(data: dict) -> dict:
         targets["sum, every (S_max, O_max) measured: auto never loses to separate by more than 10% (CPU)"] = (
             f"worst auto/separate {worst['auto_over_separate_cpu']:.1f}x at S_max {worst['s_max']}, "
             f"O_max {worst['o_max']}", worst["auto_over_separate_cpu"] >= 0.9)
-    if dev:
-        targets["estimate within 25% of measured on average (Exp. 6-7 normalised throughput)"] = (
-            ", ".join(f"{k[6:]} {s[k]['throughput_deviation']:.0%}" for k in ("exp67_weaveshare", "exp67_triweave")
-                      if k in s), sum(dev) / len(dev) <= 0.25)
+    exp67 = mqo_model.target(s)
+    if exp67:
+        targets["estimate within 25% of measured on average (Exp. 6-7 normalised throughput)"] = exp67
     if calls:
         targets["estimate within 25% of measured on average (monoid calls per element, part 1)"] = (
             ", ".join(f"{a} {s[a]['calls_estimate_error_mean']:.1%}" for a in AGGS if a in s),
@@ -422,13 +386,7 @@ def report(data: dict) -> str:
         lines += ["", f"{agg}: plans", common.table(
             ["plan", "resolved", "trees", "el/s", "el/s cpu", "x separate", "calls/el", "estimate", "held",
              "held est"], rows)]
-    for optimizer in ("weaveshare", "triweave"):
-        recs = [r for r in data["records"] if r.get("part") == "exp67" and r["optimizer"] == optimizer]
-        if recs:
-            rows = [[r["agg"], r["final"], str(r["trees"]), fmt_num(r["elements_per_s"], 0),
-                     f"{r['calls_per_element']:.2f}", f"{r['estimate']:.2f}"] for r in recs]
-            lines += ["", f"Exp. {6 if optimizer == 'weaveshare' else 7} ({optimizer}): one final technique per plan",
-                      common.table(["agg", "final", "trees", "el/s", "calls/el", "estimate"], rows)]
+    lines += mqo_model.report_lines(data, common.table, fmt_num)
     recs = [r for r in data["records"] if r.get("part") == "sweep_estimate"]
     if recs:
         keys = ["weaveshare[naive]", "weaveshare[flatfat]", "weaveshare[bint]", "weaveshare[flatfit]",
@@ -489,16 +447,18 @@ def plot(data: dict, path) -> None:
     ax.set_title(f"plans at Q={data['config']['q']}", fontsize=10)
     ax.legend()
     ax = axes[0][1]
-    recs = [r for r in data["records"] if r.get("part") == "exp67"]
+    recs = [r for r in data["records"] if r.get("part") == "exp67" and r.get("run_on") == "python"]
     if recs:
         labels = [f"{r['optimizer'][:5]} {r['agg']} {r['final']}" for r in recs]
-        est = [1 / r["estimate"] for r in recs]
-        meas = [r["elements_per_s"] for r in recs]
-        ax.barh([j for j in range(len(recs))], [e / max(est) for e in est], height=0.4, label="estimated (1/calls)")
-        ax.barh([j + 0.4 for j in range(len(recs))], [m / max(meas) for m in meas], height=0.4, label="measured el/s")
+        series = [("estimated (1/calls)", [1 / r["estimate"] for r in recs])]
+        if all(r["operations"] for r in recs):
+            series.append(("estimated (1/operations)", [1 / r["operations"] for r in recs]))
+        series.append(("measured el/s (CPU)", [r["elements_per_s_cpu"] for r in recs]))
+        h = 0.8 / len(series)
+        for i, (label, values) in enumerate(series):
+            ax.barh([j + i * h for j in range(len(recs))], [v / max(values) for v in values], height=h, label=label)
         ax.set_yticks(range(len(recs)), labels, fontsize=6)
-        ax.set_xscale("log")
-        ax.set_title("Exp. 6-7: normalised estimated vs measured throughput", fontsize=10)
+        ax.set_title("Exp. 6-7 (pure-Python executor): normalised estimated vs measured throughput", fontsize=10)
         ax.legend(fontsize=8)
     ax = axes[1][0]
     recs = [r for r in data["records"] if r.get("part") == "sweep_estimate"]

@@ -32,7 +32,8 @@ query only at its own slide, not at every edge of the composite slide:
   tree (the edge density times the range), not ``range / slide``.
 
 What a plan holds (partials and elements) is estimated apart, in
-:mod:`mta.multi.memory`, which also states the rule trading calls for it.
+:mod:`mta.multi.memory`, which also states the rule trading calls for it;
+what its time follows (calls, answers, partials) in :mod:`mta.multi.operations`.
 
 Every function states its complexity; ``n`` is the number of queries.
 """
