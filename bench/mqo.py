@@ -49,7 +49,7 @@ from mta.multi import Query, SharedWindows, cost
 from mta.multi.plan import Group, applicable_finals
 from mta.multi.weaveshare import weaveshare
 
-from . import common, mqo_model
+from . import common, mqo_model, mqo_params
 from .common import RunConfig, fmt_num
 from .mqo_model import EXP67_FINALS
 
@@ -66,10 +66,6 @@ PROFILES = {
                  sweep_measured=[1, 10], separate_max_q=12, sd_ranges=[8], sd_elements=100,
                  params=[(10, 10)]),
 }
-
-#: Plans of the parameters part (sum): the cheapest shared ones, the paper's
-#: Panes, and the baseline.
-PARAM_PLANS = ["auto", "cutty+rint", "cutty+flatfit", "panes+naive", "separate"]
 
 #: Paper parameters of the plan-generation sweep (Table 4, Exp. 1).
 PAPER = dict(s_max=1000, o_max=10_000)
@@ -236,7 +232,7 @@ def run(cfg: RunConfig) -> dict:
     # part 5: the workload's parameters (S_max, O_max) at Q = p["q"]
     for s_max, o_max in p["params"]:
         param_specs = workload(p["q"], s_max, o_max)
-        for plan in PARAM_PLANS:
+        for plan in mqo_params.PARAM_PLANS:
             rec = run_plan(param_specs, plan, A.SUM, p["elements"], cfg)
             rec.update(part="params", s_max=s_max, o_max=o_max, q=p["q"], plan=plan)
             records.append(rec)
@@ -306,28 +302,7 @@ def summarize(data: dict) -> dict:
         entry["calls_estimate_error_mean"] = sum(errs) / len(errs)
         s[agg] = entry
     s.update(mqo_model.summarize(data["records"]))
-    params = {}
-    for r in data["records"]:
-        if r.get("part") == "params":
-            params.setdefault((r["s_max"], r["o_max"]), {})[r["plan"]] = r
-    s["params"] = []
-    for (s_max, o_max), plans in params.items():
-        sep, naive = plans.get("separate"), plans.get("panes+naive")
-        shared = [r for k, r in plans.items() if k not in ("separate", "panes+naive")]
-        if not (sep and naive and shared):
-            continue
-        best = max(shared, key=lambda r: r["elements_per_s_cpu"])
-        s["params"].append({
-            "s_max": s_max, "o_max": o_max, "best_plan": best["plan"],
-            "results_per_element": best["results_per_element"],
-            "best_over_separate": best["elements_per_s"] / sep["elements_per_s"],
-            "best_over_separate_cpu": best["elements_per_s_cpu"] / sep["elements_per_s_cpu"],
-            "best_over_panes_naive_cpu": best["elements_per_s_cpu"] / naive["elements_per_s_cpu"],
-            "auto_over_separate_cpu": plans["auto"]["elements_per_s_cpu"] / sep["elements_per_s_cpu"]
-            if "auto" in plans else None,
-            "held_best_over_separate": best["held"] / sep["held"],
-            "held_auto_over_separate": plans["auto"]["held"] / sep["held"] if "auto" in plans else None,
-        })
+    s["params"] = mqo_params.summarize(data["records"])
     calls = [s[a]["calls_estimate_error_mean"] for a in AGGS if a in s]
     targets = {}
     for agg in AGGS:
@@ -352,11 +327,7 @@ def summarize(data: dict) -> dict:
             targets[f"{agg}: auto never loses to separate by more than 10% (CPU time)"] = (
                 f"auto/separate {e['auto_over_separate_cpu']:.1f}x (wall {e['auto_over_separate']:.1f}x)",
                 e["auto_over_separate_cpu"] >= 0.9)
-    if s["params"]:
-        worst = min(s["params"], key=lambda e: e["auto_over_separate_cpu"] or 0)
-        targets["sum, every (S_max, O_max) measured: auto never loses to separate by more than 10% (CPU)"] = (
-            f"worst auto/separate {worst['auto_over_separate_cpu']:.1f}x at S_max {worst['s_max']}, "
-            f"O_max {worst['o_max']}", worst["auto_over_separate_cpu"] >= 0.9)
+    targets.update(mqo_params.targets(s["params"], PAPER["s_max"]))
     exp67 = mqo_model.target(s)
     if exp67:
         targets["estimate within 25% of measured on average (Exp. 6-7 normalised throughput)"] = exp67
@@ -407,24 +378,8 @@ def report(data: dict) -> str:
                  f"{r['calls_per_element']:.2f}", f"{r['estimate']:.2f}", str(r["held"])] for r in recs]
         lines += ["", "SlickDeque's multi-query setting: ranges 1..n, slide 1",
                   common.table(["n", "agg", "final", "el/s", "calls/el", "estimate", "held"], rows)]
-    recs = [r for r in data["records"] if r.get("part") == "params"]
-    if recs:
-        rows = [[str(r["s_max"]), str(r["o_max"]), r["plan"], fmt_num(r["elements_per_s"], 0),
-                 fmt_num(r["elements_per_s_cpu"], 0), f"{r['results_per_element']:.1f}",
-                 f"{r['calls_per_element']:.2f}", str(r["held"]), str(r["held_estimate"])] for r in recs]
-        lines += ["", f"Parameters (sum, Q={data['config']['q']})",
-                  common.table(["S_max", "O_max", "plan", "el/s", "el/s cpu", "results/el", "calls/el", "held",
-                                "held est"], rows)]
     s = data.get("summary") or summarize(data)
-    if s.get("params"):
-        rows = [[str(e["s_max"]), str(e["o_max"]), e["best_plan"], f"{e['results_per_element']:.1f}",
-                 f"{e['best_over_separate_cpu']:.1f}", f"{e['best_over_panes_naive_cpu']:.1f}",
-                 f"{e['auto_over_separate_cpu']:.1f}", f"{e['held_best_over_separate']:.4f}",
-                 "-" if e["held_auto_over_separate"] is None else f"{e['held_auto_over_separate']:.4f}"]
-                for e in s["params"]]
-        lines += ["", "Parameters: ratios on CPU time (best shared plan)",
-                  common.table(["S_max", "O_max", "best", "results/el", "x separate", "x panes+naive",
-                                "auto x separate", "held/separate", "auto held/separate"], rows)]
+    lines += mqo_params.report_lines(data, s.get("params", []), common.table, fmt_num)
     lines += ["", "Targets:"]
     for k, v in s.get("targets", {}).items():
         lines.append(f"  {k}: {v['measured']} -> {'MET' if v['met'] else 'MISSED'}")
