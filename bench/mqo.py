@@ -57,7 +57,7 @@ NAME = "mqo"
 
 PROFILES = {
     "full": dict(q=100, s_max=1000, o_max=10, elements=2000, repeats=1, sweep=[1, 10, 100, 1000, 10000],
-                 sweep_measured=[1, 10, 100, 300], separate_max_q=100, sd_ranges=[16, 128], sd_elements=2000,
+                 sweep_measured=[1, 10, 100, 1000, 10000], separate_max_q=1000, sd_ranges=[16, 128], sd_elements=2000,
                  params=[(100, 30), (1000, 10), (1000, 30), (1000, 100)]),
     "quick": dict(q=100, s_max=1000, o_max=10, elements=800, repeats=1, sweep=[1, 10, 100, 1000],
                   sweep_measured=[1, 10, 100], separate_max_q=100, sd_ranges=[16, 64], sd_elements=800,
