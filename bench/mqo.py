@@ -45,7 +45,7 @@ import time
 
 from mta import aggregators as A
 from mta.monoid import Aggregator, CountingMonoid
-from mta.multi import Query, SharedWindows, cost
+from mta.multi import Query, SharedWindows, cost, planner
 from mta.multi.plan import Group, applicable_finals
 from mta.multi.weaveshare import weaveshare
 
@@ -149,8 +149,8 @@ def run_plan(specs, plan, agg, elements: int, cfg: RunConfig, seed: int = 1) -> 
                 out["compiled_why_not"] = sw.compiled_why_not
                 out["executor"] = "python" if sw.compiled_why_not else "compiled"
                 out["techniques"] = sorted({f"{g.partial}+{g.final}" for g in sw.plan.groups})
-                out["estimate"] = (sum(cost.MTA_CALLS_PER_ELEMENT if g.estimate is None else g.estimate
-                                       for g in sw.plan.groups)
+                out["estimate"] = (sum(planner.estimate(g.queries, g.partial, g.final) if g.estimate is None
+                                       else g.estimate for g in sw.plan.groups)
                                    + sum(sl.estimate for sl in sw.plan.slicers))
         del sw, push
         gc.collect()
@@ -212,7 +212,7 @@ def run(cfg: RunConfig) -> dict:
         plan_s = time.perf_counter() - t0
         rec = {"part": "sweep_estimate", "q": n, "weaveshare_sum": sum(t.estimate for t in ws),
                "weaveshare_trees": len(ws), "planning_s": plan_s,
-               "separate": cost.MTA_CALLS_PER_ELEMENT * n}
+               "separate": sum(cost.separate_calls(q) for q in paper_specs)}
         for final in ("naive", "flatfat", "flatfit", "rint", "slickdeque-inv", "slickdeque-noninv", "bint"):
             trees = weaveshare(paper_specs, (final,))
             rec[f"weaveshare[{final}]"] = sum(t.estimate for t in trees)

@@ -169,7 +169,7 @@ def test_plans_are_partitions_and_auto_follows_the_memory_rule(specs, name, agg)
         cheapest = min(planner.total_estimate(c) for c in candidates)
         for other in ("weaveshare", "triweave"):
             assert cheapest <= planner.total_estimate(planner.choose(qs, other)) + 1e-9
-        assert cheapest <= cost.MTA_CALLS_PER_ELEMENT * len(qs) * 1.0000001  # separate
+        assert cheapest <= sum(cost.separate_calls(q) for q in specs) * 1.0000001  # separate
         bound = cheapest * (1 + memory.MEMORY_SLACK) + 1e-9
         assert calls <= bound
         for c in candidates:
@@ -203,7 +203,7 @@ def measure(specs, plan, agg, n=3000, seed=0):
         sw.push(rng.random())
     groups = sw.plan.groups
     # trees, plus each shared slicer once (TriWeave's first level)
-    est = sum(g.estimate if g.estimate is not None else cost.MTA_CALLS_PER_ELEMENT for g in groups)
+    est = sum(g.estimate for g in groups)
     est += sum(s.estimate for s in sw.plan.slicers)
     return counting.calls / n, est
 
@@ -216,6 +216,16 @@ SMALL = workload(12, 20, 30, seed=4)
 def test_measured_calls_within_25_percent_sum(plan):
     measured, est = measure(SMALL, plan, A.SUM)
     assert est == pytest.approx(measured, rel=0.25), (plan, measured, est)
+
+
+@pytest.mark.parametrize("spec", [(10, 1), (1000, 1), (10, 10), (100, 10), (1000, 10), (64, 3), (1000, 100),
+                                  (8000, 1000)])
+def test_separate_estimate_within_25_percent_of_counted_calls(spec):
+    """One query on its own Amortized MTA: the insert's calls, and per
+    answer the eviction (one at a time or in bulk) and the query."""
+    measured, est = measure([spec], "separate", A.SUM, n=4000)
+    assert est == pytest.approx(cost.separate_calls(spec))
+    assert est == pytest.approx(measured, rel=0.25), (spec, measured, est)
 
 
 @pytest.mark.parametrize("plan", ["auto", "weaveshare", "panes+bint", "cutty+slickdeque", "cutty+naive"])

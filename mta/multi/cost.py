@@ -58,7 +58,7 @@ __all__ = [
     "edges", "partials_per_window", "dyadic_pieces", "mean_dyadic_pieces",
     "omega_panes", "omega_flatfat", "omega_flatfit", "omega_slickdeque_inv",
     "omega_slickdeque_noninv", "omega_bint", "omega_rint", "omega_lint", "omega",
-    "paper_plan_cost", "update_calls", "answer_calls", "tree_cost", "tree_costs", "plan_cost", "SEPARATE", "MTA_CALLS_PER_ELEMENT",
+    "paper_plan_cost", "update_calls", "answer_calls", "tree_cost", "tree_costs", "plan_cost", "SEPARATE", "MTA_INSERT_CALLS", "separate_calls",
     "partials_held",
 ]
 
@@ -252,11 +252,25 @@ def paper_plan_cost(groups, rate: float = 1.0) -> float:
 #: a landmark every ``LINT_W_MIN`` partials.
 LINT_W_MIN = 8
 
-#: Monoid calls per element of one query on its own Amortized MTA (the
-#: ``separate`` baseline): the AMTA's amortized insert and bulk eviction
-#: (mta-villalba-tpds2019 section 4: a constant number of combines per
-#: element) plus one query combine per answer.
-MTA_CALLS_PER_ELEMENT = 3.9
+#: Amortized monoid calls of one insert into an Amortized MTA (the
+#: ``separate`` baseline; mta-villalba-tpds2019 section 4.2: a constant
+#: number of combines per insert).
+MTA_INSERT_CALLS = 2.0
+
+
+def separate_calls(query, rate: float = 1.0) -> float:
+    """Monoid calls per element of one query ``(range, slide[, lag])`` on
+    its own Amortized MTA (``plan="separate"``): an insert's
+    :data:`MTA_INSERT_CALLS`, and at each answer (every ``slide * rate``
+    elements) the eviction of the elements that left and the query: about
+    two calls per element evicted one at a time (amortized O(1)), or
+    ``2 * log2(window)`` for a bulk eviction (O(log n)), whichever the
+    engine does, the fewer.  ``tests/test_multi_cost.py`` checks it against
+    counted calls.  O(1)."""
+    r, s, lag = query_numbers(query)
+    between = max(1.0, s * rate)  # elements between two answers
+    window = max(2.0, (r + lag) * rate)
+    return MTA_INSERT_CALLS + 2 * min(between, math.log2(window)) / between
 
 
 def update_calls(final: str, p: Sequence[float]) -> float:
@@ -367,7 +381,7 @@ def tree_cost(queries, partial: str, final: str, rate: float = 1.0,
     folds the shared fragments into its own partials instead of slicing
     elements, ``(E_shared - E) / lambda`` calls per element.  The separate
     baseline (``partial="none"``, ``final="mta"``) is one Amortized MTA per
-    query, :data:`MTA_CALLS_PER_ELEMENT` each.
+    query, :func:`separate_calls` each.
     O(n + the edge count)."""
     return tree_costs(queries, partial, (final,), rate, shared_edges=shared_edges)[final]
 
@@ -378,7 +392,7 @@ def tree_costs(queries, partial: str, finals: Sequence[str], rate: float = 1.0,
     window sizes are computed once).  O(|finals| * n + the edge count)."""
     queries = [query_numbers(q) for q in queries]
     if partial == "none" or SEPARATE in finals:
-        sep = MTA_CALLS_PER_ELEMENT * len(queries)
+        sep = sum(separate_calls(q, rate) for q in queries)
         if partial == "none":
             return {f: sep for f in finals}
     # a tree answers the queries with equal windows once (schedule.Spec)

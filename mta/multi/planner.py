@@ -95,8 +95,11 @@ def held(queries, partial: str, rate: float = 1.0) -> int:
     return _memory.tree_held(nums, partial, unit_rate)
 
 
-def _separate(queries, rate: float) -> list:
-    return [Group((q,), "none", "mta", _cost.MTA_CALLS_PER_ELEMENT, held=held((q,), "none", rate)) for q in queries]
+def separate(queries, rate: float = 1.0) -> list:
+    """``plan="separate"``: a group per query on its own Amortized MTA, with
+    its estimates (:func:`mta.multi.cost.separate_calls`).  O(n)."""
+    return [Group((q,), "none", "mta", estimate((q,), "none", "mta", rate), held=held((q,), "none", rate))
+            for q in queries]
 
 
 def _plan(queries, plan_name: str, rate: float) -> list:
@@ -120,7 +123,7 @@ def _plan(queries, plan_name: str, rate: float) -> list:
     if plan_name == "triweave":
         return three_level(*triweave(nums, finals, PARTIALS, unit_rate))
     plans = [
-        _separate(queries, rate),
+        separate(queries, rate),
         groups_of([price(nums, tuple(range(len(nums))), PARTIALS, finals, unit_rate)]),
         groups_of(weaveshare(nums, finals, PARTIALS, unit_rate)),
         three_level(*triweave(nums, finals, PARTIALS, unit_rate)),

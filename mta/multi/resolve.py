@@ -69,7 +69,7 @@ def resolve_plan(queries: list, plan) -> tuple[list, str]:
             raise ValueError(f"plan 'separate' runs every query on its own Amortized MTA; drop {final!r}")
         from . import planner
 
-        return [Group((q,), "none", "mta", held=planner.held((q,), "none")) for q in queries], name
+        return planner.separate(queries), name
     if name not in PARTIALS:
         raise ValueError(f"unknown plan {name!r}; one of 'auto', 'weaveshare', 'triweave', 'separate', "
                          f"{', '.join(repr(p) for p in PARTIALS)} (optionally '+final')")
