@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, TypeVar
 
 from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
@@ -237,6 +237,73 @@ class Store:
             raise
         self.stats.add(round_trips=1, meta_writes=1, bytes_written=len(data))
         return token
+
+    def swap_meta(self, window: str, expected: Token, old: bytes, value: bytes, *,
+                  durable: bool = True) -> "Swap":
+        """Replace the window's metadata with ``value`` if it still holds
+        exactly ``old`` with token ``expected``; else say what it holds.
+
+        For a caller that remembers a record it wrote (:mod:`stores.meta_cache`):
+        a record deleted and created again restarts its versions, so a
+        remembered token alone may match a record that is not the one
+        remembered; its content then differs.  Returns a :class:`Swap`:
+        ``done`` and the new token, or the record's current token and blob
+        (``None``, ``None`` when absent), which saves the caller a
+        :meth:`read_meta` before it tries :meth:`cas_meta`.  ``durable`` as
+        :meth:`cas_meta` takes it.  One round trip where the backend has
+        :meth:`_swap_meta` (file, redis), else two or three (read_meta,
+        cas_meta, and read_meta again if that lost a race)."""
+        check_window(window)
+        if expected is None:
+            raise StoreConfigError("swap_meta needs the token of an existing record")
+        old, data = as_blob(old), as_blob(value)
+        self._check_token(window, expected)
+        if self._swap_meta is None:
+            blob, token = self.read_meta(window)
+            if token == expected and blob == old:
+                try:
+                    return Swap(True, self.cas_meta(window, expected, data, durable=durable), None)
+                except CasMismatch:
+                    blob, token = self.read_meta(window)
+            self.stats.add(cas_failures=1)
+            return Swap(False, token, blob)
+        done, token, blob = self._swap(window, expected, data, old, False, durable)
+        return Swap(True, token, None) if done else Swap(False, token, blob)
+
+    def cas_meta_epochs(self, window: str, expected: Token, value: bytes, *,
+                        durable: bool = True) -> tuple[Token, list[int]]:
+        """:meth:`cas_meta`, then :meth:`list_epochs`: the new token and the
+        window's epochs that may hold pairs, sorted, as of the write.  One
+        round trip where the backend lists them in its compare-and-set
+        (:meth:`_swap_meta`: file, redis), else two."""
+        if self._swap_meta is None:
+            token = self.cas_meta(window, expected, value, durable=durable)
+            return token, self.list_epochs(window)
+        check_window(window)
+        data = as_blob(value)
+        if expected is not None:
+            self._check_token(window, expected)
+        done, token, epochs = self._swap(window, expected, data, None, True, durable)
+        if not done:
+            raise cas_mismatch(window, expected, token)
+        return token, sorted(epochs)
+
+    def _swap(self, window: str, expected: Token, data: bytes, old: Optional[bytes], listing: bool,
+              durable: bool) -> tuple[bool, Token, Any]:
+        """One :meth:`_swap_meta` call, retried and counted like :meth:`cas_meta`."""
+        attempt = [0]
+
+        def call() -> tuple[bool, Token, Any]:
+            retry = attempt[0] > 0
+            attempt[0] += 1
+            return self._swap_meta(window, expected, data, retry, old=old, listing=listing, durable=durable)
+
+        out = self._run("cas_meta", window, call)
+        if out[0]:
+            self.stats.add(round_trips=1, meta_writes=1, bytes_written=len(data))
+        else:
+            self.stats.add(round_trips=1, cas_failures=1, bytes_read=len(out[2] or b""))
+        return out
 
     def delete_meta(self, window: str, expected: Token) -> None:
         """Delete the window's metadata record if its token is still
@@ -471,6 +538,17 @@ class Store:
         applied it (see :meth:`cas_meta`)."""
         raise NotImplementedError
 
+    #: ``_swap_meta(window, expected, value, retry, *, old, listing, durable)``:
+    #: one round trip doing ``_cas_meta`` (``retry`` and ``durable`` as it
+    #: takes them) that, when ``old`` is not ``None``, also requires the
+    #: record's blob to be ``old``.  Returns ``(True, new token, epochs)``
+    #: (``epochs``: as ``_list_epochs`` when ``listing``, else ``None``) or,
+    #: without raising, ``(False, current token, blob)`` (``blob``: the
+    #: record's current one when ``old`` was given, else ``None``; both
+    #: ``None`` when the record is absent).  ``None``: the backend has none,
+    #: and :meth:`swap_meta` and :meth:`cas_meta_epochs` make several calls.
+    _swap_meta: Optional[Callable[..., tuple[bool, Token, Any]]] = None
+
     def _delete_meta(self, window: str, expected: Token) -> None:
         """Compare-and-delete of the metadata record (raise CasMismatch when
         its token is not ``expected``; an absent record is fine)."""
@@ -489,6 +567,16 @@ class Store:
 
     def _close(self) -> None:
         pass
+
+
+class Swap(NamedTuple):
+    """What :meth:`Store.swap_meta` did: ``done`` (the record held what the
+    caller remembered and now holds its new value) with the new ``token``;
+    else the record's current ``token`` and ``blob`` (``None`` when absent)."""
+
+    done: bool
+    token: Token
+    blob: Optional[bytes]
 
 
 def cas_mismatch(window: str, expected: Token, actual: Token) -> CasMismatch:

@@ -17,7 +17,9 @@ before they were stored) starts at its first live pair, so each value is
 Durability and fencing.  Each group key is written once and never rewritten:
 groups are only written when complete and final, and each owner writes under its own
 *epoch*.  Opening a window claims it: the epoch in its metadata record is
-raised by compare-and-set, and a former owner becomes stale.  A checkpoint
+raised by compare-and-set, and a former owner becomes stale (a process
+that wrote the record last claims it without reading it first: a
+compare-and-set on the token and content it remembers, :mod:`stores.meta_cache`).  A checkpoint
 flushes the buffers, then commits the levels' bounds, their unflushed tails
 and which epoch wrote which pairs, by compare-and-set on the metadata; a
 stale owner's commit fails with :class:`FencingError`, and the pairs it
@@ -28,7 +30,9 @@ them started from (a Spark micro-batch replayed after a failure resumes the
 checkpoint of the last *committed* batch, which may not be the newest, and
 may be replayed more than once).  After a commit, pairs below every retained
 checkpoint's head are deleted, and epochs that nothing references are
-dropped whole, with whatever a dead owner wrote after its last checkpoint.
+dropped whole, with whatever a dead owner wrote after its last checkpoint
+(the store lists the epochs holding pairs in the checkpoint's own round
+trip where it can, :meth:`stores.base.Store.cas_meta_epochs`).
 
 Orphans.  Every open and checkpoint records in the metadata when it
 happened (``used``, the store's wall ``clock``) and who opened the window
@@ -53,6 +57,7 @@ from .background import Decoded, ready, submit
 from .codec import decode, encode, encode_map, packed, packed_items, packed_list
 from .errors import CasMismatch, CorruptValue, FencingError, FormatVersionError, MissingData, StoreError
 from .level_queue import TAIL_KEPT, StoreLevelQueue
+from .meta_cache import Remembered, cache_of
 from .stats import StoreStats
 
 #: Version of the metadata record layout (2: pairs stored in groups).
@@ -119,28 +124,51 @@ class WindowStorage:
 
         The checkpoint to resume is chosen and checked first, so an open that
         is refused (no such checkpoint, another engine's levels) leaves the
-        current owner in charge."""
+        current owner in charge.  A record this process wrote last
+        (:mod:`stores.meta_cache`) is claimed without reading it first."""
+        cache = cache_of(self.store)
+        hit = cache.get(self.window)
+        record = None  # (blob, token) a failed swap returned: no need to read it again
         for _ in range(100):
-            blob, token = self._call(self.store.read_meta, self.window)
-            meta = self._decode_meta(blob) if blob is not None else None
-            if meta is not None:
-                self._packed = dict(_by_identity(meta["checkpoints"], packed_items(blob, "checkpoints")))
-            if meta is None:
-                meta = new_meta(0, group)
-            checkpoint = self._checkpoint_to_resume(meta, resume)
+            if hit is not None:
+                meta, self._packed = dict(hit.meta), hit.packed
+            else:
+                blob, token = record if record is not None else self._call(self.store.read_meta, self.window)
+                meta = self._decode_meta(blob) if blob is not None else None
+                self._packed = {} if meta is None else dict(
+                    _by_identity(meta["checkpoints"], packed_items(blob, "checkpoints")))
+                if meta is None:
+                    meta = new_meta(0, group)
+            try:
+                checkpoint = self._checkpoint_to_resume(meta, resume)
+            except StoreError:
+                if hit is None:
+                    raise
+                hit = None  # what this process remembers may be outdated: the store's record decides
+                continue
             meta["epoch"] += 1
             meta["epochs"] = sorted(set(meta["epochs"]) | {meta["epoch"]})
             meta.update(used=clock_of(self.store)(), owner=owner())
-            try:
-                # not synced: a claim lost to a power loss goes with every write after it (the
-                # store orders them), and the checkpoint that commits those writes syncs it too
-                self._token = self._call(self.store.cas_meta, self.window, token, self._encode_meta(meta),
-                                         durable=False)
-            except CasMismatch:
-                continue  # another process claimed it meanwhile: claim above it
+            value = self._encode_meta(meta)
+            # not synced: a claim lost to a power loss goes with every write after it (the
+            # store orders them), and the checkpoint that commits those writes syncs it too
+            if hit is not None:
+                swap = self._call(self.store.swap_meta, self.window, hit.token, hit.blob, value, durable=False)
+                hit = None
+                if not swap.done:  # another process wrote the record since: claim above what it holds
+                    record = (swap.blob, swap.token)
+                    continue
+                self._token = swap.token
+            else:
+                record = None
+                try:
+                    self._token = self._call(self.store.cas_meta, self.window, token, value, durable=False)
+                except CasMismatch:
+                    continue  # another process claimed it meanwhile: claim above it
             break
         else:
             raise StoreError(f"window {self.window!r} in {self.store.url}: could not claim ownership")
+        self._remember(value, meta)
         self.epoch = meta["epoch"]
         self.group = meta["group"]  # pairs per stored value, fixed for the window's life
         self.buffer_size = max(self.buffer_size, self.group)  # a group is written once complete
@@ -238,16 +266,28 @@ class WindowStorage:
         keep = {c[0] for c in newest} | {c[1] for c in newest}
         checkpoints = [c for c in everything if c[0] in keep]
         meta = dict(old, version=version, checkpoints=checkpoints, used=clock_of(self.store)())
+        value = self._encode_meta(meta)
         try:
-            token = self._call(self.store.cas_meta, self.window, self._token, self._encode_meta(meta))
+            # the store's epochs come with the write (one round trip where it can) for the clean-up
+            token, listed = self._call(self.store.cas_meta_epochs, self.window, self._token, value)
         except CasMismatch:
+            cache_of(self.store).forget(self.window, self._token)
             raise self._fenced("checkpoint") from None
         self._token = token
         self._meta = meta
         self.version = version
         self.counters.checkpoints += 1
-        self._collect_garbage(levels)
+        self._collect_garbage(levels, listed)
+        self._remember(value, meta)
         return version
+
+    def _remember(self, blob: bytes, meta: dict) -> None:
+        """The record now holds ``blob`` (token ``self._token``): the next
+        claim in this process may swap it without reading it.  ``meta`` (what
+        the window holds, the clean-up's marks included) is never mutated
+        after this."""
+        self._meta = meta
+        cache_of(self.store).put(self.window, Remembered(self._token, blob, meta, self._packed))
 
     def close(self, levels: list[StoreLevelQueue], delete: bool = False) -> None:
         """Wait for the levels' background I/O; with ``delete``, remove the
@@ -267,6 +307,7 @@ class WindowStorage:
         # protect: losing its emptied record to a power loss leaves at most a record
         # without checkpoints, which nothing resumes and stores.gc deletes as an orphan
         durable = bool(self._meta["checkpoints"])
+        cache_of(self.store).forget(self.window, self._token)
         try:
             delete_fenced(self.store, self.window, self._meta, self._token, self._call, self._emptied,
                           durable=durable)
@@ -298,9 +339,10 @@ class WindowStorage:
         _log.warning("%s", error)
         return error
 
-    def _collect_garbage(self, levels: list[StoreLevelQueue]) -> None:
+    def _collect_garbage(self, levels: list[StoreLevelQueue], listed: list[int]) -> None:
         """Delete pairs below the head of the live levels and of every
-        retained checkpoint, and drop epochs nothing references.
+        retained checkpoint, and drop epochs nothing references (``listed``:
+        the epochs the store held pairs of when the checkpoint committed).
 
         The clean-up is committed with the next checkpoint; repeating it
         after a crash is harmless (deleting a missing key is a no-op)."""
@@ -333,7 +375,7 @@ class WindowStorage:
         # and a zombie owner may have written again under an epoch this
         # window already dropped; epochs above ours belong to a newer owner
         # and are never touched.
-        for epoch in sorted(set(self._call(self.store.list_epochs, self.window))):
+        for epoch in listed:
             if epoch not in live_epochs and epoch < self.epoch:
                 self._call(self.store.drop_epoch, self.window, epoch)
         meta["gc"] = gc
@@ -412,10 +454,8 @@ class WindowStorage:
         cache, parts = self._packed, []
         for c in meta["checkpoints"]:
             hit = cache.get(id(c))
-            if hit is None or hit[0] is not c:
-                hit = cache[id(c)] = (c, packed(c))
-            parts.append(hit[1])
-        self._packed = dict(_by_identity(meta["checkpoints"], parts))
+            parts.append(hit[1] if hit is not None and hit[0] is c else packed(c))
+        self._packed = dict(_by_identity(meta["checkpoints"], parts))  # a new dict: a remembered one is shared
         return encode_map([(k, packed_list(parts) if k == "checkpoints" else packed(v)) for k, v in meta.items()])
 
     def _decode_meta(self, blob: bytes) -> dict:
