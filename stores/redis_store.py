@@ -366,6 +366,20 @@ class RedisStore(Store):
         finally:
             pool.release(conn)
 
+    def _evalsha(self, script: Any, keys: list, args: list) -> Any:
+        """``script`` (registered) on a standalone server through :meth:`_raw`,
+        loaded first if the server does not have it (a restarted server)."""
+        from redis.exceptions import NoScriptError, ResponseError
+
+        packed = command(b"EVALSHA", script.sha, len(keys), *keys, *args)
+        try:
+            return self._raw([packed])[0]
+        except ResponseError as exc:
+            if not isinstance(exc, NoScriptError) and not str(exc).startswith("NOSCRIPT"):
+                raise
+        self.client().script_load(script.script)  # not run: it was unknown, so run it now
+        return self._raw([packed])[0]
+
     def _delete_pairs(self, window: str, epoch: int, level: int, first: int,
                       count: int) -> None:
         key = self.pairs_key(window, epoch, level)
@@ -408,10 +422,13 @@ class RedisStore(Store):
     def _swap_meta(self, window: str, expected: Token, value: bytes, retry: bool, *, old: Optional[bytes] = None,
                    listing: bool = False, durable: bool = True) -> tuple[bool, Token, Any]:
         self.client()
-        reply = self._cas_script(
-            keys=[self.meta_key(window), self.epochs_key(window)],
-            args=["" if expected is None else str(expected), value, "1" if retry else "0",
-                  "0" if old is None else "1", b"" if old is None else old, "1" if listing else "0"])
+        keys = [self.meta_key(window), self.epochs_key(window)]
+        args = ["" if expected is None else str(expected), value, "1" if retry else "0",
+                "0" if old is None else "1", b"" if old is None else old, "1" if listing else "0"]
+        if self.cluster:
+            reply = self._cas_script(keys=keys, args=args)
+        else:  # packed here, as the pairs' commands: a window's every micro-batch makes two of these
+            reply = self._evalsha(self._cas_script, keys, args)
         if reply[0] == 1:
             return True, int(reply[1]), [int(e) for e in reply[2]] if listing else None
         if reply[1] in (b"", ""):

@@ -790,6 +790,23 @@ def test_redis_swap_retry_is_idempotent(redis_url):
     s.close()
 
 
+def test_redis_cas_script_is_loaded_again_when_the_server_forgot_it(redis_url, redis_server):
+    """The compare-and-set script runs by its SHA; a server that lost its
+    scripts (restarted, SCRIPT FLUSH) gets it again, and the write lands once."""
+    s = open_store(redis_url)
+    t1 = s.cas_meta("w", None, b"one")
+    raw = redis_server.client()
+    try:
+        raw.script_flush()
+        t2, listed = s.cas_meta_epochs("w", t1, b"two")
+        assert (t2, listed) == (t1 + 1, []) and s.read_meta("w") == (b"two", t2)
+        raw.script_flush()
+        assert tuple(s.swap_meta("w", t2, b"two", b"three")) == (True, t2 + 1, None)
+    finally:
+        raw.close()
+        s.close()
+
+
 @pytest.mark.timeout(60)
 def test_redis_restart_mid_run(redis_server_factory):
     server = redis_server_factory()
