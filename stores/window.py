@@ -44,24 +44,23 @@ by :mod:`stores.gc` (``mta-spark gc``).
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import struct
 import threading
-import time
-from typing import Callable
 
 from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
 from .background import Decoded, ready, submit
-from .codec import decode, encode, encode_map, packed, packed_items, packed_list
-from .errors import CasMismatch, CorruptValue, FencingError, FormatVersionError, MissingData, StoreError
+from .codec import encode_map, packed, packed_items, packed_list
+from .errors import CasMismatch, FencingError, MissingData, StoreError
 from .level_queue import TAIL_KEPT, StoreLevelQueue
 from .meta_cache import Remembered, cache_of
+from .cleanup import collect_garbage
+from .window_meta import META_FORMAT, clock_of, decode_meta, delete_fenced, new_meta, owner
+
+__all__ = ["GROUP_SIZE", "META_FORMAT", "WindowStorage", "clock_of", "decode_meta", "delete_fenced", "group_place",
+           "new_meta", "owner"]
 from .stats import StoreStats
 
-#: Version of the metadata record layout (2: pairs stored in groups).
-META_FORMAT = 2
 #: Pairs per stored value, for new windows (capped by their buffer size).
 GROUP_SIZE = 16
 
@@ -277,7 +276,7 @@ class WindowStorage:
         self._meta = meta
         self.version = version
         self.counters.checkpoints += 1
-        self._collect_garbage(levels, listed)
+        collect_garbage(self, levels, listed)
         self._remember(value, meta)
         return version
 
@@ -338,53 +337,6 @@ class WindowStorage:
             "a newer owner took it over (this engine is stale and must stop)")
         _log.warning("%s", error)
         return error
-
-    def _collect_garbage(self, levels: list[StoreLevelQueue], listed: list[int]) -> None:
-        """Delete pairs below the head of the live levels and of every
-        retained checkpoint, and drop epochs nothing references (``listed``:
-        the epochs the store held pairs of when the checkpoint committed).
-
-        The clean-up is committed with the next checkpoint; repeating it
-        after a crash is harmless (deleting a missing key is a no-op)."""
-        meta = self._meta
-        heads: dict[int, int] = {}  # level -> lowest pair anyone may still read
-        live_epochs = {self.epoch}
-        for q in levels:
-            heads[q.level] = q.lo >> 1
-            live_epochs.update(e for e, _ in q.segments)
-        ends = dict(self._written)  # level -> pairs possibly written
-        for _, _, records, _ in meta["checkpoints"]:
-            for m, rec in enumerate(records):
-                heads[m] = min(heads.get(m, rec["lo"] >> 1), rec["lo"] >> 1)
-                ends[m] = max(ends.get(m, 0), rec["stored"])
-                live_epochs.update(e for e, _ in rec["segments"])
-        gc = list(meta["gc"])
-        for m in range(max([len(gc)] + [m + 1 for m in ends])):
-            if m == len(gc):
-                gc.append(0)
-            end = min(heads.get(m, ends.get(m, 0)), ends.get(m, 0))
-            if gc[m] < end:
-                first, stop = gc[m] // self.group, end // self.group  # groups wholly below end
-                for epoch in meta["epochs"]:
-                    if epoch in live_epochs and first < stop:
-                        self._call(self.store.delete_pairs, self.window, epoch, m, first, stop - first)
-                self.counters.pairs_deleted += end - gc[m]
-                gc[m] = end
-        # The store's own list, not the record's: an epoch it does not list
-        # holds no pairs (a claim that never wrote leaves nothing to drop),
-        # and a zombie owner may have written again under an epoch this
-        # window already dropped; epochs above ours belong to a newer owner
-        # and are never touched.
-        for epoch in listed:
-            if epoch not in live_epochs and epoch < self.epoch:
-                self._call(self.store.drop_epoch, self.window, epoch)
-        meta["gc"] = gc
-        meta["epochs"] = sorted(live_epochs)
-        for q in levels:  # forget segments wholly below the head
-            if q.written <= q.lo >> 1:  # the head is past every pair this level wrote
-                q.segments.clear()
-            while len(q.segments) > 1 and q.segments[1][1] <= gc[q.level]:
-                del q.segments[0]
 
     def discarded(self, q: StoreLevelQueue) -> None:
         """A level was removed: remember how far it wrote, for the clean-up."""
@@ -468,77 +420,6 @@ def _by_identity(entries: list, parts: list[bytes]):
     return ((id(c), (c, p)) for c, p in zip(entries, parts))
 
 
-def decode_meta(blob: bytes, where: str) -> dict:
-    """A window's metadata record (msgpack through :mod:`stores.codec`, never
-    pickle); CorruptValue or FormatVersionError naming ``where`` otherwise."""
-    try:
-        meta = decode(blob)
-    except (CorruptValue, FormatVersionError) as exc:
-        raise type(exc)(f"{where}: metadata: {exc}") from exc
-    if not isinstance(meta, dict) or meta.get("format") != META_FORMAT:
-        raise FormatVersionError(
-            f"{where}: metadata format {meta.get('format') if isinstance(meta, dict) else '?'} "
-            f"is not {META_FORMAT}; it was written by an incompatible version")
-    missing = sorted(_META_FIELDS - meta.keys())
-    if missing:
-        raise CorruptValue(f"{where}: metadata lacks {missing}")
-    return meta
-
-
-def new_meta(epoch: int, group: int) -> dict:
-    """The metadata record of a window nobody has written yet."""
-    return {"format": META_FORMAT, "epoch": epoch, "epochs": [], "group": group,
-            "version": 0, "checkpoints": [], "gc": []}
-
-
-def owner() -> str:
-    """Who opens a window, recorded in its metadata (``mta-spark gc`` lists it)."""
-    return f"{socket.gethostname()} pid {os.getpid()}"
-
-
-def clock_of(store) -> Callable[[], float]:
-    """The wall clock a window's ``used`` time is read from: the store's
-    ``clock`` (tests give it a fake one), else :func:`time.time`."""
-    return getattr(store, "clock", None) or time.time
-
-
-def delete_fenced(store, window: str, meta: dict, token, call=None, emptied=None, *, durable: bool = True) -> None:
-    """Delete ``window`` (record ``meta`` with token ``token``): every pair
-    of every epoch up to the record's, then the record.
-
-    The record is first emptied by compare-and-set: if it changed since
-    ``token`` was read (a newer owner, or a checkpoint) that raises
-    :class:`CasMismatch` and nothing is deleted.  An owner arriving after
-    that claims above this epoch and starts empty, so dropping the epochs up
-    to it never touches its pairs; the emptied record is then removed only
-    if still the one written here.  ``token=None`` with ``meta`` a
-    :func:`new_meta` fences a window that has pairs but no record: creating
-    the emptied record fails if one appeared meanwhile.  ``emptied(token,
-    record)`` is told the emptied record once it is written.  ``durable=False``
-    (a record that holds no checkpoint): the emptied record is written like a
-    claim, without the store's sync (``cas_meta(durable=False)``).
-
-    Round trips: 3 (4 without a record), plus one ``drop_epoch`` per epoch
-    (O(pairs) keys deleted)."""
-    call = call or (lambda fn, *args, **options: fn(*args, **options))
-    known = set(meta["epochs"])
-    if token is None:  # no record: the emptied one must sit above every epoch left
-        known |= set(call(store.list_epochs, window))
-    epoch = max([meta["epoch"], *known])
-    tombstone = dict(meta, epoch=epoch, checkpoints=[], epochs=[])
-    token = call(store.cas_meta, window, token, encode(tombstone), **({} if durable else {"durable": False}))
-    if emptied is not None:
-        emptied(token, tombstone)
-    # the store's own list too: a zombie may have written under an epoch the record no longer names
-    for e in sorted(known | set(call(store.list_epochs, window))):
-        if e <= epoch:
-            call(store.drop_epoch, window, e)
-    try:
-        call(store.delete_meta, window, token)
-    except CasMismatch:
-        pass  # a newer owner claimed the (empty) window meanwhile: the record is its own
-
-
 def group_place(window: str, epoch: int, level: int, group: int) -> bytes:
     """The place a stored group is bound to (:mod:`stores.codec`): its key,
     so that a value copied from another window, epoch, level or index fails
@@ -547,7 +428,3 @@ def group_place(window: str, epoch: int, level: int, group: int) -> bytes:
 
 
 _stats_lock = threading.Lock()
-#: Fields every metadata record (format META_FORMAT) has.  ``used`` (the wall
-#: clock of the last open or checkpoint) and ``owner`` (who last opened it) are
-#: absent from records written before they existed, so they are optional.
-_META_FIELDS = frozenset({"format", "epoch", "epochs", "group", "version", "checkpoints", "gc"})
