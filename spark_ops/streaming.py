@@ -68,15 +68,13 @@ def key_windows(spec: WindowSpec, run: str, passed: list[str], group_keys: passt
 
     def one_key(key, frames, state):
         import pandas as pd
-        import pyarrow.compute as pc
 
         k = key_value(spec, group_keys.value(key))
         if state.hasTimedOut:  # no rows for expire_after: the window goes
             open_key_window(spec, k, run, streaming=True, resume=state.get[0]).expire()
             state.remove()
             return
-        rows = passthrough.unpack(blob for frame in frames for blob in frame[PACKED])
-        rows = rows.take(pc.sort_indices(rows, [(TIME, "ascending"), (ARRIVAL, "ascending")]))
+        rows = _in_order(passthrough.unpack(blob for frame in frames for blob in frame[PACKED]))
         version, newest, job = state.get if state.exists else (None, None, None)
         _check_job(spec, k, job, fingerprint)
         window = open_key_window(spec, k, run, streaming=True, resume=version if version is not None else False,
@@ -160,6 +158,21 @@ def _check_job(spec: WindowSpec, k, job, fingerprint: str) -> None:
         raise SlidingWindowError(
             f"{spec.key_text(k)}: the query's windows were built by another job ({job}), not by this one "
             f"({fingerprint}); restart a changed query with a new name= and checkpoint location")
+
+
+def _in_order(rows):
+    """``rows`` in ``(time, arrival)`` order: as they are when they already
+    are (a key's rows of a micro-batch usually come in time order), else
+    sorted; a null or NaN time always takes the sort, which places it.
+    O(n) to check, O(n log n) to sort."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    if rows.num_rows > 1:
+        t, a = rows.column(TIME).to_numpy(), rows.column(ARRIVAL).to_numpy()
+        if not np.all((t[1:] > t[:-1]) | ((t[1:] == t[:-1]) & (a[1:] > a[:-1]))):
+            return rows.take(pc.sort_indices(rows, [(TIME, "ascending"), (ARRIVAL, "ascending")]))
+    return rows
 
 
 def _with_outputs(table, spec: WindowSpec, outputs):
