@@ -67,8 +67,6 @@ def key_windows(spec: WindowSpec, run: str, passed: list[str], group_keys: passt
             yield from one_key(key, frames, state)
 
     def one_key(key, frames, state):
-        import pandas as pd
-
         k = key_value(spec, group_keys.value(key))
         if state.hasTimedOut:  # no rows for expire_after: the window goes
             open_key_window(spec, k, run, streaming=True, resume=state.get[0]).expire()
@@ -88,7 +86,7 @@ def key_windows(spec: WindowSpec, run: str, passed: list[str], group_keys: passt
         state.update((version, window.newest, fingerprint))
         if expire_after is not None:
             state.setTimeoutDuration(int(expire_after * 1000))
-        yield pd.DataFrame({PACKED: passthrough.pack(_with_outputs(rows.select(passed), spec, outputs))})
+        yield passthrough.frame(passthrough.pack(_with_outputs(rows.select(passed), spec, outputs)))
 
     return windows_of_key
 
@@ -110,8 +108,6 @@ def event_time_windows(spec: WindowSpec, run: str, passed: list[str], group_keys
             yield from key_windows(key, frames, state)
 
     def key_windows(key, frames, state):
-        import pandas as pd
-
         k = key_value(spec, group_keys.value(key))
         version, newest, job, blob = state.get if state.exists else (None, None, None, None)
         _check_job(spec, k, job, fingerprint)
@@ -141,7 +137,7 @@ def event_time_windows(spec: WindowSpec, run: str, passed: list[str], group_keys
         if waiting.num_rows:
             state.setTimeoutTimestamp(event_time.timeout_ms(waiting))
         for result in results:
-            yield pd.DataFrame({PACKED: passthrough.pack(result)})
+            yield passthrough.frame(passthrough.pack(result))
 
     return windows_of_key
 

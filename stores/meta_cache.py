@@ -41,6 +41,7 @@ class Remembered(NamedTuple):
     blob: bytes  #: the record's content, as written
     meta: dict  #: the metadata the window holds (clean-up marks included); never mutated
     packed: dict  #: id(checkpoint entry) -> (entry, its msgpack payload), for re-encoding
+    elements: dict  #: id(tail element) -> (element, its payload): the newest checkpoint's, for the next one
 
 
 class MetaCache:

@@ -50,7 +50,7 @@ import threading
 from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
 from .background import Decoded, ready, submit
-from .codec import encode_map, packed, packed_items, packed_list
+from .codec import encode_map, packed, packed_items, packed_list, packed_map
 from .errors import CasMismatch, FencingError, MissingData, StoreError
 from .level_queue import TAIL_KEPT, StoreLevelQueue
 from .meta_cache import Remembered, cache_of
@@ -115,6 +115,7 @@ class WindowStorage:
         self.version: int | None = None  # the checkpoint resumed, then the last committed
         self._written: dict[int, int] = {}  # level -> pairs written up to here by this owner
         self._packed: dict[int, tuple] = {}  # id(checkpoint entry) -> (entry, its msgpack payload)
+        self._elements: dict[int, tuple] = {}  # id(tail element) -> (element, its payload), newest checkpoint's
         self._claim(resume, max(1, min(group_size, buffer_size)))
 
     # -- ownership ----------------------------------------------------------
@@ -130,7 +131,7 @@ class WindowStorage:
         record = None  # (blob, token) a failed swap returned: no need to read it again
         for _ in range(100):
             if hit is not None:
-                meta, self._packed = dict(hit.meta), hit.packed
+                meta, self._packed, self._elements = dict(hit.meta), hit.packed, hit.elements
             else:
                 blob, token = record if record is not None else self._call(self.store.read_meta, self.window)
                 meta = self._decode_meta(blob) if blob is not None else None
@@ -286,7 +287,7 @@ class WindowStorage:
         the window holds, the clean-up's marks included) is never mutated
         after this."""
         self._meta = meta
-        cache_of(self.store).put(self.window, Remembered(self._token, blob, meta, self._packed))
+        cache_of(self.store).put(self.window, Remembered(self._token, blob, meta, self._packed, self._elements))
 
     def close(self, levels: list[StoreLevelQueue], delete: bool = False) -> None:
         """Wait for the levels' background I/O; with ``delete``, remove the
@@ -406,9 +407,31 @@ class WindowStorage:
         cache, parts = self._packed, []
         for c in meta["checkpoints"]:
             hit = cache.get(id(c))
-            parts.append(hit[1] if hit is not None and hit[0] is c else packed(c))
+            parts.append(hit[1] if hit is not None and hit[0] is c else self._pack_checkpoint(c))
         self._packed = dict(_by_identity(meta["checkpoints"], parts))  # a new dict: a remembered one is shared
         return encode_map([(k, packed_list(parts) if k == "checkpoints" else packed(v)) for k, v in meta.items()])
+
+    def _pack_checkpoint(self, entry: list) -> bytes:
+        """``packed(entry)`` of a checkpoint entry ``[version, parent,
+        records, engine]``, each element of its levels' tails packed once:
+        a window's consecutive checkpoints share most of them (the same
+        objects while this process keeps the window, :mod:`stores.meta_cache`),
+        and packing those tuples dominates.  O(elements in the tails) dict
+        lookups, plus packing the new elements."""
+        known, elements = self._elements, {}
+
+        def element(e) -> bytes:
+            hit = known.get(id(e))
+            if hit is None or hit[0] is not e:
+                hit = (e, packed(e))
+            elements[id(e)] = hit  # the element is kept, so that its id is not reused while remembered
+            return hit[1]
+
+        version, parent, records, engine = entry
+        levels = [packed_map([(k, packed_list([element(e) for e in v]) if k == "tail" else packed(v))
+                              for k, v in rec.items()]) for rec in records]
+        self._elements = elements  # a new dict: a remembered one is shared
+        return packed_list([packed(version), packed(parent), packed_list(levels), packed(engine)])
 
     def _decode_meta(self, blob: bytes) -> dict:
         return decode_meta(blob, f"window {self.window!r} in {self.store.url}")

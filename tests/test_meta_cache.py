@@ -197,7 +197,7 @@ def test_two_owners_racing_with_warm_caches_commit_one_history(cls, store_url): 
 
 def test_the_cache_is_bounded_and_forgets_only_its_own_token():
     cache = MetaCache(size=2)
-    entries = {w: Remembered(i, b"blob", {}, {}) for i, w in enumerate("abc")}
+    entries = {w: Remembered(i, b"blob", {}, {}, {}) for i, w in enumerate("abc")}
     cache.put("a", entries["a"])
     cache.put("b", entries["b"])
     assert cache.get("a") is entries["a"]  # now the most recently used
