@@ -13,7 +13,10 @@ compares the content as well as the token: a record changed by anyone else
 (another owner's claim, a deletion, a store that lost it), or deleted and
 created again at the same version, fails it, and the claim goes on from
 the record the failed attempt returned.  Nothing here is trusted without
-that compare-and-set, so fencing stays the store's.
+that compare-and-set, so fencing stays the store's.  While remembered
+records are seldom current (:meth:`MetaCache.swapping`), claims read the
+record first instead, and still skip decoding it when it is the one
+remembered.
 
 Entries are never changed once stored: a claim copies the remembered
 metadata before raising its epoch, and the checkpoint entries in it are
@@ -29,9 +32,11 @@ import weakref
 from collections import OrderedDict
 from typing import Any, NamedTuple, Optional
 
-#: Windows remembered per store object.  A remembered record costs its blob
-#: and its decoded metadata, a few KB for a window with retain=2.
-SIZE = 20_000
+#: Windows remembered per store object.  A remembered record costs its blob,
+#: its decoded metadata and the payloads kept for re-encoding: about 15 KB
+#: for a window of the streaming benchmark (retain=2, three levels), so
+#: about 30 MB per store and Python worker when full.
+SIZE = 2048
 
 
 class Remembered(NamedTuple):
@@ -51,6 +56,21 @@ class MetaCache:
         self.size = size
         self._entries: OrderedDict[str, Remembered] = OrderedDict()
         self._lock = threading.Lock()
+        self._current = 1.0  # how often a remembered record was still current, lately (a moving average)
+
+    def swapping(self) -> bool:
+        """Whether a claim should swap a remembered record at once (one round
+        trip when it is current, a wasted one when not) rather than read the
+        record first: yes while at least half of the remembered records
+        lately were current.  Spark hands a stateful partition to whichever
+        Python worker is idle, so in some plans a worker's remembered record
+        is nearly always another's by the key's next micro-batch.  O(1)."""
+        return self._current >= 0.5
+
+    def observed(self, current: bool) -> None:
+        """A claim found a remembered record ``current`` (still the store's
+        record) or not.  O(1)."""
+        self._current += (float(current) - self._current) / 8
 
     def get(self, window: str) -> Optional[Remembered]:
         """The window's remembered record, or ``None``.  O(1)."""

@@ -125,15 +125,26 @@ class WindowStorage:
         The checkpoint to resume is chosen and checked first, so an open that
         is refused (no such checkpoint, another engine's levels) leaves the
         current owner in charge.  A record this process wrote last
-        (:mod:`stores.meta_cache`) is claimed without reading it first."""
+        (:mod:`stores.meta_cache`) is swapped without reading it first while
+        such swaps tend to succeed, and is not decoded again when read
+        unchanged."""
         cache = cache_of(self.store)
-        hit = cache.get(self.window)
+        known = cache.get(self.window)  # the record as this process left it
+        swap = known is not None and cache.swapping()
+        judged = swap  # whether this claim told the cache if its record was current
         record = None  # (blob, token) a failed swap returned: no need to read it again
         for _ in range(100):
-            if hit is not None:
-                meta, self._packed, self._elements = dict(hit.meta), hit.packed, hit.elements
+            if swap:
+                blob, token = known.blob, known.token  # assumed; the swap checks both
             else:
                 blob, token = record if record is not None else self._call(self.store.read_meta, self.window)
+                record = None
+                if not judged and known is not None:
+                    cache.observed(token == known.token and blob == known.blob)
+                    judged = True
+            if known is not None and token == known.token and blob == known.blob:
+                meta, self._packed, self._elements = dict(known.meta), known.packed, known.elements
+            else:
                 meta = self._decode_meta(blob) if blob is not None else None
                 self._packed = {} if meta is None else dict(
                     _by_identity(meta["checkpoints"], packed_items(blob, "checkpoints")))
@@ -142,9 +153,9 @@ class WindowStorage:
             try:
                 checkpoint = self._checkpoint_to_resume(meta, resume)
             except StoreError:
-                if hit is None:
+                if not swap:
                     raise
-                hit = None  # what this process remembers may be outdated: the store's record decides
+                swap = False  # what this process remembers may be outdated: the store's record decides
                 continue
             meta["epoch"] += 1
             meta["epochs"] = sorted(set(meta["epochs"]) | {meta["epoch"]})
@@ -152,15 +163,15 @@ class WindowStorage:
             value = self._encode_meta(meta)
             # not synced: a claim lost to a power loss goes with every write after it (the
             # store orders them), and the checkpoint that commits those writes syncs it too
-            if hit is not None:
-                swap = self._call(self.store.swap_meta, self.window, hit.token, hit.blob, value, durable=False)
-                hit = None
-                if not swap.done:  # another process wrote the record since: claim above what it holds
-                    record = (swap.blob, swap.token)
+            if swap:
+                done = self._call(self.store.swap_meta, self.window, token, blob, value, durable=False)
+                cache.observed(done.done)
+                swap = False
+                if not done.done:  # another process wrote the record since: claim above what it holds
+                    record = (done.blob, done.token)
                     continue
-                self._token = swap.token
+                self._token = done.token
             else:
-                record = None
                 try:
                     self._token = self._call(self.store.cas_meta, self.window, token, value, durable=False)
                 except CasMismatch:

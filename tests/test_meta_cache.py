@@ -55,17 +55,31 @@ def _swaps(store) -> bool:
     return store._swap_meta is not None
 
 
+#: How claims use a remembered record: swap it at once, or read the record
+#: first (what a process does while its remembered records are seldom current).
+MODES = ["swap-first", "read-first"]
+
+
+def _store(url, mode):
+    store = stores.open_store(url)
+    cache_of(store)._current = 1.0 if mode == "swap-first" else 0.0
+    return store
+
+
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("cls", ENGINES)
-def test_a_remembered_record_is_claimed_without_reading_it(cls, store_url):  # noqa: F811
+def test_a_remembered_record_is_claimed_without_reading_it(cls, mode, store_url):  # noqa: F811
     """The second micro-batch of a key in the same process claims its window
     in one round trip on the stores that compare content in their
-    compare-and-set (file, redis), and resumes exactly the checkpoint."""
-    store, window, oracle = stores.open_store(store_url), fresh_window("warm"), _oracle()
+    compare-and-set (file, redis) while swaps tend to succeed, and resumes
+    exactly the checkpoint; read first, the claim wastes no compare-and-set."""
+    store, window, oracle = _store(store_url, mode), fresh_window("warm"), _oracle()
     _session(cls, store, window, range(30), oracle)
     assert cache_of(store).get(window) is not None
-    before = store.stats.meta_reads
+    before, failures = store.stats.meta_reads, store.stats.cas_failures
     e = _open(cls, store, window)
-    assert store.stats.meta_reads - before == (0 if _swaps(store) else 1)
+    assert store.stats.meta_reads - before == (0 if _swaps(store) and mode == "swap-first" else 1)
+    assert store.stats.cas_failures == failures
     assert len(e) == len(oracle.items) and e.query() == oracle.query()
     for v in range(30, 45):
         assert e.push((v,)) == oracle.push((v,))
@@ -76,13 +90,14 @@ def test_a_remembered_record_is_claimed_without_reading_it(cls, store_url):  # n
     store.close()
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("cls", ENGINES)
-def test_a_record_changed_by_another_process_is_read_again(cls, store_url):  # noqa: F811
+def test_a_record_changed_by_another_process_is_read_again(cls, mode, store_url):  # noqa: F811
     """Another process (another store object, its own cache) takes the key
     and checkpoints: the remembered token is stale, and this process's next
     open resumes the other's checkpoint, not what it remembers."""
     window, oracle = fresh_window("stale"), _oracle()
-    here, there = stores.open_store(store_url), stores.open_store(store_url)
+    here, there = _store(store_url, mode), stores.open_store(store_url)
     _session(cls, here, window, range(20), oracle)
     _session(cls, there, window, range(20, 33), oracle)
     stale = cache_of(here).get(window)
@@ -94,13 +109,14 @@ def test_a_record_changed_by_another_process_is_read_again(cls, store_url):  # n
     there.close()
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("cls", ENGINES)
-def test_a_record_created_again_at_the_remembered_token_is_not_trusted(cls, store_url):  # noqa: F811
+def test_a_record_created_again_at_the_remembered_token_is_not_trusted(cls, mode, store_url):  # noqa: F811
     """The window is deleted and built again elsewhere with other contents
     until its record's token is the one this process remembers: the claim
     must see the content differ and resume the new window."""
     window = fresh_window("aba")
-    here, there = stores.open_store(store_url), stores.open_store(store_url)
+    here, there = _store(store_url, mode), stores.open_store(store_url)
     _session(cls, here, window, range(20), _oracle())
     remembered = cache_of(here).get(window)
     there.delete_window(window)
@@ -193,6 +209,33 @@ def test_two_owners_racing_with_warm_caches_commit_one_history(cls, store_url): 
     e = _open(cls, stores.open_store(store_url), window)
     assert len(e) == len(oracle.items) and e.query() == oracle.query()
     e.close()
+
+
+def test_claims_stop_swapping_while_remembered_records_are_stale(store_url):  # noqa: F811
+    """Two processes take turns with the same keys: each one's remembered
+    records are always stale, so after a few failed swaps its claims read
+    first (no more failed compare-and-sets), and swap again once records
+    it remembers are current again."""
+    here, there = stores.open_store(store_url), stores.open_store(store_url)
+    windows = [fresh_window("turns") for _ in range(12)]
+    oracles = {w: _oracle() for w in windows}
+    for w in windows:
+        _session(AmortizedMTA, here, w, [0], oracles[w])
+    for turn in range(4):
+        for w in windows:
+            _session(AmortizedMTA, there if turn % 2 == 0 else here, w, [turn + 1], oracles[w])
+    assert not cache_of(here).swapping()
+    failures = here.stats.cas_failures
+    for w in windows:
+        _session(AmortizedMTA, there, w, [10], oracles[w])
+        _session(AmortizedMTA, here, w, [11], oracles[w])
+    assert here.stats.cas_failures == failures  # read first: nothing wasted
+    for w in windows:  # this process alone now: its records are current
+        _session(AmortizedMTA, here, w, [12], oracles[w])
+    assert cache_of(here).swapping()
+    settle_background()
+    here.close()
+    there.close()
 
 
 def test_the_cache_is_bounded_and_forgets_only_its_own_token():
