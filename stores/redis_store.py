@@ -408,7 +408,10 @@ class RedisStore(Store):
         return [int(e) for e in self.client().smembers(self.epochs_key(window))]
 
     def _read_meta(self, window: str) -> tuple[Optional[bytes], Token]:
-        version, blob = self.client().hmget(self.meta_key(window), ["v", "b"])
+        if self.cluster:
+            version, blob = self.client().hmget(self.meta_key(window), ["v", "b"])
+        else:  # packed here, as the pairs' commands: a key's every micro-batch may read its record
+            version, blob = self._raw([command(b"HMGET", self.meta_key(window), "v", "b")])[0]
         if version is None:
             return None, None
         return blob if blob is not None else b"", int(version)
