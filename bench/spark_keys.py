@@ -10,11 +10,17 @@ every micro-batch touches every key.  Three queries process every file:
 * ``MTA, file store`` / ``MTA, redis store``: ``sliding_window(stream, ...,
   aggs=["max"], range=3600, store=...)``: per event, the max of its key's
   last hour; each key's window resumed and checkpointed in the store once
-  per micro-batch.
+  per micro-batch;
+* ``MTA, file store, synchronous=normal``: the file store with
+  ``store_options={"synchronous": "normal"}``, its checkpoints not synced to
+  disk (they survive a killed process, not a power loss: the durability of
+  Spark's own checkpoint on a local disk; docs/operations.md).
 
 Reported per query: rows per second (all rows / wall time of an
-``availableNow`` query, one file per micro-batch, ``noop`` sink), and the
-CPU of the Python workers (and of the JVM) per key per micro-batch; for the
+``availableNow`` query, one file per micro-batch, ``noop`` sink), the
+CPU of the Python workers (and of the JVM) per key per micro-batch, and
+the store's round trips per key per micro-batch
+(:func:`spark_ops.traffic.round_trips`); for the
 MTA, the Python CPU per key per micro-batch beyond the do-nothing query's,
 and its rows per second as a ratio of the do-nothing query's (issue 12's
 targets at 1,000 keys per micro-batch: at most 1 ms, at least 0.8x).
@@ -44,7 +50,8 @@ RANGE_S = 3600
 #: Shuffle partitions (and so state store partitions): one per core of local[2].
 PARTITIONS = 2
 BASELINE = "do-nothing"
-METHODS = (BASELINE, "MTA, file store", "MTA, redis store")
+FILE_NORMAL = "MTA, file store, synchronous=normal"
+METHODS = (BASELINE, "MTA, file store", FILE_NORMAL, "MTA, redis store")
 
 
 def write_input(directory: str, keys: int, files: int, rows_per_key: int, seed: int = 7) -> int:
@@ -82,6 +89,7 @@ def do_nothing(stream):
 
 def run(cfg: RunConfig) -> dict:
     from spark_ops import sliding_window
+    from spark_ops.traffic import round_trips
 
     p = PROFILES[cfg.profile]
     job = Run(NAME, cfg, {**p, "range_s": RANGE_S, "partitions": PARTITIONS, "master": sparkbench.MASTER})
@@ -114,26 +122,31 @@ def run(cfg: RunConfig) -> dict:
                     if method == BASELINE:
                         out = do_nothing(stream)
                     else:
-                        url = redis_url if "redis" in method else f"file://{work}/store-{keys}"
+                        url = redis_url if "redis" in method else f"file://{work}/store-{keys}-{len(records)}"
                         if "redis" in method:
                             _flush(redis_url)
+                        options = {"synchronous": "normal"} if method == FILE_NORMAL else None
                         out = sliding_window(stream, key="k", time="t", value="v", aggs=["max"], range=RANGE_S,
-                                             store=url, name=f"keys-{keys}")
+                                             store=url, store_options=options, name=f"keys-{keys}")
                     checkpoint = os.path.join(work, f"ckpt-{keys}-{len(records)}")
                     load = os.getloadavg()[0]
+                    trips0 = round_trips(spark)
                     cpu0 = _cpu_seconds()
                     secs, state = run_query(out, checkpoint, "append")
                     cpu1 = _cpu_seconds()
+                    trips = round_trips(spark) - trips0
                     assert state["input_rows"] == rows, (method, state, rows)
                     touches = keys * state["micro_batches"]
                     jvm, python = (cpu1[k] - cpu0[k] for k in ("jvm", "python"))
                     rec = {"keys": keys, "method": method, "rows": rows, "wall_s": secs, "rows_per_s": rows / secs,
                            "python_ms_per_key_batch": 1e3 * python / touches,
-                           "jvm_ms_per_key_batch": 1e3 * jvm / touches, "load_average": load, **state}
+                           "jvm_ms_per_key_batch": 1e3 * jvm / touches, "round_trips_per_key_batch": trips / touches,
+                           "load_average": load, **state}
                     records.append(rec)
                     cfg.log(f"  spark-keys {keys:>6} keys {method:<17} {rec['rows_per_s']:>8,.0f} rows/s, Python "
                             f"{rec['python_ms_per_key_batch']:.2f} ms/key/batch, JVM {rec['jvm_ms_per_key_batch']:.2f}"
-                            f" ({secs:.1f} s, {state['micro_batches']} batches, load {load:.2f})")
+                            f", {rec['round_trips_per_key_batch']:.2f} store round trips ({secs:.1f} s, "
+                            f"{state['micro_batches']} batches, load {load:.2f})")
                     job.save()
     finally:
         spark.stop()
@@ -176,10 +189,13 @@ def plot(data: dict, path) -> None:
 
 def tables(data: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     rows = [[f"{r['keys']:,}", r["method"], f"{r['micro_batches']}", f"{r['rows']:,}", f"{r['rows_per_s']:,.0f}",
-             f"{r['python_ms_per_key_batch']:.2f}", f"{r['jvm_ms_per_key_batch']:.2f}", f"{r['load_average']:.2f}"]
+             f"{r['python_ms_per_key_batch']:.2f}", f"{r['jvm_ms_per_key_batch']:.2f}",
+             f"{r['round_trips_per_key_batch']:.2f}" if "round_trips_per_key_batch" in r else "?",
+             f"{r['load_average']:.2f}"]
             for r in data["records"]]
     return [("", ["keys per micro-batch", "method", "micro-batches", "rows", "rows/s",
-                  "Python CPU ms / key / batch", "JVM CPU ms / key / batch", "load"], rows)]
+                  "Python CPU ms / key / batch", "JVM CPU ms / key / batch", "store round trips / key / batch",
+                  "load"], rows)]
 
 
 def summary_lines(data: dict) -> list[str]:

@@ -25,6 +25,9 @@ from typing import Iterable, Iterator
 
 from .plan import PACKED
 
+#: The columns of :func:`frame`.
+_PACKED_COLUMNS = [PACKED]
+
 #: Most rows in one pack (a pack is one binary value, and Arrow's binary
 #: arrays hold at most 2 GiB per batch).
 PACK_ROWS = 4096
@@ -46,11 +49,26 @@ def pack(table) -> list[bytes]:
 
 
 def unpack(packs: Iterable[bytes]):
-    """The Arrow table of the rows in ``packs`` (the packs' order kept)."""
+    """The Arrow table of the rows in ``packs`` (the packs' order kept), one
+    chunk per column."""
     import pyarrow as pa
 
     tables = [pa.ipc.open_stream(p).read_all() for p in packs]
+    if len(tables) == 1 and tables[0].num_columns and tables[0].column(0).num_chunks == 1:
+        return tables[0]  # one batch: one chunk per column already
     return pa.concat_tables(tables).combine_chunks()
+
+
+def frame(packs: list[bytes]):
+    """A pandas frame of one column, :data:`spark_ops.plan.PACKED`, holding
+    ``packs`` (what a per-key function of the state API yields), built from
+    an object array: a third of the cost of building it from a dict."""
+    import numpy as np
+    import pandas as pd
+
+    column = np.empty((len(packs), 1), dtype=object)
+    column[:, 0] = packs
+    return pd.DataFrame(column, columns=_PACKED_COLUMNS, copy=False)
 
 
 class GroupKeys:

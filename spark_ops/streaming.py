@@ -67,16 +67,12 @@ def key_windows(spec: WindowSpec, run: str, passed: list[str], group_keys: passt
             yield from one_key(key, frames, state)
 
     def one_key(key, frames, state):
-        import pandas as pd
-        import pyarrow.compute as pc
-
         k = key_value(spec, group_keys.value(key))
         if state.hasTimedOut:  # no rows for expire_after: the window goes
             open_key_window(spec, k, run, streaming=True, resume=state.get[0]).expire()
             state.remove()
             return
-        rows = passthrough.unpack(blob for frame in frames for blob in frame[PACKED])
-        rows = rows.take(pc.sort_indices(rows, [(TIME, "ascending"), (ARRIVAL, "ascending")]))
+        rows = _in_order(passthrough.unpack(blob for frame in frames for blob in frame[PACKED]))
         version, newest, job = state.get if state.exists else (None, None, None)
         _check_job(spec, k, job, fingerprint)
         window = open_key_window(spec, k, run, streaming=True, resume=version if version is not None else False,
@@ -90,7 +86,7 @@ def key_windows(spec: WindowSpec, run: str, passed: list[str], group_keys: passt
         state.update((version, window.newest, fingerprint))
         if expire_after is not None:
             state.setTimeoutDuration(int(expire_after * 1000))
-        yield pd.DataFrame({PACKED: passthrough.pack(_with_outputs(rows.select(passed), spec, outputs))})
+        yield passthrough.frame(passthrough.pack(_with_outputs(rows.select(passed), spec, outputs)))
 
     return windows_of_key
 
@@ -112,8 +108,6 @@ def event_time_windows(spec: WindowSpec, run: str, passed: list[str], group_keys
             yield from key_windows(key, frames, state)
 
     def key_windows(key, frames, state):
-        import pandas as pd
-
         k = key_value(spec, group_keys.value(key))
         version, newest, job, blob = state.get if state.exists else (None, None, None, None)
         _check_job(spec, k, job, fingerprint)
@@ -143,7 +137,7 @@ def event_time_windows(spec: WindowSpec, run: str, passed: list[str], group_keys
         if waiting.num_rows:
             state.setTimeoutTimestamp(event_time.timeout_ms(waiting))
         for result in results:
-            yield pd.DataFrame({PACKED: passthrough.pack(result)})
+            yield passthrough.frame(passthrough.pack(result))
 
     return windows_of_key
 
@@ -160,6 +154,21 @@ def _check_job(spec: WindowSpec, k, job, fingerprint: str) -> None:
         raise SlidingWindowError(
             f"{spec.key_text(k)}: the query's windows were built by another job ({job}), not by this one "
             f"({fingerprint}); restart a changed query with a new name= and checkpoint location")
+
+
+def _in_order(rows):
+    """``rows`` in ``(time, arrival)`` order: as they are when they already
+    are (a key's rows of a micro-batch usually come in time order), else
+    sorted; a null or NaN time always takes the sort, which places it.
+    O(n) to check, O(n log n) to sort."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    if rows.num_rows > 1:
+        t, a = rows.column(TIME).to_numpy(), rows.column(ARRIVAL).to_numpy()
+        if not np.all((t[1:] > t[:-1]) | ((t[1:] == t[:-1]) & (a[1:] > a[:-1]))):
+            return rows.take(pc.sort_indices(rows, [(TIME, "ascending"), (ARRIVAL, "ascending")]))
+    return rows
 
 
 def _with_outputs(table, spec: WindowSpec, outputs):

@@ -34,38 +34,28 @@ levels and indices are ``int`` in ``[0, 2**63)`` (not ``bool``).
 
 from __future__ import annotations
 
-import logging
-import random
 import time
-from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
-from .errors import (CasMismatch, StoreAuthenticationError, StoreClosed, StoreConfigError,
-                     StoreError, StoreUnavailable)
+from .errors import CasMismatch, StoreConfigError
 from .checks import as_blob, as_blobs, check_pairs, check_ranges, check_uint, check_window
+from .retry import AUTH, CONFIG, TRANSIENT, Retrying
 from .stats import StoreStats
+
+__all__ = ["AUTH", "CONFIG", "STORE_OPTIONS", "TRANSIENT", "Store", "Swap", "Token", "cas_mismatch"]
 
 #: Opaque compare-and-set token of a window's metadata (``None`` when the
 #: record is absent).  Compare tokens only with ``==``; never interpret them.
 Token = Any
 
-T = TypeVar("T")
-
-#: Retries of transient failures, at WARNING (the ``stores`` package's logger).
-_log = logging.getLogger(__name__)
-
 #: Options every backend takes (the retry policy of :class:`Store`).
 STORE_OPTIONS = frozenset({"retries", "backoff", "backoff_max", "timeout"})
 
-# Error classification returned by Store._classify.
-TRANSIENT = "transient"
-AUTH = "auth"
-#: a configuration mistake (a certificate, a file, a setting): retrying cannot help
-CONFIG = "config"
 
 
-class Store:
+class Store(Retrying):
     """Base class of every store.  See the module docstring.
 
     Options common to every backend (keyword arguments of
@@ -99,26 +89,10 @@ class Store:
 
     def __init__(self, url: str, *, retries: int = 5, backoff: float = 0.05,
                  backoff_max: float = 2.0, timeout: float = 6.0) -> None:
-        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-            raise StoreConfigError(f"retries must be an int >= 0, got {retries!r}")
-        try:
-            backoff = float(backoff)
-            backoff_max = float(backoff_max)
-        except (TypeError, ValueError):
-            raise StoreConfigError("backoff and backoff_max must be numbers") from None
-        if not backoff >= 0 or not backoff_max >= backoff:
-            raise StoreConfigError(
-                f"need 0 <= backoff <= backoff_max, got {backoff!r} and {backoff_max!r}")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
-            raise StoreConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
-        #: The longest one operation may take, retries included (seconds).
-        self.timeout = float(timeout)
+        self._retry_policy(retries, backoff, backoff_max, timeout)
         #: The store's URL with any password replaced by ``***``.
         self.url = url
         self.stats = StoreStats()
-        self.retries = retries
-        self.backoff = backoff
-        self.backoff_max = backoff_max
         self._closed = False
 
     # ----------------------------------------------------------- pairs
@@ -237,6 +211,73 @@ class Store:
             raise
         self.stats.add(round_trips=1, meta_writes=1, bytes_written=len(data))
         return token
+
+    def swap_meta(self, window: str, expected: Token, old: bytes, value: bytes, *,
+                  durable: bool = True) -> "Swap":
+        """Replace the window's metadata with ``value`` if it still holds
+        exactly ``old`` with token ``expected``; else say what it holds.
+
+        For a caller that remembers a record it wrote (:mod:`stores.meta_cache`):
+        a record deleted and created again restarts its versions, so a
+        remembered token alone may match a record that is not the one
+        remembered; its content then differs.  Returns a :class:`Swap`:
+        ``done`` and the new token, or the record's current token and blob
+        (``None``, ``None`` when absent), which saves the caller a
+        :meth:`read_meta` before it tries :meth:`cas_meta`.  ``durable`` as
+        :meth:`cas_meta` takes it.  One round trip where the backend has
+        :meth:`_swap_meta` (file, redis), else two or three (read_meta,
+        cas_meta, and read_meta again if that lost a race)."""
+        check_window(window)
+        if expected is None:
+            raise StoreConfigError("swap_meta needs the token of an existing record")
+        old, data = as_blob(old), as_blob(value)
+        self._check_token(window, expected)
+        if self._swap_meta is None:
+            blob, token = self.read_meta(window)
+            if token == expected and blob == old:
+                try:
+                    return Swap(True, self.cas_meta(window, expected, data, durable=durable), None)
+                except CasMismatch:
+                    blob, token = self.read_meta(window)
+            self.stats.add(cas_failures=1)
+            return Swap(False, token, blob)
+        done, token, blob = self._swap(window, expected, data, old, False, durable)
+        return Swap(True, token, None) if done else Swap(False, token, blob)
+
+    def cas_meta_epochs(self, window: str, expected: Token, value: bytes, *,
+                        durable: bool = True) -> tuple[Token, list[int]]:
+        """:meth:`cas_meta`, then :meth:`list_epochs`: the new token and the
+        window's epochs that may hold pairs, sorted, as of the write.  One
+        round trip where the backend lists them in its compare-and-set
+        (:meth:`_swap_meta`: file, redis), else two."""
+        if self._swap_meta is None:
+            token = self.cas_meta(window, expected, value, durable=durable)
+            return token, self.list_epochs(window)
+        check_window(window)
+        data = as_blob(value)
+        if expected is not None:
+            self._check_token(window, expected)
+        done, token, epochs = self._swap(window, expected, data, None, True, durable)
+        if not done:
+            raise cas_mismatch(window, expected, token)
+        return token, sorted(epochs)
+
+    def _swap(self, window: str, expected: Token, data: bytes, old: Optional[bytes], listing: bool,
+              durable: bool) -> tuple[bool, Token, Any]:
+        """One :meth:`_swap_meta` call, retried and counted like :meth:`cas_meta`."""
+        attempt = [0]
+
+        def call() -> tuple[bool, Token, Any]:
+            retry = attempt[0] > 0
+            attempt[0] += 1
+            return self._swap_meta(window, expected, data, retry, old=old, listing=listing, durable=durable)
+
+        out = self._run("cas_meta", window, call)
+        if out[0]:
+            self.stats.add(round_trips=1, meta_writes=1, bytes_written=len(data))
+        else:
+            self.stats.add(round_trips=1, cas_failures=1, bytes_read=len(out[2] or b""))
+        return out
 
     def delete_meta(self, window: str, expected: Token) -> None:
         """Delete the window's metadata record if its token is still
@@ -360,87 +401,7 @@ class Store:
 
     __str__ = __repr__
 
-    # ----------------------------------------------------- retry engine
-
-    def _run(self, operation: str, window: Optional[str], fn: Callable[..., T],
-             *args: Any) -> T:
-        if self._closed:
-            raise StoreClosed(f"{operation} on a closed store {self.url}")
-        delay = self.backoff
-        attempts = 0
-        started = time.monotonic()
-        while True:
-            attempts += 1
-            try:
-                return fn(*args)
-            except StoreError:
-                raise
-            except Exception as exc:
-                kind = self._classify(exc)
-                if kind is None:
-                    raise StoreError(self._message(
-                        operation, window, f"unexpected {type(exc).__name__}: "
-                        f"{self._scrub(str(exc))}")) from exc
-                if kind == CONFIG:
-                    raise StoreConfigError(self._message(
-                        operation, window, self._scrub(self._config_problem(exc)))) from exc
-                if kind == AUTH:
-                    raise StoreAuthenticationError(
-                        self._message(operation, window, "authentication failed: "
-                                      f"{type(exc).__name__}: {self._scrub(str(exc))}"),
-                        url=self.url, operation=operation, window=window,
-                        attempts=attempts) from exc
-                self._on_transient_error(exc)
-                sleep = delay * (0.5 + 0.5 * random.random())
-                spent = time.monotonic() - started
-                if attempts > self.retries or spent + sleep >= self.timeout:
-                    where = f"{operation} on window {window!r}" if window is not None \
-                        else operation
-                    raise StoreUnavailable(
-                        f"store {self.url} is unavailable: {where} failed after "
-                        f"{attempts} attempt(s) in {spent:.1f} s (timeout {self.timeout:g} s): "
-                        f"{type(exc).__name__}: {self._scrub(str(exc))}",
-                        url=self.url, operation=operation, window=window,
-                        attempts=attempts) from exc
-                self.stats.add(retries=1)
-                # self.url is redacted and _scrub removes the backend's secrets from its message
-                _log.warning("store %s: %s failed (%s: %s); retry %d of %d in %.2f s", self.url,
-                             f"{operation} on window {window!r}" if window is not None else operation,
-                             type(exc).__name__, self._scrub(str(exc)), attempts, self.retries, sleep)
-                time.sleep(sleep)
-                delay = min(self.backoff_max, delay * 2)
-
-    def _message(self, operation: str, window: Optional[str], detail: str) -> str:
-        where = f"{operation} on window {window!r}" if window is not None else operation
-        return f"store {self.url}: {where}: {detail}"
-
-    def _scrub(self, text: str) -> str:
-        """Remove secrets from a backend message (backends with a password
-        override :meth:`_secrets`)."""
-        for secret in self._secrets():
-            if secret:
-                text = text.replace(secret, "***")
-        return text
-
     # ----------------------------------------------- backend interface
-
-    def _secrets(self) -> Sequence[str]:
-        return ()
-
-    def _classify(self, exc: Exception) -> Optional[str]:
-        """``TRANSIENT`` (retry), ``AUTH`` (fail at once with
-        StoreAuthenticationError), ``CONFIG`` (fail at once with
-        StoreConfigError, :meth:`_config_problem` saying why) or ``None`` (not
-        a backend failure: wrap in StoreError at once)."""
-        return None
-
-    def _config_problem(self, exc: Exception) -> str:
-        """What the configuration error ``exc`` (classified ``CONFIG``) means,
-        naming the setting to fix."""
-        return f"configuration error: {type(exc).__name__}: {exc}"
-
-    def _on_transient_error(self, exc: Exception) -> None:
-        """Called after each transient failure (e.g. drop a broken connection)."""
 
     def _write_pairs(self, window: str, epoch: int, level: int, first: int,
                      blobs: list[bytes]) -> None:
@@ -471,6 +432,17 @@ class Store:
         applied it (see :meth:`cas_meta`)."""
         raise NotImplementedError
 
+    #: ``_swap_meta(window, expected, value, retry, *, old, listing, durable)``:
+    #: one round trip doing ``_cas_meta`` (``retry`` and ``durable`` as it
+    #: takes them) that, when ``old`` is not ``None``, also requires the
+    #: record's blob to be ``old``.  Returns ``(True, new token, epochs)``
+    #: (``epochs``: as ``_list_epochs`` when ``listing``, else ``None``) or,
+    #: without raising, ``(False, current token, blob)`` (``blob``: the
+    #: record's current one when ``old`` was given, else ``None``; both
+    #: ``None`` when the record is absent).  ``None``: the backend has none,
+    #: and :meth:`swap_meta` and :meth:`cas_meta_epochs` make several calls.
+    _swap_meta: Optional[Callable[..., tuple[bool, Token, Any]]] = None
+
     def _delete_meta(self, window: str, expected: Token) -> None:
         """Compare-and-delete of the metadata record (raise CasMismatch when
         its token is not ``expected``; an absent record is fine)."""
@@ -489,6 +461,16 @@ class Store:
 
     def _close(self) -> None:
         pass
+
+
+class Swap(NamedTuple):
+    """What :meth:`Store.swap_meta` did: ``done`` (the record held what the
+    caller remembered and now holds its new value) with the new ``token``;
+    else the record's current ``token`` and ``blob`` (``None`` when absent)."""
+
+    done: bool
+    token: Token
+    blob: Optional[bytes]
 
 
 def cas_mismatch(window: str, expected: Token, actual: Token) -> CasMismatch:

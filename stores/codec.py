@@ -297,14 +297,19 @@ def packed_list(parts: list[bytes]) -> bytes:
     return head + b"".join(parts)
 
 
+def packed_map(items: list[tuple[Any, bytes]]) -> bytes:
+    """The payload of a dict given as ``(key, payload of its value)`` pairs."""
+    n = len(items)
+    head = bytes([0x80 | n]) if n < 16 else b"\xde" + n.to_bytes(2, "big") if n < 1 << 16 \
+        else b"\xdf" + n.to_bytes(4, "big")
+    return head + b"".join(_pack(k) + v for k, v in items)
+
+
 def encode_map(items: list[tuple[Any, bytes]]) -> bytes:
     """``encode(dict)`` of a dict given as ``(key, payload of its value)``
     pairs, byte for byte: a caller that keeps the payloads of values that
     did not change re-encodes only the others."""
-    n = len(items)
-    head = bytes([0x80 | n]) if n < 16 else b"\xde" + n.to_bytes(2, "big") if n < 1 << 16 \
-        else b"\xdf" + n.to_bytes(4, "big")
-    payload = head + b"".join(_pack(k) + v for k, v in items)
+    payload = packed_map(items)
     return _HEADER.pack(FORMAT_VERSION, zlib.crc32(payload)) + payload
 
 

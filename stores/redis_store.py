@@ -45,7 +45,10 @@ own commands.  delete_pairs is one HDEL (an emptied hash disappears).
 drop_epoch is two round trips (SMEMBERS of the levels, then one UNLINK of
 every level hash); do not write to an epoch while dropping it.  The metadata compare-and-set is
 one Lua script (EVALSHA, reloaded by redis-py after a server restart):
-compare the version, write the blob, increment the version, atomically.
+compare the version, write the blob, increment the version, atomically;
+the same script compares the blob too (``swap_meta``, which gets the
+current record back when it fails) or returns the epochs set with the new
+version (``cas_meta_epochs``), still one round trip.
 Tokens are the integer versions (1 on creation).
 
 Connections are made lazily: :func:`stores.open_store` does no network I/O,
@@ -363,6 +366,20 @@ class RedisStore(Store):
         finally:
             pool.release(conn)
 
+    def _evalsha(self, script: Any, keys: list, args: list) -> Any:
+        """``script`` (registered) on a standalone server through :meth:`_raw`,
+        loaded first if the server does not have it (a restarted server)."""
+        from redis.exceptions import NoScriptError, ResponseError
+
+        packed = command(b"EVALSHA", script.sha, len(keys), *keys, *args)
+        try:
+            return self._raw([packed])[0]
+        except ResponseError as exc:
+            if not isinstance(exc, NoScriptError) and not str(exc).startswith("NOSCRIPT"):
+                raise
+        self.client().script_load(script.script)  # not run: it was unknown, so run it now
+        return self._raw([packed])[0]
+
     def _delete_pairs(self, window: str, epoch: int, level: int, first: int,
                       count: int) -> None:
         key = self.pairs_key(window, epoch, level)
@@ -391,19 +408,35 @@ class RedisStore(Store):
         return [int(e) for e in self.client().smembers(self.epochs_key(window))]
 
     def _read_meta(self, window: str) -> tuple[Optional[bytes], Token]:
-        version, blob = self.client().hmget(self.meta_key(window), ["v", "b"])
+        if self.cluster:
+            version, blob = self.client().hmget(self.meta_key(window), ["v", "b"])
+        else:  # packed here, as the pairs' commands: a key's every micro-batch may read its record
+            version, blob = self._raw([command(b"HMGET", self.meta_key(window), "v", "b")])[0]
         if version is None:
             return None, None
         return blob if blob is not None else b"", int(version)
 
     def _cas_meta(self, window: str, expected: Token, value: bytes, retry: bool) -> Token:
+        done, token, _ = self._swap_meta(window, expected, value, retry)
+        if not done:
+            raise cas_mismatch(window, expected, token)
+        return token
+
+    def _swap_meta(self, window: str, expected: Token, value: bytes, retry: bool, *, old: Optional[bytes] = None,
+                   listing: bool = False, durable: bool = True) -> tuple[bool, Token, Any]:
         self.client()
-        ok, version = self._cas_script(
-            keys=[self.meta_key(window)],
-            args=["" if expected is None else str(expected), value, "1" if retry else "0"])
-        if ok == 1:
-            return int(version)
-        raise cas_mismatch(window, expected, int(version) if version not in (b"", "") else None)
+        keys = [self.meta_key(window), self.epochs_key(window)]
+        args = ["" if expected is None else str(expected), value, "1" if retry else "0",
+                "0" if old is None else "1", b"" if old is None else old, "1" if listing else "0"]
+        if self.cluster:
+            reply = self._cas_script(keys=keys, args=args)
+        else:  # packed here, as the pairs' commands: a window's every micro-batch makes two of these
+            reply = self._evalsha(self._cas_script, keys, args)
+        if reply[0] == 1:
+            return True, int(reply[1]), [int(e) for e in reply[2]] if listing else None
+        if reply[1] in (b"", ""):
+            return False, None, None
+        return False, int(reply[1]), reply[2] if old is not None else None
 
     def _delete_meta(self, window: str, expected: Token) -> None:
         self.client()

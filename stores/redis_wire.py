@@ -20,27 +20,36 @@ if TYPE_CHECKING:
 #: Fields per HSET / HMGET / HDEL command inside one pipeline.
 CHUNK = 4096
 
+#: Compare-and-set of a metadata hash.  KEYS = the hash, the window's epochs
+#: set; ARGV = expected version ('' to create), new blob, '1' for a retry
+#: (an earlier attempt that landed counts as done), '1' to also require
+#: the blob ARGV[5], '1' to return the epochs set with the new version.
+#: Returns {1, version[, epochs]}, or {0, current version or ''[, current
+#: blob when ARGV[4] is '1']}.
 CAS_LUA = """
 local cur = redis.call('HGET', KEYS[1], 'v')
 local exp = ARGV[1]
-if exp == '' then
-  if not cur then
-    redis.call('HSET', KEYS[1], 'v', 1, 'b', ARGV[2])
-    return {1, 1}
-  end
-elseif cur == exp then
-  local v = redis.call('HINCRBY', KEYS[1], 'v', 1)
+local ok = false
+if exp == '' and not cur then
+  redis.call('HSET', KEYS[1], 'v', 1, 'b', ARGV[2])
+  cur, ok = 1, true
+elseif exp ~= '' and cur == exp and (ARGV[4] ~= '1' or redis.call('HGET', KEYS[1], 'b') == ARGV[5]) then
+  cur = redis.call('HINCRBY', KEYS[1], 'v', 1)
   redis.call('HSET', KEYS[1], 'b', ARGV[2])
-  return {1, v}
-end
-if ARGV[3] == '1' and cur then
+  ok = true
+elseif ARGV[3] == '1' and cur then
   local want = 1
   if exp ~= '' then want = tonumber(exp) + 1 end
   if tonumber(cur) == want and redis.call('HGET', KEYS[1], 'b') == ARGV[2] then
-    return {1, want}
+    cur, ok = want, true
   end
 end
-return {0, cur or ''}
+if not ok then
+  if cur and ARGV[4] == '1' then return {0, cur, redis.call('HGET', KEYS[1], 'b')} end
+  return {0, cur or ''}
+end
+if ARGV[6] == '1' then return {1, cur, redis.call('SMEMBERS', KEYS[2])} end
+return {1, cur}
 """
 
 #: Compare-and-delete of a metadata hash: '' when deleted or absent, else

@@ -11,7 +11,9 @@ path is a directory (created if missing); the database is
 
 The metadata token is ``version`` (1 on creation, +1 per successful
 compare-and-set, done as ``UPDATE ... WHERE version = ?`` inside
-``BEGIN IMMEDIATE``).  A batch of pairs is one ``executemany`` in one
+``BEGIN IMMEDIATE``; ``swap_meta`` adds ``AND blob = ?`` and reads the
+current record back when that fails, ``cas_meta_epochs`` lists the epochs
+in the same transaction).  A batch of pairs is one ``executemany`` in one
 transaction: one round trip.
 
 Concurrency: several threads and several processes of one host may share a
@@ -298,34 +300,41 @@ class SQLiteStore(Store):
         return (None, None) if row is None else (row[0], row[1])
 
     def _cas_meta(self, window: str, expected: Token, value: bytes, retry: bool, durable: bool = True) -> Token:
+        done, token, _ = self._swap_meta(window, expected, value, retry, durable=durable)
+        if not done:
+            raise cas_mismatch(window, expected, token)
+        return token
+
+    def _swap_meta(self, window: str, expected: Token, value: bytes, retry: bool, *, old: Optional[bytes] = None,
+                   listing: bool = False, durable: bool = True) -> tuple[bool, Token, Any]:
+        # one transaction: a failed attempt is rolled back, so a retry needs no check of its own
         conn = self._conn()
 
-        def cas() -> Token:
+        def swap() -> tuple[bool, Token, Any]:
             if expected is None:
                 cur = conn.execute("INSERT INTO meta (window, version, blob) VALUES (?, 1, ?)"
                                    " ON CONFLICT (window) DO NOTHING", (window, value))
-                if cur.rowcount == 1:
-                    return 1
+            elif old is None:
+                cur = conn.execute("UPDATE meta SET version = version + 1, blob = ?"
+                                   " WHERE window = ? AND version = ?", (value, window, expected))
             else:
                 cur = conn.execute("UPDATE meta SET version = version + 1, blob = ?"
-                                   " WHERE window = ? AND version = ?",
-                                   (value, window, expected))
-                if cur.rowcount == 1:
-                    return expected + 1
-            row = conn.execute("SELECT version FROM meta WHERE window = ?",
-                               (window,)).fetchone()
-            return cas_mismatch(window, expected, None if row is None else row[0])
+                                   " WHERE window = ? AND version = ? AND blob = ?", (value, window, expected, old))
+            if cur.rowcount == 1:
+                return True, (expected or 0) + 1, self._list_epochs(window) if listing else None
+            row = conn.execute("SELECT version, blob FROM meta WHERE window = ?", (window,)).fetchone()
+            if row is None:
+                return False, None, None
+            return False, row[0], row[1] if old is not None else None
 
         sync_changed = durable and self._sync_meta != self._sync_data
         if sync_changed:
             conn.execute(f"PRAGMA synchronous = {self._sync_meta}")
         try:
-            out = self._tx(conn, cas)
+            out = self._tx(conn, swap)
         finally:
             if sync_changed:
                 conn.execute(f"PRAGMA synchronous = {self._sync_data}")
-        if isinstance(out, Exception):
-            raise out
         return out
 
     def _delete_meta(self, window: str, expected: Token) -> None:

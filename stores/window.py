@@ -17,7 +17,9 @@ before they were stored) starts at its first live pair, so each value is
 Durability and fencing.  Each group key is written once and never rewritten:
 groups are only written when complete and final, and each owner writes under its own
 *epoch*.  Opening a window claims it: the epoch in its metadata record is
-raised by compare-and-set, and a former owner becomes stale.  A checkpoint
+raised by compare-and-set, and a former owner becomes stale (a process
+that wrote the record last claims it without reading it first: a
+compare-and-set on the token and content it remembers, :mod:`stores.meta_cache`).  A checkpoint
 flushes the buffers, then commits the levels' bounds, their unflushed tails
 and which epoch wrote which pairs, by compare-and-set on the metadata; a
 stale owner's commit fails with :class:`FencingError`, and the pairs it
@@ -28,7 +30,9 @@ them started from (a Spark micro-batch replayed after a failure resumes the
 checkpoint of the last *committed* batch, which may not be the newest, and
 may be replayed more than once).  After a commit, pairs below every retained
 checkpoint's head are deleted, and epochs that nothing references are
-dropped whole, with whatever a dead owner wrote after its last checkpoint.
+dropped whole, with whatever a dead owner wrote after its last checkpoint
+(the store lists the epochs holding pairs in the checkpoint's own round
+trip where it can, :meth:`stores.base.Store.cas_meta_epochs`).
 
 Orphans.  Every open and checkpoint records in the metadata when it
 happened (``used``, the store's wall ``clock``) and who opened the window
@@ -40,23 +44,23 @@ by :mod:`stores.gc` (``mta-spark gc``).
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import struct
 import threading
-import time
-from typing import Callable
 
 from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
 from .background import Decoded, ready, submit
-from .codec import decode, encode, encode_map, packed, packed_items, packed_list
-from .errors import CasMismatch, CorruptValue, FencingError, FormatVersionError, MissingData, StoreError
+from .codec import encode_map, packed, packed_items, packed_list, packed_map
+from .errors import CasMismatch, FencingError, MissingData, StoreError
 from .level_queue import TAIL_KEPT, StoreLevelQueue
+from .meta_cache import Remembered, cache_of
+from .cleanup import collect_garbage
+from .window_meta import META_FORMAT, clock_of, decode_meta, delete_fenced, new_meta, owner
+
+__all__ = ["GROUP_SIZE", "META_FORMAT", "WindowStorage", "clock_of", "decode_meta", "delete_fenced", "group_place",
+           "new_meta", "owner"]
 from .stats import StoreStats
 
-#: Version of the metadata record layout (2: pairs stored in groups).
-META_FORMAT = 2
 #: Pairs per stored value, for new windows (capped by their buffer size).
 GROUP_SIZE = 16
 
@@ -111,6 +115,7 @@ class WindowStorage:
         self.version: int | None = None  # the checkpoint resumed, then the last committed
         self._written: dict[int, int] = {}  # level -> pairs written up to here by this owner
         self._packed: dict[int, tuple] = {}  # id(checkpoint entry) -> (entry, its msgpack payload)
+        self._elements: dict[int, tuple] = {}  # id(tail element) -> (element, its payload), newest checkpoint's
         self._claim(resume, max(1, min(group_size, buffer_size)))
 
     # -- ownership ----------------------------------------------------------
@@ -119,28 +124,62 @@ class WindowStorage:
 
         The checkpoint to resume is chosen and checked first, so an open that
         is refused (no such checkpoint, another engine's levels) leaves the
-        current owner in charge."""
+        current owner in charge.  A record this process wrote last
+        (:mod:`stores.meta_cache`) is swapped without reading it first while
+        such swaps tend to succeed, and is not decoded again when read
+        unchanged."""
+        cache = cache_of(self.store)
+        known = cache.get(self.window)  # the record as this process left it
+        swap = known is not None and cache.swapping()
+        judged = swap  # whether this claim told the cache if its record was current
+        record = None  # (blob, token) a failed swap returned: no need to read it again
         for _ in range(100):
-            blob, token = self._call(self.store.read_meta, self.window)
-            meta = self._decode_meta(blob) if blob is not None else None
-            if meta is not None:
-                self._packed = dict(_by_identity(meta["checkpoints"], packed_items(blob, "checkpoints")))
-            if meta is None:
-                meta = new_meta(0, group)
-            checkpoint = self._checkpoint_to_resume(meta, resume)
+            if swap:
+                blob, token = known.blob, known.token  # assumed; the swap checks both
+            else:
+                blob, token = record if record is not None else self._call(self.store.read_meta, self.window)
+                record = None
+                if not judged and known is not None:
+                    cache.observed(token == known.token and blob == known.blob)
+                    judged = True
+            if known is not None and token == known.token and blob == known.blob:
+                meta, self._packed, self._elements = dict(known.meta), known.packed, known.elements
+            else:
+                meta = self._decode_meta(blob) if blob is not None else None
+                self._packed = {} if meta is None else dict(
+                    _by_identity(meta["checkpoints"], packed_items(blob, "checkpoints")))
+                if meta is None:
+                    meta = new_meta(0, group)
+            try:
+                checkpoint = self._checkpoint_to_resume(meta, resume)
+            except StoreError:
+                if not swap:
+                    raise
+                swap = False  # what this process remembers may be outdated: the store's record decides
+                continue
             meta["epoch"] += 1
             meta["epochs"] = sorted(set(meta["epochs"]) | {meta["epoch"]})
             meta.update(used=clock_of(self.store)(), owner=owner())
-            try:
-                # not synced: a claim lost to a power loss goes with every write after it (the
-                # store orders them), and the checkpoint that commits those writes syncs it too
-                self._token = self._call(self.store.cas_meta, self.window, token, self._encode_meta(meta),
-                                         durable=False)
-            except CasMismatch:
-                continue  # another process claimed it meanwhile: claim above it
+            value = self._encode_meta(meta)
+            # not synced: a claim lost to a power loss goes with every write after it (the
+            # store orders them), and the checkpoint that commits those writes syncs it too
+            if swap:
+                done = self._call(self.store.swap_meta, self.window, token, blob, value, durable=False)
+                cache.observed(done.done)
+                swap = False
+                if not done.done:  # another process wrote the record since: claim above what it holds
+                    record = (done.blob, done.token)
+                    continue
+                self._token = done.token
+            else:
+                try:
+                    self._token = self._call(self.store.cas_meta, self.window, token, value, durable=False)
+                except CasMismatch:
+                    continue  # another process claimed it meanwhile: claim above it
             break
         else:
             raise StoreError(f"window {self.window!r} in {self.store.url}: could not claim ownership")
+        self._remember(value, meta)
         self.epoch = meta["epoch"]
         self.group = meta["group"]  # pairs per stored value, fixed for the window's life
         self.buffer_size = max(self.buffer_size, self.group)  # a group is written once complete
@@ -238,16 +277,28 @@ class WindowStorage:
         keep = {c[0] for c in newest} | {c[1] for c in newest}
         checkpoints = [c for c in everything if c[0] in keep]
         meta = dict(old, version=version, checkpoints=checkpoints, used=clock_of(self.store)())
+        value = self._encode_meta(meta)
         try:
-            token = self._call(self.store.cas_meta, self.window, self._token, self._encode_meta(meta))
+            # the store's epochs come with the write (one round trip where it can) for the clean-up
+            token, listed = self._call(self.store.cas_meta_epochs, self.window, self._token, value)
         except CasMismatch:
+            cache_of(self.store).forget(self.window, self._token)
             raise self._fenced("checkpoint") from None
         self._token = token
         self._meta = meta
         self.version = version
         self.counters.checkpoints += 1
-        self._collect_garbage(levels)
+        collect_garbage(self, levels, listed)
+        self._remember(value, meta)
         return version
+
+    def _remember(self, blob: bytes, meta: dict) -> None:
+        """The record now holds ``blob`` (token ``self._token``): the next
+        claim in this process may swap it without reading it.  ``meta`` (what
+        the window holds, the clean-up's marks included) is never mutated
+        after this."""
+        self._meta = meta
+        cache_of(self.store).put(self.window, Remembered(self._token, blob, meta, self._packed, self._elements))
 
     def close(self, levels: list[StoreLevelQueue], delete: bool = False) -> None:
         """Wait for the levels' background I/O; with ``delete``, remove the
@@ -267,6 +318,7 @@ class WindowStorage:
         # protect: losing its emptied record to a power loss leaves at most a record
         # without checkpoints, which nothing resumes and stores.gc deletes as an orphan
         durable = bool(self._meta["checkpoints"])
+        cache_of(self.store).forget(self.window, self._token)
         try:
             delete_fenced(self.store, self.window, self._meta, self._token, self._call, self._emptied,
                           durable=durable)
@@ -297,52 +349,6 @@ class WindowStorage:
             "a newer owner took it over (this engine is stale and must stop)")
         _log.warning("%s", error)
         return error
-
-    def _collect_garbage(self, levels: list[StoreLevelQueue]) -> None:
-        """Delete pairs below the head of the live levels and of every
-        retained checkpoint, and drop epochs nothing references.
-
-        The clean-up is committed with the next checkpoint; repeating it
-        after a crash is harmless (deleting a missing key is a no-op)."""
-        meta = self._meta
-        heads: dict[int, int] = {}  # level -> lowest pair anyone may still read
-        live_epochs = {self.epoch}
-        for q in levels:
-            heads[q.level] = q.lo >> 1
-            live_epochs.update(e for e, _ in q.segments)
-        ends = dict(self._written)  # level -> pairs possibly written
-        for _, _, records, _ in meta["checkpoints"]:
-            for m, rec in enumerate(records):
-                heads[m] = min(heads.get(m, rec["lo"] >> 1), rec["lo"] >> 1)
-                ends[m] = max(ends.get(m, 0), rec["stored"])
-                live_epochs.update(e for e, _ in rec["segments"])
-        gc = list(meta["gc"])
-        for m in range(max([len(gc)] + [m + 1 for m in ends])):
-            if m == len(gc):
-                gc.append(0)
-            end = min(heads.get(m, ends.get(m, 0)), ends.get(m, 0))
-            if gc[m] < end:
-                first, stop = gc[m] // self.group, end // self.group  # groups wholly below end
-                for epoch in meta["epochs"]:
-                    if epoch in live_epochs and first < stop:
-                        self._call(self.store.delete_pairs, self.window, epoch, m, first, stop - first)
-                self.counters.pairs_deleted += end - gc[m]
-                gc[m] = end
-        # The store's own list, not the record's: an epoch it does not list
-        # holds no pairs (a claim that never wrote leaves nothing to drop),
-        # and a zombie owner may have written again under an epoch this
-        # window already dropped; epochs above ours belong to a newer owner
-        # and are never touched.
-        for epoch in sorted(set(self._call(self.store.list_epochs, self.window))):
-            if epoch not in live_epochs and epoch < self.epoch:
-                self._call(self.store.drop_epoch, self.window, epoch)
-        meta["gc"] = gc
-        meta["epochs"] = sorted(live_epochs)
-        for q in levels:  # forget segments wholly below the head
-            if q.written <= q.lo >> 1:  # the head is past every pair this level wrote
-                q.segments.clear()
-            while len(q.segments) > 1 and q.segments[1][1] <= gc[q.level]:
-                del q.segments[0]
 
     def discarded(self, q: StoreLevelQueue) -> None:
         """A level was removed: remember how far it wrote, for the clean-up."""
@@ -412,11 +418,31 @@ class WindowStorage:
         cache, parts = self._packed, []
         for c in meta["checkpoints"]:
             hit = cache.get(id(c))
-            if hit is None or hit[0] is not c:
-                hit = cache[id(c)] = (c, packed(c))
-            parts.append(hit[1])
-        self._packed = dict(_by_identity(meta["checkpoints"], parts))
+            parts.append(hit[1] if hit is not None and hit[0] is c else self._pack_checkpoint(c))
+        self._packed = dict(_by_identity(meta["checkpoints"], parts))  # a new dict: a remembered one is shared
         return encode_map([(k, packed_list(parts) if k == "checkpoints" else packed(v)) for k, v in meta.items()])
+
+    def _pack_checkpoint(self, entry: list) -> bytes:
+        """``packed(entry)`` of a checkpoint entry ``[version, parent,
+        records, engine]``, each element of its levels' tails packed once:
+        a window's consecutive checkpoints share most of them (the same
+        objects while this process keeps the window, :mod:`stores.meta_cache`),
+        and packing those tuples dominates.  O(elements in the tails) dict
+        lookups, plus packing the new elements."""
+        known, elements = self._elements, {}
+
+        def element(e) -> bytes:
+            hit = known.get(id(e))
+            if hit is None or hit[0] is not e:
+                hit = (e, packed(e))
+            elements[id(e)] = hit  # the element is kept, so that its id is not reused while remembered
+            return hit[1]
+
+        version, parent, records, engine = entry
+        levels = [packed_map([(k, packed_list([element(e) for e in v]) if k == "tail" else packed(v))
+                              for k, v in rec.items()]) for rec in records]
+        self._elements = elements  # a new dict: a remembered one is shared
+        return packed_list([packed(version), packed(parent), packed_list(levels), packed(engine)])
 
     def _decode_meta(self, blob: bytes) -> dict:
         return decode_meta(blob, f"window {self.window!r} in {self.store.url}")
@@ -428,77 +454,6 @@ def _by_identity(entries: list, parts: list[bytes]):
     return ((id(c), (c, p)) for c, p in zip(entries, parts))
 
 
-def decode_meta(blob: bytes, where: str) -> dict:
-    """A window's metadata record (msgpack through :mod:`stores.codec`, never
-    pickle); CorruptValue or FormatVersionError naming ``where`` otherwise."""
-    try:
-        meta = decode(blob)
-    except (CorruptValue, FormatVersionError) as exc:
-        raise type(exc)(f"{where}: metadata: {exc}") from exc
-    if not isinstance(meta, dict) or meta.get("format") != META_FORMAT:
-        raise FormatVersionError(
-            f"{where}: metadata format {meta.get('format') if isinstance(meta, dict) else '?'} "
-            f"is not {META_FORMAT}; it was written by an incompatible version")
-    missing = sorted(_META_FIELDS - meta.keys())
-    if missing:
-        raise CorruptValue(f"{where}: metadata lacks {missing}")
-    return meta
-
-
-def new_meta(epoch: int, group: int) -> dict:
-    """The metadata record of a window nobody has written yet."""
-    return {"format": META_FORMAT, "epoch": epoch, "epochs": [], "group": group,
-            "version": 0, "checkpoints": [], "gc": []}
-
-
-def owner() -> str:
-    """Who opens a window, recorded in its metadata (``mta-spark gc`` lists it)."""
-    return f"{socket.gethostname()} pid {os.getpid()}"
-
-
-def clock_of(store) -> Callable[[], float]:
-    """The wall clock a window's ``used`` time is read from: the store's
-    ``clock`` (tests give it a fake one), else :func:`time.time`."""
-    return getattr(store, "clock", None) or time.time
-
-
-def delete_fenced(store, window: str, meta: dict, token, call=None, emptied=None, *, durable: bool = True) -> None:
-    """Delete ``window`` (record ``meta`` with token ``token``): every pair
-    of every epoch up to the record's, then the record.
-
-    The record is first emptied by compare-and-set: if it changed since
-    ``token`` was read (a newer owner, or a checkpoint) that raises
-    :class:`CasMismatch` and nothing is deleted.  An owner arriving after
-    that claims above this epoch and starts empty, so dropping the epochs up
-    to it never touches its pairs; the emptied record is then removed only
-    if still the one written here.  ``token=None`` with ``meta`` a
-    :func:`new_meta` fences a window that has pairs but no record: creating
-    the emptied record fails if one appeared meanwhile.  ``emptied(token,
-    record)`` is told the emptied record once it is written.  ``durable=False``
-    (a record that holds no checkpoint): the emptied record is written like a
-    claim, without the store's sync (``cas_meta(durable=False)``).
-
-    Round trips: 3 (4 without a record), plus one ``drop_epoch`` per epoch
-    (O(pairs) keys deleted)."""
-    call = call or (lambda fn, *args, **options: fn(*args, **options))
-    known = set(meta["epochs"])
-    if token is None:  # no record: the emptied one must sit above every epoch left
-        known |= set(call(store.list_epochs, window))
-    epoch = max([meta["epoch"], *known])
-    tombstone = dict(meta, epoch=epoch, checkpoints=[], epochs=[])
-    token = call(store.cas_meta, window, token, encode(tombstone), **({} if durable else {"durable": False}))
-    if emptied is not None:
-        emptied(token, tombstone)
-    # the store's own list too: a zombie may have written under an epoch the record no longer names
-    for e in sorted(known | set(call(store.list_epochs, window))):
-        if e <= epoch:
-            call(store.drop_epoch, window, e)
-    try:
-        call(store.delete_meta, window, token)
-    except CasMismatch:
-        pass  # a newer owner claimed the (empty) window meanwhile: the record is its own
-
-
 def group_place(window: str, epoch: int, level: int, group: int) -> bytes:
     """The place a stored group is bound to (:mod:`stores.codec`): its key,
     so that a value copied from another window, epoch, level or index fails
@@ -507,7 +462,3 @@ def group_place(window: str, epoch: int, level: int, group: int) -> bytes:
 
 
 _stats_lock = threading.Lock()
-#: Fields every metadata record (format META_FORMAT) has.  ``used`` (the wall
-#: clock of the last open or checkpoint) and ``owner`` (who last opened it) are
-#: absent from records written before they existed, so they are optional.
-_META_FIELDS = frozenset({"format", "epoch", "epochs", "group", "version", "checkpoints", "gc"})

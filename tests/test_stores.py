@@ -245,6 +245,43 @@ def test_meta_compare_and_set(store):
     assert store.read_meta("w") == (b"", t3)
 
 
+def test_swap_meta_compares_token_and_content(store):
+    """swap_meta replaces only the record it is told (token and blob), and
+    otherwise returns what the record holds instead of raising: a record
+    deleted and created again at the same token, with other content, is
+    not the one remembered."""
+    t1 = store.cas_meta("w", None, b"one")
+    done = store.swap_meta("w", t1, b"one", b"two", durable=False)
+    assert done.done and done.blob is None and done.token != t1
+    t2 = done.token
+    assert store.read_meta("w") == (b"two", t2)
+    assert tuple(store.swap_meta("w", t1, b"one", b"x")) == (False, t2, b"two")  # stale token
+    assert tuple(store.swap_meta("w", t2, b"one", b"x")) == (False, t2, b"two")  # same token, other content
+    store.delete_window("w")
+    assert tuple(store.swap_meta("w", t2, b"two", b"x")) == (False, None, None)  # gone
+    again = store.cas_meta("w", None, b"other")
+    while again != t2:  # created again, up to the remembered token
+        again = store.cas_meta("w", again, b"other")
+    assert tuple(store.swap_meta("w", t2, b"two", b"x")) == (False, t2, b"other")
+    assert store.read_meta("w") == (b"other", t2)
+    with pytest.raises(CasMismatch):
+        store.swap_meta("w", "not a token", b"other", b"x")
+
+
+def test_cas_meta_epochs_lists_the_epochs_with_pairs(store):
+    t1, listed = store.cas_meta_epochs("w", None, b"one")
+    assert listed == []
+    store.write_pairs("w", 7, 0, 0, [b"p"])
+    store.write_pairs("w", 3, 2, 5, [b"q", b"r"])
+    t2, listed = store.cas_meta_epochs("w", t1, b"two", durable=False)
+    assert listed == [3, 7] and store.read_meta("w") == (b"two", t2)
+    store.drop_epoch("w", 7)
+    with pytest.raises(CasMismatch) as info:
+        store.cas_meta_epochs("w", t1, b"stale")
+    assert info.value.actual == t2 and store.read_meta("w") == (b"two", t2)
+    assert store.cas_meta_epochs("w", t2, b"three")[1] == [3]
+
+
 def test_cas_after_delete_window(store):
     t = store.cas_meta("w", None, b"a")
     store.delete_window("w")
@@ -737,6 +774,37 @@ def test_redis_cas_retry_is_idempotent(redis_url):
     with pytest.raises(CasMismatch):
         s._cas_meta("w", t1, b"v2", retry=False)  # not a retry: a real conflict
     s.close()
+
+
+def test_redis_swap_retry_is_idempotent(redis_url):
+    """A swap whose reply was lost is retried: the retry sees its own write,
+    its listing too; another value is still refused."""
+    s = open_store(redis_url)
+    t1 = s.cas_meta("w", None, b"v1")
+    s.write_pairs("w", 4, 0, 0, [b"p"])
+    assert s._swap_meta("w", t1, b"v2", False, old=b"v1")[:2] == (True, t1 + 1)
+    assert s._swap_meta("w", t1, b"v2", True, old=b"v1")[:2] == (True, t1 + 1)
+    assert s._swap_meta("w", t1 + 1, b"v3", False, listing=True) == (True, t1 + 2, [4])
+    assert s._swap_meta("w", t1 + 1, b"v3", True, listing=True) == (True, t1 + 2, [4])
+    assert s._swap_meta("w", t1 + 1, b"other", True, old=b"v2") == (False, t1 + 2, b"v3")
+    s.close()
+
+
+def test_redis_cas_script_is_loaded_again_when_the_server_forgot_it(redis_url, redis_server):
+    """The compare-and-set script runs by its SHA; a server that lost its
+    scripts (restarted, SCRIPT FLUSH) gets it again, and the write lands once."""
+    s = open_store(redis_url)
+    t1 = s.cas_meta("w", None, b"one")
+    raw = redis_server.client()
+    try:
+        raw.script_flush()
+        t2, listed = s.cas_meta_epochs("w", t1, b"two")
+        assert (t2, listed) == (t1 + 1, []) and s.read_meta("w") == (b"two", t2)
+        raw.script_flush()
+        assert tuple(s.swap_meta("w", t2, b"two", b"three")) == (True, t2 + 1, None)
+    finally:
+        raw.close()
+        s.close()
 
 
 @pytest.mark.timeout(60)

@@ -1,0 +1,65 @@
+"""A window's clean-up after each checkpoint: the pairs no retained
+checkpoint can read any more, and the epochs nothing references.
+
+Called by :meth:`stores.window.WindowStorage.checkpoint` once the new
+record is committed; its marks (``gc``, ``epochs``) are committed with the
+next write of the record.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .window import WindowStorage
+
+
+def collect_garbage(storage: "WindowStorage", levels: list, listed: list[int]) -> None:
+    """After a checkpoint of ``storage``'s ``levels``: delete pairs below
+    the head of the live levels and of every retained checkpoint, and drop
+    epochs nothing references (``listed``: the epochs the store held pairs
+    of when the checkpoint committed).  One ``delete_pairs`` per level and
+    epoch whose head moved past a group, one ``drop_epoch`` per epoch
+    dropped; O(levels x retained checkpoints) otherwise.
+
+    The clean-up is committed with the next checkpoint; repeating it
+    after a crash is harmless (deleting a missing key is a no-op)."""
+    meta = storage._meta
+    heads: dict[int, int] = {}  # level -> lowest pair anyone may still read
+    live_epochs = {storage.epoch}
+    for q in levels:
+        heads[q.level] = q.lo >> 1
+        live_epochs.update(e for e, _ in q.segments)
+    ends = dict(storage._written)  # level -> pairs possibly written
+    for _, _, records, _ in meta["checkpoints"]:
+        for m, rec in enumerate(records):
+            heads[m] = min(heads.get(m, rec["lo"] >> 1), rec["lo"] >> 1)
+            ends[m] = max(ends.get(m, 0), rec["stored"])
+            live_epochs.update(e for e, _ in rec["segments"])
+    gc = list(meta["gc"])
+    for m in range(max([len(gc)] + [m + 1 for m in ends])):
+        if m == len(gc):
+            gc.append(0)
+        end = min(heads.get(m, ends.get(m, 0)), ends.get(m, 0))
+        if gc[m] < end:
+            first, stop = gc[m] // storage.group, end // storage.group  # groups wholly below end
+            for epoch in meta["epochs"]:
+                if epoch in live_epochs and first < stop:
+                    storage._call(storage.store.delete_pairs, storage.window, epoch, m, first, stop - first)
+            storage.counters.pairs_deleted += end - gc[m]
+            gc[m] = end
+    # The store's own list, not the record's: an epoch it does not list
+    # holds no pairs (a claim that never wrote leaves nothing to drop),
+    # and a zombie owner may have written again under an epoch this
+    # window already dropped; epochs above ours belong to a newer owner
+    # and are never touched.
+    for epoch in listed:
+        if epoch not in live_epochs and epoch < storage.epoch:
+            storage._call(storage.store.drop_epoch, storage.window, epoch)
+    meta["gc"] = gc
+    meta["epochs"] = sorted(live_epochs)
+    for q in levels:  # forget segments wholly below the head
+        if q.written <= q.lo >> 1:  # the head is past every pair this level wrote
+            q.segments.clear()
+        while len(q.segments) > 1 and q.segments[1][1] <= gc[q.level]:
+            del q.segments[0]

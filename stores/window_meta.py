@@ -1,0 +1,96 @@
+"""A window's metadata record: its layout, decoding, a new record, who
+opened it and when, and the fenced delete of a window.
+
+:class:`stores.window.WindowStorage` claims, checkpoints and cleans up
+through these; :mod:`stores.gc` lists and sweeps windows with them.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Callable
+
+from .codec import decode, encode
+from .errors import CasMismatch, CorruptValue, FormatVersionError
+
+#: Version of the metadata record layout (2: pairs stored in groups).
+META_FORMAT = 2
+
+
+def decode_meta(blob: bytes, where: str) -> dict:
+    """A window's metadata record (msgpack through :mod:`stores.codec`, never
+    pickle); CorruptValue or FormatVersionError naming ``where`` otherwise."""
+    try:
+        meta = decode(blob)
+    except (CorruptValue, FormatVersionError) as exc:
+        raise type(exc)(f"{where}: metadata: {exc}") from exc
+    if not isinstance(meta, dict) or meta.get("format") != META_FORMAT:
+        raise FormatVersionError(
+            f"{where}: metadata format {meta.get('format') if isinstance(meta, dict) else '?'} "
+            f"is not {META_FORMAT}; it was written by an incompatible version")
+    missing = sorted(_META_FIELDS - meta.keys())
+    if missing:
+        raise CorruptValue(f"{where}: metadata lacks {missing}")
+    return meta
+
+
+def new_meta(epoch: int, group: int) -> dict:
+    """The metadata record of a window nobody has written yet."""
+    return {"format": META_FORMAT, "epoch": epoch, "epochs": [], "group": group,
+            "version": 0, "checkpoints": [], "gc": []}
+
+
+def owner() -> str:
+    """Who opens a window, recorded in its metadata (``mta-spark gc`` lists it)."""
+    return f"{socket.gethostname()} pid {os.getpid()}"
+
+
+def clock_of(store) -> Callable[[], float]:
+    """The wall clock a window's ``used`` time is read from: the store's
+    ``clock`` (tests give it a fake one), else :func:`time.time`."""
+    return getattr(store, "clock", None) or time.time
+
+
+def delete_fenced(store, window: str, meta: dict, token, call=None, emptied=None, *, durable: bool = True) -> None:
+    """Delete ``window`` (record ``meta`` with token ``token``): every pair
+    of every epoch up to the record's, then the record.
+
+    The record is first emptied by compare-and-set: if it changed since
+    ``token`` was read (a newer owner, or a checkpoint) that raises
+    :class:`CasMismatch` and nothing is deleted.  An owner arriving after
+    that claims above this epoch and starts empty, so dropping the epochs up
+    to it never touches its pairs; the emptied record is then removed only
+    if still the one written here.  ``token=None`` with ``meta`` a
+    :func:`new_meta` fences a window that has pairs but no record: creating
+    the emptied record fails if one appeared meanwhile.  ``emptied(token,
+    record)`` is told the emptied record once it is written.  ``durable=False``
+    (a record that holds no checkpoint): the emptied record is written like a
+    claim, without the store's sync (``cas_meta(durable=False)``).
+
+    Round trips: 3 (4 without a record), plus one ``drop_epoch`` per epoch
+    (O(pairs) keys deleted)."""
+    call = call or (lambda fn, *args, **options: fn(*args, **options))
+    known = set(meta["epochs"])
+    if token is None:  # no record: the emptied one must sit above every epoch left
+        known |= set(call(store.list_epochs, window))
+    epoch = max([meta["epoch"], *known])
+    tombstone = dict(meta, epoch=epoch, checkpoints=[], epochs=[])
+    token = call(store.cas_meta, window, token, encode(tombstone), **({} if durable else {"durable": False}))
+    if emptied is not None:
+        emptied(token, tombstone)
+    # the store's own list too: a zombie may have written under an epoch the record no longer names
+    for e in sorted(known | set(call(store.list_epochs, window))):
+        if e <= epoch:
+            call(store.drop_epoch, window, e)
+    try:
+        call(store.delete_meta, window, token)
+    except CasMismatch:
+        pass  # a newer owner claimed the (empty) window meanwhile: the record is its own
+
+
+#: Fields every metadata record (format META_FORMAT) has.  ``used`` (the wall
+#: clock of the last open or checkpoint) and ``owner`` (who last opened it) are
+#: absent from records written before they existed, so they are optional.
+_META_FIELDS = frozenset({"format", "epoch", "epochs", "group", "version", "checkpoints", "gc"})
