@@ -218,6 +218,38 @@ def test_measured_calls_within_25_percent_sum(plan):
     assert est == pytest.approx(measured, rel=0.25), (plan, measured, est)
 
 
+@pytest.mark.parametrize("specs", [workload(100, 1000, 10, seed=0), workload(30, 100, 30, seed=2),
+                                   [(r, 1) for r in range(1, 40)], [(12, 5, 3), (40, 10, 0), (7, 2, 9)]],
+                         ids=["mqo", "s100-o30", "ranges-1-39", "lags"])
+@pytest.mark.parametrize("plan", ["cutty+lint", "panes+lint"])
+def test_lint_estimate_counts_landmark_intervals_over_the_pattern(specs, plan):
+    """L-Int's landmark intervals, computed on demand as far back as the
+    widest lookup through each landmark, counted over the repeating
+    pattern of edges, landmarks and answers (mta.multi.lint_cost)."""
+    queries = [Query(f"q{i}", A.SUM, rows=spec[0], slide=spec[1], lag=spec[2] if len(spec) > 2 else 0)
+               for i, spec in enumerate(specs)]
+    counting = CountingMonoid(A.SUM.monoid)
+    sw = SharedWindows([Query(q.name, Aggregator(counting, A.SUM.lift, A.SUM.lower), rows=q.rows, slide=q.slide,
+                              lag=q.lag) for q in queries], plan=plan)
+    rng = random.Random(5)
+    reach = max(spec[0] + (spec[2] if len(spec) > 2 else 0) for spec in specs)
+    for _ in range(reach + 2 * max(spec[1] for spec in specs)):
+        sw.push(rng.random())
+    counting.reset()
+    for _ in range(3000):
+        sw.push(rng.random())
+    assert sw.plan.estimate == pytest.approx(counting.calls / 3000, rel=0.05), plan
+
+
+def test_lint_enumeration_declines_what_it_cannot_walk():
+    from mta.multi import lint_cost
+    from mta.multi.edge_count import Edges
+
+    assert lint_cost.landmark_calls_enumerated([(10, 5, 0)], Edges(10, 2, None), 8) is None
+    calls = lint_cost.landmark_calls_expected([40.0, 9.0, 3.0], [0.01, 0.2, 1.0], 8)
+    assert calls == pytest.approx((40 - 4.5) * 0.08 + (9 - 4.5) * 1.0 * 0.92)
+
+
 @pytest.mark.parametrize("spec", [(10, 1), (1000, 1), (10, 10), (100, 10), (1000, 10), (64, 3), (1000, 100),
                                   (8000, 1000)])
 def test_separate_estimate_within_25_percent_of_counted_calls(spec):

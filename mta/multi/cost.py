@@ -48,6 +48,8 @@ from typing import Iterable, Sequence
 # cost model's users (planners, benchmarks) read them beside the prices.
 from .edge_count import (PARTIALS, Edges, composite_slide, edges, edges_cached, f1_edge_count,
                          partials_per_window, progressions, query_numbers)
+# L-Int's landmark intervals are priced in lint_cost
+from . import lint_cost as _lint
 # What a tree holds is estimated in memory (its peak: the partials of its
 # longest window); the old name stays an alias.
 from .memory import tree_held as partials_held
@@ -311,27 +313,6 @@ def update_calls(final: str, p: Sequence[float]) -> float:
     raise ValueError(f"unknown final aggregation {final!r}; known: {', '.join(FINALS)}")
 
 
-def _lint_landmark_calls(closed: Sequence[float], answers_per_partial: Sequence[float]) -> float:
-    """Derived for L-Int (mta.multi.lint, Arasu-Widom section 3.1.2): the
-    intervals ending before a landmark are computed on demand, as far back
-    as the longest range looked up through that landmark.  With query ``i``
-    answering ``a_i`` times per partial, it looks up a given landmark with
-    probability ``p_i = min(1, a_i * LINT_W_MIN)``, needing ``k_i - (w + 1) / 2``
-    intervals (its range ends half a landmark period past the landmark);
-    the landmark costs the expected largest need,
-    ``sum_i k_i p_i prod_{j longer} (1 - p_j)``.  O(n log n)."""
-    expected = 0.0
-    none_longer = 1.0
-    for k, a in sorted(zip(closed, answers_per_partial), reverse=True):
-        if k < LINT_W_MIN:
-            break  # a range with no landmark inside is folded, not looked up
-        p = min(1.0, a * LINT_W_MIN)
-        # the range ends on average (w + 1) / 2 partials past its landmark
-        expected += (k - (LINT_W_MIN + 1) / 2) * p * none_longer
-        none_longer *= 1.0 - p
-    return expected
-
-
 def answer_calls(final: str, k: float, per_lookup_partials: float = 0.0) -> float:
     """Monoid calls of the final technique's range over ``k`` closed
     partials (the open partial's one combine is counted by the caller).
@@ -407,18 +388,23 @@ def tree_costs(queries, partial: str, finals: Sequence[str], rate: float = 1.0,
     else:
         base = max(shared_edges.density - density, 0.0) / rate
     inv_s = [1.0 / (s * rate) for _, s, _ in queries]
-    # one combine with the open partial per answer whose window holds closed partials
-    opened = sum(f for k, f in zip(p, inv_s) if k >= 1.5)
-    closed = [k - 1.0 for k in p]
+    # one combine with the open partial per answer whose window holds closed partials and ends at
+    # the newest element (a lagged window ends before the open partial)
+    opened = sum(f for (_, _, lag), k, f in zip(queries, p, inv_s) if k >= 1.5 and not lag)
+    closed = [k if lag else k - 1.0 for (_, _, lag), k in zip(queries, p)]  # a lagged window is all closed
     out = {}
     for final in finals:
         if final == SEPARATE:
             out[final] = sep
             continue
         cost = base + opened + per_element * update_calls(final, p)
+        exact = _lint.landmark_calls_enumerated(queries, e, LINT_W_MIN) if final == "lint" and density else None
+        if exact is not None:  # L-Int's landmark intervals and lookups, counted over the pattern
+            out[final] = cost + per_element * sum(exact)
+            continue
         if final == "lint" and density:
             per_partial = [f / per_element for f in inv_s]
-            cost += per_element / LINT_W_MIN * _lint_landmark_calls(closed, per_partial)
+            cost += per_element / LINT_W_MIN * _lint.landmark_calls_expected(closed, per_partial, LINT_W_MIN)
         if final == "slickdeque-inv":
             # one running aggregate per window length (the executor's spec)
             best: dict = {}

@@ -1,0 +1,98 @@
+"""What L-Int's landmark intervals cost (:mod:`mta.multi.lint`, Arasu-Widom
+section 3.1.2): the intervals ending just before a landmark are computed on
+demand, right to left, once each, as far back as the widest lookup through
+that landmark reaches.  So a landmark costs the largest need of the lookups
+that go through it, and which lookups do depends on where the queries'
+windows end relative to the landmarks.
+
+:func:`landmark_calls_enumerated` counts it exactly: the tree's edges repeat
+every composite slide, the landmarks every ``w`` partials, so the pattern of
+lookups repeats after ``w / gcd(edges per composite slide, w)`` composite
+slides; one such horizon is enumerated, every query's answers in it mapped
+to their landmark (modulo the horizon) and each landmark charged its
+largest need.  When the edges were not enumerated (a composite slide too
+long) or the horizon holds too many answers, :func:`landmark_calls_expected`
+estimates it assuming each query looks up a landmark independently, which
+overestimates workloads whose slides divide one another (their lookups
+share landmarks).
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from typing import Sequence
+
+__all__ = ["ENUMERATE_ANSWERS", "landmark_calls_enumerated", "landmark_calls_expected"]
+
+#: Most answers :func:`landmark_calls_enumerated` walks before giving up.
+ENUMERATE_ANSWERS = 1 << 20
+
+
+def landmark_calls_enumerated(queries: Sequence[tuple[int, int, int]], edges, w: int) -> tuple | None:
+    """Monoid calls per partial that L-Int spends extending landmarks'
+    before-intervals, and spends in its lookups themselves (one combine of
+    the two landmark intervals, or the fold of a range without a landmark),
+    for ``queries`` ``(range, slide, lag)`` (distinct) answered by one tree
+    with ``edges`` (an :class:`~.edge_count.Edges`), a landmark every ``w``
+    partials; None when it cannot enumerate.
+
+    A window ``[a, b)`` is looked up as the closed partials
+    ``[idx(a), hi)``, ``idx(x)`` the edges before ``x`` and ``hi`` the edges
+    before ``b`` (less the open partial when the window ends at the newest
+    element, no lag); its landmark is the last multiple of ``w`` below
+    ``hi``, its need the partials from ``idx(a)`` to it, and extending a
+    landmark to need ``n`` costs ``n - 1`` combines.  O(answers in the
+    horizon)."""
+    positions = edges.positions
+    if positions is None or not edges.count:
+        return None
+    period, count = edges.period, edges.count
+    reps = w // math.gcd(count, w)
+    horizon = period * reps  # units; a multiple of every slide
+    if sum(horizon // s for _, s, _ in queries) > ENUMERATE_ANSWERS:
+        return None
+    per_horizon = count * reps  # partials, a multiple of w
+
+    def idx(x: int) -> int:
+        full, rest = divmod(x, period)
+        return full * count + bisect_left(positions, rest)
+
+    need: dict = {}
+    lookups = 0
+    for r, s, lag in queries:
+        for end in range(s, horizon + 1, s):
+            b = end - lag
+            lo = idx(b - r)
+            hi = idx(b) - (0 if lag else 1)
+            if hi <= lo:
+                continue
+            landmark = (hi - 1) - (hi - 1) % w
+            if landmark < lo:
+                lookups += hi - lo - 1  # folded
+            elif landmark > lo:
+                lookups += 1  # the interval before the landmark and the one after
+                key = landmark % per_horizon
+                if landmark - lo > need.get(key, 0):
+                    need[key] = landmark - lo
+    return sum(n - 1 for n in need.values()) / per_horizon, lookups / per_horizon
+
+
+def landmark_calls_expected(closed: Sequence[float], answers_per_partial: Sequence[float], w: int) -> float:
+    """Monoid calls per landmark, assuming independent lookups: with query
+    ``i`` answering ``a_i`` times per partial, it looks up a given landmark
+    with probability ``p_i = min(1, a_i * w)``, needing ``k_i - (w + 1) / 2``
+    intervals (its range ends half a landmark period past the landmark);
+    the landmark costs the expected largest need,
+    ``sum_i k_i p_i prod_{j longer} (1 - p_j)``.  O(n log n)."""
+    expected = 0.0
+    none_longer = 1.0
+    for k, a in sorted(zip(closed, answers_per_partial), reverse=True):
+        if k < w:
+            break  # a range with no landmark inside is folded, not looked up
+        p = min(1.0, a * w)
+        expected += (k - (w + 1) / 2) * p * none_longer
+        none_longer *= 1.0 - p
+        if none_longer <= 0.0:
+            break
+    return expected
