@@ -12,8 +12,10 @@ from __future__ import annotations
 import pytest
 
 from spark_ops.spec import WindowSpec
-from tests.test_cli import (_run_args, _subprocess, make_rows, one_error_line, run_cli, spark,  # noqa: F401 - fixture
-                            write_csv)
+from tests.test_cli import SPARK_CONF as TEST_CLI_SPARK_CONF
+from tests.test_cli import _run_args, _subprocess, make_rows, one_error_line, run_cli, write_csv
+
+SPARK_CONF = dict(TEST_CLI_SPARK_CONF, app="test_redaction")  # the shared session fixture (tests/conftest.py) reads it
 
 SECRET = "s3cr3t-Pa55-q7"
 ENV_SECRET = "env-Pa55-x9"
