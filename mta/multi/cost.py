@@ -60,8 +60,8 @@ __all__ = [
     "edges", "partials_per_window", "dyadic_pieces", "mean_dyadic_pieces",
     "omega_panes", "omega_flatfat", "omega_flatfit", "omega_slickdeque_inv",
     "omega_slickdeque_noninv", "omega_bint", "omega_rint", "omega_lint", "omega",
-    "paper_plan_cost", "update_calls", "answer_calls", "tree_cost", "tree_costs", "plan_cost", "SEPARATE", "MTA_INSERT_CALLS", "separate_calls",
-    "partials_held",
+    "paper_plan_cost", "update_calls", "answer_calls", "tree_cost", "tree_costs", "plan_cost", "group_triples",
+    "SEPARATE", "MTA_INSERT_CALLS", "separate_calls", "partials_held",
 ]
 
 
@@ -235,7 +235,7 @@ def paper_plan_cost(groups, rate: float = 1.0) -> float:
     range times that edge rate.  ``groups`` as for :func:`plan_cost`.
     O(sum of the trees' edge counts)."""
     total = 0.0
-    for queries, partial, final in _groups(groups):
+    for queries, partial, final in group_triples(groups):
         e = edges(queries, partial)
         queries = [query_numbers(q) for q in queries]
         p = [q[0] * e.density for q in queries]
@@ -421,8 +421,9 @@ def tree_costs(queries, partial: str, finals: Sequence[str], rate: float = 1.0,
     return out
 
 
-def _groups(groups):
-    """Normalise plan groups to ``(queries, partial, final)`` triples."""
+def group_triples(groups):
+    """Normalise plan groups to ``(queries, partial, final)`` triples, the
+    queries as numeric ``(range, slide, lag)``; O(queries)."""
     for g in groups:
         if isinstance(g, tuple) and len(g) == 3 and isinstance(g[1], str):
             queries, partial, final = g
@@ -438,7 +439,7 @@ def plan_cost(groups, rate: float = 1.0, *, shared_slicing: bool = False) -> flo
     attributes holding such tuples.  ``shared_slicing`` is TriWeave's plan
     shape: one slicer over the union of every query's edges feeds every
     tree.  O(total queries + edge counts)."""
-    groups = list(_groups(groups))
+    groups = list(group_triples(groups))
     if not shared_slicing:
         return sum(tree_cost(q, pa, f, rate) for q, pa, f in groups)
     partials = {pa for _, pa, _ in groups}

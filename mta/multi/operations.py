@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import NamedTuple, Sequence
 
 from . import cost
-from .edge_count import edges, query_numbers
+from .edge_count import edges
 
 __all__ = ["Counts", "Weights", "UNIT", "counts", "operations", "solve"]
 
@@ -62,17 +62,6 @@ class Weights(NamedTuple):
 UNIT = Weights(1.0, 1.0, 1.0, 1.0)
 
 
-def _triples(groups):
-    """``(queries, partial, final)`` with numeric ``(range, slide, lag)``
-    queries; O(queries)."""
-    for g in groups:
-        if isinstance(g, tuple) and len(g) == 3 and isinstance(g[1], str):
-            queries, partial, final = g
-        else:
-            queries, partial, final = g.queries, g.partial, g.final
-        yield [query_numbers(q) for q in queries], partial, final
-
-
 def counts(groups, rate: float = 1.0, *, shared_slicing: bool = False) -> Counts:
     """The operations per element of a plan, by kind.  ``groups`` and
     ``shared_slicing`` as for :func:`mta.multi.cost.plan_cost`.
@@ -82,7 +71,7 @@ def counts(groups, rate: float = 1.0, *, shared_slicing: bool = False) -> Counts
     element, one partial each.  Each distinct ``(range, slide, lag)`` of a
     tree is looked up once per slide, each query answers once per slide.
     O(total queries + edge counts)."""
-    groups = list(_triples(groups))
+    groups = list(cost.group_triples(groups))
     calls = cost.plan_cost(groups, rate, shared_slicing=shared_slicing)
     partials = lookups = results = 0.0
     for queries, partial, final in groups:
