@@ -1070,7 +1070,9 @@ def test_spark_submit_recipe_ships_the_wheel_with_py_files(tmp_path, redis_serve
            "SPARK_LOCAL_IP": "127.0.0.1", "MTA_REDIS_PASSWORD": SECRET}
     command = [str(SUBMIT), "--master", "local[2]", "--driver-memory", "1g", "--",
                "run", "--input", str(tmp_path / "readings.csv"), "--output", str(out), "--key", "host",
-               "--time", "ts", "--value", "mem", "--agg", "max,mean", "--range", "60", "--engine", "amta", "--store", redis.url]
+               "--time", "ts", "--value", "mem", "--agg", "max,mean", "--range", "60", "--engine", "amta", "--store", redis.url,
+               # windows past buffer + cache rows move to the store (smaller ones stay in executor memory)
+               "--buffer-size", "2", "--cache-size", "2"]
     done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     if done.returncode and re.search(r"satisfies the requirement (setuptools|wheel)|No matching distribution",
                                      done.stderr):
