@@ -48,10 +48,8 @@ from typing import Iterable, Sequence
 # cost model's users (planners, benchmarks) read them beside the prices.
 from .edge_count import (PARTIALS, Edges, composite_slide, edges, edges_cached, f1_edge_count,
                          partials_per_window, progressions, query_numbers)
-# L-Int's landmark intervals are priced in lint_cost
-from . import lint_cost as _lint
-# What a tree holds is estimated in memory (its peak: the partials of its
-# longest window); the old name stays an alias.
+from . import lint_cost as _lint  # L-Int's landmark intervals
+# what a tree holds is estimated in memory; the old name stays an alias
 from .memory import tree_held as partials_held
 
 __all__ = [
