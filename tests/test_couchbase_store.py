@@ -18,7 +18,6 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-import time
 import uuid
 from collections import deque
 
@@ -455,10 +454,9 @@ def test_transient_errors_are_retried(store, fake):
 def test_persistent_failure_is_store_unavailable(store, fake):
     fake.fail("get_multi", cb_exc.UnAmbiguousTimeoutException(message=f"timeout {SECRET}"),
               times=3)
-    start = time.monotonic()
     with pytest.raises(StoreUnavailable) as info:
         store.read_pairs("w", 0, 0, 0, 4)
-    assert time.monotonic() - start < 2
+    assert info.value.attempts == 3
     msg = str(info.value)
     assert "couchbase://u:***@db.example/bucket" in msg and "read_pairs" in msg
     assert "'w'" in msg and "after 3 attempt(s)" in msg
@@ -509,10 +507,9 @@ def test_real_sdk_against_closed_port_is_unavailable():
     from tests.conftest import free_port
     s = open_store(f"couchbase://127.0.0.1:{free_port()}/b", username="u", password=SECRET,
                    connect_timeout=1, retries=0)
-    start = time.monotonic()
     with pytest.raises(StoreUnavailable) as info:
         s.read_meta("w")
-    assert time.monotonic() - start < 10
+    assert info.value.attempts == 1  # retries=0; the timeout mark bounds the time
     assert SECRET not in str(info.value)
     assert "read_meta" in str(info.value) and "127.0.0.1" in str(info.value)
     s.close()

@@ -731,10 +731,9 @@ def test_store_down_at_start(cls):
     url = f"redis://127.0.0.1:{free_port()}/0"
     store = stores.open_store(url, retries=1, backoff=0.01, backoff_max=0.02)
     window = fresh_window("down")
-    started = time.monotonic()
     with pytest.raises(stores.StoreUnavailable) as info:
         cls(CONCAT, None, store=store, window_id=window)
-    assert time.monotonic() - started < 3
+    assert info.value.attempts == 2  # retries=1; the timeout mark bounds the time
     msg = str(info.value)
     assert url in msg and repr(window) in msg, msg
     assert info.value.window == window and info.value.url == url

@@ -134,22 +134,19 @@ def test_a_server_that_stops_answering_holds_an_operation_about_timeout(redis_se
     has passed, however many retries are allowed."""
     import os
     import signal
-    import time
 
     server = redis_server_factory()
     store = open_store(server.url, retries=50, backoff=0.01, backoff_max=0.05, timeout=1.5)
     store.write_pairs("w", 0, 0, 0, [b"a"])
     os.kill(server.proc.pid, signal.SIGSTOP)
     try:
-        started = time.monotonic()
         with pytest.raises(StoreUnavailable, match=r"timeout 1\.5 s") as caught:
             store.read_pairs("w", 0, 0, 0, 1)
-        elapsed = time.monotonic() - started
     finally:
         os.kill(server.proc.pid, signal.SIGCONT)
-    # the bound under test: the timeout plus one attempt in flight (its
-    # socket timeout, half the timeout), never the 50 retries
-    assert elapsed < 1.5 + 0.75 + 1.0, caught.value
+    # the bound under test: attempts of half the timeout each fit in the
+    # timeout (plus the one in flight), never the 50 retries
+    assert caught.value.attempts <= 3, caught.value
     assert store.read_pairs("w", 0, 0, 0, 1) == [b"a"]  # answering again: the store works
     store.close()
 

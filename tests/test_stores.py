@@ -14,7 +14,6 @@ import multiprocessing
 import os
 import sqlite3
 import threading
-import time
 import uuid
 
 import pytest
@@ -812,10 +811,8 @@ def test_redis_restart_mid_run(redis_server_factory):
     server, s = _server_with_a_pair(redis_server_factory, retries=3, backoff=0.01, backoff_max=0.05)
     token = s.cas_meta("w", None, b"m")
     server.stop()
-    start = time.monotonic()
     with pytest.raises(StoreUnavailable) as info:
         s.read_pairs("w", 0, 0, 0, 1)
-    assert time.monotonic() - start < 10
     msg = str(info.value)
     assert server.url in msg and "read_pairs" in msg and "'w'" in msg
     assert info.value.attempts == 4 and info.value.url == s.url
@@ -852,10 +849,9 @@ def test_redis_down_at_start():
     from tests.conftest import free_port
     url = f"redis://127.0.0.1:{free_port()}/0"
     s = open_store(url, retries=2, backoff=0.01)  # lazy: no I/O yet
-    start = time.monotonic()
     with pytest.raises(StoreUnavailable) as info:
         s.write_pairs("w", 0, 0, 0, [b"x"])
-    assert time.monotonic() - start < 5
+    assert info.value.attempts == 3
     msg = str(info.value)
     assert msg.startswith(f"store {url} is unavailable: write_pairs on window 'w' failed "
                           f"after 3 attempt(s)")
