@@ -23,8 +23,14 @@ import tempfile
 from typing import Callable, Iterator
 
 import pytest
+from hypothesis import settings
 
 from bench.redis_server import RedisClusterServers, RedisServer, free_port, make_tls_files, redis_binary  # noqa: F401 - free_port: tests import it from here
+
+# CI shares a 2-core machine with Spark JVMs: an example's wall-clock time says
+# nothing about the code, so no hypothesis test has a deadline.
+settings.register_profile("shared-machine", deadline=None)
+settings.load_profile("shared-machine")
 
 REDIS_MISSING = "redis-server not found: run scripts/test (apt-get install redis-server)"
 
