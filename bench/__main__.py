@@ -2,7 +2,7 @@
 
 Store experiments (kvs1, kvs2, exp4) also take ``--redis URL`` (default: start
 a private redis-server), ``--store-dir DIR`` (default: a temporary directory)
-and ``--stores redis,file``.  The Spark experiments (spark-batch, spark-demo,
+and ``--stores redis,file``.  The Spark experiments (spark-batch, spark-before, spark-demo,
 spark-growth, spark-stream, spark-keys, spark-event-time, spark-sizes) run on local[2] and
 take ``--redis`` and ``--store-dir`` too."""
 
@@ -13,8 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-from . import (exp1, exp2, exp3, exp4, kvs1, kvs2, latency, mqo, spark_batch, spark_demo, spark_event_time,
-               spark_growth, spark_keys, spark_sizes, spark_stream)
+from . import (exp1, exp2, exp3, exp4, kvs1, kvs2, latency, mqo, spark_batch, spark_before, spark_demo,
+               spark_event_time, spark_growth, spark_keys, spark_sizes, spark_stream)
 from .common import RunConfig
 from .engines import ENGINES, parse_engine_list
 from .experiment import Experiment
@@ -22,7 +22,8 @@ from .experiment import Experiment
 #: Every experiment, by its command-line name (each one follows bench/experiment.py's contract).
 EXPERIMENTS: dict[str, Experiment] = {"exp1": exp1, "exp2": exp2, "exp3": exp3, "latency": latency,
                "kvs1": kvs1, "kvs2": kvs2, "exp4": exp4,
-               "spark-batch": spark_batch, "spark-demo": spark_demo, "spark-growth": spark_growth,
+               "spark-batch": spark_batch, "spark-before": spark_before, "spark-demo": spark_demo,
+               "spark-growth": spark_growth,
                "spark-stream": spark_stream, "spark-keys": spark_keys, "spark-event-time": spark_event_time,
                "spark-sizes": spark_sizes, "mqo": mqo}
 #: What ``all`` runs (the store and Spark experiments are run by name).

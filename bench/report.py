@@ -7,7 +7,7 @@
 ``--update`` replaces, in the given file, the text between
 ``<!-- BEGIN generated:NAME -->`` and ``<!-- END generated:NAME -->`` with
 section NAME (machine, exp1, exp1_calls, exp2, exp2_calls, exp3, latency,
-targets, spark-batch, spark-demo, spark-growth, spark-stream, spark-keys, spark-event-time,
+targets, spark-batch, spark-before, spark-demo, spark-growth, spark-stream, spark-keys, spark-event-time,
 spark-sizes); the prose around them is left alone.
 """
 
@@ -18,8 +18,8 @@ import json
 import re
 from pathlib import Path
 
-from . import (common, exp1, exp2, exp3, spark_batch, spark_demo, spark_event_time, spark_growth, spark_keys,
-               spark_sizes, spark_stream)
+from . import (common, exp1, exp2, exp3, spark_batch, spark_before, spark_demo, spark_event_time, spark_growth,
+               spark_keys, spark_sizes, spark_stream)
 from .common import REPO, fmt_ns, fmt_num, fmt_ratio, markdown_table, pow2
 
 
@@ -243,7 +243,8 @@ def sections(results: Path) -> dict[str, str]:
     out.update(sections_of(loaded, SECTIONS))
     if loaded["exp1"] or loaded["exp2"]:
         out["targets"] = targets(results)
-    for name, mod in (("spark-batch", spark_batch), ("spark-demo", spark_demo), ("spark-growth", spark_growth),
+    for name, mod in (("spark-batch", spark_batch), ("spark-before", spark_before), ("spark-demo", spark_demo),
+                      ("spark-growth", spark_growth),
                       ("spark-stream", spark_stream), ("spark-keys", spark_keys),
                       ("spark-event-time", spark_event_time), ("spark-sizes", spark_sizes)):
         d = _load(results, name)

@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from bench import spark_batch, spark_demo, spark_event_time, spark_growth, spark_keys, spark_stream  # noqa: E402
+from bench import spark_batch, spark_before, spark_demo, spark_event_time, spark_growth, spark_keys, spark_stream  # noqa: E402
 from bench.common import RunConfig  # noqa: E402
 
 
@@ -46,6 +46,20 @@ def test_spark_demo(tmp_path):
     assert data["checksums_agree"]
     for r in data["records"]:
         assert r["rows"] == spark_demo.PROFILES["tiny"]["rows"] and r["rows_per_s"] > 0 and r["cpu_seconds"] > 0
+
+
+def test_spark_before(tmp_path):
+    """The before/now machinery (tiny: the committed HEAD as "before"): each
+    side's job process imported its own library, and both compute the same
+    windows."""
+    data = _run(spark_before, tmp_path)
+    assert [r["method"] for r in data["records"]] == list(spark_before.METHODS)
+    libraries = data["libraries"]
+    assert libraries["now"] == str(spark_before.REPO)
+    assert libraries["before"] != libraries["now"] and libraries["before"].endswith("before-lib")
+    assert data["checksums_agree"] and set(data["summary"]) == {name for name, *_ in spark_before.TARGETS}
+    for r in data["records"]:
+        assert r["rows"] == spark_before.PROFILES["tiny"]["rows"] and r["rows_per_s"] > 0 and r["cpu_us_per_row"] > 0
 
 
 def test_spark_growth(tmp_path):
