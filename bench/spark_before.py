@@ -140,6 +140,8 @@ def run(cfg: RunConfig) -> dict:
         for method in METHODS:
             got = request(method)
             data["libraries"][METHODS[method][0]] = got["library"]  # where the job process imported it from
+            data["spark"] = {"pyspark": got["pyspark"], "spark": got["spark"], "master": sparkbench.MASTER,
+                             "java_home": os.environ.get("JAVA_HOME")}
             cfg.log(f"  spark-before warm-up {method:<38} {got['seconds']:.1f} s ({got['library']})")
         records = data["records"] = []
         n = p["rows"]

@@ -9,8 +9,8 @@ session's Python workers inherit that path).  It reads one JSON request a
 line on standard input, ``{"input", "out", "store", "engine", "aggs"}``
 (``aggs``: ``"ready"`` for the demo's names, ``"user"`` for
 :data:`bench.spark_demo.USER_AGGS`), runs the stage and answers with one
-line ``RESULT {"seconds", "jvm", "python", "checksums", "library"}``: the
-stage's wall time, the CPU seconds of the JVM and of the Python workers
+line ``RESULT {"spark", "pyspark", "seconds", "jvm", "python", "checksums",
+"library"}``: the versions, the stage's wall time, the CPU seconds of the JVM and of the Python workers
 spent in it, the sums of its output columns (read after the timing) and
 the directory the library was imported from.  Only the ``sliding_window``
 call is asked of the library, with arguments it has taken since before the
@@ -49,17 +49,20 @@ def _stage(spark, request: dict) -> dict:
      .write.mode("overwrite").parquet(request["out"]))
     seconds, cpu1 = time.perf_counter() - t0, _cpu_seconds()
     row = spark.read.parquet(request["out"]).agg(*[F.sum(a).alias(a) for a in AGGS]).collect()[0]
+    import pyspark
+
     import spark_ops
 
-    return {"seconds": seconds, "jvm": cpu1["jvm"] - cpu0["jvm"], "python": cpu1["python"] - cpu0["python"],
+    return {"spark": spark.version, "pyspark": pyspark.__version__, "seconds": seconds, "jvm": cpu1["jvm"] - cpu0["jvm"], "python": cpu1["python"] - cpu0["python"],
             "checksums": [row[a] for a in AGGS], "library": os.path.dirname(os.path.dirname(spark_ops.__file__))}
 
 
 def main(argv: list[str]) -> int:
+    import bench.spark_demo
     from bench.sparkbench import ship_by_value
 
     spark = _session(int(argv[0]))
-    ship_by_value("bench.spark_demo")  # USER_AGGS' functions: the workers need not import bench
+    ship_by_value(bench.spark_demo.__name__)  # USER_AGGS' functions: the workers need not import bench
     try:
         for line in sys.stdin:
             if line.strip():
