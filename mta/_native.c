@@ -214,7 +214,7 @@ static int Core_init(Core *c, PyObject *args, PyObject *kw) {
                                      &empty_error, &compact_after))
         return -1;
     if (c->combine) { PyErr_SetString(PyExc_TypeError, "a core is initialised once"); return -1; }
-    if (kind < KIND_CALL || kind > KIND_MOMENTS) { PyErr_SetString(PyExc_ValueError, "unknown combine kind"); return -1; }
+    if (!combine_spec_ok(kind, comb)) return -1;
     Py_INCREF(comb); c->combine = comb;
     Py_INCREF(ident); c->identity = ident;
     Py_INCREF(wsp); c->wsp = wsp;
@@ -341,5 +341,6 @@ PyMODINIT_FUNC PyInit__native(void) {
     PyModule_AddIntConstant(m, "KIND_SELECT_GT", KIND_SELECT_GT);
     PyModule_AddIntConstant(m, "KIND_SELECT_LT", KIND_SELECT_LT);
     PyModule_AddIntConstant(m, "KIND_MOMENTS", KIND_MOMENTS);
+    PyModule_AddIntConstant(m, "KIND_PRODUCT", KIND_PRODUCT);
     return m;
 }

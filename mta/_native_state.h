@@ -6,7 +6,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-enum { KIND_CALL = 0, KIND_ADD = 1, KIND_BUILTIN_MAX = 2, KIND_SELECT_GT = 3, KIND_SELECT_LT = 4, KIND_MOMENTS = 5 };
+enum { KIND_CALL = 0, KIND_ADD = 1, KIND_BUILTIN_MAX = 2, KIND_SELECT_GT = 3, KIND_SELECT_LT = 4, KIND_MOMENTS = 5,
+       KIND_PRODUCT = 6 };
 
 #define MAX_LEVELS 64 /* positions are < 2**63: at most 64 levels */
 
@@ -84,6 +85,53 @@ done:
     return out;
 }
 
+static inline PyObject *combine_with(int kind, PyObject *fn, PyObject *a, PyObject *b);
+
+/* A product of monoids' combine (mta.monoid.product_monoid), componentwise:
+ * spec is (the product's Python combine, its components' kinds, the objects
+ * those kinds take), as mta.native.combine_spec builds it, so no Python frame
+ * runs for the product itself and ready components combine natively.  The
+ * components run in order, as the Python combine runs them; anything but two
+ * tuples of the product's width calls the Python combine. */
+static PyObject *product(PyObject *spec, PyObject *a, PyObject *b) {
+    PyObject *kinds = PyTuple_GET_ITEM(spec, 1), *fns = PyTuple_GET_ITEM(spec, 2);
+    Py_ssize_t n = PyTuple_GET_SIZE(fns);
+    if (!PyTuple_CheckExact(a) || !PyTuple_CheckExact(b) || PyTuple_GET_SIZE(a) != n || PyTuple_GET_SIZE(b) != n) {
+        PyObject *args[2] = {a, b};
+        return PyObject_Vectorcall(PyTuple_GET_ITEM(spec, 0), args, 2, NULL);
+    }
+    PyObject *out = PyTuple_New(n);
+    if (!out) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = combine_with((int)PyLong_AsLong(PyTuple_GET_ITEM(kinds, i)), PyTuple_GET_ITEM(fns, i),
+                                   PyTuple_GET_ITEM(a, i), PyTuple_GET_ITEM(b, i));
+        if (!r) { Py_DECREF(out); return NULL; }
+        PyTuple_SET_ITEM(out, i, r);
+    }
+    return out;
+}
+
+/* Whether (kind, fn) is a combine a core can run: a known kind, and for
+ * KIND_PRODUCT a spec as product() reads it, its components checked the same
+ * way (sets a ValueError when not). */
+static int combine_spec_ok(int kind, PyObject *fn) {
+    if (kind < KIND_CALL || kind > KIND_PRODUCT) { PyErr_SetString(PyExc_ValueError, "unknown combine kind"); return 0; }
+    if (kind != KIND_PRODUCT) return 1;
+    if (!PyTuple_CheckExact(fn) || PyTuple_GET_SIZE(fn) != 3 || !PyTuple_CheckExact(PyTuple_GET_ITEM(fn, 1))
+        || !PyTuple_CheckExact(PyTuple_GET_ITEM(fn, 2))
+        || PyTuple_GET_SIZE(PyTuple_GET_ITEM(fn, 1)) != PyTuple_GET_SIZE(PyTuple_GET_ITEM(fn, 2))) {
+        PyErr_SetString(PyExc_ValueError, "a product combine is (combine, kinds, callables) of one width");
+        return 0;
+    }
+    PyObject *kinds = PyTuple_GET_ITEM(fn, 1), *fns = PyTuple_GET_ITEM(fn, 2);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kinds); i++) {
+        long k = PyLong_Check(PyTuple_GET_ITEM(kinds, i)) ? PyLong_AsLong(PyTuple_GET_ITEM(kinds, i)) : -1;
+        if (k == -1 && PyErr_Occurred()) return 0;
+        if (!combine_spec_ok((int)k, PyTuple_GET_ITEM(fns, i))) return 0;
+    }
+    return 1;
+}
+
 /* the combine of kind (fn: the Python callable, for KIND_CALL) */
 static inline PyObject *combine_with(int kind, PyObject *fn, PyObject *a, PyObject *b) {
     switch (kind) {
@@ -102,6 +150,8 @@ static inline PyObject *combine_with(int kind, PyObject *fn, PyObject *a, PyObje
         return select_by(a, b, Py_LT);
     case KIND_MOMENTS:
         return moments(fn, a, b);
+    case KIND_PRODUCT:
+        return product(fn, a, b);
     default: {
         PyObject *args[2] = {a, b};
         return PyObject_Vectorcall(fn, args, 2, NULL);

@@ -146,110 +146,37 @@ class Aggregator:
         return f"Aggregator({self.name})"
 
 
+def _written_out(name: str, params: str, parts: Sequence[str], functions: Sequence[Callable]) -> Callable:
+    """``def name(params): return (parts...,)`` with ``f0``, ``f1``, ... bound
+    to ``functions``.  A product's functions run on every insert, eviction
+    and result, so each width gets its tuple display written out (a loop over
+    ``zip`` or a comprehension costs a good share of the call).  Only these
+    fixed templates are compiled: no caller's text enters the source."""
+    namespace = {f"f{i}": f for i, f in enumerate(functions)}
+    exec(f"def {name}({params}):\n    return ({', '.join(parts)},)\n", namespace)  # noqa: S102 - fixed templates
+    return namespace[name]
+
+
 def _componentwise2(functions: Sequence[Callable], name: str) -> Callable:
-    """``(a, b) -> (f0(a[0], b[0]), f1(a[1], b[1]), ...)``.
-
-    A product's combine runs on every insert and eviction, so the common
-    widths get a tuple display written out (a loop over ``zip`` or a
-    comprehension costs a good share of the call); wider products take the
-    loop.
-    """
+    """``(a, b) -> (f0(a[0], b[0]), f1(a[1], b[1]), ...)``."""
     fs = tuple(functions)
-    n = len(fs)
-    if n == 1:
-        (f0,) = fs
-
-        def combine(a, b):
-            return (f0(a[0], b[0]),)
-    elif n == 2:
-        f0, f1 = fs
-
-        def combine(a, b):
-            return (f0(a[0], b[0]), f1(a[1], b[1]))
-    elif n == 3:
-        f0, f1, f2 = fs
-
-        def combine(a, b):
-            return (f0(a[0], b[0]), f1(a[1], b[1]), f2(a[2], b[2]))
-    elif n == 4:
-        f0, f1, f2, f3 = fs
-
-        def combine(a, b):
-            return (f0(a[0], b[0]), f1(a[1], b[1]), f2(a[2], b[2]), f3(a[3], b[3]))
-    else:
-        indexed = tuple(enumerate(fs))
-
-        def combine(a, b):
-            return tuple([f(a[i], b[i]) for i, f in indexed])
-    combine.__name__ = combine.__qualname__ = name
-    return combine
+    return _written_out(name, "a, b", [f"f{i}(a[{i}], b[{i}])" for i in range(len(fs))], fs)
 
 
 def _componentwise1(functions: Sequence[Callable], name: str) -> Callable:
-    """``v -> (f0(v[0]), f1(v[1]), ...)``, written out for the common widths
-    (see :func:`_componentwise2`)."""
+    """``v -> (f0(v[0]), f1(v[1]), ...)``, ``v[i]`` itself where ``fi`` is
+    the identity."""
     fs = tuple(functions)
-    n = len(fs)
-    if n == 1:
-        (f0,) = fs
-
-        def apply(v):
-            return (f0(v[0]),)
-    elif n == 2:
-        f0, f1 = fs
-
-        def apply(v):
-            return (f0(v[0]), f1(v[1]))
-    elif n == 3:
-        f0, f1, f2 = fs
-
-        def apply(v):
-            return (f0(v[0]), f1(v[1]), f2(v[2]))
-    elif n == 4:
-        f0, f1, f2, f3 = fs
-
-        def apply(v):
-            return (f0(v[0]), f1(v[1]), f2(v[2]), f3(v[3]))
-    else:
-        indexed = tuple(enumerate(fs))
-
-        def apply(v):
-            return tuple([f(v[i]) for i, f in indexed])
-    apply.__name__ = apply.__qualname__ = name
-    return apply
+    return _written_out(name, "v", [f"v[{i}]" if f is identity_function else f"f{i}(v[{i}])"
+                                    for i, f in enumerate(fs)], fs)
 
 
 def _fan_out(functions: Sequence[Callable], name: str) -> Callable:
-    """``raw -> (f0(raw), f1(raw), ...)``, written out for the common widths
-    (see :func:`_componentwise2`)."""
+    """``raw -> (f0(raw), f1(raw), ...)``, ``raw`` itself where ``fi`` is the
+    identity."""
     fs = tuple(functions)
-    n = len(fs)
-    if n == 1:
-        (f0,) = fs
-
-        def lift(raw):
-            return (f0(raw),)
-    elif n == 2:
-        f0, f1 = fs
-
-        def lift(raw):
-            return (f0(raw), f1(raw))
-    elif n == 3:
-        f0, f1, f2 = fs
-
-        def lift(raw):
-            return (f0(raw), f1(raw), f2(raw))
-    elif n == 4:
-        f0, f1, f2, f3 = fs
-
-        def lift(raw):
-            return (f0(raw), f1(raw), f2(raw), f3(raw))
-    else:
-
-        def lift(raw):
-            return tuple([f(raw) for f in fs])
-    lift.__name__ = lift.__qualname__ = name
-    return lift
+    return _written_out(name, "raw", ["raw" if f is identity_function else f"f{i}(raw)" for i, f in enumerate(fs)],
+                        fs)
 
 
 def product_monoid(monoids: Sequence[Monoid]) -> Monoid:
@@ -261,8 +188,11 @@ def product_monoid(monoids: Sequence[Monoid]) -> Monoid:
     inverse = None
     if all(m.inverse is not None for m in monoids):
         inverse = _componentwise2([m.inverse for m in monoids], "product_inverse")
+    combine = _componentwise2([m.combine for m in monoids], "product_combine")
+    # the compiled core combines these componentwise without this function's frame (mta.native.combine_spec)
+    combine.components = tuple(m.combine for m in monoids)
     return Monoid(
-        _componentwise2([m.combine for m in monoids], "product_combine"),
+        combine,
         tuple(m.identity for m in monoids),
         name=name,
         inverse=inverse,

@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import operator
 import os
+from typing import Any
 
 from . import aggregators
 from .amortized_mta import AmortizedMTA
@@ -71,6 +72,20 @@ def combine_kind(combine) -> int:
     return _native.KIND_CALL
 
 
+def combine_spec(combine) -> tuple[int, Any]:
+    """What a core takes for ``combine``: ``(kind, fn)``.  A product's
+    combine (:func:`mta.monoid.product_monoid`, which names its components'
+    combines in ``combine.components``) is ``KIND_PRODUCT`` with ``(combine,
+    kinds, fns)``, its components' own specs, so that the core combines
+    componentwise without the product's Python frame; anything else is
+    :func:`combine_kind` and ``combine`` itself."""
+    components = getattr(combine, "components", None)
+    if _native is not None and isinstance(components, tuple):
+        specs = [combine_spec(f) for f in components]
+        return _native.KIND_PRODUCT, (combine, tuple(k for k, _ in specs), tuple(f for _, f in specs))
+    return combine_kind(combine), combine
+
+
 def _failure_raiser(name: str):
     """What a core calls, with the exception user code raised and the
     operation, once it is failed: raises :class:`EngineFailedError`."""
@@ -104,9 +119,10 @@ class _NativeEngine(Engine):
                             f"need the pure-Python {self._PURE}")
         if not (isinstance(level_queue, type) and issubclass(level_queue, MemoryLevelQueue)):
             raise TypeError(f"{name}: level_queue must be a MemoryLevelQueue subclass")
+        kind, combine = combine_spec(monoid.combine)
         self._core = core = getattr(_native, self._CORE)(
-            monoid.combine, monoid.identity, combine_kind(monoid.combine), wsp, _failure_raiser(name),
-            EmptyWindowError, level_queue.COMPACT_AFTER)
+            combine, monoid.identity, kind, wsp, _failure_raiser(name), EmptyWindowError,
+            level_queue.COMPACT_AFTER)
         # Instance attributes: callers reach the C methods directly.
         self.insert = self._raw_insert = core.insert
         self.evict = self._raw_evict = core.evict

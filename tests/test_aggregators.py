@@ -13,7 +13,7 @@ from fractions import Fraction
 from operator import itemgetter
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, strategies as st
 
 from mta import aggregators as A
 from mta.monoid import product
@@ -342,3 +342,24 @@ def test_product_of_ready_aggregators():
     mean, sd, mx, run = agg.aggregate(xs)
     assert mean == 5.0 and math.isclose(sd, statistics.stdev(xs)) and mx == 9.0
     assert run == (5, 8, 3)  # [5.0, 7.0, 9.0]
+
+
+@pytest.mark.parametrize("width", [1, 2, 3, 4, 5, 9])
+def test_products_apply_each_component_in_place(width):
+    """A product's written-out lift, combine and lower (any width, identity
+    lifts and lowers passed through without a call) against each
+    component's own, on a non-commutative monoid beside ready ones."""
+    from mta.monoid import Aggregator, Monoid
+
+    concat = Aggregator(Monoid(lambda a, b: a + b, ()), lambda x: (x,), lambda v: "".join(map(str, v)))
+    pool = [A.MAX, concat, A.MEAN, A.SUM, A.FIRST]
+    parts = [pool[i % len(pool)] for i in range(width)]
+    agg = product(*parts)
+    raws = [3, 1, 4, 1, 5]
+    lifted = [agg.lift(r) for r in raws]
+    assert lifted == [tuple(p.lift(r) for p in parts) for r in raws]
+    folded = agg.monoid.fold(lifted)
+    assert folded == tuple(p.monoid.fold(p.lift(r) for r in raws) for p in parts)
+    assert agg.monoid.combine(agg.monoid.identity, folded) == folded
+    assert agg.lower(folded) == tuple(p.aggregate(raws) for p in parts)
+    assert agg.monoid.combine.components == tuple(p.monoid.combine for p in parts)

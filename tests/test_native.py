@@ -26,7 +26,7 @@ from mta.amortized_mta import AmortizedMTA
 from mta.level_queue import MemoryLevelQueue
 from mta.log_mta import LogMTA
 from mta.errors import CountError, EmptyWindowError, EngineFailedError
-from mta.monoid import CountingMonoid, Monoid
+from mta.monoid import CountingMonoid, Monoid, product_monoid
 from mta.policies import COUNT_MONOID, MAX_MONOID
 from tests.oracle import CONCAT, BruteForceWindow
 from tests.strategies import sane_settings
@@ -179,6 +179,87 @@ def test_user_code_raising_marks_the_engine_failed(compiled, reference, where, e
             with pytest.raises(EngineFailedError, match=f"{cls.__name__} is unusable") as info:
                 op()
             assert isinstance(info.value.__cause__, error)
+
+
+#: Products whose components mix native kinds and Python calls: a
+#: non-commutative one (tuple concatenation), selective ones with the None
+#: identity, moments, and a product nested in a product.
+_PRODUCTS = [
+    ("concat x max x sum", product_monoid([CONCAT, A.MAX.monoid, A.SUM.monoid]),
+     st.tuples(st.sampled_from([(), ("a",), ("b", "c")]), st.one_of(st.none(), _SCALARS), _SCALARS)),
+    ("min x moments", product_monoid([A.MIN.monoid, A.MOMENTS]),
+     st.tuples(st.one_of(st.none(), _SCALARS), st.sampled_from([(0, 0, 0), (1, 2.0, 0.0), (2, 1.5, 0.5)]))),
+    ("(concat x count) x max", product_monoid([product_monoid([CONCAT, COUNT_MONOID]), A.MAX.monoid]),
+     st.tuples(st.tuples(st.sampled_from([(), ("x",)]), st.integers(0, 2)), st.one_of(st.none(), _SCALARS))),
+]
+
+
+@needs_core
+def test_products_combine_componentwise_in_the_core():
+    """A product's combine reaches the core as its components' kinds (ready
+    ones native, the rest called), nested products too; a wrapper that
+    hides the product (counting) is called as it is."""
+    kind, spec = native.combine_spec(_PRODUCTS[2][1].combine)
+    assert kind == native._native.KIND_PRODUCT and spec[0] is _PRODUCTS[2][1].combine
+    inner = spec[2][0]
+    assert spec[1] == (native._native.KIND_PRODUCT, native._native.KIND_SELECT_GT)
+    assert inner[1] == (native._native.KIND_CALL, native._native.KIND_ADD) and inner[2][0] is CONCAT.combine
+    counting = CountingMonoid(_PRODUCTS[0][1])
+    assert native.combine_spec(counting.combine) == (native._native.KIND_CALL, counting.combine)
+    for bad in [("not", "a spec"), (CONCAT.combine, (0,), ()), (CONCAT.combine, (99,), (CONCAT.combine,))]:
+        with pytest.raises(ValueError):
+            native._native.AmortizedCore(bad, (), native._native.KIND_PRODUCT, None, None, EmptyWindowError, 1)
+
+
+@needs_core
+@PAIRS
+@pytest.mark.parametrize(("name", "monoid", "values"), _PRODUCTS, ids=[r[0] for r in _PRODUCTS])
+@sane_settings(60)
+@given(data=st.data())
+def test_products_match_the_reference(compiled, reference, name, monoid, values, data):
+    """Same results as the pure-Python engine, type for type, with identity
+    values among the inputs; over exact values, as the oracle."""
+    vs, ks = data.draw(_slides(st.one_of(st.just(monoid.identity), values)))
+    got = compiled(monoid).slide(vs, ks)
+    ref = reference(monoid).slide(vs, ks)
+    assert _typed(got) == _typed(ref)
+    if not any(isinstance(x, float) for x in repr_leaves(vs)):
+        assert got == BruteForceWindow(monoid).slide(vs, ks)
+
+
+def repr_leaves(values):
+    """Every scalar inside ``values`` (nested tuples flattened)."""
+    for v in values:
+        if isinstance(v, tuple):
+            yield from repr_leaves(v)
+        else:
+            yield v
+
+
+@needs_core
+@PAIRS
+def test_product_values_of_another_shape_take_the_python_combine(compiled, reference):
+    """Values that are not tuples of the product's width (lists here) go
+    through the product's Python combine, as in the reference."""
+    monoid = product_monoid([CONCAT, A.SUM.monoid])
+    vs = [[("a",), 1], [("b",), 2], (("c",), 3), [("d",), 4]]
+    assert compiled(monoid).slide(vs, [0, 0, 1, 1]) == reference(monoid).slide(vs, [0, 0, 1, 1])
+
+
+@needs_core
+@PAIRS
+def test_product_component_raising_marks_the_engine_failed(compiled, reference):
+    """A component that raises inside the core's product (max of an int and
+    a str) fails both engines alike, the cause kept."""
+    monoid = product_monoid([CONCAT, A.MAX.monoid])
+    for e in (compiled(monoid), reference(monoid)):
+        e.insert((("a",), 1))
+        with pytest.raises(TypeError):
+            for _ in range(4):
+                e.insert((("b",), "x"))
+        with pytest.raises(EngineFailedError) as info:
+            e.query()
+        assert isinstance(info.value.__cause__, TypeError)
 
 
 @needs_core
