@@ -1,12 +1,15 @@
-"""The process's Couchbase SDK clusters, shared by the stores that connect
-alike (:class:`stores.couchbase_store.CouchbaseStore`).
+"""Couchbase stores' connections: the process's SDK clusters, shared by the
+stores that connect alike, and a store's collection through them
+(:class:`CouchbaseConnection`, the base of
+:class:`stores.couchbase_store.CouchbaseStore`).
 
 Connecting a ``Cluster`` costs most of a second, so one serves every store
 of the process opened with the same connection string, credentials,
 timeouts and ``cluster_options`` (:func:`cluster_key`); it is closed when
 the last of them releases it.  After ``fork`` the child starts with no
 entries and never closes the parent's clusters (kept referenced in
-:data:`inherited`).  The SDK is imported only by :func:`bucket`.
+:data:`inherited`).  The SDK is imported only when a store connects
+(:func:`bucket`) or makes its transcoder.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import threading
 from datetime import timedelta
 from typing import Any, Mapping, Optional
 
+from .base import Store
+from .couchbase_errors import classify
 from .errors import StoreConfigError
 
 #: Clusters inherited across fork, kept referenced so the child never closes them.
@@ -120,3 +125,84 @@ def bucket(entry: SharedCluster, cfg: Mapping[str, Any], password: str, bucket_n
                 WaitUntilReadyOptions(service_types=[ServiceType.KeyValue]))
             entry.buckets[bucket_name] = opened
         return opened
+
+
+class CouchbaseConnection(Store):
+    """A Couchbase store's collection, opened through a shared cluster by
+    the first operation and again in a forked child, its binary transcoder,
+    and the cluster released on close."""
+
+    def _connect_lazily(self, cfg: dict[str, Any], collection: Any, connect_timeout: float,
+                        kv_timeout: float, cluster_options: Optional[Mapping[str, Any]]) -> None:
+        """Connection settings from the parsed URL ``cfg`` (credentials
+        settled); ``collection``: an opened Collection-like object to use as is."""
+        self._cfg = cfg
+        self._password = cfg["password"]
+        self.bucket_name = cfg["bucket"]
+        self.scope_name = cfg["scope"]
+        self.collection_name = cfg["collection"]
+        self.connect_timeout = float(connect_timeout)
+        self.kv_timeout = float(kv_timeout)
+        self._cluster_options = dict(cluster_options or {})
+        self._coll = collection
+        self._cluster: Any = None
+        self._owns_cluster = collection is None
+        self._shared: Optional[SharedCluster] = None  # the entry this store uses
+        self._shared_key = cluster_key(cfg, self._password, self.connect_timeout, self.kv_timeout,
+                                       self._cluster_options)
+        self._pid = os.getpid()
+        self._conn_lock = threading.Lock()
+        self._transcoder = self._make_transcoder()
+
+    @staticmethod
+    def _make_transcoder() -> Any:
+        try:
+            from couchbase.transcoder import RawBinaryTranscoder
+        except ImportError:
+            return None
+        return RawBinaryTranscoder()
+
+    def _kw(self) -> dict[str, Any]:
+        return {} if self._transcoder is None else {"transcoder": self._transcoder}
+
+    def _collection(self) -> Any:
+        coll = self._coll
+        if coll is not None and self._pid == os.getpid():
+            return coll
+        with self._conn_lock:
+            if self._pid != os.getpid():
+                # Forked: the SDK's connections belong to the parent.  Drop our
+                # references without closing them and connect afresh.
+                self._pid = os.getpid()
+                if self._owns_cluster:
+                    self._shared = None
+                    self._cluster = self._coll = None
+            if self._coll is None:
+                if not self._cfg["username"] or not self._password:
+                    raise StoreConfigError(
+                        f"store {self.url}: no Couchbase credentials: pass username= and "
+                        f"password= or set COUCHBASE_USERNAME and COUCHBASE_PASSWORD")
+                entry = acquire(self._shared_key)
+                try:
+                    opened = bucket(
+                        entry, self._cfg, self._password, self.bucket_name,
+                        connect_timeout=self.connect_timeout, kv_timeout=self.kv_timeout,
+                        transcoder=self._transcoder, cluster_options=self._cluster_options)
+                    coll = opened.scope(self.scope_name).collection(self.collection_name)
+                except BaseException:
+                    release(self._shared_key, entry, os.getpid())
+                    raise
+                self._shared, self._cluster, self._coll = entry, entry.cluster, coll
+            return self._coll
+
+    def _secrets(self) -> tuple[str, ...]:
+        return (self._password,) if self._password else ()
+
+    _classify = staticmethod(classify)
+
+    def _close(self) -> None:
+        entry, self._shared, self._cluster = self._shared, None, None
+        if self._owns_cluster:
+            self._coll = None
+        if entry is not None:
+            release(self._shared_key, entry, self._pid)

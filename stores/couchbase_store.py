@@ -19,7 +19,9 @@ which waits for the key-value service only.  A store object used after
 ``fork`` notices the pid change and connects afresh in the child (the
 parent's SDK connections are left alone).
 
-Documents and the records of what was written: :mod:`stores.couchbase_layout`.
+Documents and the records of what was written: :mod:`stores.couchbase_layout`;
+keeping the window index: :mod:`stores.couchbase_index`; what the SDK's
+exceptions mean: :mod:`stores.couchbase_errors`.
 
 ``drop_epoch(window, epoch, ranges=None)``: every level goes, as the store
 contract says: the recorded ranges (which may include indices already
@@ -43,9 +45,11 @@ import threading
 from typing import Any, Mapping, Optional
 
 from . import codec
-from .base import AUTH, STORE_OPTIONS, TRANSIENT, Store, Token, cas_mismatch
-from . import couchbase_connection as connection
+from .base import STORE_OPTIONS, Token, cas_mismatch
+from . import couchbase_index as index
 from . import couchbase_layout as layout
+from .couchbase_connection import CouchbaseConnection
+from .couchbase_errors import CAS, EXISTS, NOT_FOUND
 from .couchbase_layout import EpochView, exc_kind
 from .couchbase_url import parse_couchbase_url, redacted_url
 from .errors import StoreConfigError, StoreError
@@ -54,22 +58,10 @@ from .errors import StoreConfigError, StoreError
 #: Keys per SDK multi-operation call.
 CHUNK = 4096
 
-_NOT_FOUND = "DocumentNotFoundException"
-_EXISTS = "DocumentExistsException"
-_CAS = "CasMismatchException"
-_AUTH_ERRORS = {"AuthenticationException"}
-_TRANSIENT_ERRORS = {
-    "TimeoutException", "AmbiguousTimeoutException", "UnAmbiguousTimeoutException",
-    "TemporaryFailException", "ServiceUnavailableException", "RequestCanceledException",
-    "MissingConnectionException", "DocumentLockedException", "RateLimitedException",
-    "DurabilitySyncWriteInProgressException", "DurabilitySyncWriteAmbiguousException",
-}
 _NO_LOCK = contextlib.nullcontext()
-#: Compare-and-set attempts on a shard of the window index before giving up.
-INDEX_ATTEMPTS = 50
 
 
-class CouchbaseStore(Store):
+class CouchbaseStore(CouchbaseConnection):
     scheme = "couchbase"
 
     def __init__(self, url: str, *, username: Optional[str] = None,
@@ -91,81 +83,11 @@ class CouchbaseStore(Store):
         elif cfg["password"] is None:
             cfg["password"] = os.environ.get("COUCHBASE_PASSWORD") or None
         super().__init__(redacted_url(cfg), **options)
-        self._cfg = cfg
-        self._password = cfg["password"]
-        self.bucket_name = cfg["bucket"]
-        self.scope_name = cfg["scope"]
-        self.collection_name = cfg["collection"]
-        self.connect_timeout = float(connect_timeout)
-        self.kv_timeout = float(kv_timeout)
-        self._cluster_options = dict(cluster_options or {})
-        self._coll = collection
-        self._cluster: Any = None
-        self._owns_cluster = collection is None
-        self._shared: Optional[connection.SharedCluster] = None  # the entry this store uses
-        self._shared_key = connection.cluster_key(cfg, self._password, self.connect_timeout, self.kv_timeout,
-                                        self._cluster_options)
-        self._pid = os.getpid()
+        self._connect_lazily(cfg, collection, connect_timeout, kv_timeout, cluster_options)
         self._lock = threading.Lock()
-        self._conn_lock = threading.Lock()
         self._views: dict[tuple[str, int], EpochView] = {}
         self._epochs: dict[str, set[int]] = {}
         self._epochs_lock = threading.RLock()
-        self._transcoder = self._make_transcoder()
-
-    @staticmethod
-    def _make_transcoder() -> Any:
-        try:
-            from couchbase.transcoder import RawBinaryTranscoder
-        except ImportError:
-            return None
-        return RawBinaryTranscoder()
-
-    def _kw(self) -> dict[str, Any]:
-        return {} if self._transcoder is None else {"transcoder": self._transcoder}
-
-    # -------------------------------------------------------- connection
-
-    def _collection(self) -> Any:
-        coll = self._coll
-        if coll is not None and self._pid == os.getpid():
-            return coll
-        with self._conn_lock:
-            if self._pid != os.getpid():
-                # Forked: the SDK's connections belong to the parent.  Drop our
-                # references without closing them and connect afresh.
-                self._pid = os.getpid()
-                if self._owns_cluster:
-                    self._shared = None
-                    self._cluster = self._coll = None
-            if self._coll is None:
-                if not self._cfg["username"] or not self._password:
-                    raise StoreConfigError(
-                        f"store {self.url}: no Couchbase credentials: pass username= and "
-                        f"password= or set COUCHBASE_USERNAME and COUCHBASE_PASSWORD")
-                entry = connection.acquire(self._shared_key)
-                try:
-                    bucket = connection.bucket(
-                        entry, self._cfg, self._password, self.bucket_name,
-                        connect_timeout=self.connect_timeout, kv_timeout=self.kv_timeout,
-                        transcoder=self._transcoder, cluster_options=self._cluster_options)
-                    coll = bucket.scope(self.scope_name).collection(self.collection_name)
-                except BaseException:
-                    connection.release(self._shared_key, entry, os.getpid())
-                    raise
-                self._shared, self._cluster, self._coll = entry, entry.cluster, coll
-            return self._coll
-
-    def _secrets(self) -> tuple[str, ...]:
-        return (self._password,) if self._password else ()
-
-    def _classify(self, exc: Exception) -> Optional[str]:
-        names = exc_kind(exc)
-        if names & _AUTH_ERRORS:
-            return AUTH
-        if names & _TRANSIENT_ERRORS or isinstance(exc, (OSError, TimeoutError)):
-            return TRANSIENT
-        return None
 
     # -------------------------------------------------------------- keys
 
@@ -179,7 +101,7 @@ class CouchbaseStore(Store):
     def _raise_errors(self, exceptions: Mapping[str, BaseException],
                       ignore_not_found: bool = False) -> None:
         for key, exc in exceptions.items():
-            if ignore_not_found and _NOT_FOUND in exc_kind(exc):
+            if ignore_not_found and NOT_FOUND in exc_kind(exc):
                 continue
             raise exc
 
@@ -225,7 +147,7 @@ class CouchbaseStore(Store):
         try:
             r = self._collection().get(key, **self._kw())
         except Exception as exc:
-            if _NOT_FOUND in exc_kind(exc):
+            if NOT_FOUND in exc_kind(exc):
                 return None, None
             raise
         return layout.as_bytes(r.value, key), r.cas
@@ -363,7 +285,7 @@ class CouchbaseStore(Store):
         coll = self._collection()
         key = self.meta_key(window)
         if expected is None:  # listed before it exists: a crash here leaves a name, not a record
-            self.stats.add(round_trips=self._index_update(window, add=True))
+            self.stats.add(round_trips=index.update(self, window, add=True))
         try:
             if expected is None:
                 res = coll.insert(key, value, **self._kw())
@@ -372,7 +294,7 @@ class CouchbaseStore(Store):
             return res.cas
         except Exception as exc:
             names = exc_kind(exc)
-            if not names & {_EXISTS, _CAS, _NOT_FOUND}:
+            if not names & {EXISTS, CAS, NOT_FOUND}:
                 raise
             current_blob, current = self._get(key)
             if retry and current_blob == value:
@@ -386,8 +308,8 @@ class CouchbaseStore(Store):
             self._collection().remove(key, cas=expected, **self._kw())
         except Exception as exc:
             names = exc_kind(exc)
-            if _NOT_FOUND not in names:
-                if not names & {_EXISTS, _CAS}:
+            if NOT_FOUND not in names:
+                if not names & {EXISTS, CAS}:
                     raise
                 raise cas_mismatch(window, expected, self._get(key)[1]) from None
         self._unindex(window)
@@ -433,46 +355,8 @@ class CouchbaseStore(Store):
             names.extend(layout.decode_index(blob, f"store {self.url}: document {key!r}"))
         return names
 
-    def _index_update(self, window: str, add: bool) -> int:
-        """Add ``window`` to its shard of the window index (or remove it), by
-        compare-and-set on the shard; returns the SDK calls made (2 when it
-        changes, 1 when it is already so, more under contention)."""
-        coll = self._collection()
-        key = layout.index_key(window)
-        calls = 0
-        for _ in range(INDEX_ATTEMPTS):
-            blob, cas = self._get(key)
-            calls += 1
-            names = layout.decode_index(blob, f"store {self.url}: document {key!r}")
-            if (window in names) == add:
-                return calls
-            names = names | {window} if add else names - {window}
-            calls += 1
-            try:
-                if cas is None:
-                    coll.insert(key, codec.encode(sorted(names)), **self._kw())
-                elif names:
-                    coll.replace(key, codec.encode(sorted(names)), cas=cas, **self._kw())
-                else:
-                    coll.remove(key, cas=cas, **self._kw())
-                return calls
-            except Exception as exc:
-                if not exc_kind(exc) & {_EXISTS, _CAS, _NOT_FOUND}:
-                    raise
-                # another store changed the shard meanwhile: read it again
-        raise StoreError(f"store {self.url}: window index document {key!r} changed under "
-                         f"{INDEX_ATTEMPTS} compare-and-set attempts in a row")
-
-    def _unindex(self, window: str) -> None:
-        """Take a deleted window out of the index.  A store creating it again
-        meanwhile may have found its name still listed and not added it: if
-        its record exists now, the name goes back."""
-        calls = self._index_update(window, add=False)
-        blob, _ = self._get(self.meta_key(window))
-        calls += 1
-        if blob is not None:
-            calls += self._index_update(window, add=True)
-        self.stats.add(round_trips=calls)
+    #: Take a deleted window out of the index (:func:`stores.couchbase_index.unindex`).
+    _unindex = index.unindex
 
     def _ping(self) -> None:
         self._collection()
@@ -480,13 +364,6 @@ class CouchbaseStore(Store):
     def _extra_trips(self, calls: int) -> None:
         if calls > 1:
             self.stats.add(round_trips=calls - 1)
-
-    def _close(self) -> None:
-        entry, self._shared, self._cluster = self._shared, None, None
-        if self._owns_cluster:
-            self._coll = None
-        if entry is not None:
-            connection.release(self._shared_key, entry, self._pid)
 
 
 __all__ = ["CouchbaseStore", "parse_couchbase_url", "exc_kind", "CHUNK"]

@@ -1,0 +1,253 @@
+"""A Redis store's connection: client settings, TLS, Cluster, pooled round trips.
+
+:class:`RedisConnection` is the base of :class:`stores.redis_store.RedisStore`
+(which holds the key layout and the store operations).  It turns the parsed
+URL and the pass-through options into redis-py client settings, makes the
+client (standalone or Cluster) and registers the store's Lua scripts on it,
+sends RESP-packed commands on a pooled connection in one round trip, and says
+which errors are transient, an authentication failure or a TLS mistake.
+
+Connections are made lazily: :func:`stores.open_store` does no network I/O,
+and a server that is down makes the *first operation* raise
+:class:`~stores.errors.StoreUnavailable` after the retries (never a raw
+``ConnectionRefusedError``).  redis-py's own retries are disabled so that
+the store's bounded backoff is the only one.  After ``fork`` redis-py opens
+fresh connections in the child.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import ssl
+import threading
+from typing import Any, Optional
+
+from .base import AUTH, CONFIG, TRANSIENT, Store
+from .errors import StoreConfigError
+from .redis_url import redacted_url
+from .redis_wire import CAS_LUA, DELETE_META_LUA, READ_LUA, WRITE_LUA, command
+
+
+#: The client options that name files (TLS certificates and keys).
+TLS_FILES = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile")
+
+
+def _tls_mistake(exc: BaseException) -> BaseException | None:
+    """The TLS configuration error behind ``exc`` (a certificate that does
+    not verify, a missing file, a handshake with a server not speaking TLS),
+    or None: redis-py wraps them in a ConnectionError, like an outage."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, ssl.SSLCertVerificationError) or isinstance(exc, FileNotFoundError):
+            return exc
+        if isinstance(exc, ssl.SSLError) and getattr(exc, "reason", None) in (
+                "WRONG_VERSION_NUMBER", "PEM_LIB", "KEY_VALUES_MISMATCH", "NO_START_LINE"):
+            return exc
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+def _speaks_plain_redis(host: str, port: int, timeout: float = 0.5) -> bool:
+    """``host:port`` answers a plain-text PING: a Redis port without TLS
+    (a TLS handshake with it stalls until the connect timeout, since the
+    server waits for the end of a command line that never comes)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as conn:
+            conn.sendall(b"PING\r\n")
+            return conn.recv(16)[:1] in (b"+", b"-")
+    except OSError:
+        return False
+
+
+def no_retries() -> Any:
+    """redis-py's retry policy that never retries (the store's bounded
+    backoff is the only one); StoreConfigError when redis-py is missing."""
+    try:
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise StoreConfigError(
+            "redis:// stores need redis-py: pip install 'mta-windows[redis]'") from exc
+    return Retry(NoBackoff(), 0)
+
+
+class RedisConnection(Store):
+    """The connection half of a Redis store (see the module docstring).
+
+    ``cluster`` says whether it talks to a Redis Cluster; :meth:`client`
+    gives the redis-py client, made on first use."""
+
+    def _connect_lazily(self, cfg: dict[str, Any], options: dict[str, Any], retry: Any) -> None:
+        """Client settings from the parsed URL ``cfg`` (credentials settled)
+        and the pass-through client ``options``; a standalone client is made
+        now, which validates them (redis-py connects on first use)."""
+        self._password: Optional[str] = cfg["password"]
+        self.cluster: bool = cfg["cluster"]
+        kwargs: dict[str, Any] = {
+            "host": cfg["host"], "port": cfg["port"],
+            "username": cfg["username"], "password": cfg["password"],
+            # two attempts fit in the operation's timeout
+            "socket_timeout": cfg.get("socket_timeout", min(5.0, self.timeout / 2)),
+            "socket_connect_timeout": cfg.get("socket_connect_timeout", min(2.0, self.timeout / 3)),
+            "retry": retry,
+        }
+        for name in ("health_check_interval", "max_connections", "client_name",
+                     "ssl_cert_reqs", "ssl_ca_certs", "ssl_certfile", "ssl_keyfile",
+                     "ssl_check_hostname"):
+            if name in cfg:
+                kwargs[name] = cfg[name]
+        if cfg["tls"]:
+            kwargs["ssl"] = True
+        kwargs.update(options)  # pass-through client options win
+        for name in TLS_FILES:
+            path = kwargs.get(name)
+            if path is not None and not os.path.isfile(path):
+                raise StoreConfigError(f"store {redacted_url(cfg)}: {name}: no such file {path!r}")
+        if self.cluster:
+            if cfg["db"] not in (0, None):
+                raise StoreConfigError("Redis Cluster has database 0 only")
+            kwargs.pop("db", None)
+            kwargs.setdefault("require_full_coverage", False)
+        else:
+            kwargs["db"] = cfg["db"]
+        self._kwargs = kwargs
+        self._seeds = cfg["seeds"]
+        self._client_obj: Any = None
+        self._client_lock = threading.Lock()
+        self._cas_script: Any = None
+        self._delete_meta_script: Any = None
+        self._write_script: Any = None
+        self._read_script: Any = None
+        if not self.cluster:
+            self.client()  # validates options; redis-py connects lazily
+
+    # ------------------------------------------------------------ client
+
+    def client(self) -> Any:
+        client = self._client_obj
+        if client is not None:
+            return client
+        with self._client_lock:
+            if self._client_obj is None:
+                import redis
+                try:
+                    if self.cluster:
+                        from redis.cluster import ClusterNode, RedisCluster
+                        kwargs = dict(self._kwargs)
+                        del kwargs["host"], kwargs["port"]
+                        client = RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in self._seeds], **kwargs)
+                    else:
+                        client = redis.Redis(**self._kwargs)
+                except TypeError as exc:
+                    raise StoreConfigError(
+                        f"store {self.url}: bad Redis client option: "
+                        f"{self._scrub(str(exc))}") from None
+                self._cas_script = client.register_script(CAS_LUA)
+                self._delete_meta_script = client.register_script(DELETE_META_LUA)
+                self._write_script = client.register_script(WRITE_LUA)
+                self._read_script = client.register_script(READ_LUA)
+                self._client_obj = client
+            return self._client_obj
+
+    def _secrets(self) -> tuple[str, ...]:
+        return (self._password,) if self._password else ()
+
+    def _classify(self, exc: Exception) -> Optional[str]:
+        from redis import exceptions as rx
+        if _tls_mistake(exc) is not None:
+            return CONFIG
+        if (isinstance(exc, (rx.TimeoutError, TimeoutError)) and self._kwargs.get("ssl") and not self.cluster
+                and "connect" in str(exc).lower()
+                and _speaks_plain_redis(self._kwargs["host"], self._kwargs["port"])):
+            self._plain_port = True
+            return CONFIG
+        if isinstance(exc, (rx.AuthenticationError, rx.AuthorizationError,
+                            rx.NoPermissionError)):
+            return AUTH
+        if isinstance(exc, rx.ResponseError) and str(exc).startswith(("NOAUTH", "WRONGPASS")):
+            return AUTH
+        if isinstance(exc, (rx.ConnectionError, rx.TimeoutError, rx.BusyLoadingError,
+                            rx.ClusterDownError, rx.TryAgainError, rx.ReadOnlyError,
+                            rx.SlotNotCoveredError, ConnectionError, TimeoutError,
+                            socket.timeout, OSError)):
+            return TRANSIENT
+        if isinstance(exc, rx.RedisClusterException) and any(
+                s in str(exc) for s in ("cannot be connected", "could not agree",
+                                        "has no redis_connection", "No targets were found")):
+            return TRANSIENT
+        if isinstance(exc, rx.ResponseError) and str(exc).startswith(("LOADING", "MASTERDOWN",
+                                                                       "CLUSTERDOWN", "TRYAGAIN")):
+            return TRANSIENT
+        return None
+
+    def _config_problem(self, exc: Exception) -> str:
+        if getattr(self, "_plain_port", False):
+            return (f"the server at {self._kwargs['host']}:{self._kwargs['port']} speaks Redis without TLS: a "
+                    "rediss:// URL needs the server's TLS port (or use redis:// for this one)")
+        cause = _tls_mistake(exc)
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            trusted = self._kwargs.get("ssl_ca_certs")
+            trusted = f"ssl_ca_certs={trusted!r}" if trusted else "the system's CA certificates (set ssl_ca_certs)"
+            return (f"TLS certificate verification failed against {trusted}: "
+                    f"{cause.verify_message or cause.reason}")
+        if isinstance(cause, FileNotFoundError):
+            return f"TLS file not found: {cause.filename!r}"
+        return (f"TLS handshake failed ({getattr(cause, 'reason', None) or cause}): is the server speaking "
+                f"TLS (rediss://) on this port, and are ssl_certfile and ssl_keyfile a matching pair?")
+
+    # ------------------------------------------------- pooled round trips
+
+    def release_connection(self, conn: Any) -> None:
+        client = self._client_obj
+        if client is not None:
+            client.connection_pool.release(conn)
+
+    def _raw(self, commands: list[bytes]) -> list:
+        """Send RESP-packed ``commands`` in one write on a pooled connection
+        (standalone Redis) and read every reply: one round trip.  An error
+        reply is raised after all replies were read (the connection stays in
+        step); a broken connection is dropped by redis-py and the call is
+        retried by the store."""
+        from redis.exceptions import ResponseError
+
+        pool = self.client().connection_pool
+        try:
+            conn = pool.get_connection()
+        except TypeError:  # pragma: no cover - redis-py < 5.1 wants a command name
+            conn = pool.get_connection("HMGET")
+        try:
+            conn.send_packed_command([b"".join(commands)])
+            replies, error = [], None
+            for _ in commands:
+                try:
+                    replies.append(conn.read_response())
+                except ResponseError as exc:
+                    error = error or exc
+            if error is not None:
+                raise error
+            return replies
+        finally:
+            pool.release(conn)
+
+    def _evalsha(self, script: Any, keys: list, args: list) -> Any:
+        """``script`` (registered) on a standalone server through :meth:`_raw`,
+        loaded first if the server does not have it (a restarted server)."""
+        from redis.exceptions import NoScriptError, ResponseError
+
+        packed = command(b"EVALSHA", script.sha, len(keys), *keys, *args)
+        try:
+            return self._raw([packed])[0]
+        except ResponseError as exc:
+            if not isinstance(exc, NoScriptError) and not str(exc).startswith("NOSCRIPT"):
+                raise
+        self.client().script_load(script.script)  # not run: it was unknown, so run it now
+        return self._raw([packed])[0]
+
+    def _close(self) -> None:
+        client = self._client_obj
+        self._client_obj = None
+        if client is not None:
+            with contextlib.suppress(Exception):  # best effort: the store is closed either way
+                client.close()
