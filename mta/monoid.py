@@ -111,10 +111,12 @@ class Aggregator:
     """``lift`` -> ``monoid`` -> ``lower`` (section 3.3).
 
     ``lift`` maps a raw input to the monoid's domain, ``lower`` maps the
-    window's aggregate to the result the user sees.
+    window's aggregate to the result the user sees.  ``parts``: for a
+    :func:`product`, the aggregators it is the product of (each result's
+    component ``i`` is ``parts[i]``'s), else ``None``.
     """
 
-    __slots__ = ("monoid", "lift", "lower", "name")
+    __slots__ = ("monoid", "lift", "lower", "name", "parts")
 
     def __init__(
         self,
@@ -132,6 +134,7 @@ class Aggregator:
         self.lift = lift
         self.lower = lower
         self.name = name or monoid.name
+        self.parts: tuple | None = None
 
     def on(self, getter: Callable[[Any], Any], *, name: str | None = None) -> "Aggregator":
         """The same aggregation over ``getter(raw)``, e.g. ``MAX.on(lambda r: r.mem)``."""
@@ -214,9 +217,11 @@ def product(*aggregators: Aggregator, name: str | None = None) -> Aggregator:
     for a in aggregators:
         if not isinstance(a, Aggregator):
             raise TypeError(f"product() takes Aggregators, got {type(a).__name__}")
-    return Aggregator(
+    agg = Aggregator(
         product_monoid([a.monoid for a in aggregators]),
         _fan_out([a.lift for a in aggregators], "lift"),
         _componentwise1([a.lower for a in aggregators], "product_lower"),
         name=name or "product(" + ", ".join(a.name for a in aggregators) + ")",
     )
+    agg.parts = tuple(aggregators)
+    return agg

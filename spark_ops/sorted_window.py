@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any, Sequence
 
 from mta import MemoryLevelQueue
@@ -40,6 +41,9 @@ class SortedWindow(RowWindow):
         super().__init__(spec, key)
         aggregator = spec.value_aggregator()
         self._lift, self._lower = aggregator.lift, aggregator.lower  # skipped when the identity
+        # several aggregations are their product (WindowSpec.value_aggregator) unless fused:
+        # its results lowered column by column, no tuple per row
+        self._lowers = [a.lower for a in aggregator.parts] if len(spec.aggs) > 1 and aggregator.parts else None
         self._fused = fused_names(aggregator)
         self._floating = False  # the value column holds floats: fused results lower as arrays
         self.width = len(spec.aggs)
@@ -78,6 +82,10 @@ class SortedWindow(RowWindow):
         lift = self._lift
         if lift is identity_function:
             return list(values), None
+        try:
+            return list(map(lift, values)), None
+        except Exception:  # noqa: BLE001 - some value cannot be lifted: find which, row by row
+            pass
         lifted, problems = [], None
         for i, v in enumerate(values):
             try:
@@ -97,6 +105,9 @@ class SortedWindow(RowWindow):
         results = self.engine.slide(lifted, evictions)
         if self._fused is not None and self._floating:
             return aggregations.fused_arrow_columns(self._fused, results)
+        if self._lowers is not None:
+            return [list(map(itemgetter(i), results)) if lower is identity_function
+                    else list(map(lower, map(itemgetter(i), results))) for i, lower in enumerate(self._lowers)]
         if self._lower is not identity_function:
             results = list(map(self._lower, results))
         if self.width == 1:

@@ -288,3 +288,21 @@ def test_a_small_window_never_opens_the_file_store(tmp_path):
     assert w.slide(times, values)[0] == [max(x) for x in brute(times, values, rows=50)]
     w.close()
     assert not (tmp_path / "never").exists()
+
+
+@pytest.mark.parametrize("engine", ["amta", "lmta"])
+def test_one_aggregation_that_is_a_product_gives_one_column(engine):
+    """A user's own product as the one aggregation: its results stay one
+    column of tuples (several aggregations are lowered column by column,
+    one aggregation never is)."""
+    from mta import aggregators as A
+    from mta.monoid import product
+
+    spec = WindowSpec.build(key="k", time="t", value="v", aggs=[("both", product(A.MAX, A.MIN), "array<double>")],
+                            range=3.0, engine=engine)
+    times, values = [0.0, 1.0, 2.0, 3.0, 3.5, 9.0], [4.0, 1.0, 5.0, 9.0, 2.0, 6.0]
+    w = SortedWindow(spec, "k", "run")
+    lifted, problems = w.lift(values)
+    (column,) = w.slide(times, lifted)
+    w.close()
+    assert problems is None and column == [(max(win), min(win)) for win in brute(times, values, range=3.0)]
