@@ -78,7 +78,9 @@ class SortedWindow(RowWindow):
     def lift(self, values: Sequence) -> tuple[list, list | None]:
         """The values lifted into the aggregations' monoid, and per value the
         reason it cannot be (``None`` for every value that can; ``None``
-        instead of the list when all can)."""
+        instead of the list when all can).  When one cannot, the values are
+        lifted again one by one to find which (a lift is a function of its
+        value)."""
         lift = self._lift
         if lift is identity_function:
             return list(values), None
