@@ -24,6 +24,8 @@ Backends subclass :class:`Store` and implement the underscore methods
 (``_write_pairs`` ...); the public methods validate arguments, count
 statistics and retry transient failures with bounded exponential backoff,
 raising :class:`~stores.errors.StoreUnavailable` when retries run out.
+The retries live in :mod:`stores.retry`, the argument checks in
+:mod:`stores.checks`, the metadata methods in :mod:`stores.meta_cas`.
 
 Names and numbers accepted everywhere (so a window valid on one backend is
 valid on all): a window is a non-empty ``str`` of at most
@@ -35,27 +37,23 @@ levels and indices are ``int`` in ``[0, 2**63)`` (not ``bool``).
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
-from .errors import CasMismatch, StoreConfigError
-from .checks import as_blob, as_blobs, check_pairs, check_ranges, check_uint, check_window
+from .checks import as_blobs, check_pairs, check_ranges, check_uint, check_window
+from .meta_cas import MetaCas, Swap, Token, cas_mismatch
 from .retry import AUTH, CONFIG, TRANSIENT, Retrying
 from .stats import StoreStats
 
 __all__ = ["AUTH", "CONFIG", "STORE_OPTIONS", "TRANSIENT", "Store", "Swap", "Token", "cas_mismatch"]
-
-#: Opaque compare-and-set token of a window's metadata (``None`` when the
-#: record is absent).  Compare tokens only with ``==``; never interpret them.
-Token = Any
 
 #: Options every backend takes (the retry policy of :class:`Store`).
 STORE_OPTIONS = frozenset({"retries", "backoff", "backoff_max", "timeout"})
 
 
 
-class Store(Retrying):
+class Store(Retrying, MetaCas):
     """Base class of every store.  See the module docstring.
 
     Options common to every backend (keyword arguments of
@@ -170,144 +168,7 @@ class Store(Retrying):
         self.stats.add(round_trips=1)
         return sorted(out)
 
-    # -------------------------------------------------------- metadata
-
-    def read_meta(self, window: str) -> tuple[Optional[bytes], Token]:
-        """``(blob, token)`` of the window's metadata; ``(None, None)`` when
-        absent.  One round trip."""
-        check_window(window)
-        blob, token = self._run("read_meta", window, self._read_meta, window)
-        self.stats.add(round_trips=1, meta_reads=1, bytes_read=len(blob or b""))
-        return blob, token
-
-    def cas_meta(self, window: str, expected: Token, value: bytes, *, durable: bool = True) -> Token:
-        """Replace the window's metadata with ``value`` if its token is
-        still ``expected`` (``None``: create it, it must not exist).
-        Returns the new token; raises :class:`~stores.errors.CasMismatch`
-        otherwise.  One round trip.
-
-        ``durable=False``: the record may be lost by a power loss until the
-        store's next durable write, which makes it durable too (the store
-        orders every write after it), and which then also loses every
-        write that came after it; a backend that syncs metadata writes
-        (:attr:`SYNCS_META`) skips the sync, the others ignore it.  A
-        window's claim uses it: a claim lost with the writes that followed
-        it leaves the window as the last checkpoint left it.
-
-        A retry after a connection lost mid-call is made safe: if the first
-        attempt did land (the record now holds exactly ``value`` one version
-        after ``expected``), the retry returns its token instead of raising
-        CasMismatch.
-        """
-        check_window(window)
-        data = as_blob(value)
-        if expected is not None:
-            self._check_token(window, expected)
-        try:
-            token = self._run("cas_meta", window, self._cas_meta_attempts(durable), window,
-                              expected, data)
-        except CasMismatch:
-            self.stats.add(round_trips=1, cas_failures=1)
-            raise
-        self.stats.add(round_trips=1, meta_writes=1, bytes_written=len(data))
-        return token
-
-    def swap_meta(self, window: str, expected: Token, old: bytes, value: bytes, *,
-                  durable: bool = True) -> "Swap":
-        """Replace the window's metadata with ``value`` if it still holds
-        exactly ``old`` with token ``expected``; else say what it holds.
-
-        For a caller that remembers a record it wrote (:mod:`stores.meta_cache`):
-        a record deleted and created again restarts its versions, so a
-        remembered token alone may match a record that is not the one
-        remembered; its content then differs.  Returns a :class:`Swap`:
-        ``done`` and the new token, or the record's current token and blob
-        (``None``, ``None`` when absent), which saves the caller a
-        :meth:`read_meta` before it tries :meth:`cas_meta`.  ``durable`` as
-        :meth:`cas_meta` takes it.  One round trip where the backend has
-        :meth:`_swap_meta` (file, redis), else two or three (read_meta,
-        cas_meta, and read_meta again if that lost a race)."""
-        check_window(window)
-        if expected is None:
-            raise StoreConfigError("swap_meta needs the token of an existing record")
-        old, data = as_blob(old), as_blob(value)
-        self._check_token(window, expected)
-        if self._swap_meta is None:
-            blob, token = self.read_meta(window)
-            if token == expected and blob == old:
-                try:
-                    return Swap(True, self.cas_meta(window, expected, data, durable=durable), None)
-                except CasMismatch:
-                    blob, token = self.read_meta(window)
-            self.stats.add(cas_failures=1)
-            return Swap(False, token, blob)
-        done, token, blob = self._swap(window, expected, data, old, False, durable)
-        return Swap(True, token, None) if done else Swap(False, token, blob)
-
-    def cas_meta_epochs(self, window: str, expected: Token, value: bytes, *,
-                        durable: bool = True) -> tuple[Token, list[int]]:
-        """:meth:`cas_meta`, then :meth:`list_epochs`: the new token and the
-        window's epochs that may hold pairs, sorted, as of the write.  One
-        round trip where the backend lists them in its compare-and-set
-        (:meth:`_swap_meta`: file, redis), else two."""
-        if self._swap_meta is None:
-            token = self.cas_meta(window, expected, value, durable=durable)
-            return token, self.list_epochs(window)
-        check_window(window)
-        data = as_blob(value)
-        if expected is not None:
-            self._check_token(window, expected)
-        done, token, epochs = self._swap(window, expected, data, None, True, durable)
-        if not done:
-            raise cas_mismatch(window, expected, token)
-        return token, sorted(epochs)
-
-    def _swap(self, window: str, expected: Token, data: bytes, old: Optional[bytes], listing: bool,
-              durable: bool) -> tuple[bool, Token, Any]:
-        """One :meth:`_swap_meta` call, retried and counted like :meth:`cas_meta`."""
-        attempt = [0]
-
-        def call() -> tuple[bool, Token, Any]:
-            retry = attempt[0] > 0
-            attempt[0] += 1
-            return self._swap_meta(window, expected, data, retry, old=old, listing=listing, durable=durable)
-
-        out = self._run("cas_meta", window, call)
-        if out[0]:
-            self.stats.add(round_trips=1, meta_writes=1, bytes_written=len(data))
-        else:
-            self.stats.add(round_trips=1, cas_failures=1, bytes_read=len(out[2] or b""))
-        return out
-
-    def delete_meta(self, window: str, expected: Token) -> None:
-        """Delete the window's metadata record if its token is still
-        ``expected`` (pairs are untouched); raises
-        :class:`~stores.errors.CasMismatch` if the record changed.  An
-        absent record counts as deleted (a retry whose first attempt landed).
-        One round trip."""
-        check_window(window)
-        if expected is None:
-            raise StoreConfigError("delete_meta needs the token of an existing record")
-        self._check_token(window, expected)
-        self._run("delete_meta", window, self._delete_meta, window, expected)
-        self.stats.add(round_trips=1, meta_writes=1)
-
-    def _check_token(self, window: str, expected: Token) -> None:
-        """Tokens are positive ints: any other was never given out (a mismatch)."""
-        if type(expected) is not int or expected <= 0:
-            self.stats.add(cas_failures=1)
-            raise cas_mismatch(window, expected, self.read_meta(window)[1])
-
-    def _cas_meta_attempts(self, durable: bool = True) -> Callable[..., Token]:
-        attempt = [0]
-        lazy = {} if durable or not self.SYNCS_META else {"durable": False}
-
-        def call(window: str, expected: Token, value: bytes) -> Token:
-            retry = attempt[0] > 0
-            attempt[0] += 1
-            return self._cas_meta(window, expected, value, retry, **lazy)
-
-        return call
+    # --------------------------------------------------------- windows
 
     def deferred_channel(self) -> Any:
         """An object whose ``write_pairs`` / ``read_pairs`` send a request and
@@ -461,25 +322,3 @@ class Store(Retrying):
 
     def _close(self) -> None:
         pass
-
-
-class Swap(NamedTuple):
-    """What :meth:`Store.swap_meta` did: ``done`` (the record held what the
-    caller remembered and now holds its new value) with the new ``token``;
-    else the record's current ``token`` and ``blob`` (``None`` when absent)."""
-
-    done: bool
-    token: Token
-    blob: Optional[bytes]
-
-
-def cas_mismatch(window: str, expected: Token, actual: Token) -> CasMismatch:
-    if expected is None:
-        what = "metadata already exists" if actual is not None else "metadata changed"
-    elif actual is None:
-        what = "metadata was deleted"
-    else:
-        what = "metadata changed"
-    return CasMismatch(f"compare-and-set lost on window {window!r}: {what} "
-                       f"(expected token {expected!r})",
-                       window=window, expected=expected, actual=actual)

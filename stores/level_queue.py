@@ -7,11 +7,8 @@ Per level, :class:`StoreLevelQueue` keeps in process memory
   tail (elements the engine may still rewrite) and the write buffer of final
   pairs, written in one round trip once ``buffer_size`` pairs are final, in
   the background when possible;
-* the head *cache*: pairs read from the store, ``cache_size`` pairs at a
-  time, refilled ahead of the head in the background when fewer than
-  ``cache_size`` pairs remain (the paper refills at half its cache; here one
-  cache-worth stays ahead while the next is read, since a background thread
-  may wait a GIL switch interval before it runs), synchronously on a miss.
+* the head *cache*: pairs read from the store ahead of the head,
+  ``cache_size`` pairs at a time (:class:`stores.head_cache.HeadCache`).
 
 A level talks to its window's storage (:class:`stores.window.WindowStorage`)
 through the storage's public methods only: ``start_write``, ``start_read``,
@@ -27,23 +24,21 @@ from typing import TYPE_CHECKING, Any
 
 from mta.level_queue import LevelQueue
 
-from .background import Pending, ready
+from .background import Pending
 from .codec import decode, encode
 from .errors import CorruptValue, FormatVersionError, MissingData
+from .head_cache import DRAIN_CHECKS, MISS_BATCH, HeadCache
 
 if TYPE_CHECKING:
     from .window import WindowStorage
 
-#: Pairs read synchronously on a cache miss before the background refill.
-MISS_BATCH = 8
-#: Urgent refills of a level with no insert in between before its
-#: prefetches start without waiting for the next insert (a draining window).
-DRAIN_CHECKS = 8
+__all__ = ["DRAIN_CHECKS", "MISS_BATCH", "TAIL_KEPT", "StoreFifo", "StoreLevelQueue"]
+
 #: Elements at the end of each level that stay in process memory (the tail).
 TAIL_KEPT = 2
 
 
-class StoreLevelQueue(LevelQueue):
+class StoreLevelQueue(HeadCache, LevelQueue):
     """One level: recent elements and head cache in memory, the rest in the store.
 
     Positions ``[2 * stored, hi)`` are *recent* (not confirmed in the store);
@@ -117,23 +112,6 @@ class StoreLevelQueue(LevelQueue):
             self._fast_end = min(self._cache_lo + len(self._cache), self._check_at)
             return value
         return self._miss(i)
-
-    def _tend(self, i: int) -> None:
-        """Take a finished prefetch, drop consumed pairs, start a prefetch
-        when fewer than ``cache_size`` pairs are left ahead of ``i``; then
-        decide when the next hit should do this again."""
-        pf = self._prefetch
-        # a prefetch is taken once its reply is in, or when the head gets near
-        # (reading a reply can wait: after a bulk eviction it is often useless)
-        self._take_prefetch(wait=pf is not None and self._end() - i < self._w.cache_size)
-        self._trim()
-        self.prefetch_ahead()
-        ahead = self._end() - i
-        size = self._w.cache_size
-        if self._prefetch is None and ahead > 2 * size:
-            self._check_at = i + ahead - 2 * size  # the refill point
-        else:  # a prefetch in flight, or nothing more in the store yet: poll
-            self._check_at = i + min(32, max(1, size >> 4))
 
     def span(self, a: int, b: int) -> list:
         """Elements ``[a, b)``: recent and cached ones from memory, the rest
@@ -272,51 +250,7 @@ class StoreLevelQueue(LevelQueue):
         self.written = first + count
         self._w.note_written(self.level, self.written)
 
-    # -- head cache -------------------------------------------------------
-    def _miss(self, i: int):
-        """Position ``i`` is not in the cache: take the prefetch that holds
-        it, or read it from the store (extending or restarting the cache)."""
-        pf = self._prefetch
-        if pf is not None:
-            future, start, count = pf
-            if ready(future):
-                self._take_prefetch(wait=False)
-            elif start <= i < start + 2 * count:  # on its way: wait for it
-                self._w.counters.prefetch_waits += 1
-                self._take_prefetch(wait=True)
-            else:  # it does not hold i (a bulk eviction jumped ahead): let it go
-                self._prefetch = None
-                self._w.orphan(future)
-        self._trim()
-        c = i - self._cache_lo
-        if 0 <= c < len(self._cache):
-            self._w.counters.cache_hits += 1
-        else:
-            w = self._w
-            w.counters.cache_misses += 1
-            if i < self._cache_lo or i - self._cache_lo >= 4 * w.cache_size - 2:
-                # restart at i's pair (reading the gap would overgrow the cache)
-                self._cache, self._cache_lo = [], i & ~1
-            end = (self._cache_lo + len(self._cache)) >> 1
-            self._cache += self._fetch(end, self._to_group_end(end, max(MISS_BATCH, ((i >> 1) - end) + 1)))
-        self.prefetch_ahead()
-        self._check_at = self._fast_end = 0
-        return self._cache[i - self._cache_lo]
-
-    def _end(self) -> int:
-        """First position after the cache."""
-        return self._cache_lo + len(self._cache)
-
-    def _to_group_end(self, first: int, count: int) -> int:
-        """``count`` pairs from ``first``, rounded up to the end of their last
-        group (which is read whole anyway), and not beyond the stored pairs."""
-        size = self._w.group
-        return min(-(-(first + count) // size) * size, self.stored) - first
-
-    def _fetch(self, first: int, count: int) -> list:
-        """Pairs ``[first, first + count)`` as a flat list of elements."""
-        return self._w.read(self, first, count)
-
+    # -- groups read from the store -------------------------------------
     def elements(self, first: int, count: int, group: int, blobs: list, epoch: int) -> list:
         """The elements of pairs ``[first, first + count)`` from the blobs of
         groups ``group, group + 1, ...`` read from ``epoch``'s namespace
@@ -345,65 +279,6 @@ class StoreLevelQueue(LevelQueue):
             out += items[2 * (a - start) : 2 * (b - start)]
         return out
 
-    def _trim(self) -> None:
-        """Drop cached pairs behind the head's pair: the cache then starts at or
-        after it, so it never extends into pairs evicted before being written."""
-        head = (self.lo >> 1) << 1
-        dead = head - self._cache_lo
-        if dead > 0:
-            self._fast_end = 0
-            if dead >= len(self._cache):
-                self._cache, self._cache_lo = [], head
-            else:
-                del self._cache[:dead]
-                self._cache_lo = head
-
-    def prefetch_ahead(self, now: bool = False) -> None:
-        """Refill ahead of the head in the background when running low.
-
-        The read is started at the engine's next insert (any level's
-        ``append``), or ``now``: an eviction that reads many levels (a bulk
-        eviction) thus sends no prefetch that its own jump would make
-        useless, and the prefetch starts from where the head ended up.  An
-        engine that keeps evicting without inserting (draining its window)
-        would then refill by cache misses only: once a level has asked
-        DRAIN_CHECKS times with fewer than ``cache_size / 2`` elements left
-        and no insert since, its prefetches start at once."""
-        w = self._w
-        self._trim()  # the head may have moved since the cache was last used
-        end = self._end()
-        if self._prefetch is None and end - self.lo < 2 * w.cache_size and end < self.stored << 1:
-            if not w.background:
-                return  # without background I/O the next miss refills synchronously
-            if not now and (end - self.lo >= w.cache_size >> 1 or not self._draining()):
-                w.want_prefetch(self)
-                return
-            count = self._to_group_end(end >> 1, w.cache_size)
-            self._prefetch = (w.start_read(self, end >> 1, count), end, count)
-
-    def _draining(self) -> bool:
-        """Counted in the engine's reads: no insert for DRAIN_CHECKS checks."""
-        leaf = self._w.leaf
-        hi = leaf.hi if leaf is not None else 0
-        if hi != self._quiet_hi:
-            self._quiet_hi, self._quiet = hi, 0
-        self._quiet += 1
-        return self._quiet > DRAIN_CHECKS
-
-    def _take_prefetch(self, wait: bool) -> None:
-        if self._prefetch is None:
-            return
-        future, start, _ = self._prefetch
-        if not wait and not ready(future):
-            return
-        self._prefetch = None
-        self._check_at = self._fast_end = 0
-        values = future.result()
-        if not self._cache:  # the head went past the cache: start over from the prefetch
-            self._cache, self._cache_lo = values, start
-            self._trim()
-        elif start == self._cache_lo + len(self._cache):
-            self._cache += values  # still contiguous with the cache
 
     def settle(self) -> None:
         """Wait for background work on this level."""

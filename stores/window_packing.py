@@ -1,0 +1,59 @@
+"""Packing a window's metadata record (:class:`stores.window.WindowStorage`'s
+packing half): a retained checkpoint never changes and consecutive
+checkpoints share most tail elements, so each checkpoint entry and each tail
+element is packed once and its payload reused, found by identity.
+"""
+
+from __future__ import annotations
+
+from .codec import encode_map, packed, packed_list, packed_map
+
+__all__ = ["MetaPacking"]
+
+
+class MetaPacking:
+    """The record packing of a :class:`stores.window.WindowStorage` (which
+    holds the payloads: ``_packed`` per checkpoint entry, ``_elements`` per
+    tail element of the newest checkpoint)."""
+
+    _packed: dict
+    _elements: dict
+
+    def _encode_meta(self, meta: dict) -> bytes:
+        """``encode(meta)``, re-packing only the checkpoints this storage has
+        not packed or read yet: a retained checkpoint never changes, and
+        packing its records (tuples, one extension each) dominates."""
+        cache, parts = self._packed, []
+        for c in meta["checkpoints"]:
+            hit = cache.get(id(c))
+            parts.append(hit[1] if hit is not None and hit[0] is c else self._pack_checkpoint(c))
+        self._packed = dict(_by_identity(meta["checkpoints"], parts))  # a new dict: a remembered one is shared
+        return encode_map([(k, packed_list(parts) if k == "checkpoints" else packed(v)) for k, v in meta.items()])
+
+    def _pack_checkpoint(self, entry: list) -> bytes:
+        """``packed(entry)`` of a checkpoint entry ``[version, parent,
+        records, engine]``, each element of its levels' tails packed once:
+        a window's consecutive checkpoints share most of them (the same
+        objects while this process keeps the window, :mod:`stores.meta_cache`),
+        and packing those tuples dominates.  O(elements in the tails) dict
+        lookups, plus packing the new elements."""
+        known, elements = self._elements, {}
+
+        def element(e) -> bytes:
+            hit = known.get(id(e))
+            if hit is None or hit[0] is not e:
+                hit = (e, packed(e))
+            elements[id(e)] = hit  # the element is kept, so that its id is not reused while remembered
+            return hit[1]
+
+        version, parent, records, engine = entry
+        levels = [packed_map([(k, packed_list([element(e) for e in v]) if k == "tail" else packed(v))
+                              for k, v in rec.items()]) for rec in records]
+        self._elements = elements  # a new dict: a remembered one is shared
+        return packed_list([packed(version), packed(parent), packed_list(levels), packed(engine)])
+
+
+def _by_identity(entries: list, parts: list[bytes]):
+    """``(id(entry), (entry, payload))`` pairs (the entry is kept so that its
+    id cannot be reused while remembered)."""
+    return ((id(c), (c, p)) for c, p in zip(entries, parts))
