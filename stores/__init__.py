@@ -33,7 +33,6 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from . import codec
 from .base import Store, Token
 from .checks import MAX_WINDOW_BYTES
 from .stats import StoreStats

@@ -52,8 +52,6 @@ class Retrying:
             raise StoreConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
         #: The longest one operation may take, retries included (seconds).
         self.timeout = float(timeout)
-        #: The longest one operation may take, retries included (seconds).
-        self.timeout = float(timeout)
         self.retries = retries
         self.backoff = backoff
         self.backoff_max = backoff_max
