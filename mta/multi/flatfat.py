@@ -13,8 +13,11 @@ recomputed whenever one of its leaves is written.
 
 from __future__ import annotations
 
+from itertools import repeat
+
 from ..markers import EMPTY
 from ._final import FinalAggregator
+from .bint import combine_dyadic
 
 
 class FlatFAT(FinalAggregator):
@@ -58,25 +61,12 @@ class FlatFAT(FinalAggregator):
         self.hi += 1
 
     def _cover(self, a: int, b: int):
-        """Aggregate of leaves ``[a, b)`` (0 <= a < b <= capacity)."""
-        tree, combine = self._tree, self._combine
-        left = right = EMPTY
-        a += self._cap
-        b += self._cap
-        while a < b:
-            if a & 1:
-                v = tree[a]
-                left = v if left is EMPTY else combine(left, v)
-                a += 1
-            if b & 1:
-                b -= 1
-                v = tree[b]
-                right = v if right is EMPTY else combine(v, right)
-            a >>= 1
-            b >>= 1
-        if left is EMPTY:
-            return right
-        return left if right is EMPTY else combine(left, right)
+        """Aggregate of leaves ``[a, b)`` (0 <= a < b <= capacity): node
+        ``j``'s children are ``2j`` and ``2j + 1``, so leaves ``capacity + i``
+        and their ancestors are dyadic intervals, the one tree serving every
+        level."""
+        cap = self._cap
+        return combine_dyadic(repeat(self._tree), cap + a, cap + b, self._combine)
 
     def range(self, lo: int, hi: int, spec=None):
         """Fig. 5's minimum covering set, split in two when the range wraps: O(log capacity)
