@@ -276,8 +276,7 @@ def summary_lines(data: dict) -> list[str]:
     return lines
 
 
-def report(data: dict) -> str:
-    return sparkbench.report("Spark batch, per-row sliding max", data, tables(data), summary_lines(data))
+report = sparkbench.reporter("Spark batch, per-row sliding max", tables, summary_lines)
 
 
 def plot(data: dict, path) -> None:

@@ -343,9 +343,8 @@ def summary_lines(data: dict) -> list[str]:
     return lines
 
 
-def report(data: dict) -> str:
-    return sparkbench.report("Spark batch, the windows stage of mta-spark demo, before and now", data, tables(data),
-                             summary_lines(data))
+report = sparkbench.reporter("Spark batch, the windows stage of mta-spark demo, before and now", tables,
+                             summary_lines)
 
 
 def plot(data: dict, path) -> None:

@@ -32,9 +32,9 @@ import os
 import shutil
 import tempfile
 
-from . import common, sparkbench, storebench
+from . import sparkbench, storebench
 from .common import RunConfig
-from .experiment import Run, report_text, save_figure
+from .experiment import Run
 from .spark_demo import _cpu_seconds
 from .spark_stream import _flush, _warm_up, run_query
 
@@ -171,20 +171,10 @@ def summary(data: dict) -> dict:
 
 
 def plot(data: dict, path) -> None:
-    plt = common.pyplot()
-    recs = data["records"]
-    labels = [f"{r['method']}\n{r['keys']:,} keys" for r in recs]
-    fig, axes = plt.subplots(1, 2, figsize=(13, 0.5 * len(recs) + 2))
-    for ax, key, title in ((axes[0], "rows_per_s", "rows per second (higher is better)"),
-                           (axes[1], "python_ms_per_key_batch", "Python CPU ms per key per micro-batch")):
-        ax.barh(range(len(recs)), [r[key] for r in recs],
-                color=["tab:gray" if r["method"] == BASELINE else "tab:red" for r in recs])
-        ax.set_yticks(range(len(recs)), labels, fontsize=8)
-        ax.set_xscale("log")
-        ax.invert_yaxis()
-        ax.set_title(title, fontsize=10)
-        ax.grid(True, axis="x", which="both", alpha=0.3)
-    save_figure(plt, fig, path, sparkbench.caption(data), bottom=0.04)
+    sparkbench.plot_bars(data, path, [f"{r['method']}\n{r['keys']:,} keys" for r in data["records"]],
+                         (("rows_per_s", "rows per second (higher is better)"),
+                          ("python_ms_per_key_batch", "Python CPU ms per key per micro-batch")),
+                         BASELINE, row_height=0.5)
 
 
 def tables(data: dict) -> list[tuple[str, list[str], list[list[str]]]]:
@@ -211,7 +201,4 @@ def summary_lines(data: dict) -> list[str]:
     return lines
 
 
-def report(data: dict) -> str:
-    head = (f"Spark streaming, cost per key per micro-batch ({data['profile']} profile, {sparkbench.MASTER}, "
-            f"Spark {data['spark']['spark']})")
-    return report_text([head, common.render_tables(tables(data)), *summary_lines(data)], data)
+report = sparkbench.reporter("Spark streaming, cost per key per micro-batch", tables, summary_lines)

@@ -190,9 +190,7 @@ def summary_lines(data: dict) -> list[str]:
     return lines
 
 
-def report(data: dict) -> str:
-    return sparkbench.report("Spark batch, several window sizes and periodic output", data, tables(data),
-                             summary_lines(data))
+report = sparkbench.reporter("Spark batch, several window sizes and periodic output", tables, summary_lines)
 
 
 def plot(data: dict, path) -> None:

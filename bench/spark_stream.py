@@ -25,9 +25,9 @@ from __future__ import annotations
 import os
 import time
 
-from . import common, sparkbench, storebench
+from . import sparkbench, storebench
 from .common import RunConfig
-from .experiment import Run, save_figure
+from .experiment import Run
 
 NAME = "spark-stream"
 
@@ -151,20 +151,10 @@ def run(cfg: RunConfig) -> dict:
 
 
 def plot(data: dict, path) -> None:
-    plt = common.pyplot()
-    recs = data["records"]
-    labels = [f"{r['method']}\n{r['input']}: {r['events']:,} events" for r in recs]
-    fig, axes = plt.subplots(1, 2, figsize=(13, 0.6 * len(recs) + 2))
-    for ax, key, title in ((axes[0], "events_per_s", "events per second (higher is better)"),
-                           (axes[1], "state_rows", "rows of Spark state after the last micro-batch")):
-        ax.barh(range(len(recs)), [r.get(key) or 0 for r in recs],
-                color=["tab:gray" if r["method"] == "hopping windows" else "tab:red" for r in recs])
-        ax.set_yticks(range(len(recs)), labels, fontsize=8)
-        ax.set_xscale("log")
-        ax.invert_yaxis()
-        ax.set_title(title, fontsize=10)
-        ax.grid(True, axis="x", which="both", alpha=0.3)
-    save_figure(plt, fig, path, sparkbench.caption(data), bottom=0.04)
+    sparkbench.plot_bars(data, path, [f"{r['method']}\n{r['input']}: {r['events']:,} events" for r in data["records"]],
+                         (("events_per_s", "events per second (higher is better)"),
+                          ("state_rows", "rows of Spark state after the last micro-batch")),
+                         "hopping windows", row_height=0.6)
 
 
 def _warm_up(spark, work: str) -> None:
@@ -207,6 +197,5 @@ def summary_lines(data: dict) -> list[str]:
     return lines
 
 
-def report(data: dict) -> str:
-    title = f"Spark streaming: per-event max over the last {data['config']['range_s']} s"
-    return sparkbench.report(title, data, tables(data), summary_lines(data))
+report = sparkbench.reporter(lambda data: f"Spark streaming: per-event max over the last {data['config']['range_s']} s",
+                             tables, summary_lines)

@@ -19,7 +19,7 @@ import time
 
 from . import common
 from .common import RunConfig
-from .experiment import report_text
+from .experiment import report_text, save_figure
 
 MASTER = "local[2]"
 
@@ -82,6 +82,35 @@ def report(title: str, data: dict, tables: list, summary: list) -> str:
     (:func:`bench.common.render_tables`), the notes, the ``summary`` lines."""
     head = f"{title} ({data['profile']} profile, {data['spark']['master']}, Spark {data['spark']['spark']})"
     return report_text([head, "", common.render_tables(tables), "", *summary], data)
+
+
+def reporter(title, tables, summary_lines):
+    """A benchmark module's ``report(data)``: :func:`report` of ``title``
+    (a string, or a function of the data), ``tables(data)`` and
+    ``summary_lines(data)``."""
+    def report_of(data: dict) -> str:
+        return report(title(data) if callable(title) else title, data, tables(data), summary_lines(data))
+    return report_of
+
+
+def plot_bars(data: dict, path, labels: list[str], panels, baseline: str, *, row_height: float) -> None:
+    """Two panels of horizontal bars on log scales, a bar a record of
+    ``data`` (``labels``: theirs, in order), saved at ``path``.  ``panels``:
+    the two ``(key, title)``, the record's reading at ``key`` the bar's
+    length (None or missing: no bar); the records of method ``baseline`` in
+    gray, the others in red."""
+    plt = common.pyplot()
+    recs = data["records"]
+    fig, axes = plt.subplots(1, 2, figsize=(13, row_height * len(recs) + 2))
+    for ax, (key, title) in zip(axes, panels):
+        ax.barh(range(len(recs)), [r.get(key) or 0 for r in recs],
+                color=["tab:gray" if r["method"] == baseline else "tab:red" for r in recs])
+        ax.set_yticks(range(len(recs)), labels, fontsize=8)
+        ax.set_xscale("log")
+        ax.invert_yaxis()
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, axis="x", which="both", alpha=0.3)
+    save_figure(plt, fig, path, caption(data), bottom=0.04)
 
 
 def readings(spark, keys: int, rows_per_key: int, seed: int = 1):

@@ -29,47 +29,60 @@ typedef struct {      /* object references (NULL: EMPTY) at positions [base, hi)
 #define IAT(q, i) ((q)->a[(i) - (q)->base])
 #define OAT(q, i) ((q)->a[(i) - (q)->base])
 
+/* The array a of *cap elements of size bytes with room for element n: a
+ * itself while n < *cap, else a reallocated to twice the capacity (16 at
+ * first) with *cap updated; NULL with MemoryError set if that fails (a is
+ * then unchanged). */
+static void *room_for(void *a, Py_ssize_t *cap, Py_ssize_t n, size_t size) {
+    if (n < *cap) return a;
+    Py_ssize_t grown = *cap ? 2 * *cap : 16;
+    void *p = PyMem_Realloc(a, (size_t)grown * size);
+    if (!p) { PyErr_NoMemory(); return NULL; }
+    *cap = grown;
+    return p;
+}
+
+/* How many dead elements, those at positions [base, lo), to drop: all of
+ * them once they are more than DROP_AFTER and than the live ones, else 0
+ * (amortized O(1) a position). */
+static long long dead_to_drop(long long base, long long hi, long long lo) {
+    long long dead = lo - base;
+    return dead > DROP_AFTER && 2 * dead > hi - base ? dead : 0;
+}
+
 static int iarr_append(IArr *q, long long v) {
     Py_ssize_t n = (Py_ssize_t)(q->hi - q->base);
-    if (n == q->cap) {
-        Py_ssize_t cap = q->cap ? 2 * q->cap : 16;
-        long long *a = PyMem_Realloc(q->a, (size_t)cap * sizeof(long long));
-        if (!a) { PyErr_NoMemory(); return -1; }
-        q->a = a;
-        q->cap = cap;
-    }
-    q->a[n] = v;
+    long long *a = room_for(q->a, &q->cap, n, sizeof *a);
+    if (!a) return -1;
+    q->a = a;
+    a[n] = v;
     q->hi++;
     return 0;
 }
 
 static void iarr_drop_before(IArr *q, long long lo) {
-    long long dead = lo - q->base;
-    if (dead > DROP_AFTER && 2 * dead > q->hi - q->base) {
-        memmove(q->a, q->a + dead, (size_t)(q->hi - lo) * sizeof(long long));
+    long long dead = dead_to_drop(q->base, q->hi, lo);
+    if (dead) {
+        memmove(q->a, q->a + dead, (size_t)(q->hi - lo) * sizeof *q->a);
         q->base = lo;
     }
 }
 
 static int oarr_append(OArr *q, PyObject *v) {  /* steals v (may be NULL) */
     Py_ssize_t n = (Py_ssize_t)(q->hi - q->base);
-    if (n == q->cap) {
-        Py_ssize_t cap = q->cap ? 2 * q->cap : 16;
-        PyObject **a = PyMem_Realloc(q->a, (size_t)cap * sizeof(PyObject *));
-        if (!a) { Py_XDECREF(v); PyErr_NoMemory(); return -1; }
-        q->a = a;
-        q->cap = cap;
-    }
-    q->a[n] = v;
+    PyObject **a = room_for(q->a, &q->cap, n, sizeof *a);
+    if (!a) { Py_XDECREF(v); return -1; }
+    q->a = a;
+    a[n] = v;
     q->hi++;
     return 0;
 }
 
 static void oarr_drop_before(OArr *q, long long lo) {
-    long long dead = lo - q->base;
-    if (dead > DROP_AFTER && 2 * dead > q->hi - q->base) {
+    long long dead = dead_to_drop(q->base, q->hi, lo);
+    if (dead) {
         for (long long i = q->base; i < lo; i++) Py_XDECREF(OAT(q, i));
-        memmove(q->a, q->a + dead, (size_t)(q->hi - lo) * sizeof(PyObject *));
+        memmove(q->a, q->a + dead, (size_t)(q->hi - lo) * sizeof *q->a);
         q->base = lo;
     }
 }
@@ -185,14 +198,10 @@ static PyObject *flatfit_range(MTree *t, long long lo, long long hi) {
     Py_ssize_t n = 0;
     long long i = lo;
     while (IAT(pointers, i) < hi) {
-        if (n == t->capstack) {
-            Py_ssize_t cap = t->capstack ? 2 * t->capstack : 16;
-            long long *s = PyMem_Realloc(t->stack, (size_t)cap * sizeof(long long));
-            if (!s) return PyErr_NoMemory();
-            t->stack = s;
-            t->capstack = cap;
-        }
-        t->stack[n++] = i;
+        long long *s = room_for(t->stack, &t->capstack, n, sizeof *s);
+        if (!s) return NULL;
+        t->stack = s;
+        s[n++] = i;
         i = IAT(pointers, i);
     }
     PyObject *acc = OAT(partials, i);

@@ -62,10 +62,6 @@ def key_windows(spec: WindowSpec, run: str, passed: list[str], group_keys: passt
     Spark's state and checkpointed after them."""
     fingerprint = spec.fingerprint()
 
-    def windows_of_key(key, frames, state):
-        with traffic.counted(count, spec):
-            yield from one_key(key, frames, state)
-
     def one_key(key, frames, state):
         k = key_value(spec, group_keys.value(key))
         if state.hasTimedOut:  # no rows for expire_after: the window goes
@@ -75,20 +71,18 @@ def key_windows(spec: WindowSpec, run: str, passed: list[str], group_keys: passt
         rows = _in_order(passthrough.unpack(blob for frame in frames for blob in frame[PACKED]))
         version, newest, job = state.get if state.exists else (None, None, None)
         _check_job(spec, k, job, fingerprint)
-        window = open_key_window(spec, k, run, streaming=True, resume=version if version is not None else False,
-                                 newest=newest)
+        window = _resume(spec, k, run, version, newest)
         try:
-            outputs = window.push(rows.column(TIME).combine_chunks(), rows.column(VALUE).combine_chunks(), None,
-                                  shown=InputTimes(rows.column(spec.time)))
+            result = _pushed(window, rows, None, spec, passed)
             version = window.checkpoint()
         finally:
             window.close()
         state.update((version, window.newest, fingerprint))
         if expire_after is not None:
             state.setTimeoutDuration(int(expire_after * 1000))
-        yield passthrough.frame(passthrough.pack(_with_outputs(rows.select(passed), spec, outputs)))
+        yield passthrough.frame(passthrough.pack(result))
 
-    return windows_of_key
+    return _counted(one_key, spec, count)
 
 
 #: Spark's state per key with a watermark: :data:`STATE_SCHEMA` and the
@@ -103,11 +97,7 @@ def event_time_windows(spec: WindowSpec, run: str, passed: list[str], group_keys
     (:mod:`spark_ops.event_time`)."""
     fingerprint = spec.fingerprint()
 
-    def windows_of_key(key, frames, state):
-        with traffic.counted(count, spec):
-            yield from key_windows(key, frames, state)
-
-    def key_windows(key, frames, state):
+    def one_key(key, frames, state):
         k = key_value(spec, group_keys.value(key))
         version, newest, job, blob = state.get if state.exists else (None, None, None, None)
         _check_job(spec, k, job, fingerprint)
@@ -120,15 +110,11 @@ def event_time_windows(spec: WindowSpec, run: str, passed: list[str], group_keys
         leaving, problems, ready, waiting = event_time.split(new, waiting, watermark)
         results = []
         if leaving.num_rows or ready.num_rows:
-            window = open_key_window(spec, k, run, streaming=True,
-                                     resume=version if version is not None else False, newest=newest)
+            window = _resume(spec, k, run, version, newest)
             try:
                 for part, part_problems in ((leaving, problems), (ready, None)):
                     if part.num_rows:
-                        outputs = window.push(part.column(TIME).combine_chunks(),
-                                              part.column(VALUE).combine_chunks(), part_problems,
-                                              shown=InputTimes(part.column(spec.time)))
-                        results.append(_with_outputs(part.select(passed), spec, outputs))
+                        results.append(_pushed(window, part, part_problems, spec, passed))
                 if ready.num_rows:
                     version, newest = window.checkpoint(), window.newest
             finally:
@@ -139,7 +125,7 @@ def event_time_windows(spec: WindowSpec, run: str, passed: list[str], group_keys
         for result in results:
             yield passthrough.frame(passthrough.pack(result))
 
-    return windows_of_key
+    return _counted(one_key, spec, count)
 
 
 def key_value(spec: WindowSpec, values: tuple):
@@ -147,6 +133,31 @@ def key_value(spec: WindowSpec, values: tuple):
     (:meth:`spark_ops.passthrough.GroupKeys.value`): the one column's
     value, or a tuple of a composite key's."""
     return values if isinstance(spec.key, tuple) else values[0]
+
+
+def _counted(one_key, spec: WindowSpec, count):
+    """The per-key function ``one_key`` with the store traffic of its calls
+    counted into ``count`` (:func:`spark_ops.traffic.counted`)."""
+    def windows_of_key(key, frames, state):
+        with traffic.counted(count, spec):
+            yield from one_key(key, frames, state)
+
+    return windows_of_key
+
+
+def _resume(spec: WindowSpec, k, run: str, version, newest):
+    """Key ``k``'s window at the checkpoint ``version`` Spark's state holds
+    for it, or a new one (no version yet)."""
+    return open_key_window(spec, k, run, streaming=True, resume=version if version is not None else False,
+                           newest=newest)
+
+
+def _pushed(window, rows, problems, spec: WindowSpec, passed: list[str]):
+    """``rows`` (in time order) through ``window``: their ``passed`` columns
+    with the windows' outputs appended."""
+    outputs = window.push(rows.column(TIME).combine_chunks(), rows.column(VALUE).combine_chunks(), problems,
+                          shown=InputTimes(rows.column(spec.time)))
+    return _with_outputs(rows.select(passed), spec, outputs)
 
 
 def _check_job(spec: WindowSpec, k, job, fingerprint: str) -> None:

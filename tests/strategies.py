@@ -12,7 +12,9 @@ oracle (:class:`tests.oracle.BruteForceWindow`):
 * :func:`operations` -- random interleavings of insert, evict, enforce, push
   and query (plus runs of inserts, so that trees grow a few levels);
 * :func:`run_against_oracle` -- applies one operation list to an engine and
-  to the oracle, comparing every returned value, then drains both.
+  to the oracle, comparing every returned value, then drains both;
+* :func:`shared_operations` -- random streams of pushes, queries and flushes
+  for the multi-query windows (``SharedWindows``) and their oracle.
 """
 
 from __future__ import annotations
@@ -65,8 +67,18 @@ BY_NAME = {e.name: e for e in ENGINES}
 # slide policies as plain WSP callables (prefix-monotone by construction)
 
 
-class Wsp:
-    """A named ``wsp(total, prefix)``; the name is what hypothesis prints."""
+class Named:
+    """A part of a test known by its ``name``, which is its ``repr``: what
+    hypothesis prints for a failing example."""
+
+    name: str
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class Wsp(Named):
+    """A named ``wsp(total, prefix)``."""
 
     def __init__(self, name: str, fn: Callable[[Any, Any], bool]) -> None:
         self.name = name
@@ -74,9 +86,6 @@ class Wsp:
 
     def __call__(self, total, prefix) -> bool:
         return bool(self.fn(total, prefix))
-
-    def __repr__(self) -> str:
-        return self.name
 
 
 ALWAYS = Wsp("always", lambda t, p: True)  # evict everything
@@ -209,54 +218,54 @@ FIRST_MAX = Monoid(lambda a, b: b if b[0] > a[0] else a, SEL_IDENTITY, name="fir
 LAST_MAX = Monoid(lambda a, b: a if a[0] > b[0] else b, SEL_IDENTITY, name="last-max", selective=True)
 
 
-def _tagged(raw, i):
+def tagged(raw, i):
     """Selective monoids: raw key -> ``(key, i)``; key -1 -> the identity itself."""
     return SEL_IDENTITY if raw < 0 else (raw, i)
 
 
-def _plain(raw, i):
+def plain(raw, i):
+    """The value inserted for a raw is the raw itself."""
     return raw
 
 
-class MonoidSpec:
+class MonoidSpec(Named):
     """A test monoid, a strategy for raw values, ``make(raw, i)`` building the
     i-th inserted value from its raw, and a strategy of WSPs over values."""
 
-    def __init__(self, name: str, monoid: Monoid, raws, wsps, make: Callable[[Any, int], Any] = _plain) -> None:
+    def __init__(self, name: str, monoid: Monoid, raws, wsps, make: Callable[[Any, int], Any] = plain) -> None:
         self.name = name
         self.monoid = monoid
         self.raws = raws
         self.wsps = wsps
         self.make = make
 
-    def __repr__(self) -> str:
-        return self.name
-
 
 def _count_of(x):
     return x[1]
 
 
-_concat_values = st.lists(st.integers(0, 9), max_size=2).map(tuple)  # () is the identity
-_words = st.lists(st.sampled_from([1, -1, 2, -2, 3, -3]), max_size=3).map(_reduce_word)
+#: CONCAT values, () (the identity) among them.
+concat_values = st.lists(st.integers(0, 9), max_size=2).map(tuple)
+#: FREE_GROUP elements, () (the identity) among them.
+free_words = st.lists(st.sampled_from([1, -1, 2, -2, 3, -3]), max_size=3).map(_reduce_word)
 _matrices = st.lists(st.sampled_from(_SL2_GENERATORS), max_size=3).map(_sl2_product)
 _counts = st.sampled_from([1, 1, 1, 0])  # 0: an element the count policy ignores
 
-CONCAT_SPEC = MonoidSpec("concat", CONCAT, _concat_values, concat_wsps())
+CONCAT_SPEC = MonoidSpec("concat", CONCAT, concat_values, concat_wsps())
 MONOIDS = [
     CONCAT_SPEC,
     # CONCAT next to a count, as Window pairs an aggregation with Count: "prefix length <= k"
     MonoidSpec(
         "concat x count",
         product_monoid([CONCAT, COUNT_MONOID]),
-        st.one_of(st.just(((), 0)), st.tuples(_concat_values, _counts)),
+        st.one_of(st.just(((), 0)), st.tuples(concat_values, _counts)),
         scalar_wsps(_count_of, "count "),
     ),
     MonoidSpec("sum (invertible)", SUM_INV, st.integers(0, 5), scalar_wsps()),
     MonoidSpec(
         "free-group x count",
         product_monoid([FREE_GROUP, COUNT_MONOID]),
-        st.one_of(st.just(((), 0)), st.tuples(_words, _counts)),
+        st.one_of(st.just(((), 0)), st.tuples(free_words, _counts)),
         scalar_wsps(_count_of, "count "),
     ),
     MonoidSpec(
@@ -265,8 +274,8 @@ MONOIDS = [
         st.one_of(st.just((SL2_IDENTITY, 0)), st.tuples(_matrices, _counts)),
         scalar_wsps(_count_of, "count "),
     ),
-    MonoidSpec("first-max", FIRST_MAX, st.integers(-1, 4), scalar_wsps(operator.itemgetter(0), "key "), _tagged),
-    MonoidSpec("last-max", LAST_MAX, st.integers(-1, 4), scalar_wsps(operator.itemgetter(0), "key "), _tagged),
+    MonoidSpec("first-max", FIRST_MAX, st.integers(-1, 4), scalar_wsps(operator.itemgetter(0), "key "), tagged),
+    MonoidSpec("last-max", LAST_MAX, st.integers(-1, 4), scalar_wsps(operator.itemgetter(0), "key "), tagged),
 ]
 
 
@@ -352,7 +361,7 @@ def map_raws(ops, f) -> list:
     return out
 
 
-def run_against_oracle(engine, oracle, ops, make=_plain, check_len: bool = True) -> None:
+def run_against_oracle(engine, oracle, ops, make=plain, check_len: bool = True) -> None:
     """Apply ``ops`` to ``engine`` and ``oracle`` side by side, comparing every
     result; then drain both with evict/query and check an empty evict raises
     ``IndexError`` without breaking the engine."""
@@ -420,6 +429,45 @@ def apply_operation(engine, oracle, op, value, where: str) -> None:
         raise AssertionError(kind)
 
 
+# ---------------------------------------------------------------------------
+# streams for the multi-query windows (SharedWindows)
+
+#: Writes by weight: pushes after a time step, bursts and gaps, or pushes at
+#: the next position (time unused).
+_TIMED_WRITES = ["push"] * 6 + ["burst", "gap"]
+_ROW_WRITES = ["push"] * 8
+
+
+@st.composite
+def shared_operations(draw, values: st.SearchStrategy, max_ops: int = 30, timed: bool = True) -> list:
+    """Up to ``max_ops`` writes and reads for SharedWindows and its oracle.
+
+    Writes, when ``timed``: ``("push", dt, raw)``, ``dt`` after the previous
+    time (0 or small), in bursts of equal times, or after a long empty
+    period (a gap); else ``("push", raw)`` at the next position.  Reads:
+    ``("query", i)`` (the query ``i`` modulo the number of queries),
+    ``("flush", None)`` (flush everything) and ``("flush", d)`` (flush
+    until an offset ``d``, -3 to 12, from where the test's stream stands)."""
+    ops = []
+    for _ in range(draw(st.integers(0, max_ops))):
+        kind = draw(st.sampled_from((_TIMED_WRITES if timed else _ROW_WRITES) + ["query", "flush", "flush-until"]))
+        if kind == "push":
+            ops.append(("push", draw(st.sampled_from([0, 0, 1, 1, 2, 3])), draw(values)) if timed
+                       else ("push", draw(values)))
+        elif kind == "burst":  # equal times
+            for v in draw(st.lists(values, min_size=2, max_size=6)):
+                ops.append(("push", 0, v))
+        elif kind == "gap":  # an empty period
+            ops.append(("push", draw(st.integers(8, 40)), draw(values)))
+        elif kind == "query":
+            ops.append(("query", draw(st.integers(0, 10))))
+        elif kind == "flush":
+            ops.append(("flush", None))
+        else:
+            ops.append(("flush", draw(st.integers(-3, 12))))
+    return ops
+
+
 def drain_against_oracle(engine, oracle) -> None:
     """Every suffix of the final window, then the empty window, then reuse."""
     assert len(engine) == len(oracle)
@@ -452,16 +500,22 @@ __all__ = [
     "MTA_ENGINES",
     "MonoidSpec",
     "NEVER",
+    "Named",
     "PrefixOracle",
     "SELECTIVE_BASELINES",
     "SL2",
     "SUM_INV",
     "Wsp",
     "apply_operation",
+    "concat_values",
     "drain_against_oracle",
     "map_raws",
     "engine_monoid_pairs",
+    "free_words",
     "operations",
+    "plain",
     "run_against_oracle",
     "sane_settings",
+    "shared_operations",
+    "tagged",
 ]

@@ -31,7 +31,7 @@ from mta import Aggregator, CountingMonoid, EngineFailedError, Monoid, Query, Sh
 from mta import aggregators as A
 from mta.multi import compiled
 from tests.multi_oracle import MultiOracle
-from tests.strategies import sane_settings
+from tests.strategies import sane_settings, shared_operations
 
 needs_core = pytest.mark.skipif(compiled._core_type() is None,
                                 reason=f"compiled core not in use: {compiled.why_not([], [], [])}")
@@ -70,22 +70,6 @@ def rows_queries(draw, agg, max_queries: int = 5):
         slide = draw(st.one_of(st.integers(1, 7), st.just(width)))
         out.append(Query(f"q{i}", agg, rows=width, slide=slide))
     return out
-
-
-@st.composite
-def operations(draw, values):
-    ops = []
-    for _ in range(draw(st.integers(0, 60))):
-        kind = draw(st.sampled_from(["push"] * 8 + ["query", "flush", "flush-until"]))
-        if kind == "push":
-            ops.append(("push", draw(values)))
-        elif kind == "query":
-            ops.append(("query", draw(st.integers(0, 10))))
-        elif kind == "flush":
-            ops.append(("flush", None))
-        else:
-            ops.append(("flush", draw(st.integers(-3, 12))))
-    return ops
 
 
 def _typed(results):
@@ -132,7 +116,7 @@ def replay(queries, ops, plan, check_oracle: bool) -> None:
 def test_compiled_against_oracle_and_pure_path(case, plan, data):
     agg, values, _, check_oracle = CASES[case]
     queries = data.draw(rows_queries(agg), label="queries")
-    ops = data.draw(operations(values), label="ops")
+    ops = data.draw(shared_operations(values, max_ops=60, timed=False), label="ops")
     replay(queries, ops, plan, check_oracle)
 
 

@@ -24,7 +24,10 @@ from mta.aggregators import SUM
 from mta.multi.plan import applicable_finals
 from tests.multi_oracle import MultiOracle
 from tests.oracle import CONCAT
-from tests.strategies import FIRST_MAX, FREE_GROUP, LAST_MAX, SEL_IDENTITY, _reduce_word, sane_settings
+from tests.strategies import (FIRST_MAX, FREE_GROUP, LAST_MAX, Named, concat_values, free_words, plain, sane_settings,
+                              tagged)
+# under the name tests/test_multi_store.py and tests/test_quantiles.py import
+from tests.strategies import shared_operations as operations
 from tests import multi_paths
 
 #: every test here runs with the compiled core in use where it applies, then without
@@ -46,30 +49,24 @@ FREE_AGG = Aggregator(FREE_GROUP, _value, name="free-group")
 FIRST_MAX_AGG = Aggregator(FIRST_MAX, _value, name="first-max")
 LAST_MAX_AGG = Aggregator(LAST_MAX, _value, name="last-max")
 
-_concat_values = st.lists(st.integers(0, 9), max_size=2).map(tuple)  # () is the identity
-_words = st.lists(st.sampled_from([1, -1, 2, -2, 3, -3]), max_size=3).map(_reduce_word)
 _keys = st.integers(-1, 4)  # -1 stands for the identity element
 
 
-class Spec:
-    def __init__(self, name, aggregators, values, make=lambda raw, i: raw) -> None:
+class Spec(Named):
+    """Aggregators for the queries, a strategy for raw values and
+    ``make(raw, i)`` building the i-th pushed value from its raw."""
+
+    def __init__(self, name, aggregators, values, make=plain) -> None:
         self.name = name
         self.aggregators = aggregators
         self.values = values
         self.make = make
 
-    def __repr__(self) -> str:
-        return self.name
 
-
-def _tag(raw, i):
-    return SEL_IDENTITY if raw < 0 else (raw, i)
-
-
-CONCAT_SPEC = Spec("concat", [CONCAT_AGG, CONCAT_AGG2], _concat_values)
-FREE_SPEC = Spec("free-group", [FREE_AGG], _words)
-FIRST_SPEC = Spec("first-max", [FIRST_MAX_AGG], _keys, _tag)
-LAST_SPEC = Spec("last-max", [LAST_MAX_AGG], _keys, _tag)
+CONCAT_SPEC = Spec("concat", [CONCAT_AGG, CONCAT_AGG2], concat_values)
+FREE_SPEC = Spec("free-group", [FREE_AGG], free_words)
+FIRST_SPEC = Spec("first-max", [FIRST_MAX_AGG], _keys, tagged)
+LAST_SPEC = Spec("last-max", [LAST_MAX_AGG], _keys, tagged)
 # a ready monoid: where the queries allow it (rows=, a slide, no lag) the
 # compiled core runs the plan (tests/test_multi_compiled.py covers it alone)
 SUM_SPEC = Spec("sum", [Aggregator(SUM.monoid, _value, name="sum")], st.integers(-3, 3))
@@ -92,27 +89,6 @@ def query_sets(draw, aggregators, lag: bool = True, max_queries: int = 4):
         kw = {"rows": width} if rows else {"range": width}
         queries.append(Query(f"q{i}", agg, slide=slide, lag=lagged, **kw))
     return queries
-
-
-@st.composite
-def operations(draw, values, max_ops: int = 30):
-    ops = []
-    for _ in range(draw(st.integers(0, max_ops))):
-        kind = draw(st.sampled_from(["push"] * 6 + ["burst", "gap", "query", "flush", "flush-until"]))
-        if kind == "push":
-            ops.append(("push", draw(st.sampled_from([0, 0, 1, 1, 2, 3])), draw(values)))
-        elif kind == "burst":  # equal times
-            for v in draw(st.lists(values, min_size=2, max_size=6)):
-                ops.append(("push", 0, v))
-        elif kind == "gap":  # an empty period
-            ops.append(("push", draw(st.integers(8, 40)), draw(values)))
-        elif kind == "query":
-            ops.append(("query", draw(st.integers(0, 10))))
-        elif kind == "flush":
-            ops.append(("flush", None))
-        else:
-            ops.append(("flush", draw(st.integers(-3, 12))))
-    return ops
 
 
 def run(queries, ops, spec, plan, **options) -> None:
@@ -183,7 +159,7 @@ def test_many_queries_one_tree(plan, data):
     """Up to 8 queries sharing one tree (one aggregator)."""
     lag = not _suffix_only(plan)
     queries = data.draw(query_sets([CONCAT_AGG], lag=lag, max_queries=8), label="queries")
-    ops = data.draw(operations(_concat_values, max_ops=50), label="ops")
+    ops = data.draw(operations(concat_values, max_ops=50), label="ops")
     run(queries, ops, CONCAT_SPEC, plan)
 
 

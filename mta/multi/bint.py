@@ -24,6 +24,37 @@ from ..markers import EMPTY
 from ._final import FinalAggregator
 
 
+def combine_dyadic(levels, lo: int, hi: int, combine):
+    """The aggregate of positions ``[lo, hi)`` of level 0 from the dyadic
+    intervals covering them: ``levels`` yields, level by level from 0, a
+    mapping from a position ``j`` at that level to the aggregate of
+    ``[j * 2^l, (j+1) * 2^l)`` (B-Int's level queues, or FlatFAT's flat tree,
+    the same list at every level, where node ``j`` has children ``2j`` and
+    ``2j + 1``).  Left pieces are combined from the left and right pieces
+    from the right, so ``combine`` need not be commutative; EMPTY for an
+    empty range.  O(log(hi - lo)) lookups and monoid calls, at most two a
+    level."""
+    left = right = EMPTY
+    for q in levels:
+        if lo >= hi:
+            break
+        if lo & 1:
+            v = q[lo]
+            left = v if left is EMPTY else combine(left, v)
+            lo += 1
+        if hi & 1:
+            hi -= 1
+            v = q[hi]
+            right = v if right is EMPTY else combine(v, right)
+        lo >>= 1
+        hi >>= 1
+    if lo < hi:
+        raise IndexError("the levels ran out before the range was covered")
+    if left is EMPTY:
+        return right
+    return left if right is EMPTY else combine(left, right)
+
+
 class BInt(FinalAggregator):
     """Append amortized O(1) monoid calls (one per completed base interval,
     at most one per level, on average one); lookup O(log W) for a range of W
@@ -70,25 +101,7 @@ class BInt(FinalAggregator):
     def range(self, lo: int, hi: int, spec=None):
         """Theorem 3.1: the dyadic decomposition of ``[lo, hi)``, O(log W)."""
         self._check(lo, hi)
-        levels, combine = self._levels, self._combine
-        left = right = EMPTY
-        level = 0
-        while lo < hi:
-            q = levels[level]
-            if lo & 1:
-                v = q[lo]
-                left = v if left is EMPTY else combine(left, v)
-                lo += 1
-            if hi & 1:
-                hi -= 1
-                v = q[hi]
-                right = v if right is EMPTY else combine(v, right)
-            lo >>= 1
-            hi >>= 1
-            level += 1
-        if left is EMPTY:
-            return right
-        return left if right is EMPTY else combine(left, right)
+        return combine_dyadic(self._levels, lo, hi, self._combine)
 
     def runs(self, lo: int, hi: int) -> list:
         """The values of the base intervals covering ``[lo, hi)``, left to

@@ -13,8 +13,11 @@ recomputed whenever one of its leaves is written.
 
 from __future__ import annotations
 
+from itertools import repeat
+
 from ..markers import EMPTY
 from ._final import FinalAggregator
+from .bint import combine_dyadic
 
 
 class FlatFAT(FinalAggregator):
@@ -57,39 +60,21 @@ class FlatFAT(FinalAggregator):
             tree[i] = b if a is EMPTY else a if b is EMPTY else combine(a, b)
         self.hi += 1
 
-    def _cover(self, a: int, b: int):
-        """Aggregate of leaves ``[a, b)`` (0 <= a < b <= capacity)."""
-        tree, combine = self._tree, self._combine
-        left = right = EMPTY
-        a += self._cap
-        b += self._cap
-        while a < b:
-            if a & 1:
-                v = tree[a]
-                left = v if left is EMPTY else combine(left, v)
-                a += 1
-            if b & 1:
-                b -= 1
-                v = tree[b]
-                right = v if right is EMPTY else combine(v, right)
-            a >>= 1
-            b >>= 1
-        if left is EMPTY:
-            return right
-        return left if right is EMPTY else combine(left, right)
-
     def range(self, lo: int, hi: int, spec=None):
         """Fig. 5's minimum covering set, split in two when the range wraps: O(log capacity)
-        monoid calls."""
+        monoid calls.  Node ``j``'s children are ``2j`` and ``2j + 1``, so
+        leaf ``capacity + i`` and its ancestors are dyadic intervals, the one
+        tree serving every level of :func:`.bint.combine_dyadic`."""
         self._check(lo, hi)
         if lo == hi:
             return EMPTY
-        cap = self._cap
-        a = lo % cap
+        tree, cap, combine = self._tree, self._cap, self._combine
+        a = cap + lo % cap
         b = a + (hi - lo)
-        if b <= cap:
-            return self._cover(a, b)
-        return self._combine(self._cover(a, cap), self._cover(0, b - cap))
+        if b <= 2 * cap:
+            return combine_dyadic(repeat(tree), a, b, combine)
+        return combine(combine_dyadic(repeat(tree), a, 2 * cap, combine),
+                       combine_dyadic(repeat(tree), cap, b - cap, combine))
 
     def evict(self, lo: int) -> None:
         """O(1), no monoid call: evicted leaves are overwritten when reused."""
