@@ -35,7 +35,6 @@ import json
 import math
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -44,7 +43,7 @@ from pathlib import Path
 from . import common, sparkbench
 from .common import RunConfig
 from .experiment import Run, save_figure, verdict
-from .spark_demo import AGGS, PARTITIONS
+from .spark_demo import AGGS, PARTITIONS, median_of
 
 NAME = "spark-before"
 
@@ -171,18 +170,13 @@ def checksums_agree(records) -> bool:
     return all(math.isclose(a, b, rel_tol=1e-9) for r in records for a, b in zip(r["checksums"], first))
 
 
-def _median(data: dict, method: str, key: str) -> float | None:
-    values = [r[key] for r in data.get("records", []) if r["method"] == method]
-    return statistics.median(values) if values else None
-
-
 def summarize(data: dict) -> dict:
     """Issue 12's two targets against the library it was filed on."""
     out = {}
     for name, new, old, wanted in TARGETS:
-        rate = {m: _median(data, m, "rows_per_s") for m in (new, old)}
+        rate = {m: median_of(data, m, "rows_per_s") for m in (new, old)}
         if all(rate.values()):
-            cpu = {m: _median(data, m, "cpu_us_per_row") for m in (new, old)}
+            cpu = {m: median_of(data, m, "cpu_us_per_row") for m in (new, old)}
             ratio = rate[new] / rate[old]
             out[name] = {"ratio": ratio, "faster": new, "slower": old, "cpu_per_row_ratio": cpu[old] / cpu[new],
                          "target": f">= {wanted:g}", "met": ratio >= wanted}
@@ -192,12 +186,12 @@ def summarize(data: dict) -> dict:
 def tables(data: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     rows = []
     for method in METHODS:
-        runs = [r for r in data.get("records", []) if r["method"] == method]
+        runs = [r for r in data["records"] if r["method"] == method]
         if runs:
-            rows.append([method, f"{_median(data, method, 'rows_per_s'):,.0f}",
-                         f"{_median(data, method, 'cpu_us_per_row'):.2f}",
-                         f"{_median(data, method, 'jvm_cpu_us_per_row'):.2f}",
-                         f"{_median(data, method, 'python_cpu_us_per_row'):.2f}",
+            rows.append([method, f"{median_of(data, method, 'rows_per_s'):,.0f}",
+                         f"{median_of(data, method, 'cpu_us_per_row'):.2f}",
+                         f"{median_of(data, method, 'jvm_cpu_us_per_row'):.2f}",
+                         f"{median_of(data, method, 'python_cpu_us_per_row'):.2f}",
                          ", ".join(f"{r['rows_per_s']:,.0f}" for r in runs),
                          ", ".join(f"{r['load_average_before']:.2f}" for r in runs)])
     return [("the demo's windows stage, library before and now (median of the runs)",
@@ -214,16 +208,14 @@ def summary_lines(data: dict) -> list[str]:
     return lines
 
 
-def report(data: dict) -> str:
-    return sparkbench.report("Spark: the demo's windows stage, library before and now", data, tables(data),
-                             summary_lines(data))
+report = sparkbench.reporter("Spark: the demo's windows stage, library before and now", tables, summary_lines)
 
 
 def plot(data: dict, path) -> None:
     plt = common.pyplot()
-    methods = [m for m in METHODS if _median(data, m, "rows_per_s")]
+    methods = [m for m in METHODS if median_of(data, m, "rows_per_s")]
     fig, ax = plt.subplots(figsize=(9, 0.6 * len(methods) + 1.5))
-    ax.barh(range(len(methods)), [_median(data, m, "rows_per_s") for m in methods],
+    ax.barh(range(len(methods)), [median_of(data, m, "rows_per_s") for m in methods],
             color=["tab:gray" if METHODS[m][0] == "before" else "tab:red" for m in methods])
     ax.set_yticks(range(len(methods)), methods, fontsize=8)
     ax.invert_yaxis()

@@ -281,28 +281,28 @@ def checksums_agree(records) -> bool:
     return all(math.isclose(a, b, rel_tol=1e-9) for r in windows for a, b in zip(r["checksums"], first))
 
 
-def _median(data: dict, method: str, key: str) -> float | None:
+def median_of(data: dict, method: str, key: str) -> float | None:
     values = [r[key] for r in data["records"] if r["method"] == method]
     return statistics.median(values) if values else None
 
 
 def summarize(data: dict) -> dict:
     """The issue's target: the windows stage at least 5x faster than before."""
-    old, new = _median(data, OLD, "rows_per_s"), _median(data, NEW, "rows_per_s")
+    old, new = median_of(data, OLD, "rows_per_s"), median_of(data, NEW, "rows_per_s")
     if not (old and new):
         return {}
     speedup = new / old
-    cpu = _median(data, OLD, "cpu_us_per_row") / _median(data, NEW, "cpu_us_per_row")
-    python = _median(data, OLD, "python_cpu_us_per_row") / _median(data, NEW, "python_cpu_us_per_row")
-    ceiling = _median(data, PIPELINE, "rows_per_s")
-    sql = _median(data, SQL, "rows_per_s")
+    cpu = median_of(data, OLD, "cpu_us_per_row") / median_of(data, NEW, "cpu_us_per_row")
+    python = median_of(data, OLD, "python_cpu_us_per_row") / median_of(data, NEW, "python_cpu_us_per_row")
+    ceiling = median_of(data, PIPELINE, "rows_per_s")
+    sql = median_of(data, SQL, "rows_per_s")
     return {"windows_stage_speedup": {"ratio": speedup, "cpu_per_row_ratio": cpu, "python_cpu_per_row_ratio": python,
                                       "pipeline_over_before": ceiling / old if ceiling else None,
                                       "sql_over_dataframe": sql / new if sql else None,
-                                      "handover_rows_per_s": _median(data, HANDOVER, "rows_per_s"),
-                                      "handover_arrow_rows_per_s": _median(data, HANDOVER_ARROW, "rows_per_s"),
-                                      "sql_cpu_per_row_ratio": (_median(data, SQL, "cpu_us_per_row")
-                                                                / _median(data, NEW, "cpu_us_per_row")) if sql else None,
+                                      "handover_rows_per_s": median_of(data, HANDOVER, "rows_per_s"),
+                                      "handover_arrow_rows_per_s": median_of(data, HANDOVER_ARROW, "rows_per_s"),
+                                      "sql_cpu_per_row_ratio": (median_of(data, SQL, "cpu_us_per_row")
+                                                                / median_of(data, NEW, "cpu_us_per_row")) if sql else None,
                                       "target": ">= 5", "met": speedup >= 5}}
 
 
@@ -311,11 +311,11 @@ def tables(data: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     for method in METHODS:
         runs = [r for r in data["records"] if r["method"] == method]
         if runs:
-            rows.append([method, f"{_median(data, method, 'rows_per_s'):,.0f}",
-                         f"{_median(data, method, 'seconds'):.1f}",
-                         f"{_median(data, method, 'cpu_us_per_row'):.2f}",
-                         f"{_median(data, method, 'jvm_cpu_us_per_row'):.2f}",
-                         f"{_median(data, method, 'python_cpu_us_per_row'):.2f}",
+            rows.append([method, f"{median_of(data, method, 'rows_per_s'):,.0f}",
+                         f"{median_of(data, method, 'seconds'):.1f}",
+                         f"{median_of(data, method, 'cpu_us_per_row'):.2f}",
+                         f"{median_of(data, method, 'jvm_cpu_us_per_row'):.2f}",
+                         f"{median_of(data, method, 'python_cpu_us_per_row'):.2f}",
                          ", ".join(f"{r['rows_per_s']:,.0f}" for r in runs),
                          ", ".join(f"{r['load_average_before']:.2f}" for r in runs)])
     return [("the demo's windows stage (median of the runs)",
@@ -352,7 +352,7 @@ def plot(data: dict, path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
     for ax, key, label in ((axes[0], "rows_per_s", "rows per second (higher is better)"),
                            (axes[1], "cpu_us_per_row", "CPU microseconds per row, JVM + Python (lower is better)")):
-        values = [_median(data, m, key) or 0 for m in METHODS]
+        values = [median_of(data, m, key) or 0 for m in METHODS]
         ax.bar(range(len(METHODS)), values, color=["0.6", "tab:blue", "tab:orange", "tab:red", "tab:green", "0.75",
                                                    "0.8", "0.85"], tick_label=METHODS)
         ax.tick_params(axis="x", labelsize=8)
