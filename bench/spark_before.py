@@ -43,7 +43,7 @@ from pathlib import Path
 from . import common, sparkbench
 from .common import RunConfig
 from .experiment import Run, save_figure, verdict
-from .spark_demo import AGGS, PARTITIONS, median_of
+from .spark_demo import AGGS, PARTITIONS, cpu_table, median_of
 
 NAME = "spark-before"
 
@@ -184,19 +184,8 @@ def summarize(data: dict) -> dict:
 
 
 def tables(data: dict) -> list[tuple[str, list[str], list[list[str]]]]:
-    rows = []
-    for method in METHODS:
-        runs = [r for r in data["records"] if r["method"] == method]
-        if runs:
-            rows.append([method, f"{median_of(data, method, 'rows_per_s'):,.0f}",
-                         f"{median_of(data, method, 'cpu_us_per_row'):.2f}",
-                         f"{median_of(data, method, 'jvm_cpu_us_per_row'):.2f}",
-                         f"{median_of(data, method, 'python_cpu_us_per_row'):.2f}",
-                         ", ".join(f"{r['rows_per_s']:,.0f}" for r in runs),
-                         ", ".join(f"{r['load_average_before']:.2f}" for r in runs)])
     return [("the demo's windows stage, library before and now (median of the runs)",
-             ["method", "rows/s", "CPU us/row", "of it JVM", "of it Python workers", "rows/s of each run",
-              "load average before each run"], rows)]
+             *cpu_table(data, METHODS, wall=False))]
 
 
 def summary_lines(data: dict) -> list[str]:

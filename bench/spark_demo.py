@@ -306,21 +306,25 @@ def summarize(data: dict) -> dict:
                                       "target": ">= 5", "met": speedup >= 5}}
 
 
-def tables(data: dict) -> list[tuple[str, list[str], list[list[str]]]]:
+def cpu_table(data: dict, methods, *, wall: bool = True) -> tuple[list[str], list[list[str]]]:
+    """Each method's medians (rows/s, wall seconds when ``wall``, CPU per
+    row, JVM and Python workers apart) and its runs: header and rows."""
     rows = []
-    for method in METHODS:
+    for method in methods:
         runs = [r for r in data["records"] if r["method"] == method]
         if runs:
-            rows.append([method, f"{median_of(data, method, 'rows_per_s'):,.0f}",
-                         f"{median_of(data, method, 'seconds'):.1f}",
-                         f"{median_of(data, method, 'cpu_us_per_row'):.2f}",
-                         f"{median_of(data, method, 'jvm_cpu_us_per_row'):.2f}",
-                         f"{median_of(data, method, 'python_cpu_us_per_row'):.2f}",
-                         ", ".join(f"{r['rows_per_s']:,.0f}" for r in runs),
-                         ", ".join(f"{r['load_average_before']:.2f}" for r in runs)])
-    return [("the demo's windows stage (median of the runs)",
-             ["method", "rows/s", "wall s", "CPU us/row", "of it JVM", "of it Python workers", "rows/s of each run",
-              "load average before each run"], rows)]
+            keys = ["seconds"] * wall + ["cpu_us_per_row", "jvm_cpu_us_per_row", "python_cpu_us_per_row"]
+            rows.append([method, f"{median_of(data, method, 'rows_per_s'):,.0f}"]
+                        + [f"{median_of(data, method, k):.{1 if k == 'seconds' else 2}f}" for k in keys]
+                        + [", ".join(f"{r['rows_per_s']:,.0f}" for r in runs),
+                           ", ".join(f"{r['load_average_before']:.2f}" for r in runs)])
+    header = (["method", "rows/s"] + ["wall s"] * wall + ["CPU us/row", "of it JVM", "of it Python workers",
+                                                          "rows/s of each run", "load average before each run"])
+    return header, rows
+
+
+def tables(data: dict) -> list[tuple[str, list[str], list[list[str]]]]:
+    return [("the demo's windows stage (median of the runs)", *cpu_table(data, METHODS))]
 
 
 def summary_lines(data: dict) -> list[str]:
