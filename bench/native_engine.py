@@ -99,7 +99,9 @@ def instructions(name: str, workload: str, n: int, m: int) -> int:
         done = subprocess.run(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-m", "bench.native_engine",
              "--one", name, "--workload", workload, "--size", str(n), "--updates", str(m)],
-            capture_output=True, text=True, check=True)
+            # one hash seed for every run: start-up's dict layouts, and so its instructions, are the same
+            # in the two runs whose difference is taken
+            capture_output=True, text=True, check=True, env={**os.environ, "PYTHONHASHSEED": "0"})
     found = re.search(r"Collected : (\d+)", done.stderr)
     if not found:
         raise RuntimeError(f"no instruction count from callgrind for {name} {workload}: {done.stderr[-500:]}")
