@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import operator
 from typing import Any, Callable
 
@@ -210,6 +211,9 @@ def check_count(engine: Engine, count) -> int:
     return count
 
 
+_INT = {int}
+
+
 def check_evictions(engine: Engine, evictions, n: int) -> list[int]:
     """``slide``'s counts, checked before any change: one per value, each
     within what the window holds after that value's insert."""
@@ -217,6 +221,11 @@ def check_evictions(engine: Engine, evictions, n: int) -> list[int]:
     if len(counts) != n:
         raise CountError(f"slide() needs one eviction count per value: {n} values, {len(counts)} counts")
     size = len(engine)
+    # the usual case checked in C (exact ints, none negative, the window never below empty); the loop
+    # below converts other integer types and names the first bad count
+    if not counts or (set(map(type, counts)) == _INT and min(counts) >= 0
+                      and min(itertools.accumulate(map(operator.sub, itertools.repeat(1), counts), initial=size)) >= 0):
+        return counts
     for i, k in enumerate(counts):
         if type(k) is not int:
             counts[i] = k = _as_count(k, f"slide() at position {i}")
