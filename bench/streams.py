@@ -47,7 +47,7 @@ def memory_usage_stream(
     if n < 0:
         raise ValueError(f"memory_usage_stream needs n >= 0, got {n!r}")
     rng = random.Random(seed)
-    gauss, uniform, expovariate = rng.gauss, rng.uniform, rng.expovariate
+    gauss, uniform = rng.gauss, rng.uniform
     total = float(total_mb)
     base = 0.30 * total
     lo, hi = 0.02 * total, 0.98 * total
