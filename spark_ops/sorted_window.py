@@ -15,6 +15,32 @@ from .spec import WindowSpec
 from .values import python_values
 
 
+def result_columns(aggregator, width: int):
+    """``columns(results)``: the engine's results as one lowered list per
+    aggregation.  Several aggregations are their product
+    (:meth:`WindowSpec.value_aggregator`) or one fused aggregator: a
+    product's parts' lowers run column by column, no tuple per row; other
+    results are lowered, and split when there are several aggregations.  One
+    aggregation's results (a product of the user's own included) stay one
+    column."""
+    if width > 1 and aggregator.parts:
+        getters = [(itemgetter(i), a.lower) for i, a in enumerate(aggregator.parts)]
+
+        def by_part(results):
+            return [list(map(get, results)) if lower is identity_function else list(map(lower, map(get, results)))
+                    for get, lower in getters]
+        return by_part
+    lower = aggregator.lower
+
+    def split(results):
+        if lower is not identity_function:
+            results = list(map(lower, results))
+        if width == 1:
+            return [results]
+        return [list(column) for column in zip(*results)] if results else [[] for _ in range(width)]
+    return split
+
+
 class SortedWindow(RowWindow):
     """One key's window in a batch job, whose rows come sorted by time.
 
@@ -40,10 +66,8 @@ class SortedWindow(RowWindow):
     def __init__(self, spec: WindowSpec, key: Any, run: str) -> None:
         super().__init__(spec, key)
         aggregator = spec.value_aggregator()
-        self._lift, self._lower = aggregator.lift, aggregator.lower  # skipped when the identity
-        # several aggregations are their product (WindowSpec.value_aggregator) unless fused:
-        # its results lowered column by column, no tuple per row
-        self._lowers = [a.lower for a in aggregator.parts] if len(spec.aggs) > 1 and aggregator.parts else None
+        self._lift = aggregator.lift  # skipped when the identity
+        self._columns = result_columns(aggregator, len(spec.aggs))
         self._fused = fused_names(aggregator)
         self._floating = False  # the value column holds floats: fused results lower as arrays
         self.width = len(spec.aggs)
@@ -107,14 +131,7 @@ class SortedWindow(RowWindow):
         results = self.engine.slide(lifted, evictions)
         if self._fused is not None and self._floating:
             return aggregations.fused_arrow_columns(self._fused, results)
-        if self._lowers is not None:
-            return [list(map(itemgetter(i), results)) if lower is identity_function
-                    else list(map(lower, map(itemgetter(i), results))) for i, lower in enumerate(self._lowers)]
-        if self._lower is not identity_function:
-            results = list(map(self._lower, results))
-        if self.width == 1:
-            return [results]
-        return [list(column) for column in zip(*results)] if results else [[] for _ in range(self.width)]
+        return self._columns(results)
 
     def _keep(self, lifted: Sequence, evictions: Sequence[int]) -> None:
         """Before an in-memory push: move the window to the store if it would
@@ -247,7 +264,8 @@ class SizesSortedWindow(SortedWindow):
         from mta.multi.sizes_two_stacks import SizesTwoStacks
 
         aggregator = spec.value_aggregator()
-        self._lift, self._lower = aggregator.lift, aggregator.lower
+        self._lift = aggregator.lift
+        self._columns = result_columns(aggregator, len(spec.aggs))
         self.width = len(spec.aggs)
         self.sizes = spec.size_values
         self.range, self.rows = spec.range, spec.rows
@@ -286,14 +304,8 @@ class SizesSortedWindow(SortedWindow):
 
             at = np.asarray(times, dtype=np.float64)
             by_size = self.stacks.slide(lifted, times, [edge(at).tolist() for edge in self._edges])
-        lower = self._lower
-        if lower is not identity_function:
-            by_size = [list(map(lower, results)) for results in by_size]
-        if self.width == 1:
-            return by_size
+        split = [self._columns(results) for results in by_size]
         # columns: aggregation-major, then size (as spec.columns)
-        split = [[list(column) for column in zip(*results)] if results else [[] for _ in range(self.width)]
-                 for results in by_size]
         return [split[s][a] for a in range(self.width) for s in range(len(self.sizes))]
 
     def close(self) -> None:
