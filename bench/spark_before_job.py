@@ -10,8 +10,8 @@ line on standard input, ``{"input", "out", "store", "engine", "aggs"}``
 (``aggs``: ``"ready"`` for the demo's names, ``"user"`` for
 :data:`bench.spark_demo.USER_AGGS`), runs the stage and answers with one
 line ``RESULT {"spark", "pyspark", "seconds", "jvm", "python", "checksums",
-"library"}``: the versions, the stage's wall time, the CPU seconds of the JVM and of the Python workers
-spent in it, the sums of its output columns (read after the timing) and
+"library"}``: the versions, the stage's wall time, the CPU seconds of the
+JVM and of the Python workers spent in it, the sums of its output columns (read after the timing) and
 the directory the library was imported from.  Only the ``sliding_window``
 call is asked of the library, with arguments it has taken since before the
 work the comparison measures.
@@ -36,7 +36,10 @@ def _session(partitions: int):
 
 
 def _stage(spark, request: dict) -> dict:
+    import pyspark
     from pyspark.sql import functions as F
+
+    import spark_ops
 
     from bench.spark_demo import AGGS, USER_AGGS, _cpu_seconds
     from spark_ops import sliding_window
@@ -49,11 +52,8 @@ def _stage(spark, request: dict) -> dict:
      .write.mode("overwrite").parquet(request["out"]))
     seconds, cpu1 = time.perf_counter() - t0, _cpu_seconds()
     row = spark.read.parquet(request["out"]).agg(*[F.sum(a).alias(a) for a in AGGS]).collect()[0]
-    import pyspark
-
-    import spark_ops
-
-    return {"spark": spark.version, "pyspark": pyspark.__version__, "seconds": seconds, "jvm": cpu1["jvm"] - cpu0["jvm"], "python": cpu1["python"] - cpu0["python"],
+    return {"spark": spark.version, "pyspark": pyspark.__version__, "seconds": seconds,
+            "jvm": cpu1["jvm"] - cpu0["jvm"], "python": cpu1["python"] - cpu0["python"],
             "checksums": [row[a] for a in AGGS], "library": os.path.dirname(os.path.dirname(spark_ops.__file__))}
 
 
