@@ -24,6 +24,26 @@ class LiftError(MTAError, ValueError):
     """A raw input could not be lifted; the window is unchanged."""
 
 
+#: The product monoids of recent windows, by their two components' identity:
+#: a task opens a window per key with the same aggregator and policy, and a
+#: product compiles its functions when built.  Entries hold their components,
+#: so an id is not reused while its entry lives.
+_products: dict = {}
+
+
+def _window_monoid(aggregator_monoid, policy_monoid):
+    """The product of the two monoids, built once per pair.  O(1) when cached."""
+    key = (id(aggregator_monoid), id(policy_monoid))
+    hit = _products.get(key)
+    if hit is not None and hit[0] is aggregator_monoid and hit[1] is policy_monoid:
+        return hit[2]
+    if len(_products) >= 64:
+        _products.clear()
+    monoid = product_monoid([aggregator_monoid, policy_monoid])
+    _products[key] = (aggregator_monoid, policy_monoid, monoid)
+    return monoid
+
+
 class Window:
     """``aggregator`` over a window slid by ``policy``, on ``engine``.
 
@@ -60,7 +80,7 @@ class Window:
             engine = amortized_engine
         self.aggregator = aggregator
         self.policy = policy
-        self.monoid = product_monoid([aggregator.monoid, policy.monoid])
+        self.monoid = _window_monoid(aggregator.monoid, policy.monoid)
         holds = policy.holds
         self.engine = engine(self.monoid, lambda total, prefix: holds(total[1], prefix[1]), **options)
         self._lower = aggregator.lower

@@ -51,6 +51,21 @@ def test_push_query_extend_evict_len(engine):
     assert "Count(3)" in repr(w)
 
 
+def test_windows_of_one_aggregator_and_policy_share_their_product_and_stay_apart():
+    """Windows opened with the same aggregator and policy (a task's keys)
+    build the product of their monoids once, and still hold their own
+    elements; a policy with another monoid gets its own product."""
+    policy = Count(2)
+    a, b = Window(MEAN, policy), Window(MEAN, policy)
+    assert a.monoid is b.monoid
+    assert Window(MEAN, Count(5)).monoid is a.monoid  # same two monoids
+    other = Window(MEAN, SumAtMost(10))
+    assert other.monoid is not a.monoid
+    assert other.monoid.identity == (MEAN.monoid.identity, SumAtMost(10).monoid.identity)
+    assert a.extend([1, 2, 3]) == [1.0, 1.5, 2.5] and b.extend([10, 20]) == [10.0, 15.0]
+    assert a.query() == 2.5 and b.query() == 15.0
+
+
 def test_default_engine_is_amortized_mta():
     """The compiled core for an in-memory window when it is in use, the
     pure-Python engine otherwise and for other level queues."""
