@@ -17,6 +17,8 @@ import threading
 import uuid
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import stores
 from stores import (CasMismatch, StoreAuthenticationError, StoreClosed, StoreConfigError,
@@ -25,6 +27,7 @@ from stores.memory_store import MemoryStore, reset_memory
 from stores.redis_store import RedisStore
 from stores.redis_url import parse_redis_url
 from stores.sqlite_store import SQLiteStore
+from tests.strategies import sane_settings
 
 BACKENDS = ["memory", "file", "redis", "redis-cluster", "redis-tls"] + (
     ["env"] if os.environ.get("MTA_TEST_STORE_URL") else [])
@@ -180,6 +183,36 @@ def test_drop_epoch(store):
     # an epoch can be written again after a drop
     store.write_pairs("w", 1, 0, 0, [b"again"])
     assert store.read_pairs("w", 1, 0, 0, 1) == [b"again"]
+
+
+_EPOCH_OPS = st.lists(st.tuples(st.sampled_from(["write", "delete", "drop"]), st.integers(0, 5), st.integers(0, 2),
+                                 st.integers(0, 6)), max_size=25)
+
+
+@settings(parent=sane_settings(25), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=_EPOCH_OPS)
+def test_list_epochs_against_the_pairs_written(store, ops):
+    """Writes, deletes and drops of pairs in random epochs: list_epochs
+    names every epoch holding a pair (brute force over what was written),
+    and no epoch never written or dropped since."""
+    window = f"w{uuid.uuid4().hex[:8]}"
+    held: dict[int, set] = {}  # epoch -> (level, idx) holding a pair
+    written: set = set()  # epochs written since their last drop
+    for op, epoch, level, idx in ops:
+        if op == "write":
+            store.write_pairs(window, epoch, level, idx, [b"x"])
+            held.setdefault(epoch, set()).add((level, idx))
+            written.add(epoch)
+        elif op == "delete":
+            store.delete_pairs(window, epoch, level, idx, 1)
+            held.get(epoch, set()).discard((level, idx))
+        else:
+            store.drop_epoch(window, epoch)
+            held.pop(epoch, None)
+            written.discard(epoch)
+        listed = store.list_epochs(window)
+        assert listed == sorted(set(listed))
+        assert {e for e, places in held.items() if places} <= set(listed) <= written
 
 
 def test_drop_epoch_round_trips_are_bounded(store):
