@@ -23,7 +23,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Iterable, Iterator
 
-from .plan import PACKED
+from .plan import ARRIVAL, PACKED
 
 #: The columns of :func:`frame`.
 _PACKED_COLUMNS = [PACKED]
@@ -105,12 +105,15 @@ _EPOCH = dt.datetime(1970, 1, 1)
 _EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
-def pack_by_key(keys: str | list[str] | GroupKeys):
+def pack_by_key(keys: str | list[str] | GroupKeys, *, numbered: bool = False):
     """A ``mapInArrow`` function: each input batch as rows ``(*keys, packed)``,
     one per key of the batch (its rows, in input order, as IPC bytes; a
     composite key's columns ``keys`` together), so the rows travel to their
     key's group without pandas reading them; a :class:`GroupKeys` sends its
-    timestamp key columns as microseconds."""
+    timestamp key columns as microseconds.  ``numbered``: each row first
+    gets its arrival number, :data:`spark_ops.plan.ARRIVAL` (the task's
+    partition, then the row's position in it: the input order, as a batch
+    plan's ``monotonically_increasing_id``), in this same pass over the rows."""
     micros = keys.micros if isinstance(keys, GroupKeys) else None
     keys = keys.keys if isinstance(keys, GroupKeys) else [keys] if isinstance(keys, str) else list(keys)
     micros = micros or [None] * len(keys)
@@ -118,9 +121,14 @@ def pack_by_key(keys: str | list[str] | GroupKeys):
     def packed(batches: Iterator) -> Iterator:
         import pyarrow as pa
 
+        arrival = _partition() << 33 if numbered else None
         for batch in batches:
             if not batch.num_rows:
                 continue
+            if numbered:
+                ids = pa.array(range(arrival, arrival + batch.num_rows), pa.int64())
+                arrival += batch.num_rows
+                batch = pa.RecordBatch.from_arrays(batch.columns + [ids], names=batch.schema.names + [ARRIVAL])
             at, blobs = [], []
             for group in _key_groups(batch, keys):
                 for blob in pack(batch.take(pa.array(group, pa.int64()))):
@@ -131,6 +139,13 @@ def pack_by_key(keys: str | list[str] | GroupKeys):
                                              + [pa.array(blobs, pa.binary())], names=[*keys, PACKED])
 
     return packed
+
+
+def _partition() -> int:
+    """The partition of the Spark task running this."""
+    from pyspark import TaskContext
+
+    return TaskContext.get().partitionId()
 
 
 def _key_array(column, micros):

@@ -34,7 +34,7 @@ from __future__ import annotations
 from mta import LiftError, product
 
 from . import event_time, passthrough, periodic, rows
-from .plan import ARRIVAL, PACKED, TIME, VALUE, column, output_arrow_schema, with_order_columns
+from .plan import PACKED, TIME, VALUE, column, output_arrow_schema, with_time_and_value
 from .panes import PaneWindows
 from .spec import MICROS, SlidingWindowError, WindowSpec
 from .streaming import _check_job, key_value
@@ -112,10 +112,10 @@ def periodic_streaming_plan(df, spec: WindowSpec):
     types = {f.name: f.dataType for f in df.schema.fields}
     schema = periodic.output_schema(spec, types)
     target = output_arrow_schema(df.sparkSession, schema)
-    ordered = with_order_columns(df, spec).select(*[column(c) for c in spec.keys], column(spec.time), TIME, VALUE,
-                                                  ARRIVAL)
+    ordered = with_time_and_value(df, spec).select(*[column(c) for c in spec.keys], column(spec.time), TIME, VALUE)
     group_keys = passthrough.GroupKeys(ordered.schema, list(spec.keys))
-    packed = ordered.mapInArrow(passthrough.pack_by_key(group_keys), f"{group_keys.ddl}, {PACKED} binary")
+    packed = ordered.mapInArrow(passthrough.pack_by_key(group_keys, numbered=True),
+                                f"{group_keys.ddl}, {PACKED} binary")
     packed = event_time.with_marker(packed, delay)
     return (packed.groupBy(*[column(c) for c in spec.keys])
                   .applyInPandasWithState(_windows_of_key(spec, target, group_keys), f"{PACKED} binary", STATE_SCHEMA,

@@ -34,35 +34,19 @@ def key_reader(positions: list[int]):
             (lambda keys, i: tuple(c[i].as_py() for c in keys)))
 
 
-def with_order_columns(df, spec: WindowSpec):
-    """Add the arrival number (input order: partition, then position), the
-    time as double seconds and the value as the engine takes it (decimals
-    as doubles, like the aggregations' outputs; several value columns as
-    one struct, :func:`spark_ops.values.value_sql`)."""
+def with_time_and_value(df, spec: WindowSpec):
+    """Add the time as double seconds and the value as the engine takes it
+    (decimals as doubles, like the aggregations' outputs; several value
+    columns as one struct, :func:`spark_ops.values.value_sql`).  The
+    streaming plans number the rows where they pack them
+    (:func:`spark_ops.passthrough.pack_by_key`), in the same pass."""
     from pyspark.sql import functions as F
 
-    if not df.isStreaming:
-        numbered = df.withColumn(ARRIVAL, F.monotonically_increasing_id())
-    else:  # monotonically_increasing_id is not allowed on streams: same scheme by hand
-        schema = ", ".join([f"`{f.name}` {f.dataType.simpleString()}" for f in df.schema.fields]
-                           + [f"{ARRIVAL} long"])
-
-        def number_rows(batches):
-            import pyarrow as pa
-            from pyspark import TaskContext
-
-            n = TaskContext.get().partitionId() << 33
-            for batch in batches:
-                ids = pa.array(range(n, n + batch.num_rows), pa.int64())
-                n += batch.num_rows
-                yield pa.RecordBatch.from_arrays(batch.columns + [ids], names=batch.schema.names + [ARRIVAL])
-
-        numbered = df.mapInArrow(number_rows, schema)
     from . import values
 
     types = {f.name: f.dataType for f in df.schema.fields}
-    return (numbered.withColumn(TIME, F.expr(time_sql(spec.time, types[spec.time])))
-                    .withColumn(VALUE, F.expr(values.value_sql(spec.value, spec.value_fields, types))))
+    return (df.withColumn(TIME, F.expr(time_sql(spec.time, types[spec.time])))
+              .withColumn(VALUE, F.expr(values.value_sql(spec.value, spec.value_fields, types))))
 
 
 def number_rows(df):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from . import event_time, passthrough, traffic
 from .plan import (ARRIVAL, INTERNAL, PACKED, TIME, VALUE, InputTimes, column, output_arrow_schema, output_schema,
-                   with_order_columns)
+                   with_time_and_value)
 from .spec import SlidingWindowError, WindowSpec
 from .windows import open_key_window
 
@@ -30,7 +30,7 @@ def streaming_plan(df, spec: WindowSpec, run: str, expire_after: float | None):
     """``df`` with the windows' output columns; ``run``: the query's name."""
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    ordered = with_order_columns(df, spec)
+    ordered = with_time_and_value(df, spec)
     schema = output_schema(ordered, spec)
     target = output_arrow_schema(df.sparkSession, schema)
     passed = [c for c in ordered.columns if c not in INTERNAL]
@@ -39,7 +39,8 @@ def streaming_plan(df, spec: WindowSpec, run: str, expire_after: float | None):
     timeout = GroupStateTimeout.NoTimeout if expire_after is None else GroupStateTimeout.ProcessingTimeTimeout
     group_keys = passthrough.GroupKeys(ordered.schema, list(spec.keys))
     windows_of_key = key_windows(spec, run, passed, group_keys, expire_after, count)
-    packed = ordered.mapInArrow(passthrough.pack_by_key(group_keys), f"{group_keys.ddl}, {PACKED} binary")
+    packed = ordered.mapInArrow(passthrough.pack_by_key(group_keys, numbered=True),
+                                f"{group_keys.ddl}, {PACKED} binary")
     delay = event_time.watermark_delay(df, spec.time)
     if delay is None:
         per_key, state_schema = windows_of_key, STATE_SCHEMA

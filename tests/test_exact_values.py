@@ -347,6 +347,30 @@ def test_packs_carry_each_keys_rows_exactly(keys, pack_rows):
     assert sorted(v for pack in seen for v in pack) == sorted(values)
 
 
+@settings(max_examples=50, deadline=None)
+@given(keys=st.lists(st.sampled_from(["a", "b", None]), max_size=20), cut=st.integers(0, 20),
+       partition=st.integers(0, 5))
+def test_numbered_packs_carry_each_rows_arrival(keys, cut, partition):
+    """pack_by_key(numbered=True) over a task's batches: each row carries
+    its arrival number, the task's partition then its position among the
+    task's rows (across batches), as a batch plan's monotonically_increasing_id
+    numbers them."""
+    import pyarrow as pa
+
+    from spark_ops import passthrough
+    from spark_ops.plan import ARRIVAL
+
+    position = list(range(len(keys)))
+    table = pa.table({"k": pa.array(keys, pa.string()), "i": pa.array(position, pa.int64())})
+    batches = [b for part in (table.slice(0, cut), table.slice(cut)) for b in part.to_batches()]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(passthrough, "_partition", lambda: partition)
+        packed = list(passthrough.pack_by_key("k", numbered=True)(iter(batches)))
+    rows = [r for out in packed for r in passthrough.unpack(out.column(passthrough.PACKED).to_pylist()).to_pylist()]
+    assert sorted(r["i"] for r in rows) == position
+    assert all(r[ARRIVAL] == (partition << 33) + r["i"] for r in rows)
+
+
 def test_nested_keys_are_packed_one_row_each():
     """A key type Arrow cannot group (a struct) still packs every row."""
     import pyarrow as pa
