@@ -82,13 +82,23 @@ def test_spark_stream(tmp_path):
 def test_spark_keys(tmp_path):
     data = _run(spark_keys, tmp_path)
     p = spark_keys.PROFILES["tiny"]
-    assert {(r["keys"], r["method"]) for r in data["records"]} == {(k, m) for k in p["keys"] for m in spark_keys.METHODS}
+    span = data["config"]["range_s"]
+    cases = {(k, spark_keys.FRESH) for k in p["keys"]} | {(k, spark_keys.FULL) for k in p["full_keys"]}
+    assert {spark_keys.FULL} < {w for _, w in cases}  # the tiny profile measures both window cases
+    assert {(r["keys"], r["window"], r["method"]) for r in data["records"]} == {
+        (k, w, m) for k, w in cases for m in spark_keys.METHODS}
     for r in data["records"]:
+        # the timed run reads exactly the timed files: a full window's history is not counted
         assert r["rows"] == r["input_rows"] == r["keys"] * p["files"] * p["rows_per_key"]
         assert r["micro_batches"] == p["files"] and r["python_ms_per_key_batch"] > 0
-        # one row of Spark state per key for every query
+        assert r["history_rows"] == (r["keys"] * span if r["window"] == spark_keys.FULL else 0)
+        # one row of Spark state per key for every query, in both cases
         assert r["state_rows"] == r["keys"]
-    assert set(data["summary"]) == {f"{k} keys, {m}" for k in p["keys"] for m in spark_keys.METHODS[1:]}
+    assert set(data["summary"]) == {f"{k} keys, {w} window, {m}" for k, w in cases for m in spark_keys.METHODS[1:]}
+    lines = spark_keys.summary_lines(data)
+    for k, w in cases:
+        for m in spark_keys.METHODS[1:]:
+            assert sum(line.startswith(f"[ratio] {k} keys, {w} window, {m} / ") for line in lines) == 1
 
 
 def test_spark_event_time(tmp_path):
