@@ -28,14 +28,15 @@ files (times from ``range_s`` on) written into the same source directory and
 the same query started again from the same checkpoint (and store): only the
 new files are processed, and only that second run is measured.
 
-Reported per query: rows per second (all rows / wall time of an
+Reported per query: rows per second (the timed rows / wall time of an
 ``availableNow`` query, one file per micro-batch, ``noop`` sink), the
 CPU of the Python workers (and of the JVM) per key per micro-batch, and
 the store's round trips per key per micro-batch
 (:func:`spark_ops.traffic.round_trips`); for the
 MTA, the Python CPU per key per micro-batch beyond the do-nothing query's,
-and its rows per second as a ratio of the do-nothing query's (issue 12's
-targets at 1,000 keys per micro-batch: at most 1 ms, at least 0.8x).
+and its rows per second as a ratio of the do-nothing query's in the same
+case (issue 12's targets at 1,000 keys per micro-batch, in both cases: at
+most 1 ms, at least 0.8x).
 """
 
 from __future__ import annotations
