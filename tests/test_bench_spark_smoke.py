@@ -82,13 +82,62 @@ def test_spark_stream(tmp_path):
 def test_spark_keys(tmp_path):
     data = _run(spark_keys, tmp_path)
     p = spark_keys.PROFILES["tiny"]
-    assert {(r["keys"], r["method"]) for r in data["records"]} == {(k, m) for k in p["keys"] for m in spark_keys.METHODS}
+    span = data["config"]["range_s"]
+    cases = {(k, spark_keys.FRESH) for k in p["keys"]} | {(k, spark_keys.FULL) for k in p["full_keys"]}
+    assert {spark_keys.FULL} < {w for _, w in cases}  # the tiny profile measures both window cases
+    assert {(r["keys"], r["window"], r["method"]) for r in data["records"]} == {
+        (k, w, m) for k, w in cases for m in spark_keys.METHODS}
     for r in data["records"]:
+        # the timed run reads exactly the timed files: a full window's history is not counted
         assert r["rows"] == r["input_rows"] == r["keys"] * p["files"] * p["rows_per_key"]
         assert r["micro_batches"] == p["files"] and r["python_ms_per_key_batch"] > 0
-        # one row of Spark state per key for every query
+        assert r["history_rows"] == (r["keys"] * span if r["window"] == spark_keys.FULL else 0)
+        # one row of Spark state per key for every query, in both cases
         assert r["state_rows"] == r["keys"]
-    assert set(data["summary"]) == {f"{k} keys, {m}" for k in p["keys"] for m in spark_keys.METHODS[1:]}
+    assert set(data["summary"]) == {f"{k} keys, {w} window, {m}" for k, w in cases for m in spark_keys.METHODS[1:]}
+    lines = spark_keys.summary_lines(data)
+    for k, w in cases:
+        for m in spark_keys.METHODS[1:]:
+            assert sum(line.startswith(f"[ratio] {k} keys, {w} window, {m} / ") for line in lines) == 1
+
+
+def test_spark_keys_full_window_holds_the_history(tmp_path):
+    """The full case's protocol on the benchmark's own input and query
+    (file store, the tiny profile's sizes), with a Parquet sink instead of
+    ``noop``: after the history run, the timed run from the same checkpoint
+    reads only the timed files, and each of its rows gets the max over its
+    key's readings of the last ``range_s`` seconds, history included (brute
+    force over every file written)."""
+    import pyarrow.parquet as pq
+
+    from bench import sparkbench
+    from tests.spark_fixtures import run_available_now
+
+    p = spark_keys.PROFILES["tiny"]
+    keys, span = p["full_keys"][0], p["range_s"]
+    source, checkpoint = str(tmp_path / "in"), str(tmp_path / "ckpt")
+    (tmp_path / "in").mkdir()
+    spark = sparkbench.session(RunConfig(profile="tiny", verbose=False), spark_keys.PARTITIONS)
+    try:
+        out = spark_keys._query(spark, source, keys, "MTA, file store", None, f"file://{tmp_path}/store", span)
+        spark_keys.write_input(source, keys, 1, span, prefix="history", seed=8)
+        run_available_now(out, str(tmp_path / "sink-history"), checkpoint)
+        timed = spark_keys.write_input(source, keys, p["files"], p["rows_per_key"], start=span)
+        run_available_now(out, str(tmp_path / "sink-timed"), checkpoint)
+    finally:
+        spark.stop()
+    # the timed run's output files alone (Spark's reader would want the sink's log from the first batch on)
+    got = pq.read_table(tmp_path / "sink-timed").to_pylist()
+    readings = pq.read_table(source).to_pylist()
+    assert len(readings) == keys * span + timed
+    assert sorted((r["k"], r["t"]) for r in got) == sorted((r["k"], r["t"]) for r in readings if r["t"] >= span)
+
+    def max_over(k, t, since):
+        return max(r["v"] for r in readings if r["k"] == k and since < r["t"] <= t)
+
+    assert all(r["max"] == max_over(r["k"], r["t"], r["t"] - span) for r in got)
+    # the check tells a full window from a fresh one: some maxima come from the history
+    assert any(r["max"] != max_over(r["k"], r["t"], span - 1) for r in got)
 
 
 def test_spark_event_time(tmp_path):
