@@ -1,11 +1,19 @@
 """A level's head cache: pairs read from the store ahead of the head.
 
 The cache half of :class:`stores.level_queue.StoreLevelQueue` (see its
-module for the level's other parts): ``cache_size`` pairs are read at a
-time, refilled ahead of the head in the background when fewer than
-``cache_size`` pairs remain (the paper refills at half its cache; here one
-cache-worth stays ahead while the next is read, since a background thread
-may wait a GIL switch interval before it runs), synchronously on a miss.
+module for the level's other parts): the cache is refilled ahead of the
+head in the background when less than one read-ahead remains (the paper
+refills at half its cache; here one read-ahead stays ahead while the next is
+read, since a background thread may wait a GIL switch interval before it
+runs), synchronously on a miss (:data:`MISS_BATCH` pairs).
+
+The read-ahead starts at :data:`MISS_BATCH` pairs and doubles with every
+prefetch the head reaches, up to ``cache_size`` pairs: a long run settles
+at ``cache_size`` pairs per read (O(1) round trips per element, as in the
+paper), while a window opened for a few evictions (a streaming key's
+micro-batch, resumed from its checkpoint with empty caches) reads a few
+pairs per level instead of ``cache_size`` that its close would throw away.
+
 A cache hit in ``[cache_lo, fast_end)`` needs no tending; the first hit at
 or after ``check_at`` takes a finished prefetch, drops consumed pairs and
 starts the next prefetch (:meth:`HeadCache._tend`).
@@ -32,7 +40,8 @@ DRAIN_CHECKS = 8
 class HeadCache:
     """The head cache of a :class:`stores.level_queue.StoreLevelQueue`
     (its slots hold the state: ``_cache``, ``_cache_lo``, ``_prefetch``,
-    ``_check_at``, ``_fast_end``, ``_quiet``, ``_quiet_hi``)."""
+    ``_check_at``, ``_fast_end``, ``_quiet``, ``_quiet_hi``, ``_ahead``: the
+    read-ahead in pairs)."""
 
     __slots__ = ()
 
@@ -47,6 +56,7 @@ class HeadCache:
     _fast_end: int
     _quiet: int
     _quiet_hi: int
+    _ahead: int
 
     def _tend(self, i: int) -> None:
         """Take a finished prefetch, drop consumed pairs, start a prefetch
@@ -55,11 +65,11 @@ class HeadCache:
         pf = self._prefetch
         # a prefetch is taken once its reply is in, or when the head gets near
         # (reading a reply can wait: after a bulk eviction it is often useless)
-        self._take_prefetch(wait=pf is not None and self._end() - i < self._w.cache_size)
+        self._take_prefetch(wait=pf is not None and self._end() - i < self._ahead)
         self._trim()
         self.prefetch_ahead()
         ahead = self._end() - i
-        size = self._w.cache_size
+        size = self._ahead
         if self._prefetch is None and ahead > 2 * size:
             self._check_at = i + ahead - 2 * size  # the refill point
         else:  # a prefetch in flight, or nothing more in the store yet: poll
@@ -136,13 +146,14 @@ class HeadCache:
         w = self._w
         self._trim()  # the head may have moved since the cache was last used
         end = self._end()
-        if self._prefetch is None and end - self.lo < 2 * w.cache_size and end < self.stored << 1:
+        size = self._ahead
+        if self._prefetch is None and end - self.lo < 2 * size and end < self.stored << 1:
             if not w.background:
                 return  # without background I/O the next miss refills synchronously
-            if not now and (end - self.lo >= w.cache_size >> 1 or not self._draining()):
+            if not now and (end - self.lo >= size >> 1 or not self._draining()):
                 w.want_prefetch(self)
                 return
-            count = self._to_group_end(end >> 1, w.cache_size)
+            count = self._to_group_end(end >> 1, size)
             self._prefetch = (w.start_read(self, end >> 1, count), end, count)
 
     def _draining(self) -> bool:
@@ -168,3 +179,6 @@ class HeadCache:
             self._trim()
         elif start == self._cache_lo + len(self._cache):
             self._cache += values  # still contiguous with the cache
+        else:
+            return
+        self._ahead = min(2 * self._ahead, self._w.cache_size)  # the head reached it: read further ahead

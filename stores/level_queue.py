@@ -64,6 +64,7 @@ class StoreLevelQueue(HeadCache, LevelQueue):
         "_hits",
         "_quiet",
         "_quiet_hi",
+        "_ahead",
     )
 
     def __init__(self, storage: "WindowStorage", level: int, lo: int) -> None:
@@ -82,6 +83,7 @@ class StoreLevelQueue(HeadCache, LevelQueue):
         self._fast_end = 0  # [cache_lo, fast_end): cache hits that need no tending
         self._quiet = 0  # urgent prefetch checks since the leaf level last grew
         self._quiet_hi = -1
+        self._ahead = min(MISS_BATCH, storage.cache_size)  # pairs the next prefetch reads (it grows with use)
         self._rebase()
         storage.opened(self)
 
