@@ -316,17 +316,42 @@ def encode_map(items: list[tuple[Any, bytes]]) -> bytes:
 def packed_items(blob: bytes, key: Any) -> list[bytes]:
     """The payloads of the items of the list under ``key`` in the map that
     ``blob`` (a blob :func:`decode` has accepted) holds."""
-    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, ext_hook=_ext_hook)
-    unpacker.feed(blob[HEADER_SIZE:])
-    payload = blob[HEADER_SIZE:]
-    for _ in range(unpacker.read_map_header()):
-        if unpacker.unpack() != key:
-            unpacker.skip()
+    reader = PayloadReader(blob)
+    for _ in range(reader.map_header()):
+        if reader.value() != key:
+            reader.skip()
             continue
-        out = []
-        for _ in range(unpacker.read_array_header()):
-            start = unpacker.tell()
-            unpacker.skip()
-            out.append(payload[start:unpacker.tell()])
-        return out
+        return [reader.skip() for _ in range(reader.array_header())]
     raise KeyError(key)
+
+
+class PayloadReader:
+    """Walks the payload of a blob :func:`decode` has accepted, container by
+    container, handing out the bytes of the items it skips: the payloads
+    that :func:`encode_map`, :func:`packed_list` and :func:`packed_map`
+    put together again, so a caller re-encoding a record reuses the parts
+    that did not change without packing them.  Skipping is done by msgpack's
+    C unpacker, without building the values."""
+
+    def __init__(self, blob: bytes) -> None:
+        self._payload = blob[HEADER_SIZE:]
+        self._unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, ext_hook=_ext_hook)
+        self._unpacker.feed(self._payload)
+
+    def map_header(self) -> int:
+        """Enter the map at the position: its number of items."""
+        return self._unpacker.read_map_header()
+
+    def array_header(self) -> int:
+        """Enter the list at the position: its number of items."""
+        return self._unpacker.read_array_header()
+
+    def value(self) -> Any:
+        """The value at the position, decoded (a map key, say)."""
+        return self._unpacker.unpack()
+
+    def skip(self) -> bytes:
+        """The payload of the value at the position, which is passed."""
+        start = self._unpacker.tell()
+        self._unpacker.skip()
+        return self._payload[start:self._unpacker.tell()]

@@ -20,7 +20,7 @@ from .errors import CasMismatch, FencingError, MissingData, StoreError
 from .level_queue import StoreLevelQueue
 from .meta_cache import Remembered, cache_of
 from .window_meta import clock_of, decode_meta, delete_fenced, new_meta, owner
-from .window_packing import _by_identity
+from .window_packing import _by_identity, tail_payloads
 
 __all__ = ["Ownership"]
 
@@ -66,7 +66,8 @@ class Ownership:
                 if not judged and known is not None:
                     cache.observed(token == known.token and blob == known.blob)
                     judged = True
-            if known is not None and token == known.token and blob == known.blob:
+            decoded = not (known is not None and token == known.token and blob == known.blob)
+            if not decoded:
                 meta, self._packed, self._elements = dict(known.meta), known.packed, known.elements
             else:
                 meta = self._decode_meta(blob) if blob is not None else None
@@ -81,6 +82,8 @@ class Ownership:
                     raise
                 swap = False  # what this process remembers may be outdated: the store's record decides
                 continue
+            if decoded:  # the tails' elements as the record packed them, for the next checkpoint
+                self._elements = tail_payloads(blob, meta, checkpoint[0]) if checkpoint is not None else {}
             meta["epoch"] += 1
             meta["epochs"] = sorted(set(meta["epochs"]) | {meta["epoch"]})
             meta.update(used=clock_of(self.store)(), owner=owner())

@@ -6,9 +6,9 @@ element is packed once and its payload reused, found by identity.
 
 from __future__ import annotations
 
-from .codec import encode_map, packed, packed_list, packed_map
+from .codec import PayloadReader, encode_map, packed, packed_list, packed_map
 
-__all__ = ["MetaPacking"]
+__all__ = ["MetaPacking", "tail_payloads"]
 
 
 class MetaPacking:
@@ -57,3 +57,37 @@ def _by_identity(entries: list, parts: list[bytes]):
     """``(id(entry), (entry, payload))`` pairs (the entry is kept so that its
     id cannot be reused while remembered)."""
     return ((id(c), (c, p)) for c, p in zip(entries, parts))
+
+
+def tail_payloads(blob: bytes, meta: dict, version: int) -> dict:
+    """The payloads of the tail elements of checkpoint ``version`` in the
+    record ``blob`` (``meta``: its decoded form), as ``_elements`` holds them
+    (``id(element) -> (element, payload)``): a window resumed from a record
+    it did not write itself (another process's checkpoint) then packs its
+    next checkpoint's unchanged tail elements from these bytes instead of
+    packing each again.  The other checkpoints are skipped in msgpack's C
+    unpacker; O(tail elements of that checkpoint) dict entries."""
+    out: dict = {}
+    reader = PayloadReader(blob)
+    for _ in range(reader.map_header()):
+        if reader.value() != "checkpoints":
+            reader.skip()
+            continue
+        for entry in meta["checkpoints"][:reader.array_header()]:
+            if entry[0] != version:
+                reader.skip()
+                continue
+            reader.array_header()  # [version, parent, records, engine]
+            reader.skip()
+            reader.skip()
+            for rec in entry[2][:reader.array_header()]:
+                for _ in range(reader.map_header()):
+                    if reader.value() != "tail":
+                        reader.skip()
+                        continue
+                    for e in rec["tail"][:reader.array_header()]:
+                        out[id(e)] = (e, reader.skip())
+            reader.skip()
+        break
+    return out
+

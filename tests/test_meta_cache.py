@@ -245,6 +245,56 @@ def test_claims_stop_swapping_while_remembered_records_are_stale(store_url):  # 
     there.close()
 
 
+def _moving_key(cls, url, window, turns=12):
+    """A key whose micro-batches alternate between two processes (two
+    stores, each with its own cache; each claim reads and decodes the
+    record the other wrote), checked against the oracle and for canonical
+    records.  Returns the tail elements the checkpoints packed anew."""
+    from stores import codec, window_packing
+    from stores.window_meta import decode_meta
+
+    here, there, oracle = stores.open_store(url), stores.open_store(url), _oracle()
+    packs = []
+    real = window_packing.packed
+
+    def counted(value):
+        packs.append(value)
+        return real(value)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(window_packing, "packed", counted)
+        for turn in range(turns):
+            version = _session(cls, here if turn % 2 == 0 else there, window, range(turn * 7, turn * 7 + 3 + turn),
+                               oracle)
+            blob, _ = here.read_meta(window)
+            assert blob == codec.encode(codec.decode(blob)), turn
+            meta = decode_meta(blob, window)
+            payloads = window_packing.tail_payloads(blob, meta, version)
+            (entry,) = [c for c in meta["checkpoints"] if c[0] == version]
+            elements = [e for rec in entry[2] for e in rec["tail"]]
+            assert sorted(payloads) == sorted(id(e) for e in elements)
+            assert all(payloads[id(e)][0] is e and payloads[id(e)][1] == codec.packed(e) for e in elements)
+    settle_background()
+    here.close()
+    there.close()
+    return [p for p in packs if isinstance(p, tuple)]
+
+
+@pytest.mark.parametrize("cls", ENGINES)
+def test_a_key_moving_between_processes_reuses_the_tails_it_read(cls, store_url):  # noqa: F811
+    """A key moving between processes at every micro-batch: each record is
+    byte for byte the encoding of what it holds, the bytes reused for its
+    tail elements are each element's own encoding (tail_payloads), and
+    the checkpoints pack fewer tail elements than without that reuse."""
+    from stores import window_owner
+
+    reused = _moving_key(cls, store_url, fresh_window("moving"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(window_owner, "tail_payloads", lambda blob, meta, version: {})
+        anew = _moving_key(cls, store_url, fresh_window("moving"))
+    assert len(reused) < len(anew), (len(reused), len(anew))
+
+
 def test_the_cache_is_bounded_and_forgets_only_its_own_token():
     cache = MetaCache(size=2)
     entries = {w: Remembered(i, b"blob", {}, {}, {}) for i, w in enumerate("abc")}
