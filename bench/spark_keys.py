@@ -44,6 +44,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 
 from . import sparkbench, storebench
 from .common import RunConfig
@@ -83,12 +84,17 @@ def write_input(directory: str, keys: int, files: int, rows_per_key: int, *, sta
 
     rng = np.random.default_rng(seed)
     os.makedirs(directory, exist_ok=True)
+    now = time.time()
     for f in range(files):
         secs = np.arange(start + f * rows_per_key, start + (f + 1) * rows_per_key, dtype=np.float64)
         k = np.repeat(np.arange(keys, dtype=np.int64), rows_per_key)
         t = np.tile(secs, keys)
         v = rng.uniform(0, 100, len(k))
-        pq.write_table(pa.table({"k": k, "t": t, "v": v}), os.path.join(directory, f"{prefix}-{f:04d}.parquet"))
+        path = os.path.join(directory, f"{prefix}-{f:04d}.parquet")
+        pq.write_table(pa.table({"k": k, "t": t, "v": v}), path)
+        # the file source takes new files in modification-time order: files written within one clock tick
+        # would otherwise come in any order, and a key's rows out of time order are an error
+        os.utime(path, (now + f, now + f))
     return keys * rows_per_key * files
 
 
