@@ -206,6 +206,15 @@ class WindowStorage(Ownership, MetaPacking):
             self._channel.close()
         if delete:
             self._delete()
+        self._release()
+
+    def _release(self) -> None:
+        """Let go of the levels (their cache hits counted first): a level
+        refers to its storage, so the storage's references back make a cycle
+        that only the garbage collector frees, and a task opening a window
+        per key would leave it one per key to collect."""
+        self.stats  # noqa: B018 - counts the levels' cache hits into the counters
+        self._queues, self.wanted, self.leaf, self.levels = [], [], None, None
 
     def discarded(self, q: StoreLevelQueue) -> None:
         """A level was removed: remember how far it wrote, for the clean-up."""
