@@ -313,18 +313,6 @@ def encode_map(items: list[tuple[Any, bytes]]) -> bytes:
     return _HEADER.pack(FORMAT_VERSION, zlib.crc32(payload)) + payload
 
 
-def packed_items(blob: bytes, key: Any) -> list[bytes]:
-    """The payloads of the items of the list under ``key`` in the map that
-    ``blob`` (a blob :func:`decode` has accepted) holds."""
-    reader = PayloadReader(blob)
-    for _ in range(reader.map_header()):
-        if reader.value() != key:
-            reader.skip()
-            continue
-        return [reader.skip() for _ in range(reader.array_header())]
-    raise KeyError(key)
-
-
 class PayloadReader:
     """Walks the payload of a blob :func:`decode` has accepted, container by
     container, handing out the bytes of the items it skips: the payloads
@@ -355,3 +343,12 @@ class PayloadReader:
         start = self._unpacker.tell()
         self._unpacker.skip()
         return self._payload[start:self._unpacker.tell()]
+
+    def mark(self) -> int:
+        """The position, for :meth:`since`."""
+        return self._unpacker.tell()
+
+    def since(self, mark: int) -> bytes:
+        """The payload from ``mark`` to the position: a value walked into
+        (its headers read, its items skipped) rather than skipped whole."""
+        return self._payload[mark:self._unpacker.tell()]

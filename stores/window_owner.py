@@ -15,12 +15,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .codec import packed_items
 from .errors import CasMismatch, FencingError, MissingData, StoreError
 from .level_queue import StoreLevelQueue
 from .meta_cache import Remembered, cache_of
 from .window_meta import clock_of, decode_meta, delete_fenced, new_meta, owner
-from .window_packing import _by_identity, tail_payloads
+from .window_packing import _by_identity, checkpoint_payloads
 
 __all__ = ["Ownership"]
 
@@ -70,11 +69,7 @@ class Ownership:
             if not decoded:
                 meta, self._packed, self._elements = dict(known.meta), known.packed, known.elements
             else:
-                meta = self._decode_meta(blob) if blob is not None else None
-                self._packed = {} if meta is None else dict(
-                    _by_identity(meta["checkpoints"], packed_items(blob, "checkpoints")))
-                if meta is None:
-                    meta = new_meta(0, group)
+                meta = self._decode_meta(blob) if blob is not None else new_meta(0, group)
             try:
                 checkpoint = self._checkpoint_to_resume(meta, resume)
             except StoreError:
@@ -82,8 +77,10 @@ class Ownership:
                     raise
                 swap = False  # what this process remembers may be outdated: the store's record decides
                 continue
-            if decoded:  # the tails' elements as the record packed them, for the next checkpoint
-                self._elements = tail_payloads(blob, meta, checkpoint[0]) if checkpoint is not None else {}
+            if decoded:  # the record's parts as packed, for the next checkpoint to reuse
+                parts, self._elements = checkpoint_payloads(blob, meta, checkpoint and checkpoint[0]) \
+                    if blob is not None else ([], {})
+                self._packed = dict(_by_identity(meta["checkpoints"], parts))
             meta["epoch"] += 1
             meta["epochs"] = sorted(set(meta["epochs"]) | {meta["epoch"]})
             meta.update(used=clock_of(self.store)(), owner=owner())

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .codec import PayloadReader, encode_map, packed, packed_list, packed_map
 
-__all__ = ["MetaPacking", "tail_payloads"]
+__all__ = ["MetaPacking", "checkpoint_payloads"]
 
 
 class MetaPacking:
@@ -59,15 +59,18 @@ def _by_identity(entries: list, parts: list[bytes]):
     return ((id(c), (c, p)) for c, p in zip(entries, parts))
 
 
-def tail_payloads(blob: bytes, meta: dict, version: int) -> dict:
-    """The payloads of the tail elements of checkpoint ``version`` in the
-    record ``blob`` (``meta``: its decoded form), as ``_elements`` holds them
-    (``id(element) -> (element, payload)``): a window resumed from a record
-    it did not write itself (another process's checkpoint) then packs its
-    next checkpoint's unchanged tail elements from these bytes instead of
-    packing each again.  The other checkpoints are skipped in msgpack's C
-    unpacker; O(tail elements of that checkpoint) dict entries."""
-    out: dict = {}
+def checkpoint_payloads(blob: bytes, meta: dict, version: int | None) -> tuple[list[bytes], dict]:
+    """From the record ``blob`` (``meta``: its decoded form), in one walk:
+    the payload of each checkpoint entry (in order; re-encoding reuses them,
+    a retained checkpoint never changes), and the payloads of the tail
+    elements of checkpoint ``version`` as ``_elements`` holds them
+    (``id(element) -> (element, payload)``), so that a window resumed from a
+    record another process wrote packs only the tail elements its next
+    checkpoint changes, as the process that wrote it would.  The entries are
+    skipped in msgpack's C unpacker, but for that checkpoint's tails:
+    O(tail elements of that checkpoint) dict entries."""
+    parts: list[bytes] = []
+    elements: dict = {}
     reader = PayloadReader(blob)
     for _ in range(reader.map_header()):
         if reader.value() != "checkpoints":
@@ -75,8 +78,9 @@ def tail_payloads(blob: bytes, meta: dict, version: int) -> dict:
             continue
         for entry in meta["checkpoints"][:reader.array_header()]:
             if entry[0] != version:
-                reader.skip()
+                parts.append(reader.skip())
                 continue
+            mark = reader.mark()
             reader.array_header()  # [version, parent, records, engine]
             reader.skip()
             reader.skip()
@@ -86,8 +90,8 @@ def tail_payloads(blob: bytes, meta: dict, version: int) -> dict:
                         reader.skip()
                         continue
                     for e in rec["tail"][:reader.array_header()]:
-                        out[id(e)] = (e, reader.skip())
+                        elements[id(e)] = (e, reader.skip())
             reader.skip()
+            parts.append(reader.since(mark))
         break
-    return out
-
+    return parts, elements

@@ -269,7 +269,8 @@ def _moving_key(cls, url, window, turns=12):
             blob, _ = here.read_meta(window)
             assert blob == codec.encode(codec.decode(blob)), turn
             meta = decode_meta(blob, window)
-            payloads = window_packing.tail_payloads(blob, meta, version)
+            parts, payloads = window_packing.checkpoint_payloads(blob, meta, version)
+            assert parts == [codec.packed(c) for c in meta["checkpoints"]]
             (entry,) = [c for c in meta["checkpoints"] if c[0] == version]
             elements = [e for rec in entry[2] for e in rec["tail"]]
             assert sorted(payloads) == sorted(id(e) for e in elements)
@@ -284,13 +285,15 @@ def _moving_key(cls, url, window, turns=12):
 def test_a_key_moving_between_processes_reuses_the_tails_it_read(cls, store_url):  # noqa: F811
     """A key moving between processes at every micro-batch: each record is
     byte for byte the encoding of what it holds, the bytes reused for its
-    tail elements are each element's own encoding (tail_payloads), and
+    tail elements are each element's own encoding (checkpoint_payloads), and
     the checkpoints pack fewer tail elements than without that reuse."""
     from stores import window_owner
 
     reused = _moving_key(cls, store_url, fresh_window("moving"))
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(window_owner, "tail_payloads", lambda blob, meta, version: {})
+        real = window_owner.checkpoint_payloads
+        patch.setattr(window_owner, "checkpoint_payloads",
+                      lambda blob, meta, version: (real(blob, meta, version)[0], {}))
         anew = _moving_key(cls, store_url, fresh_window("moving"))
     assert len(reused) < len(anew), (len(reused), len(anew))
 
