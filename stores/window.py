@@ -128,10 +128,13 @@ class WindowStorage(Ownership, MetaPacking):
     def stats(self) -> StoreStats:
         """The window's counters (cache hits are counted per level and added
         here when read; read them from the engine's thread)."""
-        s = self.counters
+        self._count_hits()
+        return self.counters
+
+    def _count_hits(self) -> None:
+        """Add the live levels' cache hits to the counters."""
         for q in self._queues:
-            s.cache_hits += q.take_hits()
-        return s
+            self.counters.cache_hits += q.take_hits()
 
     def want_prefetch(self, q: StoreLevelQueue) -> None:
         if q not in self.wanted:
@@ -213,7 +216,7 @@ class WindowStorage(Ownership, MetaPacking):
         refers to its storage, so the storage's references back make a cycle
         that only the garbage collector frees, and a task opening a window
         per key would leave it one per key to collect."""
-        self.stats  # noqa: B018 - counts the levels' cache hits into the counters
+        self._count_hits()
         self._queues, self.wanted, self.leaf, self.levels = [], [], None, None
 
     def discarded(self, q: StoreLevelQueue) -> None:
