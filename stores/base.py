@@ -126,6 +126,30 @@ class Store(Retrying, MetaCas):
                        bytes_read=sum(map(len, filter(None, out))))
         return out
 
+    def read_pairs_many(self, window: str,
+                        ranges: Sequence[tuple[int, int, int, int]]) -> list[list[Optional[bytes]]]:
+        """For each ``(epoch, level, first, count)`` of ``ranges``, what
+        :meth:`read_pairs` of it returns, in order.  One round trip where
+        the backend reads several ranges at once (memory, file, redis),
+        else one per range: a resumed window reads the heads of all its
+        levels so (:meth:`stores.window.WindowStorage.read_heads`)."""
+        ranges = [tuple(r) for r in ranges]
+        for r in ranges:
+            if len(r) != 4:
+                raise TypeError(f"read_pairs_many takes (epoch, level, first, count) ranges, got {r!r}")
+            check_pairs(window, *r)
+        if self._read_pairs_many is None or len(ranges) < 2:
+            return [self.read_pairs(window, *r) for r in ranges]
+        out = [list(blobs) for blobs in self._run("read_pairs", window, self._read_pairs_many, window, ranges)]
+        found = [b for blobs in out for b in blobs if b is not None]
+        self.stats.add(round_trips=1, pairs_read=len(found), bytes_read=sum(map(len, found)))
+        return out
+
+    @property
+    def reads_ranges_at_once(self) -> bool:
+        """Whether :meth:`read_pairs_many` reads several ranges in one round trip."""
+        return self._read_pairs_many is not None
+
     def delete_pairs(self, window: str, epoch: int, level: int, first: int,
                      count: int) -> None:
         """Delete indices ``[first, first + count)``; missing pairs are
@@ -275,6 +299,12 @@ class Store(Retrying, MetaCas):
     def _delete_pairs(self, window: str, epoch: int, level: int, first: int,
                       count: int) -> None:
         raise NotImplementedError
+
+    #: ``_read_pairs_many(window, ranges)``: ``_read_pairs`` of each
+    #: ``(epoch, level, first, count)`` of ``ranges`` (at least two), in one
+    #: round trip; ``None``: the backend has none, and
+    #: :meth:`read_pairs_many` reads the ranges one by one.
+    _read_pairs_many: Optional[Callable[[str, list], list]] = None
 
     def _drop_epoch(self, window: str, epoch: int,
                     ranges: Optional[dict[int, tuple[int, int]]]) -> Optional[int]:

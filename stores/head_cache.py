@@ -57,6 +57,7 @@ class HeadCache:
     _quiet: int
     _quiet_hi: int
     _ahead: int
+    segments: list
 
     def _tend(self, i: int) -> None:
         """Take a finished prefetch, drop consumed pairs, start a prefetch
@@ -96,14 +97,35 @@ class HeadCache:
         else:
             w = self._w
             w.counters.cache_misses += 1
-            if i < self._cache_lo or i - self._cache_lo >= 4 * w.cache_size - 2:
-                # restart at i's pair (reading the gap would overgrow the cache)
-                self._cache, self._cache_lo = [], i & ~1
-            end = (self._cache_lo + len(self._cache)) >> 1
-            self._cache += self._fetch(end, self._to_group_end(end, max(MISS_BATCH, ((i >> 1) - end) + 1)))
+            if w.heads_due:  # a resumed window's first miss: every level's head in one round trip
+                w.read_heads()
+            if not 0 <= i - self._cache_lo < len(self._cache):
+                if i < self._cache_lo or i - self._cache_lo >= 4 * w.cache_size - 2:
+                    # restart at i's pair (reading the gap would overgrow the cache)
+                    self._cache, self._cache_lo = [], i & ~1
+                end = (self._cache_lo + len(self._cache)) >> 1
+                self._cache += self._fetch(end, self._to_group_end(end, max(MISS_BATCH, ((i >> 1) - end) + 1)))
         self.prefetch_ahead()
         self._check_at = self._fast_end = 0
         return self._cache[i - self._cache_lo]
+
+    def head_range(self) -> tuple[int, int] | None:
+        """``(first, count)``: the pairs a miss at the head would read now
+        (from the head's pair, :data:`MISS_BATCH` of them to the end of
+        their group, within one owner's segment), or ``None`` when the head
+        is not in the store or the cache is in use.  O(segments)."""
+        first = self.lo >> 1
+        if self._cache or self._prefetch is not None or first >= self.stored:
+            return None
+        count = self._to_group_end(first, MISS_BATCH)
+        nxt = [s[1] for s in self.segments if s[1] > first]
+        return first, min(count, nxt[0] - first) if nxt else count
+
+    def fill_head(self, first: int, values: list) -> None:
+        """The elements of the pairs from ``first`` read for
+        :meth:`head_range` become the cache.  O(1)."""
+        self._cache, self._cache_lo = values, first << 1
+        self._check_at = self._fast_end = 0
 
     def _end(self) -> int:
         """First position after the cache."""

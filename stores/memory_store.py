@@ -85,6 +85,9 @@ class MemoryStore(Store):
             get = lvl.get
             return [get(i) for i in range(first, first + count)]
 
+    def _read_pairs_many(self, window: str, ranges: list) -> list[list[Optional[bytes]]]:
+        return [self._read_pairs(window, *r) for r in ranges]  # a stored group never changes
+
     def _delete_pairs(self, window: str, epoch: int, level: int, first: int,
                       count: int) -> None:
         sp = self._space

@@ -174,6 +174,19 @@ class RedisStore(RedisConnection):
             out.extend(part)
         return out
 
+    def _read_pairs_many(self, window: str, ranges: list) -> list[list[Optional[bytes]]]:
+        # a window's keys share one hash slot ({window}), so in a cluster too one node answers
+        if self.cluster:
+            pipe = self.client().pipeline(transaction=False)
+            for epoch, level, first, count in filter(lambda r: r[3], ranges):
+                pipe.hmget(self.pairs_key(window, epoch, level), list(range(first, first + count)))
+            replies = iter(pipe.execute())
+            return [next(replies) if r[3] else [] for r in ranges]
+        commands = [hmget_commands(self.pairs_key(window, epoch, level).encode(), first, count)
+                    for epoch, level, first, count in ranges]
+        replies = iter(self._raw([c for cs in commands for c in cs]))
+        return [[b for _ in cs for b in next(replies)] for cs in commands]
+
     def deferred_channel(self) -> Optional[DeferredChannel]:
         """A :class:`DeferredChannel` (standalone Redis; ``None`` on a Cluster,
         where the window's level queues use background threads instead)."""

@@ -71,6 +71,12 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS info (key TEXT PRIMARY KEY NOT NULL, value)",
 )
 
+#: One range of :meth:`SQLiteStore._read_pairs_many`, tagged with its place in the request.
+_RANGE_SELECT = ("SELECT ?, idx, blob FROM pairs WHERE window = ? AND epoch = ? AND level = ?"
+                 " AND idx >= ? AND idx < ?")
+#: Ranges per compound SELECT (SQLite allows at most 500 terms in one).
+_RANGES_PER_SELECT = 100
+
 #: The epochs a window has pairs under, each found by one seek in the primary key.
 _LIST_EPOCHS = (
     "WITH RECURSIVE e(epoch) AS ("
@@ -286,6 +292,19 @@ class SQLiteStore(Store):
         out: list[Optional[bytes]] = [None] * count
         for idx, blob in rows:
             out[idx - first] = blob
+        return out
+
+    def _read_pairs_many(self, window: str, ranges: list) -> list[list[Optional[bytes]]]:
+        # one statement per _RANGES_PER_SELECT ranges, each range one seek in the primary key
+        conn = self._conn()
+        out: list[list[Optional[bytes]]] = [[None] * r[3] for r in ranges]
+        for start in range(0, len(ranges), _RANGES_PER_SELECT):
+            part = ranges[start:start + _RANGES_PER_SELECT]
+            sql = " UNION ALL ".join([_RANGE_SELECT] * len(part))
+            args = [a for k, (epoch, level, first, count) in enumerate(part, start)
+                    for a in (k, window, epoch, level, first, first + count)]
+            for k, idx, blob in conn.execute(sql, args):
+                out[k][idx - ranges[k][2]] = blob
         return out
 
     def _delete_pairs(self, window: str, epoch: int, level: int, first: int,

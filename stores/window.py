@@ -111,6 +111,7 @@ class WindowStorage(Ownership, MetaPacking):
         self.wanted: list[StoreLevelQueue] = []  # levels whose prefetch waits for the next insert
         self.leaf: StoreLevelQueue | None = None  # level 0 (its growth tells inserts happened)
         self.levels: list[StoreLevelQueue] | None = None
+        self.heads_due = False  # resumed levels whose heads no read has fetched yet (read_heads)
         self.version: int | None = None  # the checkpoint resumed, then the last committed
         self._written: dict[int, int] = {}  # level -> pairs written up to here by this owner
         self._packed: dict[int, tuple] = {}  # id(checkpoint entry) -> (entry, its msgpack payload)
@@ -268,6 +269,31 @@ class WindowStorage(Ownership, MetaPacking):
             first += n
             count -= n
         return out
+
+    def read_heads(self) -> None:
+        """At a resumed window's first cache miss, the head pairs of every
+        level whose head is in the store and whose cache is empty
+        (:meth:`~stores.head_cache.HeadCache.head_range`), in one round trip
+        where the store reads several ranges at once
+        (:meth:`stores.base.Store.read_pairs_many`).  An engine resuming a
+        window reads the fronts of most levels at its first eviction (the
+        Amortized MTA's split walks them): a round trip per level otherwise,
+        and a streaming key's window is resumed every micro-batch."""
+        self.heads_due = False
+        wanted = [(q, r) for q in self._queues if (r := q.head_range()) is not None]
+        if not wanted:
+            return
+        requests = []
+        for q, (first, count) in wanted:
+            group, groups = self._groups(first, count)
+            requests.append((q.epoch_of(first), q.level, group, groups))
+        replies = self._call(self.store.read_pairs_many, self.window, requests)
+        if not self.store.reads_ranges_at_once:
+            with _stats_lock:
+                self.counters.round_trips += len(requests) - 1
+        for (q, (first, count)), (epoch, _, group, _), blobs in zip(wanted, requests, replies):
+            q.fill_head(first, q.elements(first, count, group, blobs, epoch))
+            self.counters.pairs_read += count
 
     def _groups(self, first: int, count: int) -> tuple[int, int]:
         """The first group holding pairs ``[first, first + count)``, and how many."""

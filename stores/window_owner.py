@@ -112,6 +112,7 @@ class Ownership:
             self.version, _, records, _ = checkpoint
             if records:
                 self.levels = [StoreLevelQueue.restore(self, m, rec) for m, rec in enumerate(records)]
+                self.heads_due = True
 
     def _checkpoint_to_resume(self, meta: dict, resume: bool | int) -> list | None:
         """The retained ``[version, parent, records, engine]`` that ``resume``

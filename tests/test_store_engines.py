@@ -562,3 +562,55 @@ def test_a_resumed_window_reads_ahead_only_as_far_as_it_goes(cls, url_kind, tmp_
         read = r.store_stats.pairs_read - before
         assert read <= height * 2 * (MISS_BATCH + group), (read, height, group)
     store.close()
+
+
+@pytest.mark.parametrize("url_kind", ["memory", "file", "redis"])
+@pytest.mark.parametrize("cls", ENGINES)
+def test_a_resumed_window_reads_its_levels_heads_in_one_round_trip(cls, url_kind, tmp_path, request):
+    """A full window (4096 elements) resumed from its checkpoint for two
+    pushes at a time, as a streaming key is in each micro-batch: every
+    result equals the oracle's, and the engine's reads on its own thread
+    are one read of several levels' heads per open
+    (Store.read_pairs_many), not a read per level."""
+    import threading
+
+    if url_kind == "redis":
+        url = request.getfixturevalue("redis_url")
+    else:
+        url = "memory://" if url_kind == "memory" else f"file://{tmp_path}"
+    n = 4096
+    monoid = product_monoid([AFFINE, COUNT_MONOID])
+    store = stores.open_store(url)
+    main, calls = threading.get_ident(), []
+    for name in ("read_pairs", "read_pairs_many"):
+        def counted(*args, _name=name, _read=getattr(store, name)):
+            if threading.get_ident() == main:
+                calls.append((_name, len(args[1]) if _name == "read_pairs_many" else 1))
+            return _read(*args)
+        setattr(store, name, counted)
+    opts = dict(store=store, window_id=fresh_window("heads"), buffer_size=512, cache_size=512)
+    rng = random.Random(13)
+    e = cls(monoid, _keep(n), **opts)
+    pushed = [_element(rng) for _ in range(n + 100)]
+    for v in pushed:
+        e.push(v)
+    version = e.checkpoint()
+    e.close()
+    ranges = []
+    for _ in range(6):
+        del calls[:]
+        r = cls(monoid, _keep(n), resume=version, **opts)
+        for _ in range(2):
+            pushed.append(_element(rng))
+            r.push(pushed[-1])
+        want = monoid.identity
+        for v in pushed[-n:]:
+            want = monoid.combine(want, v)
+        assert len(r) == n and r.query() == want
+        version = r.checkpoint()
+        r.close()
+        assert [c for c in calls if c[0] == "read_pairs"] == [], calls
+        assert len(calls) <= 1, calls
+        ranges += [c[1] for c in calls]
+    assert ranges and max(ranges) > 1, ranges  # the heads of several levels were read at once
+    store.close()
