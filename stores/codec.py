@@ -40,6 +40,7 @@ checksum, a truncated blob or malformed msgpack.
 
 from __future__ import annotations
 
+import os
 import struct
 import threading
 import zlib
@@ -48,6 +49,13 @@ from typing import Any, Callable
 import msgpack
 
 from .errors import CodecRegistrationError, CorruptValue, FormatVersionError
+
+try:  # the decoder in C (stores/_codec.c), built at install when a C compiler is present
+    from . import _codec as _fast
+except ImportError:
+    _fast = None
+if os.environ.get("MTA_PURE_PYTHON", "") not in ("", "0"):
+    _fast = None  # as mta.native: the pure-Python paths alone
 
 FORMAT_VERSION = 1
 #: Format of a value bound to its place (see the module docstring).
@@ -149,6 +157,22 @@ class _UserDecodeError(Exception):
 
 
 def _unpack(data: bytes) -> Any:
+    """One msgpack value with the codec's extensions: by the C decoder when
+    built (tuples and sets built in C; msgpack builds every extension
+    through Python code, a record holds one per element), else, and for
+    whatever the C decoder does not take as well-formed, by msgpack, whose
+    verdict on malformed input is the one reported.  O(size of ``data``)."""
+    if _fast is not None:
+        try:
+            return _fast.unpack(data, _ext_hook)
+        except (_UserDecodeError, CorruptValue):  # the hook's own verdict
+            raise
+        except Exception:  # noqa: BLE001 - malformed for the C decoder: msgpack judges it below
+            pass
+    return _unpack_msgpack(data)
+
+
+def _unpack_msgpack(data: bytes) -> Any:
     return msgpack.unpackb(data, ext_hook=_ext_hook, raw=False, strict_map_key=False,
                            use_list=True)
 

@@ -230,6 +230,65 @@ def test_malformed_payload_with_valid_checksum(payload):
         decode(make_blob(payload))
 
 
+needs_c = pytest.mark.skipif(codec._fast is None, reason="the codec's C decoder is not in use "
+                             "(stores._codec not built, or MTA_PURE_PYTHON set)")
+
+
+@needs_c
+@SETTINGS
+@given(values)
+def test_the_c_decoder_decodes_as_msgpack_does(value):
+    payload = encode(value)[codec.HEADER_SIZE:]
+    assert same(codec._fast.unpack(payload, codec._ext_hook), codec._unpack_msgpack(payload))
+    assert same(codec._unpack(payload), value)
+
+
+@needs_c
+@SETTINGS
+@given(values, st.lists(st.tuples(st.sampled_from(["set", "cut", "add"]), st.integers(0, 10**6),
+                                  st.integers(0, 255)), min_size=1, max_size=3))
+def test_the_c_decoder_accepts_nothing_msgpack_refuses(value, damage):
+    """Payloads damaged at random (bytes changed, cut off, or added): what
+    the C decoder accepts, msgpack decodes to the same value; what it
+    refuses, codec._unpack hands to msgpack, whose verdict is reported."""
+    payload = bytearray(encode(value)[codec.HEADER_SIZE:])
+    for what, at, byte in damage:
+        at %= len(payload) + 1
+        if what == "set" and at < len(payload):
+            payload[at] = byte
+        elif what == "cut":
+            del payload[at:]
+        else:
+            payload[at:at] = bytes([byte])
+    data = bytes(payload)
+    try:
+        got = codec._fast.unpack(data, codec._ext_hook)
+    except Exception:  # noqa: BLE001 - refused: msgpack decides (below, through codec._unpack)
+        try:
+            want = codec._unpack_msgpack(data)
+        except Exception as exc:  # noqa: BLE001
+            with pytest.raises(type(exc)):
+                codec._unpack(data)
+        else:
+            assert same(codec._unpack(data), want)
+        return
+    assert same(got, codec._unpack_msgpack(data))
+
+
+@needs_c
+def test_the_c_decoder_builds_what_records_hold_and_hands_the_rest_to_the_hook(point_codec):
+    value = [(1.5, (2,)), {(3, "k"): frozenset({4})}, {5}, 2**100, Point(1, 2), -2**63, 2**64 - 1]
+    payload = encode(value)[codec.HEADER_SIZE:]
+    codes = []
+
+    def hook(code, data):
+        codes.append(code)
+        return codec._ext_hook(code, data)
+
+    assert same(codec._fast.unpack(payload, hook), value)
+    assert sorted(codes) == [codec.EXT_BIGINT, codec.registered_codecs()[Point]]  # tuples, sets: built in C
+
+
 def test_errors_are_store_errors_and_value_errors():
     assert issubclass(CorruptValue, StoreError) and issubclass(CorruptValue, ValueError)
     assert issubclass(FormatVersionError, StoreError)
