@@ -49,6 +49,14 @@ static uint64_t be(const unsigned char *p, int n) {
     return v;
 }
 
+/* the next w bytes, big-endian */
+static int take(Reader *r, int w, uint64_t *out) {
+    if (need(r, w) < 0) return -1;
+    *out = be(r->p, w);
+    r->p += w;
+    return 0;
+}
+
 static PyObject *value(Reader *r);
 
 /* n items into a new list */
@@ -132,9 +140,9 @@ static PyObject *ext(Reader *r, int code, Py_ssize_t n) {
 
 static PyObject *sized(Reader *r, int w, int kind) {
     /* kind 0: str, 1: bin, 2: array, 3: map */
-    if (need(r, w) < 0) return NULL;
-    Py_ssize_t n = (Py_ssize_t)be(r->p, w);
-    r->p += w;
+    uint64_t length;
+    if (take(r, w, &length) < 0) return NULL;
+    Py_ssize_t n = (Py_ssize_t)length;
     if (kind == 2) return items(r, n);
     if (kind == 3) return map(r, n);
     if (need(r, n) < 0) return NULL;
@@ -173,33 +181,29 @@ static PyObject *value_of(Reader *r) {
         return ext(r, code, n);
     }
     case 0xca: {
-        if (need(r, 4) < 0) return NULL;
-        uint32_t u = (uint32_t)be(r->p, 4);
+        uint64_t u;
+        if (take(r, 4, &u) < 0) return NULL;
+        uint32_t bits = (uint32_t)u;
         float f;
-        memcpy(&f, &u, 4);
-        r->p += 4;
+        memcpy(&f, &bits, 4);
         return PyFloat_FromDouble((double)f);
     }
     case 0xcb: {
-        if (need(r, 8) < 0) return NULL;
-        uint64_t u = be(r->p, 8);
+        uint64_t u;
+        if (take(r, 8, &u) < 0) return NULL;
         double d;
         memcpy(&d, &u, 8);
-        r->p += 8;
         return PyFloat_FromDouble(d);
     }
     case 0xcc: case 0xcd: case 0xce: case 0xcf: {
-        int w = 1 << (b - 0xcc);
-        if (need(r, w) < 0) return NULL;
-        uint64_t u = be(r->p, w);
-        r->p += w;
+        uint64_t u;
+        if (take(r, 1 << (b - 0xcc), &u) < 0) return NULL;
         return PyLong_FromUnsignedLongLong(u);
     }
     case 0xd0: case 0xd1: case 0xd2: case 0xd3: {
         int w = 1 << (b - 0xd0);
-        if (need(r, w) < 0) return NULL;
-        uint64_t u = be(r->p, w);
-        r->p += w;
+        uint64_t u;
+        if (take(r, w, &u) < 0) return NULL;
         int64_t v = w == 1 ? (int8_t)u : w == 2 ? (int16_t)u : w == 4 ? (int32_t)u : (int64_t)u;
         return PyLong_FromLongLong(v);
     }

@@ -523,22 +523,15 @@ def test_a_closed_window_is_freed_without_the_garbage_collector(cls, tmp_path):
         store.close()
 
 
-@pytest.mark.parametrize("url_kind", ["memory", "file"])
-@pytest.mark.parametrize("cls", ENGINES)
-def test_a_resumed_window_reads_ahead_only_as_far_as_it_goes(cls, url_kind, tmp_path):
-    """A full window (4096 elements, cache 512 pairs) resumed from its
-    checkpoint for two pushes at a time, as a streaming key is in each
-    micro-batch: every result equals the oracle's, and an open reads at
-    most two short reads per level (a miss, then a read-ahead that starts
-    at MISS_BATCH pairs; each rounded up to whole groups), far from the
-    512 pairs per level a cache refill would read; a long run's read-ahead
-    grows back to the cache size (test_round_trips_per_update)."""
-    url = "memory://" if url_kind == "memory" else f"file://{tmp_path}"
+def _resumed_full_windows(cls, opts: dict, seed: int, opened: Callable[[], None] = lambda: None):
+    """A full window (4096 elements) checkpointed, then resumed six times
+    for two pushes each, as a streaming key is in each micro-batch (after
+    ``opened()``); yields each resumed engine once checked against the
+    oracle, checkpointed and closed (its store_stats count its open), with
+    its height."""
     n = 4096
     monoid = product_monoid([AFFINE, COUNT_MONOID])
-    store = stores.open_store(url)
-    opts = dict(store=store, window_id=fresh_window("resumed"), buffer_size=512, cache_size=512)
-    rng = random.Random(11)
+    rng = random.Random(seed)
     e = cls(monoid, _keep(n), **opts)
     pushed = [_element(rng) for _ in range(n + 100)]
     for v in pushed:
@@ -546,9 +539,8 @@ def test_a_resumed_window_reads_ahead_only_as_far_as_it_goes(cls, url_kind, tmp_
     version = e.checkpoint()
     e.close()
     for _ in range(6):
+        opened()
         r = cls(monoid, _keep(n), resume=version, **opts)
-        group = r._storage.group
-        before = r.store_stats.pairs_read
         for _ in range(2):
             pushed.append(_element(rng))
             r.push(pushed[-1])
@@ -559,7 +551,24 @@ def test_a_resumed_window_reads_ahead_only_as_far_as_it_goes(cls, url_kind, tmp_
         version = r.checkpoint()
         height = r.height()
         r.close()  # waits for the reads in flight, which count
-        read = r.store_stats.pairs_read - before
+        yield r, height
+
+
+@pytest.mark.parametrize("url_kind", ["memory", "file"])
+@pytest.mark.parametrize("cls", ENGINES)
+def test_a_resumed_window_reads_ahead_only_as_far_as_it_goes(cls, url_kind, tmp_path):
+    """A full window resumed for two pushes at a time
+    (:func:`_resumed_full_windows`): an open reads at most two short reads
+    per level (its first miss's, then a read-ahead that starts at
+    MISS_BATCH pairs; each rounded up to whole groups), far from the 512
+    pairs per level a cache refill would read; a long run's read-ahead
+    grows back to the cache size (test_round_trips_per_update)."""
+    url = "memory://" if url_kind == "memory" else f"file://{tmp_path}"
+    store = stores.open_store(url)
+    opts = dict(store=store, window_id=fresh_window("resumed"), buffer_size=512, cache_size=512)
+    for r, height in _resumed_full_windows(cls, opts, 11):
+        group = r._storage.group
+        read = r.store_stats.pairs_read
         assert read <= height * 2 * (MISS_BATCH + group), (read, height, group)
     store.close()
 
@@ -567,9 +576,8 @@ def test_a_resumed_window_reads_ahead_only_as_far_as_it_goes(cls, url_kind, tmp_
 @pytest.mark.parametrize("url_kind", ["memory", "file", "redis"])
 @pytest.mark.parametrize("cls", ENGINES)
 def test_a_resumed_window_reads_its_levels_heads_in_one_round_trip(cls, url_kind, tmp_path, request):
-    """A full window (4096 elements) resumed from its checkpoint for two
-    pushes at a time, as a streaming key is in each micro-batch: every
-    result equals the oracle's, and the engine's reads on its own thread
+    """A full window resumed for two pushes at a time
+    (:func:`_resumed_full_windows`): the engine's reads on its own thread
     are one read of several levels' heads per open
     (Store.read_pairs_many), not a read per level."""
     import threading
@@ -578,8 +586,6 @@ def test_a_resumed_window_reads_its_levels_heads_in_one_round_trip(cls, url_kind
         url = request.getfixturevalue("redis_url")
     else:
         url = "memory://" if url_kind == "memory" else f"file://{tmp_path}"
-    n = 4096
-    monoid = product_monoid([AFFINE, COUNT_MONOID])
     store = stores.open_store(url)
     main, calls = threading.get_ident(), []
     for name in ("read_pairs", "read_pairs_many"):
@@ -589,26 +595,8 @@ def test_a_resumed_window_reads_its_levels_heads_in_one_round_trip(cls, url_kind
             return _read(*args)
         setattr(store, name, counted)
     opts = dict(store=store, window_id=fresh_window("heads"), buffer_size=512, cache_size=512)
-    rng = random.Random(13)
-    e = cls(monoid, _keep(n), **opts)
-    pushed = [_element(rng) for _ in range(n + 100)]
-    for v in pushed:
-        e.push(v)
-    version = e.checkpoint()
-    e.close()
     ranges = []
-    for _ in range(6):
-        del calls[:]
-        r = cls(monoid, _keep(n), resume=version, **opts)
-        for _ in range(2):
-            pushed.append(_element(rng))
-            r.push(pushed[-1])
-        want = monoid.identity
-        for v in pushed[-n:]:
-            want = monoid.combine(want, v)
-        assert len(r) == n and r.query() == want
-        version = r.checkpoint()
-        r.close()
+    for _ in _resumed_full_windows(cls, opts, 13, opened=calls.clear):
         assert [c for c in calls if c[0] == "read_pairs"] == [], calls
         assert len(calls) <= 1, calls
         ranges += [c[1] for c in calls]
