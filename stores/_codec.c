@@ -10,6 +10,10 @@
  * msgpack builds every extension through Python code: that per-element
  * cost is what this saves.
  *
+ * It refuses a container header at least wherever msgpack does (a length
+ * beyond the bytes left), so an error of the hook is never raised for a
+ * payload msgpack would refuse before reaching that extension.
+ *
  * Anything this decoder does not take as well-formed (a truncated payload,
  * trailing bytes, an extension whose payload is not one array, a code the
  * codec never writes, a key that cannot be hashed, bad UTF-8) raises
@@ -36,7 +40,7 @@ static PyObject *malformed(const char *what) {
 }
 
 static int need(Reader *r, Py_ssize_t n) {
-    if (r->end - r->p < n) {
+    if (n < 0 || r->end - r->p < n) {
         PyErr_SetString(PyExc_ValueError, "truncated payload");
         return -1;
     }
@@ -54,6 +58,20 @@ static int take(Reader *r, int w, uint64_t *out) {
     if (need(r, w) < 0) return -1;
     *out = be(r->p, w);
     r->p += w;
+    return 0;
+}
+
+/* a length field of w bytes: what follows must hold that many bytes at
+ * least (an item of an array, a byte of a string, half an entry of a map),
+ * checked before the cast, where a 32-bit Py_ssize_t would turn it negative */
+static int length(Reader *r, int w, Py_ssize_t *n) {
+    uint64_t u;
+    if (take(r, w, &u) < 0) return -1;
+    if (u > (uint64_t)(r->end - r->p)) {
+        PyErr_SetString(PyExc_ValueError, "truncated payload");
+        return -1;
+    }
+    *n = (Py_ssize_t)u;
     return 0;
 }
 
@@ -76,7 +94,7 @@ static PyObject *items(Reader *r, Py_ssize_t n) {
 }
 
 static PyObject *map(Reader *r, Py_ssize_t n) {
-    if (n > r->end - r->p) return malformed("truncated payload");
+    if (n > (r->end - r->p) / 2) return malformed("truncated payload");  /* an entry takes two bytes at least */
     PyObject *d = PyDict_New();
     if (!d) return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -107,10 +125,7 @@ static PyObject *ext_items(Reader *r, const unsigned char *p, Py_ssize_t n) {
     if ((b & 0xf0) == 0x90) {
         count = b & 0x0f;
     } else if (b == 0xdc || b == 0xdd) {
-        int w = b == 0xdc ? 2 : 4;
-        if (need(&in, w) < 0) return NULL;
-        count = (Py_ssize_t)be(in.p, w);
-        in.p += w;
+        if (length(&in, b == 0xdc ? 2 : 4, &count) < 0) return NULL;
     } else {
         return malformed("extension payload is not an array");
     }
@@ -140,9 +155,8 @@ static PyObject *ext(Reader *r, int code, Py_ssize_t n) {
 
 static PyObject *sized(Reader *r, int w, int kind) {
     /* kind 0: str, 1: bin, 2: array, 3: map */
-    uint64_t length;
-    if (take(r, w, &length) < 0) return NULL;
-    Py_ssize_t n = (Py_ssize_t)length;
+    Py_ssize_t n;
+    if (length(r, w, &n) < 0) return NULL;
     if (kind == 2) return items(r, n);
     if (kind == 3) return map(r, n);
     if (need(r, n) < 0) return NULL;
@@ -173,11 +187,9 @@ static PyObject *value_of(Reader *r) {
     case 0xc5: return sized(r, 2, 1);
     case 0xc6: return sized(r, 4, 1);
     case 0xc7: case 0xc8: case 0xc9: {
-        int w = b == 0xc7 ? 1 : b == 0xc8 ? 2 : 4;
-        if (need(r, w + 1) < 0) return NULL;
-        Py_ssize_t n = (Py_ssize_t)be(r->p, w);
-        int code = (signed char)r->p[w];
-        r->p += w + 1;
+        Py_ssize_t n;
+        if (length(r, b == 0xc7 ? 1 : b == 0xc8 ? 2 : 4, &n) < 0 || need(r, 1) < 0) return NULL;
+        int code = (signed char)*r->p++;
         return ext(r, code, n);
     }
     case 0xca: {

@@ -234,9 +234,18 @@ needs_c = pytest.mark.skipif(codec._fast is None, reason="the codec's C decoder 
                              "(stores._codec not built, or MTA_PURE_PYTHON set)")
 
 
+# Sizes past each msgpack header's short form (str8/16/32, bin16/32, array16/32, map16/32, ext8/16/32).
+long_values = st.one_of(
+    st.integers(15, 70_000).map(lambda n: "é" * n), st.integers(15, 70_000).map(lambda n: b"b" * n),
+    st.integers(15, 17).flatmap(lambda n: st.lists(scalars, min_size=n, max_size=n)),
+    st.integers(15, 17).flatmap(lambda n: st.lists(scalars, min_size=n, max_size=n).map(tuple)),
+    st.integers(15, 17).flatmap(lambda n: st.dictionaries(st.integers(), scalars, min_size=n, max_size=n)),
+    st.integers(2**64, 2**600), st.sampled_from([list(range(70_000)), tuple(range(70_000)), set(range(300))]))
+
+
 @needs_c
 @SETTINGS
-@given(values)
+@given(values | long_values | st.lists(long_values, max_size=3).map(tuple))
 def test_the_c_decoder_decodes_as_msgpack_does(value):
     payload = encode(value)[codec.HEADER_SIZE:]
     assert same(codec._fast.unpack(payload, codec._ext_hook), codec._unpack_msgpack(payload))
@@ -267,12 +276,33 @@ def test_the_c_decoder_accepts_nothing_msgpack_refuses(value, damage):
         try:
             want = codec._unpack_msgpack(data)
         except Exception as exc:  # noqa: BLE001
-            with pytest.raises(type(exc)):
+            with pytest.raises(Exception) as got:
                 codec._unpack(data)
+            assert type(got.value) is type(exc)
         else:
             assert same(codec._unpack(data), want)
         return
     assert same(got, codec._unpack_msgpack(data))
+
+
+@needs_c
+def test_a_malformed_map_is_refused_before_any_user_decoder_runs():
+    """A map header claiming more entries than the payload holds, then a
+    user extension whose decoder fails: msgpack refuses the header, and so
+    does the C decoder (the user's decoder is not reached)."""
+    code, calls = 77, []
+
+    def fail(v):
+        calls.append(v)
+        raise KeyError("user decode_fn failed")
+
+    register_codec(Fraction, code, lambda f: (f.numerator, f.denominator), fail)
+    try:
+        with pytest.raises(CorruptValue, match="malformed payload"):
+            decode(make_blob(b"\x8f\x01\xd4" + bytes([code]) + b"\x01" + b"\x01" * 15))
+    finally:
+        unregister_codec(Fraction)
+    assert calls == []
 
 
 @needs_c
