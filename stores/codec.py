@@ -167,6 +167,8 @@ def _unpack(data: bytes) -> Any:
             return _fast.unpack(data, _ext_hook)
         except (_UserDecodeError, CorruptValue):  # the hook's own verdict
             raise
+        except RecursionError:  # nested deeper than Python's recursion limit allows: msgpack's hook
+            raise  # recursion would overflow the C stack (it does from about 250 nested tuples)
         except Exception:  # noqa: BLE001 - malformed for the C decoder: msgpack judges it below
             pass
     return _unpack_msgpack(data)

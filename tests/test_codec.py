@@ -306,6 +306,30 @@ def test_a_malformed_map_is_refused_before_any_user_decoder_runs():
 
 
 @needs_c
+def test_a_payload_nested_past_the_recursion_limit_is_refused_without_a_crash():
+    """Tuples nested 5,000 deep (a crafted payload: the encoder cannot
+    nest that far): CorruptValue, in a child process so that a crash of the
+    interpreter fails the test instead of ending the run."""
+    script = (
+        "from stores import codec\n"
+        "from stores.errors import CorruptValue\n"
+        "import struct, zlib\n"
+        "inner = b'\\x01'\n"
+        "for _ in range(5000):\n"
+        "    arr = b'\\x91' + inner\n"
+        "    inner = b'\\xc9' + struct.pack('>I', len(arr)) + bytes([codec.EXT_TUPLE]) + arr\n"
+        "blob = struct.pack('>BI', codec.FORMAT_VERSION, zlib.crc32(inner)) + inner\n"
+        "try:\n"
+        "    codec.decode(blob)\n"
+        "except CorruptValue as exc:\n"
+        "    print('refused', type(exc.__cause__).__name__)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          cwd=STORES_DIR.parent)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.split() == ["refused", "RecursionError"], done.stdout
+
+
+@needs_c
 def test_the_c_decoder_builds_what_records_hold_and_hands_the_rest_to_the_hook(point_codec):
     value = [(1.5, (2,)), {(3, "k"): frozenset({4})}, {5}, 2**100, Point(1, 2), -2**63, 2**64 - 1]
     payload = encode(value)[codec.HEADER_SIZE:]
