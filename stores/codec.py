@@ -165,10 +165,10 @@ def _unpack(data: bytes) -> Any:
     if _fast is not None:
         try:
             return _fast.unpack(data, _ext_hook)
-        except (_UserDecodeError, CorruptValue):  # the hook's own verdict
+        except (_UserDecodeError, CorruptValue, RecursionError):
+            # the hook's own verdict; or nested past the recursion limit, where msgpack's
+            # hook recursion would overflow the C stack (it does from about 250 nested tuples)
             raise
-        except RecursionError:  # nested deeper than Python's recursion limit allows: msgpack's hook
-            raise  # recursion would overflow the C stack (it does from about 250 nested tuples)
         except Exception:  # noqa: BLE001 - malformed for the C decoder: msgpack judges it below
             pass
     return _unpack_msgpack(data)

@@ -57,7 +57,7 @@ class HeadCache:
     _quiet: int
     _quiet_hi: int
     _ahead: int
-    segments: list
+    segment_end: Any  # StoreLevelQueue.segment_end
 
     def _tend(self, i: int) -> None:
         """Take a finished prefetch, drop consumed pairs, start a prefetch
@@ -118,8 +118,8 @@ class HeadCache:
         if self._cache or self._prefetch is not None or first >= self.stored:
             return None
         count = self._to_group_end(first, MISS_BATCH)
-        nxt = [s[1] for s in self.segments if s[1] > first]
-        return first, min(count, nxt[0] - first) if nxt else count
+        end = self.segment_end(first)
+        return first, min(count, end - first) if end is not None else count
 
     def fill_head(self, first: int, values: list) -> None:
         """The elements of the pairs from ``first`` read for

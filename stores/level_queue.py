@@ -317,6 +317,12 @@ class StoreLevelQueue(HeadCache, LevelQueue):
             )
         return q
 
+    def segment_end(self, pair: int) -> int | None:
+        """The first pair of the owner segment after ``pair``'s (``None``
+        when ``pair``'s segment is the last): a read from ``pair`` stops
+        there, each segment being under its own epoch.  O(segments)."""
+        return next((first for _, first in self.segments if first > pair), None)
+
     def epoch_of(self, pair: int) -> int:
         """The epoch whose namespace holds ``pair``."""
         epoch = None

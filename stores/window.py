@@ -245,8 +245,8 @@ class WindowStorage(Ownership, MetaPacking):
     def start_read(self, q: StoreLevelQueue, first: int, count: int):
         """Start reading pairs for ``q``'s cache: a future-like object whose
         result is their elements (a future or a :class:`~stores.background.Pending`)."""
-        nxt = [s[1] for s in q.segments if s[1] > first]
-        if self._channel is not None and (not nxt or nxt[0] >= first + count):  # one epoch
+        end = q.segment_end(first)
+        if self._channel is not None and (end is None or end >= first + count):  # one epoch
             self.counters.round_trips += 1
             self.counters.pairs_read += count
             group, groups = self._groups(first, count)
@@ -260,8 +260,8 @@ class WindowStorage(Ownership, MetaPacking):
         out: list = []
         while count > 0:  # one round trip per epoch segment crossed
             epoch = q.epoch_of(first)
-            nxt = [s[1] for s in q.segments if s[1] > first]
-            n = min(count, nxt[0] - first) if nxt else count
+            end = q.segment_end(first)
+            n = min(count, end - first) if end is not None else count
             group, groups = self._groups(first, n)
             blobs = self._call(self.store.read_pairs, self.window, epoch, q.level, group, groups)
             out += q.elements(first, n, group, blobs, epoch)
