@@ -135,7 +135,7 @@ class _NativeEngine(Engine):
         if failure is not None:
             _failure_raiser(type(self).__name__)(failure, "an earlier operation")
 
-    def checkpoint(self) -> int:
+    def checkpoint(self, label=None) -> int:
         """As an in-memory pure-Python engine: refused."""
         raise TypeError(f"{type(self).__name__}.checkpoint() needs an engine built with store= "
                         f"(a stored window runs on the pure-Python {self._PURE})")

@@ -29,8 +29,12 @@ class WindowStorage(Protocol):
     def new_level(self, level: int, lo: int) -> LevelQueue:
         """A fresh, empty level queue whose first position is ``lo``."""
 
-    def checkpoint(self, levels: list[LevelQueue]) -> int:
-        """Make ``levels`` durable, fenced by owner epoch; the checkpoint's version."""
+    #: The label of the checkpoint resumed (``None``: none, or started empty).
+    label: Any
+
+    def checkpoint(self, levels: list[LevelQueue], label: Any = None) -> int:
+        """Make ``levels`` durable with ``label``, fenced by owner epoch; the
+        checkpoint's version."""
 
     def close(self, levels: list[LevelQueue], delete: bool = False) -> None:
         """Wait for background I/O; with ``delete``, remove the window from the store."""

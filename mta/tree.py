@@ -154,16 +154,23 @@ class LevelEngine(Engine):
         """Number of levels in use (1 for an empty window)."""
         return len(self._levels)
 
-    def checkpoint(self) -> int:
+    def checkpoint(self, label: Any = None) -> int:
         """Make the window durable in its store and return the checkpoint's
         version: an engine built later with the same store and ``window_id``
         resumes exactly this state (``resume=version`` picks an older retained
-        one).  Raises ``stores.FencingError`` if a newer owner took the
-        window over."""
+        one) and finds ``label`` (a small value the store's codec encodes) in
+        :attr:`resumed_label`.  Raises ``stores.FencingError`` if a newer
+        owner took the window over."""
         if self._storage is None:
             raise TypeError(f"{type(self).__name__}.checkpoint() needs an engine built with store=")
         self._check_usable()  # never make a half-updated window durable
-        return self._storage.checkpoint(self._levels)
+        return self._storage.checkpoint(self._levels, label)
+
+    @property
+    def resumed_label(self) -> Any:
+        """The label of the checkpoint this engine resumed (``None``: none,
+        or the window started empty)."""
+        return None if self._storage is None else self._storage.label
 
     def close(self, *, delete: bool = False) -> None:
         """Wait for the window's background store I/O (flushes, prefetches);

@@ -131,9 +131,15 @@ class Window:
         """Remove the oldest element (the engine's error on an empty window)."""
         self.engine.evict()
 
-    def checkpoint(self) -> int:
-        """Make the window durable in its store (see ``LevelEngine.checkpoint``)."""
-        return self.engine.checkpoint()
+    def checkpoint(self, label: Any = None) -> int:
+        """Make the window durable in its store, with ``label`` (see
+        ``LevelEngine.checkpoint``)."""
+        return self.engine.checkpoint(label)
+
+    @property
+    def resumed_label(self) -> Any:
+        """The label of the checkpoint the window resumed (``None``: none)."""
+        return getattr(self.engine, "resumed_label", None)
 
     def close(self, *, delete: bool = False) -> None:
         """Wait for background store I/O; ``delete=True`` also removes the

@@ -23,13 +23,14 @@ from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
 import stores
 
-from . import columnar, durations, excluded, periodic, values
+from . import columnar, durations, event_time, excluded, periodic, values
 from .batch import batch_plan
 from .periodic import periodic_plan
 from .periodic_stream import periodic_streaming_plan
 from .plan import INTERNAL
 from .spec import SlidingWindowError, WindowSpec, key_columns
 from .streaming import streaming_plan
+from .task_stream import task_streaming_plan
 
 
 def sliding_window(df, key: str | list[str], time: str, value: str | list[str], aggs, *, range=None, rows=None,
@@ -169,7 +170,10 @@ def sliding_window(df, key: str | list[str], time: str, value: str | list[str], 
         if not name:
             raise SlidingWindowError("a streaming sliding_window needs name= (its windows in the store are "
                                      "found by it when the query restarts; give every query its own)")
-        return streaming_plan(df, _with_engine(spec, df), name, expire_after)
+        spec = _with_engine(spec, df)
+        if expire_after is None and event_time.watermark_delay(df, spec.time) is None:
+            return task_streaming_plan(df, spec, name)  # nothing for Spark's state to do
+        return streaming_plan(df, spec, name, expire_after)
     if expire_after is not None:
         raise SlidingWindowError("expire_after is for streaming queries; a batch job's windows are deleted "
                                  "when it is done")

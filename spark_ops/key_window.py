@@ -42,8 +42,13 @@ class StreamingKeyWindow(KeyWindow, Protocol):
     #: The newest time the window took (``None`` before its first row).
     newest: float | None
 
-    def checkpoint(self) -> int:
-        """Make the window durable; the version to resume it at."""
+    def checkpoint(self, label=None) -> int:
+        """Make the window durable, with ``label`` (a small value the
+        store's codec encodes); the version to resume it at."""
+
+    @property
+    def resumed_label(self):
+        """The label of the checkpoint the window resumed (``None``: none)."""
 
     def expire(self) -> None:
         """Delete the window from the store (the key has been idle too long)."""

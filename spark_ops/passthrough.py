@@ -121,16 +121,11 @@ def pack_by_key(keys: str | list[str] | GroupKeys, *, numbered: bool = False):
     def packed(batches: Iterator) -> Iterator:
         import pyarrow as pa
 
-        arrival = _partition() << 33 if numbered else None
-        for batch in batches:
+        for batch in (number_rows(batches) if numbered else batches):
             if not batch.num_rows:
                 continue
-            if numbered:
-                ids = pa.array(range(arrival, arrival + batch.num_rows), pa.int64())
-                arrival += batch.num_rows
-                batch = pa.RecordBatch.from_arrays(batch.columns + [ids], names=batch.schema.names + [ARRIVAL])
             at, blobs = [], []
-            for group in _key_groups(batch, keys):
+            for group in key_groups(batch, keys):
                 for blob in pack(batch.take(pa.array(group, pa.int64()))):
                     at.append(group[0])
                     blobs.append(blob)
@@ -139,6 +134,21 @@ def pack_by_key(keys: str | list[str] | GroupKeys, *, numbered: bool = False):
                                              + [pa.array(blobs, pa.binary())], names=[*keys, PACKED])
 
     return packed
+
+
+def number_rows(batches: Iterator) -> Iterator:
+    """A ``mapInArrow`` function: each row with its arrival number appended,
+    :data:`spark_ops.plan.ARRIVAL` (the task's partition, then the row's
+    position in it: the input order, as a batch plan's
+    ``monotonically_increasing_id``; the same on every attempt of the task
+    for a deterministic source)."""
+    import pyarrow as pa
+
+    arrival = _partition() << 33
+    for batch in batches:
+        ids = pa.array(range(arrival, arrival + batch.num_rows), pa.int64())
+        arrival += batch.num_rows
+        yield pa.RecordBatch.from_arrays(batch.columns + [ids], names=batch.schema.names + [ARRIVAL])
 
 
 def _partition() -> int:
@@ -154,21 +164,59 @@ def _key_array(column, micros):
     return column.cast(pa.timestamp("us", column.type.tz)).cast(pa.int64()) if micros else column
 
 
-def _key_groups(batch, keys: list[str]) -> list[list[int]]:
-    """The row positions of each key of ``batch``, in input order; for key
-    types Arrow cannot group (nested ones), one row per group (Spark's
-    grouping then brings them together)."""
+def key_groups(batch, keys: list[str]) -> list[list[int]]:
+    """The row positions of each key of ``batch`` (a record batch or a
+    table), in input order, keys grouped as Spark groups them: ``-0.0`` with
+    ``0.0``, every NaN together, nulls together.  Arrow groups the key types
+    it can, O(n); nested ones (arrays, structs) are grouped on their Python
+    values, O(n) with a larger constant."""
     import pyarrow as pa
 
     n = batch.num_rows
-    positions = pa.array(range(n), pa.int64())
+    columns = {f"k{j}": _normal_zero(batch.column(k)) for j, k in enumerate(keys)}
     try:
-        columns = {f"k{j}": batch.column(k) for j, k in enumerate(keys)}
-        table = pa.table({**columns, "i": positions})
+        table = pa.table({**columns, "i": pa.array(range(n), pa.int64())})
         grouped = table.group_by(list(columns), use_threads=False).aggregate([("i", "list")])
         return [sorted(g) for g in grouped.column("i_list").to_pylist()]
     except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        return [[i] for i in range(n)]
+        groups: dict = {}
+        for i, values in enumerate(zip(*(c.to_pylist() for c in columns.values()))):
+            groups.setdefault(_groupable(values), []).append(i)
+        return list(groups.values())
+
+
+def first_key(rows, keys: GroupKeys) -> tuple:
+    """The key columns' values of the first row of ``rows`` as the state API
+    hands a group's key to Python: timestamps as microseconds, ``-0.0`` as
+    ``0.0``."""
+    return tuple(_key_array(_normal_zero(rows.column(k).slice(0, 1)), m).to_pylist()[0]
+                 for k, m in zip(keys.keys, keys.micros))
+
+
+def _normal_zero(column):
+    """A floating column with ``-0.0`` as ``0.0`` (Spark groups them as one key)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_floating(column.type):
+        return pc.if_else(pc.equal(column, 0), pa.scalar(0, column.type), column)
+    return column
+
+
+_NAN = object()
+
+
+def _groupable(value):
+    """``value`` (a key's Python value) as a dict key equal exactly for the
+    values Spark groups together: lists and structs as tuples, every NaN as
+    one marker (Python's NaN is not equal to itself)."""
+    if isinstance(value, float):
+        return _NAN if value != value else value
+    if isinstance(value, (list, tuple)):
+        return tuple(_groupable(v) for v in value)
+    if isinstance(value, dict):
+        return tuple((k, _groupable(v)) for k, v in value.items())
+    return value
 
 
 def unpack_batches(schema):
@@ -182,10 +230,18 @@ def unpack_batches(schema):
         for batch in batches:
             for blob in batch.column(PACKED).to_pylist():
                 for piece in pa.ipc.open_stream(blob):
-                    if piece.schema != schema:
-                        piece = pa.RecordBatch.from_arrays(
-                            [c if c.type == f.type else c.cast(f.type) for c, f in zip(piece.columns, schema)],
-                            schema=schema)
-                    yield piece
+                    yield conform(piece, schema)
 
     return unpacked
+
+
+def conform(piece, schema):
+    """The record batch ``piece`` as ``schema`` (the output's Arrow schema):
+    a column Arrow inferred differently, e.g. a user aggregation's, is cast
+    to its declared type."""
+    import pyarrow as pa
+
+    if piece.schema == schema:
+        return piece
+    return pa.RecordBatch.from_arrays([c if c.type == f.type else c.cast(f.type) for c, f in zip(piece.columns, schema)],
+                                      schema=schema)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import stores
 from mta import LiftError, Window
 
 from . import rows
@@ -20,7 +21,7 @@ __all__ = ["KeyWindow", "PolicyWindow", "RejectingWindow", "SizesWindow", "Strea
 
 
 def open_key_window(spec: WindowSpec, key: Any, run: str, *, streaming: bool = False,
-                    resume: bool | int = False, newest: float | None = None) -> KeyWindow:
+                    resume: bool | int | stores.Before = False, newest: float | None = None) -> KeyWindow:
     """The window of ``key`` in run ``run`` (its windows' names in the store).
 
     Batch (``spec.engine`` as chosen for the job: ``"columnar"``, ``"amta"``
@@ -29,7 +30,8 @@ def open_key_window(spec: WindowSpec, key: Any, run: str, *, streaming: bool = F
     ``rows=`` a :class:`SortedWindow`, custom policies a
     :class:`PolicyWindow`; every one is deleted when closed.  Streaming: a
     :class:`PolicyWindow` kept in the store, fresh or resumed at checkpoint
-    version ``resume`` with its newest time ``newest``."""
+    version ``resume`` (or as of before a micro-batch, a
+    :class:`stores.Before`) with its newest time ``newest``."""
     if streaming:
         if spec.sizes:
             return SizesWindow(spec, key, [PolicyWindow(spec.one_size(size), key, f"{run}~{i}", resume=resume,
@@ -52,7 +54,7 @@ class PolicyWindow(RowWindow):
     pushed one at a time (the policy decides what leaves); in the pooled
     store when the job names one."""
 
-    def __init__(self, spec: WindowSpec, key: Any, run: str, *, resume: bool | int = False,
+    def __init__(self, spec: WindowSpec, key: Any, run: str, *, resume: bool | int | stores.Before = False,
                  newest: float | None = None, keep: bool = False) -> None:
         super().__init__(spec, key)
         self.window = Window(*_aggregator_and_policy(spec), engine=spec.mta_engine,
@@ -84,8 +86,12 @@ class PolicyWindow(RowWindow):
         self.newest = newest
         return columns, found
 
-    def checkpoint(self) -> int:
-        return self.window.checkpoint()
+    def checkpoint(self, label=None) -> int:
+        return self.window.checkpoint(label)
+
+    @property
+    def resumed_label(self):
+        return self.window.resumed_label
 
     def close(self) -> None:
         self.window.close(delete=not self._keep)
@@ -122,6 +128,15 @@ class SizesWindow(RowWindow):
     def newest(self):
         return self.windows[0].newest
 
+    @newest.setter
+    def newest(self, newest) -> None:
+        for window in self.windows:
+            window.newest = newest
+
+    @property
+    def resumed_label(self):
+        return self.windows[0].resumed_label
+
     def aggregate(self, times, values, problems: Sequence | None):
         by_size, found = [], problems
         for window in self.windows:
@@ -130,8 +145,8 @@ class SizesWindow(RowWindow):
         width = len(self.spec.aggs)
         return [by_size[s][a] for a in range(width) for s in range(len(self.windows))], found
 
-    def checkpoint(self) -> int:
-        versions = {window.checkpoint() for window in self.windows}
+    def checkpoint(self, label=None) -> int:
+        versions = {window.checkpoint(label) for window in self.windows}
         if len(versions) != 1:  # the windows took the same pushes: a store lost one's checkpoint
             raise RuntimeError(f"the windows of key {self.key!r} checkpointed at different versions {versions}")
         return versions.pop()

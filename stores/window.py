@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import struct
 import threading
+from typing import Any
 
 from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
@@ -62,6 +63,7 @@ from .window_packing import MetaPacking
 __all__ = ["GROUP_SIZE", "META_FORMAT", "WindowStorage", "clock_of", "decode_meta", "delete_fenced", "group_place",
            "new_meta", "owner"]
 from .stats import StoreStats
+from .steps import Before, retained_tags
 
 #: Pairs per stored value, for new windows (capped by their buffer size).
 GROUP_SIZE = 16
@@ -72,8 +74,10 @@ class WindowStorage(Ownership, MetaPacking):
 
     Built by ``Store.open_window``; the engines in :mod:`mta` use it through
     the protocol described in :mod:`mta.tree`.  ``resume`` is ``True`` for the
-    newest checkpoint, a version number for that checkpoint, or ``False`` to
-    start empty (the window's old data is cleaned up by later checkpoints).
+    newest checkpoint, a version number for that checkpoint, a
+    :class:`stores.steps.Before` for the newest checkpoint of a run's earlier
+    steps, or ``False`` to start empty (the window's old data is cleaned up
+    by later checkpoints).
     """
 
     def __init__(
@@ -86,7 +90,7 @@ class WindowStorage(Ownership, MetaPacking):
         buffer_size: int = DEFAULT_BUFFER_SIZE,
         cache_size: int = DEFAULT_CACHE_SIZE,
         group_size: int = GROUP_SIZE,
-        resume: bool | int = True,
+        resume: bool | int | Before = True,
         retain: int = 2,
         background: bool = True,
     ) -> None:
@@ -113,6 +117,8 @@ class WindowStorage(Ownership, MetaPacking):
         self.levels: list[StoreLevelQueue] | None = None
         self.heads_due = False  # resumed levels whose heads no read has fetched yet (read_heads)
         self.version: int | None = None  # the checkpoint resumed, then the last committed
+        self.label = None  # the resumed checkpoint's label (stores.steps)
+        self._before = resume if isinstance(resume, Before) else None  # tags this opening's checkpoints
         self._written: dict[int, int] = {}  # level -> pairs written up to here by this owner
         self._packed: dict[int, tuple] = {}  # id(checkpoint entry) -> (entry, its msgpack payload)
         self._elements: dict[int, tuple] = {}  # id(tail element) -> (element, its payload), newest checkpoint's
@@ -171,9 +177,11 @@ class WindowStorage(Ownership, MetaPacking):
             pass
 
     # -- checkpoint ---------------------------------------------------------
-    def checkpoint(self, levels: list[StoreLevelQueue]) -> int:
+    def checkpoint(self, levels: list[StoreLevelQueue], label: Any = None) -> int:
         """Flush, commit the levels by compare-and-set, clean up; returns the
-        checkpoint's version (pass it as ``resume=`` to go back to it)."""
+        checkpoint's version (pass it as ``resume=`` to go back to it).
+        ``label``: a small value (anything :mod:`stores.codec` encodes) kept
+        with the checkpoint, :attr:`label` of whoever resumes it."""
         self._wait_orphans()  # no write of a dropped level may land after the clean-up
         for q in levels:
             q.flush_all()
@@ -185,6 +193,11 @@ class WindowStorage(Ownership, MetaPacking):
         keep = {c[0] for c in newest} | {c[1] for c in newest}
         checkpoints = [c for c in everything if c[0] in keep]
         meta = dict(old, version=version, checkpoints=checkpoints, used=clock_of(self.store)())
+        tags = retained_tags(old, keep, version, self._before, label)
+        if tags is not None:
+            meta["tags"] = tags
+        else:
+            meta.pop("tags", None)
         value = self._encode_meta(meta)
         try:
             # the store's epochs come with the write (one round trip where it can) for the clean-up

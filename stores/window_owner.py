@@ -18,6 +18,7 @@ from typing import Any
 from .errors import CasMismatch, FencingError, MissingData, StoreError
 from .level_queue import StoreLevelQueue
 from .meta_cache import Remembered, cache_of
+from .steps import Before, label_of, tagged_before
 from .window_meta import clock_of, decode_meta, delete_fenced, new_meta, owner
 from .window_packing import _by_identity, checkpoint_payloads
 
@@ -41,8 +42,9 @@ class Ownership:
     _meta: dict
     _packed: dict
     _elements: dict
+    label: Any
 
-    def _claim(self, resume: bool | int, group: int) -> None:
+    def _claim(self, resume: bool | int | Before, group: int) -> None:
         """Become the window's owner: raise its epoch by compare-and-set.
 
         The checkpoint to resume is chosen and checked first, so an open that
@@ -110,13 +112,20 @@ class Ownership:
         self._meta = meta
         if checkpoint is not None:
             self.version, _, records, _ = checkpoint
+            self.label = label_of(meta, self.version)
             if records:
                 self.levels = [StoreLevelQueue.restore(self, m, rec) for m, rec in enumerate(records)]
                 self.heads_due = True
 
-    def _checkpoint_to_resume(self, meta: dict, resume: bool | int) -> list | None:
+    def _checkpoint_to_resume(self, meta: dict, resume: bool | int | Before) -> list | None:
         """The retained ``[version, parent, records, engine]`` that ``resume``
         asks for (``None``: start empty), or a StoreError saying why not."""
+        if isinstance(resume, Before):  # the newest of the run's steps before this one (stores.steps)
+            tagged = tagged_before(meta, resume)
+            found = [c for c in meta["checkpoints"] if c[0] in tagged][-1:]
+            if not found:
+                return None
+            return self._resumable(found[0])
         if resume is False or (resume is True and not meta["checkpoints"]):
             return None
         version = meta["version"] if resume is True else resume
@@ -131,13 +140,17 @@ class Ownership:
                 f"window {self.window!r} in {self.store.url}: checkpoint {version} is not "
                 f"retained (have {sorted(c[0] for c in meta['checkpoints'])}); raise retain= to keep more"
             )
-        if found[0][3] != self.engine:
+        return self._resumable(found[0])
+
+    def _resumable(self, checkpoint: list) -> list:
+        """``checkpoint``, or a StoreError if another engine wrote it."""
+        if checkpoint[3] != self.engine:
             raise StoreError(
-                f"window {self.window!r} in {self.store.url}: checkpoint {version} was written by "
-                f"{found[0][3]}, not {self.engine}: their level layouts differ (open it with "
-                f"{found[0][3]}, or with resume=False to start the window afresh)"
+                f"window {self.window!r} in {self.store.url}: checkpoint {checkpoint[0]} was written by "
+                f"{checkpoint[3]}, not {self.engine}: their level layouts differ (open it with "
+                f"{checkpoint[3]}, or with resume=False to start the window afresh)"
             )
-        return found[0]
+        return checkpoint
 
     def _remember(self, blob: bytes, meta: dict) -> None:
         """The record now holds ``blob`` (token ``self._token``): the next

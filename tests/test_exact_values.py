@@ -371,13 +371,20 @@ def test_numbered_packs_carry_each_rows_arrival(keys, cut, partition):
     assert all(r[ARRIVAL] == (partition << 33) + r["i"] for r in rows)
 
 
-def test_nested_keys_are_packed_one_row_each():
-    """A key type Arrow cannot group (a struct) still packs every row."""
+def test_nested_keys_are_grouped_on_their_values():
+    """Key types Arrow cannot group (structs, arrays) are grouped on their
+    Python values as Spark groups them: equal structs and arrays together,
+    every NaN together, -0.0 with 0.0; each pack holds its key's rows in
+    input order."""
     import pyarrow as pa
 
     from spark_ops import passthrough
 
-    batch = pa.record_batch({"k": pa.array([{"a": 1}, {"a": 2}, {"a": 1}]), "v": pa.array([1, None, 3])})
+    nan = float("nan")
+    keys = [{"a": 1.0}, {"a": nan}, {"a": 1.0}, {"a": nan}, {"a": -0.0}, {"a": 0.0}, None]
+    batch = pa.record_batch({"k": pa.array(keys), "v": pa.array(range(len(keys)))})
     (out,) = passthrough.pack_by_key("k")(iter([batch]))
-    assert out.column("k").to_pylist() == [{"a": 1}, {"a": 2}, {"a": 1}]
-    assert passthrough.unpack(out.column(passthrough.PACKED).to_pylist()).equals(pa.Table.from_batches([batch]))
+    packs = [passthrough.unpack([blob]).column("v").to_pylist() for blob in out.column(passthrough.PACKED).to_pylist()]
+    assert sorted(packs) == [[0, 2], [1, 3], [4, 5], [6]]
+    arrays = pa.record_batch({"k": pa.array([[1, 2], [1], [1, 2], None, [1]]), "v": pa.array(range(5))})
+    assert sorted(passthrough.key_groups(arrays, ["k"])) == [[0, 2], [1, 4], [3]]

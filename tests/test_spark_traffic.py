@@ -26,12 +26,16 @@ from tests.spark_fixtures import (SCHEMA, as_tuples, random_rows, run_available_
 ship_by_value(sys.modules[__name__])
 
 
-def replayed_round_trips(data, store_url: str, *, streaming: bool = False, **job) -> int:
+def replayed_round_trips(data, store_url: str, *, streaming: bool = False, tasks: int = 0, **job) -> int:
+    """``tasks``: a streaming micro-batch's tasks, each of which checks the
+    query's run record (:func:`stores.check_run`) before its keys."""
     import pyarrow as pa
 
     spec = WindowSpec.build(key="k", time="t", value="v", store=store_url, **job)
     store = stores.pooled_store(store_url)
     before = store.stats.round_trips
+    for task in range(tasks):
+        stores.check_run(store, "replay/~query", "replay", 0, stamp=task == 0)
     by_key: dict = {}
     for arrival, r in enumerate(data):
         by_key.setdefault(r["k"], []).append((r["t"], arrival, r["v"]))
@@ -63,7 +67,8 @@ def test_batch_job_counts_the_round_trips_its_windows_make(spark, tmp_path, job)
 
 def test_streaming_micro_batch_counts_the_round_trips_of_its_keys(spark, tmp_path):
     """One micro-batch (each key's rows in one call): the windows stay in
-    the store with a checkpoint; the count equals the replay's."""
+    the store with a checkpoint, every task checks the query's run record;
+    the count equals the replay's."""
     rows = random_rows(random.Random(6), keys=8, per_key=(10, 60))
     write_parquet(str(tmp_path / "in"), rows)
     job = dict(aggs=["max", "count"], range=6.0, buffer_size=2, cache_size=2)
@@ -72,7 +77,8 @@ def test_streaming_micro_batch_counts_the_round_trips_of_its_keys(spark, tmp_pat
     before = traffic.round_trips(spark)
     run_available_now(out, str(tmp_path / "out"), str(tmp_path / "ckpt"))
     counted = traffic.round_trips(spark) - before
-    assert counted == replayed_round_trips(rows, f"file://{tmp_path}/b", streaming=True, **job) > 0
+    tasks = int(spark.conf.get("spark.sql.shuffle.partitions"))  # the plan's repartition by key
+    assert counted == replayed_round_trips(rows, f"file://{tmp_path}/b", streaming=True, tasks=tasks, **job) > 0
 
 
 def test_columnar_job_with_a_store_makes_no_round_trips(spark, tmp_path):

@@ -1,0 +1,172 @@
+"""Windows resumed by step (stores/steps.py) and a run's record
+(stores/runs.py): what a streaming query without Spark state relies on.
+
+The property test plays a run's steps as Spark replays micro-batches: a
+step is tried by attempts that fail before or after checkpointing, or keep
+running beside the attempt that succeeds (a zombie), before one attempt
+commits it; some steps bring the key no rows.  Every attempt must resume
+exactly what the committed steps left (against the brute-force oracle of
+the committed rows, CONCAT: ordered, non-commutative, ``()`` values equal
+to the identity), with the label the last committed step wrote, however
+many failed attempts checkpointed; a zombie's checkpoint is fenced.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import stores
+from mta.amortized_mta import AmortizedMTA
+from mta.log_mta import LogMTA
+from tests.oracle import CONCAT, BruteForceWindow
+from tests.store_fixtures import fresh_window, settle_background, store_url  # noqa: F401  (fixture)
+from tests.strategies import sane_settings
+
+ENGINES = [pytest.param(LogMTA, id="LogMTA"), pytest.param(AmortizedMTA, id="AmortizedMTA")]
+
+ATTEMPTS = st.lists(st.sampled_from(["fails before", "fails after checkpoint", "zombie"]), max_size=4)
+VALUES = st.lists(st.one_of(st.just(()), st.tuples(st.integers(0, 99))), max_size=12)
+
+
+def _keep(n: int):
+    def wsp(t, p):
+        return len(t) - len(p) >= n
+    return wsp
+
+
+@pytest.mark.parametrize("cls", ENGINES)
+@sane_settings(40)
+@given(data=st.data())
+def test_replayed_steps_resume_what_the_committed_steps_left(cls, store_url, data):  # noqa: F811
+    window, run = fresh_window("steps"), "query-a"
+    keep = data.draw(st.integers(1, 12), label="window keeps")
+    wsp = _keep(keep)
+    sizes = dict(buffer_size=data.draw(st.integers(1, 4)), cache_size=data.draw(st.integers(1, 4)))
+    store = stores.open_store(store_url)
+    committed = BruteForceWindow(CONCAT, wsp)  # the rows of the committed steps
+    label = None  # what the last committed step's checkpoint carries
+
+    def attempt(step: int):
+        e = cls(CONCAT, wsp, store=store, window_id=window, resume=stores.Before(run, step), **sizes)
+        assert len(e) == len(committed.items) and e.query() == committed.query(), f"step {step} resumed"
+        assert e.resumed_label == label
+        return e
+
+    for step in range(data.draw(st.integers(1, 6), label="steps")):
+        if data.draw(st.booleans(), label="no rows for the key"):
+            continue
+        values = data.draw(VALUES, label=f"step {step} values")
+        zombies = []
+        for kind in data.draw(ATTEMPTS, label=f"step {step} failed attempts"):
+            e, o = attempt(step), BruteForceWindow(CONCAT, wsp)
+            o.items = list(committed.items)
+            cut = data.draw(st.integers(0, len(values)))
+            for v in values[:cut] if kind == "fails before" else values:
+                assert e.push(v) == o.push(v)
+            if kind == "zombie":
+                zombies.append(e)
+                continue
+            if kind == "fails after checkpoint":
+                e.checkpoint(("failed", step))
+            e.close()
+        e = attempt(step)
+        for v in values:
+            assert e.push(v) == committed.push(v)
+        e.checkpoint(("committed", step))
+        e.close()
+        label = ("committed", step)
+        for z in zombies:
+            with pytest.raises(stores.FencingError):
+                z.checkpoint(("zombie", step))
+            z.close()
+    attempt(99).close()
+    settle_background()
+    store.close()
+
+
+@pytest.mark.parametrize("cls", ENGINES)
+def test_another_runs_checkpoints_are_not_resumed(cls, store_url):  # noqa: F811
+    """A run resumes only its own steps' checkpoints: another run's window
+    of the same name starts empty for it; an untagged checkpoint is never
+    resumed by step (nor labelled); a run's checkpoint written by the other
+    engine is refused."""
+    window, store = fresh_window("runs"), stores.open_store(store_url)
+    e = cls(CONCAT, None, store=store, window_id=window, resume=stores.Before("a", 0))
+    e.push((1,))
+    e.checkpoint("a's")
+    e.close()
+    other = cls(CONCAT, None, store=store, window_id=window, resume=stores.Before("b", 5))
+    assert len(other) == 0 and other.resumed_label is None
+    other.push((2,))
+    other.checkpoint("b's")
+    other.close()
+    again = cls(CONCAT, None, store=store, window_id=window, resume=stores.Before("a", 1))
+    assert again.query() == (1,) and again.resumed_label == "a's"
+    again.close()
+    plain = cls(CONCAT, None, store=store, window_id=window)  # resume=True: the newest, whoever made it
+    assert plain.query() == (2,) and plain.resumed_label == "b's"
+    plain.push((3,))
+    plain.checkpoint()  # untagged, unlabelled
+    plain.close()
+    assert cls(CONCAT, None, store=store, window_id=window).resumed_label is None
+    assert len(cls(CONCAT, None, store=store, window_id=window, resume=stores.Before("c", 9))) == 0
+    newest = cls(CONCAT, None, store=store, window_id=window, resume=stores.Before("b", 6))
+    assert newest.query() == (2,) and newest.resumed_label == "b's"
+    newest.close()
+    wrong = LogMTA if cls is AmortizedMTA else AmortizedMTA
+    with pytest.raises(stores.StoreError, match=f"written by {cls.__name__}, not {wrong.__name__}"):
+        wrong(CONCAT, None, store=store, window_id=window, resume=stores.Before("b", 6))
+    settle_background()
+    store.close()
+
+
+def test_a_label_the_codec_cannot_encode_leaves_the_checkpoint_as_it_was(store_url):  # noqa: F811
+    window, store = fresh_window("label"), stores.open_store(store_url)
+    e = AmortizedMTA(CONCAT, None, store=store, window_id=window)
+    e.push((1,))
+    assert e.checkpoint(("fine", 1.5, None)) == 1
+    e.push((2,))
+    with pytest.raises(TypeError, match="cannot encode value of type builtins.object"):
+        e.checkpoint(object())
+    e.close()
+    r = AmortizedMTA(CONCAT, None, store=store, window_id=window)
+    assert r.query() == (1,) and r.resumed_label == ("fine", 1.5, None)
+    r.close()
+    store.close()
+
+
+@pytest.mark.parametrize("bad", [dict(run="", step=0), dict(run=3, step=0), dict(run="a", step=-1),
+                                 dict(run="a", step=1.0), dict(run="a", step=True)])
+def test_bad_steps_are_refused(bad):
+    with pytest.raises(ValueError, match="Before: "):
+        stores.Before(**bad)
+
+
+def test_a_runs_record_tells_a_lost_store_and_another_run(store_url):  # noqa: F811
+    """Step 0 creates the record (its stamping task), later steps need it:
+    gone (the store lost the windows) or another run's (the windows were
+    taken over) is a StoreError naming what happened; a new run takes an
+    old record over at its step 0.  The record is a window gc lists and
+    ages like any other."""
+    store, record = stores.open_store(store_url), fresh_window("run") + "/~query"
+    stores.check_run(store, record, "a", 0, stamp=False)  # another task of step 0 may come first
+    with pytest.raises(stores.StoreError, match="has lost the windows of this query.*micro-batch 1"):
+        stores.check_run(store, record, "a", 1, stamp=False)
+    stores.check_run(store, record, "a", 0, stamp=True)
+    stores.check_run(store, record, "a", 1, stamp=False)
+    stores.check_run(store, record, "a", 7, stamp=True)
+    assert stores.decode(store.read_meta(record)[0])["step"] == 7
+    trips = store.stats.round_trips
+    stores.check_run(store, record, "a", 7, stamp=True)  # a replay of the stamped step: a read only
+    assert store.stats.round_trips == trips + 1
+    stores.check_run(store, record, "b", 0, stamp=True)  # a new query under the same name
+    with pytest.raises(stores.StoreError, match=r"another query \(id b\) has taken over .* \(id a\)"):
+        stores.check_run(store, record, "a", 8, stamp=True)
+    stores.check_run(store, record, "b", 1, stamp=True)
+    (info,) = [w for w in store.windows(older_than=3600) if w.name == record]
+    assert info.kind == "window" and info.held
+    (aged,) = [w for w in store.windows(older_than=60, now=info.used + 61) if w.name == record]
+    assert not aged.held
+    store.close()
