@@ -236,12 +236,10 @@ def unpack_batches(schema):
 
 
 def conform(piece, schema):
-    """The record batch ``piece`` as ``schema`` (the output's Arrow schema):
-    a column Arrow inferred differently, e.g. a user aggregation's, is cast
-    to its declared type."""
-    import pyarrow as pa
-
+    """The record batch or table ``piece`` as ``schema`` (the output's Arrow
+    schema): a column Arrow inferred differently, e.g. a user aggregation's,
+    is cast to its declared type."""
     if piece.schema == schema:
         return piece
-    return pa.RecordBatch.from_arrays([c if c.type == f.type else c.cast(f.type) for c, f in zip(piece.columns, schema)],
-                                      schema=schema)
+    return type(piece).from_arrays([c if c.type == f.type else c.cast(f.type) for c, f in zip(piece.columns, schema)],
+                                   schema=schema)
