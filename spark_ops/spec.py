@@ -278,13 +278,16 @@ class WindowSpec:
         value = self.value if not self.value_fields else f"{self.value}{list(self.value_fields)} reads={self.reads}"
         return f"{aggs}; {slide}; {self.engine}; key={key}, time={self.time}, value={value}"
 
-    def storage_options(self, key: Any, run: str, *, resume: bool | int = False) -> dict:
-        """The engine options that put one key's window in the pooled store."""
+    def storage_options(self, key: Any, run: str, *, resume: bool | int | stores.Before = False,
+                        durable: bool = True) -> dict:
+        """The engine options that put one key's window in the pooled store
+        (``durable=False``: its checkpoints wait for the task's
+        ``store.sync()``)."""
         if not self.store:
             return {}
         store = stores.pooled_store(self.store, self.store_options)
         return dict(store=store, window_id=self.window_id(key, run), buffer_size=self.buffer_size,
-                    cache_size=self.cache_size, resume=resume)
+                    cache_size=self.cache_size, resume=resume, durable=durable)
 
 
 def key_columns(key) -> str | tuple:

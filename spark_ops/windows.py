@@ -21,7 +21,8 @@ __all__ = ["KeyWindow", "PolicyWindow", "RejectingWindow", "SizesWindow", "Strea
 
 
 def open_key_window(spec: WindowSpec, key: Any, run: str, *, streaming: bool = False,
-                    resume: bool | int | stores.Before = False, newest: float | None = None) -> KeyWindow:
+                    resume: bool | int | stores.Before = False, newest: float | None = None,
+                    durable: bool = True) -> KeyWindow:
     """The window of ``key`` in run ``run`` (its windows' names in the store).
 
     Batch (``spec.engine`` as chosen for the job: ``"columnar"``, ``"amta"``
@@ -31,13 +32,14 @@ def open_key_window(spec: WindowSpec, key: Any, run: str, *, streaming: bool = F
     :class:`PolicyWindow`; every one is deleted when closed.  Streaming: a
     :class:`PolicyWindow` kept in the store, fresh or resumed at checkpoint
     version ``resume`` (or as of before a micro-batch, a
-    :class:`stores.Before`) with its newest time ``newest``."""
+    :class:`stores.Before`) with its newest time ``newest``; ``durable=False``:
+    its checkpoints wait for the task's ``store.sync()``."""
     if streaming:
+        kept = dict(resume=resume, newest=newest, keep=True, durable=durable)
         if spec.sizes:
-            return SizesWindow(spec, key, [PolicyWindow(spec.one_size(size), key, f"{run}~{i}", resume=resume,
-                                                        newest=newest, keep=True)
+            return SizesWindow(spec, key, [PolicyWindow(spec.one_size(size), key, f"{run}~{i}", **kept)
                                            for i, size in enumerate(spec.size_values)])
-        return PolicyWindow(spec, key, run, resume=resume, newest=newest, keep=True)
+        return PolicyWindow(spec, key, run, **kept)
     if rows.null_key(key):
         return RejectingWindow(spec, key)
     if spec.engine == "columnar":
@@ -55,10 +57,10 @@ class PolicyWindow(RowWindow):
     store when the job names one."""
 
     def __init__(self, spec: WindowSpec, key: Any, run: str, *, resume: bool | int | stores.Before = False,
-                 newest: float | None = None, keep: bool = False) -> None:
+                 newest: float | None = None, keep: bool = False, durable: bool = True) -> None:
         super().__init__(spec, key)
         self.window = Window(*_aggregator_and_policy(spec), engine=spec.mta_engine,
-                             **spec.storage_options(key, run, resume=resume))
+                             **spec.storage_options(key, run, resume=resume, durable=durable))
         self.newest = newest
         self._keep = keep
 

@@ -255,6 +255,17 @@ class Store(Retrying, MetaCas):
 
         return sweep(self, older_than, dry_run=dry_run, now=now, progress=progress)
 
+    def sync(self) -> None:
+        """Make every write this store object has made durable, as a
+        metadata write of its own would have been: the end of a batch of
+        checkpoints made with ``durable=False`` (``open_window(...,
+        durable=False)``).  One round trip where the backend syncs
+        metadata (:attr:`SYNCS_META`: the file store fsyncs its log),
+        none elsewhere (a server's durability is its own configuration)."""
+        if self.SYNCS_META:
+            self._run("sync", None, self._sync)
+            self.stats.add(round_trips=1)
+
     def ping(self) -> None:
         """Check the backend answers (connecting if needed); raises
         :class:`StoreUnavailable` after the retries otherwise."""
@@ -333,6 +344,10 @@ class Store(Retrying, MetaCas):
     #: ``None`` when the record is absent).  ``None``: the backend has none,
     #: and :meth:`swap_meta` and :meth:`cas_meta_epochs` make several calls.
     _swap_meta: Optional[Callable[..., tuple[bool, Token, Any]]] = None
+
+    def _sync(self) -> None:
+        """What :meth:`sync` does on a backend that syncs metadata writes."""
+        raise NotImplementedError
 
     def _delete_meta(self, window: str, expected: Token) -> None:
         """Compare-and-delete of the metadata record (raise CasMismatch when

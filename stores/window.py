@@ -77,7 +77,9 @@ class WindowStorage(Ownership, MetaPacking):
     newest checkpoint, a version number for that checkpoint, a
     :class:`stores.steps.Before` for the newest checkpoint of a run's earlier
     steps, or ``False`` to start empty (the window's old data is cleaned up
-    by later checkpoints).
+    by later checkpoints).  ``durable=False``: checkpoints are not synced to
+    disk one by one; the caller makes a batch of them durable with one
+    ``store.sync()`` before relying on them (a Spark task, before it ends).
     """
 
     def __init__(
@@ -93,6 +95,7 @@ class WindowStorage(Ownership, MetaPacking):
         resume: bool | int | Before = True,
         retain: int = 2,
         background: bool = True,
+        durable: bool = True,
     ) -> None:
         if type(retain) is not int or retain < 1:
             raise ValueError(f"retain must be a positive int, got {retain!r}")
@@ -107,6 +110,7 @@ class WindowStorage(Ownership, MetaPacking):
         self.cache_size = cache_size
         self.retain = retain
         self.background = background
+        self.durable = durable
         self.counters = StoreStats()
         self._queues: list[StoreLevelQueue] = []  # live levels (their cache hits are counted there)
         self._orphans: list = []  # prefetches nobody needs any more, still running
@@ -201,7 +205,8 @@ class WindowStorage(Ownership, MetaPacking):
         value = self._encode_meta(meta)
         try:
             # the store's epochs come with the write (one round trip where it can) for the clean-up
-            token, listed = self._call(self.store.cas_meta_epochs, self.window, self._token, value)
+            token, listed = self._call(self.store.cas_meta_epochs, self.window, self._token, value,
+                                       durable=self.durable)
         except CasMismatch:
             cache_of(self.store).forget(self.window, self._token)
             raise self._fenced("checkpoint") from None

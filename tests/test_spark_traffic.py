@@ -28,7 +28,8 @@ ship_by_value(sys.modules[__name__])
 
 def replayed_round_trips(data, store_url: str, *, streaming: bool = False, tasks: int = 0, **job) -> int:
     """``tasks``: a streaming micro-batch's tasks, each of which checks the
-    query's run record (:func:`stores.check_run`) before its keys."""
+    query's run record (:func:`stores.check_run`) before its keys and syncs
+    the store after them (:meth:`stores.Store.sync`)."""
     import pyarrow as pa
 
     spec = WindowSpec.build(key="k", time="t", value="v", store=store_url, **job)
@@ -36,6 +37,7 @@ def replayed_round_trips(data, store_url: str, *, streaming: bool = False, tasks
     before = store.stats.round_trips
     for task in range(tasks):
         stores.check_run(store, "replay/~query", "replay", 0, stamp=task == 0)
+        store.sync()
     by_key: dict = {}
     for arrival, r in enumerate(data):
         by_key.setdefault(r["k"], []).append((r["t"], arrival, r["v"]))

@@ -723,6 +723,48 @@ def test_file_store_cas_meta_durable_false_skips_only_the_metadata_sync(tmp_path
     s.close()
 
 
+@pytest.mark.parametrize("mode", ["meta", "full", "normal", "off"])
+def test_file_store_checkpoints_with_durable_false_are_synced_once(tmp_path, mode, monkeypatch):
+    """Windows opened with ``durable=False`` checkpoint without the
+    metadata's own sync (no switch to FULL); one ``sync()`` then fsyncs the
+    WAL once where the mode syncs metadata ("meta", "full"), and costs no
+    round trip where it does not; the checkpoints are there either way."""
+    from mta.amortized_mta import AmortizedMTA
+    from stores import sqlite_store
+
+    from tests.oracle import CONCAT
+
+    s = open_store(str(tmp_path / mode), synchronous=mode)
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(sqlite_store.os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")),
+                                                              real_fsync(fd))[1])
+    statements = []
+    s._conn().set_trace_callback(statements.append)
+    for w in ("a", "b", "c"):
+        e = AmortizedMTA(CONCAT, None, store=s, window_id=w, durable=False, background=False)
+        e.push((w,))
+        e.checkpoint()
+        e.close()
+    assert "PRAGMA synchronous = FULL" not in statements
+    assert synced == []
+    trips = s.stats.round_trips
+    s.sync()
+    syncs_meta = mode in ("meta", "full")
+    assert synced == ([str(tmp_path / mode / "mta.sqlite3") + "-wal"] if syncs_meta else [])
+    assert s.stats.round_trips == trips + syncs_meta
+    for w in ("a", "b", "c"):
+        assert AmortizedMTA(CONCAT, None, store=s, window_id=w).query() == (w,)
+    s.close()
+
+
+def test_sync_is_free_where_the_backend_does_not_sync(tmp_path):
+    s = open_store(f"memory://sync-{uuid.uuid4().hex}")
+    s.sync()
+    assert s.stats.round_trips == 0
+    s.close()
+
+
 def test_file_store_busy_database_is_retried_then_unavailable(tmp_path):
     s = open_store(str(tmp_path / "busy"), busy_timeout=0.05, retries=2, backoff=0.01)
     s.write_pairs("w", 0, 0, 0, [b"x"])
