@@ -1,0 +1,131 @@
+"""The streaming plan of a query without a watermark or ``expire_after``:
+no Spark state, one Python call per task.
+
+``repartition`` by key brings each key's rows of a micro-batch to one task,
+and one ``mapInArrow`` call takes the task's whole partition: it groups the
+rows by key and runs each key's window, resumed from the store, over them.
+Against a state-API plan (:mod:`spark_ops.streaming`) this saves, per key
+and micro-batch, the state API's pandas hand-over and its Spark state, the
+largest part of a key's cost when a micro-batch brings it few rows
+(``docs/benchmarks-spark.md``, streaming per key); rows stay Arrow from
+end to end, so every value stays exact.
+
+What Spark's state held, the store holds: each key's window is opened with
+``resume=stores.Before(query id, micro-batch id)`` (both from the task's
+local properties), which resumes the newest checkpoint an earlier
+micro-batch of this query made, and every checkpoint carries the key's
+newest time and the job's fingerprint as its label (:mod:`stores.steps`).
+A micro-batch replayed after a failure therefore resumes what the last
+committed one left, however often it is replayed; an attempt running
+beside another is fenced.  The query's run record (:mod:`stores.runs`)
+makes a store that lost the windows an error rather than a restart from
+empty.  Rows are ordered within a key by ``(time, arrival)``, the arrival
+number given before the shuffle (:func:`spark_ops.passthrough.number_rows`),
+so a replay sees them in the same order.
+
+A task holds its partition's rows of one micro-batch in memory (Arrow) while
+it runs their keys.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import stores
+
+from . import passthrough, traffic
+from .plan import ARRIVAL, INTERNAL, column, output_arrow_schema, output_schema, with_time_and_value
+from .spec import SlidingWindowError, WindowSpec
+from .streaming import _check_job, _in_order, _pushed, key_value
+from .windows import open_key_window
+
+
+def task_streaming_plan(df, spec: WindowSpec, run: str):
+    """``df`` with the windows' output columns; ``run``: the query's name."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    ordered = with_time_and_value(df, spec)
+    schema = output_schema(ordered, spec)
+    target = output_arrow_schema(df.sparkSession, schema)
+    passed = [c for c in ordered.columns if c not in INTERNAL]
+    numbered = ordered.mapInArrow(passthrough.number_rows,
+                                  StructType(ordered.schema.fields + [StructField(ARRIVAL, LongType(), False)]))
+    group_keys = passthrough.GroupKeys(ordered.schema, list(spec.keys))
+    windows = task_windows(spec, run, passed, group_keys, target, traffic.accumulator(df.sparkSession))
+    return numbered.repartition(*[column(c) for c in spec.keys]).mapInArrow(windows, schema)
+
+
+def task_windows(spec: WindowSpec, run: str, passed: list[str], group_keys: passthrough.GroupKeys, target,
+                 count=None):
+    """The ``mapInArrow`` function of a task: every key of its partition
+    through its window, resumed as of before this micro-batch and
+    checkpointed after its rows."""
+    fingerprint = spec.fingerprint()
+    record = f"{spec.namespace}/{run}/~query"  # no key's repr starts with "~" (WindowSpec.window_id)
+
+    def windows_of_task(batches: Iterator) -> Iterator:
+        import pyarrow as pa
+
+        query, step, partition = _task()
+        batches = list(batches)
+        rows = pa.Table.from_batches(batches) if batches else None
+        with traffic.counted(count, spec):
+            store = stores.pooled_store(spec.store, spec.store_options)
+            stores.check_run(store, record, query, step, stamp=partition == 0)
+            before = stores.Before(query, step)
+            results, held = [], 0
+            for key, key_rows in _by_key(rows, group_keys):
+                k = key_value(spec, key)
+                window = open_key_window(spec, k, run, streaming=True, resume=before, durable=False)
+                try:
+                    job, newest = window.resumed_label or (None, None)
+                    _check_job(spec, k, job, fingerprint)
+                    window.newest = newest
+                    results.append(_pushed(window, _in_order(key_rows), None, spec, passed))
+                    window.checkpoint([fingerprint, window.newest])
+                finally:
+                    window.close()
+                held += results[-1].num_rows
+                if held >= passthrough.PACK_ROWS:  # many keys' rows per Arrow batch, not one key's
+                    yield from _batches(results, target)
+                    results, held = [], 0
+            store.sync()  # one disk sync for the task's checkpoints, before Spark takes its output
+            yield from _batches(results, target)
+
+    return windows_of_task
+
+
+def _batches(results: list, target) -> Iterator:
+    """The output tables ``results`` as record batches of the schema
+    ``target`` (each key's table cast first: a user aggregation's column
+    may come out as another type for each key, null for all-null)."""
+    import pyarrow as pa
+
+    if results:
+        yield from pa.concat_tables([passthrough.conform(r, target) for r in results]).combine_chunks().to_batches()
+
+
+def _by_key(rows, group_keys: passthrough.GroupKeys):
+    """``(key values, rows)`` per key of the table ``rows``: the key's
+    column values as the state API hands them (:meth:`GroupKeys.value`)."""
+    import pyarrow as pa
+
+    if rows is None or rows.num_rows == 0:
+        return
+    for group in passthrough.key_groups(rows, group_keys.keys):
+        key_rows = rows.take(pa.array(group, pa.int64()))
+        yield group_keys.value(passthrough.first_key(key_rows, group_keys)), key_rows
+
+
+def _task() -> tuple[str, int, int]:
+    """The streaming query's id, the micro-batch's and the task's partition,
+    as Spark sets them on the tasks of a micro-batch."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    query = context.getLocalProperty("sql.streaming.queryId") if context else None
+    step = context.getLocalProperty("streaming.sql.batchId") if context else None
+    if not query or step is None:
+        raise SlidingWindowError("a streaming sliding_window's task ran outside a streaming query's micro-batch "
+                                 "(no query or batch id in its Spark task properties)")
+    return query, int(step), context.partitionId()
