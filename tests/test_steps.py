@@ -43,7 +43,8 @@ def test_replayed_steps_resume_what_the_committed_steps_left(cls, store_url, dat
     window, run = fresh_window("steps"), "query-a"
     keep = data.draw(st.integers(1, 12), label="window keeps")
     wsp = _keep(keep)
-    sizes = dict(buffer_size=data.draw(st.integers(1, 4)), cache_size=data.draw(st.integers(1, 4)))
+    sizes = dict(buffer_size=data.draw(st.integers(1, 4)), cache_size=data.draw(st.integers(1, 4)),
+                 retain=data.draw(st.integers(1, 2), label="retain"))  # Spark's windows retain 1
     store = stores.open_store(store_url)
     committed = BruteForceWindow(CONCAT, wsp)  # the rows of the committed steps
     label = None  # what the last committed step's checkpoint carries
