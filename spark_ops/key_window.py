@@ -42,9 +42,12 @@ class StreamingKeyWindow(KeyWindow, Protocol):
     #: The newest time the window took (``None`` before its first row).
     newest: float | None
 
-    def checkpoint(self, label=None) -> int:
+    def checkpoint(self, label=None, *, one_version: bool = True) -> int:
         """Make the window durable, with ``label`` (a small value the
-        store's codec encodes); the version to resume it at."""
+        store's codec encodes); the version to resume it at.
+        ``one_version=False``: the caller resumes by micro-batch
+        (:class:`stores.Before`), not by version, so several sizes need not
+        agree on one."""
 
     @property
     def resumed_label(self):

@@ -188,17 +188,31 @@ def key_groups(batch, keys: list[str]) -> list[list[int]]:
 def first_key(rows, keys: GroupKeys) -> tuple:
     """The key columns' values of the first row of ``rows`` as the state API
     hands a group's key to Python: timestamps as microseconds, ``-0.0`` as
-    ``0.0``."""
-    return tuple(_key_array(_normal_zero(rows.column(k).slice(0, 1)), m).to_pylist()[0]
+    ``0.0`` at any depth (a struct's or an array's), so that every row of a
+    group (:func:`key_groups`) names the same window."""
+    return tuple(_zero(_key_array(rows.column(k).slice(0, 1), m).to_pylist()[0])
                  for k, m in zip(keys.keys, keys.micros))
 
 
+def _zero(value):
+    """``value`` (a key's Python value) with every ``-0.0`` as ``0.0``."""
+    if isinstance(value, float):
+        return 0.0 if value == 0 else value
+    if isinstance(value, list):
+        return [_zero(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _zero(v) for k, v in value.items()}
+    return value
+
+
 def _normal_zero(column):
-    """A floating column with ``-0.0`` as ``0.0`` (Spark groups them as one key)."""
+    """A floating column with ``-0.0`` as ``0.0`` and every NaN as one NaN
+    (Spark groups each as one key; Arrow tells them apart by their bits)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if pa.types.is_floating(column.type):
+        column = pc.if_else(pc.is_nan(column), pa.scalar(float("nan"), column.type), column)
         return pc.if_else(pc.equal(column, 0), pa.scalar(0, column.type), column)
     return column
 

@@ -246,6 +246,13 @@ class WindowSpec:
         aggs = values.on_columns([agg for _, agg, _ in self.aggs], self.reads)
         return aggs[0] if len(aggs) == 1 else product(*aggs)
 
+    def run_record(self, run: str) -> str:
+        """The store's name for the record of a streaming run
+        (:mod:`stores.runs`): ``<namespace>/<run>/~query``, which no key's
+        window name can be (:meth:`window_id` names a key by its repr, and
+        no repr starts with ``~``)."""
+        return f"{self.namespace}/{run}/~query"
+
     def window_id(self, key: Any, run: str) -> str:
         """The store's name for one key's window, ``<namespace>/<run>/<key!r>``
         (a composite key's value is a tuple, whose repr quotes each part, so
@@ -286,19 +293,25 @@ class WindowSpec:
         if not self.store:
             return {}
         store = stores.pooled_store(self.store, self.store_options)
-        return dict(store=store, window_id=self.window_id(key, run), buffer_size=self.buffer_size,
-                    cache_size=self.cache_size, resume=resume, durable=durable, retain=RETAIN)
+        options = dict(store=store, window_id=self.window_id(key, run), buffer_size=self.buffer_size,
+                       cache_size=self.cache_size, resume=resume, durable=durable)
+        if isinstance(resume, stores.Before):
+            options["retain"] = RETAIN_BY_STEP
+        return options
 
 
-#: Checkpoints a key's window keeps resumable besides those they started
-#: from: the newest.  Every attempt of a streaming micro-batch resumes the
-#: last committed checkpoint (the version in Spark's state, or the newest of
-#: an earlier micro-batch, stores.steps), so each checkpoint an attempt makes
-#: names that one as its parent, which stays: a replay finds it however many
-#: attempts failed after checkpointing.  The window's record then holds two
-#: checkpoints, not the three of the stores' default, and a claim that has
-#: to read it decodes a third less.
-RETAIN = 1
+#: Checkpoints a key's window resumed by micro-batch (stores.Before) keeps
+#: resumable besides those they started from: the newest.  Every attempt of
+#: a micro-batch resumes the checkpoint of the latest earlier one, so each
+#: checkpoint an attempt makes names it as its parent, which stays however
+#: many attempts checkpoint; and whichever attempt checkpointed last left
+#: the same window (they push the same rows), so the next micro-batch may
+#: resume any of them.  The record then holds two checkpoints, not the
+#: stores' default three, and a claim that reads it decodes a third less.
+#: A window resumed by version (Spark's state) keeps the default: Spark's
+#: state names one attempt's checkpoint, which a later attempt's must not
+#: push out.
+RETAIN_BY_STEP = 1
 
 
 def key_columns(key) -> str | tuple:

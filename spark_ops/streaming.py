@@ -1,5 +1,7 @@
-"""The streaming plan: ``applyInPandasWithState``, one call per key and
-micro-batch.
+"""The streaming plans that need Spark's state (a watermark: rows waiting
+for it; ``expire_after``: processing-time timeouts):
+``applyInPandasWithState``, one call per key and micro-batch.  Without
+either, :mod:`spark_ops.task_stream` runs the query without Spark state.
 
 The rows reach the per-key function and leave it as Arrow IPC bytes
 (:mod:`spark_ops.passthrough`): pandas, which the state API goes through,

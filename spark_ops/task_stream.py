@@ -12,19 +12,24 @@ end to end, so every value stays exact.
 
 What Spark's state held, the store holds: each key's window is opened with
 ``resume=stores.Before(query id, micro-batch id)`` (both from the task's
-local properties), which resumes the newest checkpoint an earlier
-micro-batch of this query made, and every checkpoint carries the key's
-newest time and the job's fingerprint as its label (:mod:`stores.steps`).
-A micro-batch replayed after a failure therefore resumes what the last
+local properties), which resumes the checkpoint of the latest earlier
+micro-batch of this query, and every checkpoint carries the key's newest
+time and the job's fingerprint as its label (:mod:`stores.steps`).  A
+micro-batch replayed after a failure therefore resumes what the last
 committed one left, however often it is replayed; an attempt running
-beside another is fenced.  The query's run record (:mod:`stores.runs`)
-makes a store that lost the windows an error rather than a restart from
-empty.  Rows are ordered within a key by ``(time, arrival)``, the arrival
-number given before the shuffle (:func:`spark_ops.passthrough.number_rows`),
-so a replay sees them in the same order.
+beside another is fenced, and a stale attempt of an older micro-batch is
+refused.  The query's run record (:mod:`stores.runs`) makes a store that
+lost or rolled back the windows an error rather than a restart from empty
+or from older state.  Rows are ordered within a key by ``(time,
+arrival)``, the arrival number given before the shuffle
+(:func:`spark_ops.passthrough.number_rows`), so a replay sees them in the
+same order.
 
-A task holds its partition's rows of one micro-batch in memory (Arrow) while
-it runs their keys.
+The task's checkpoints are not synced one by one: one ``Store.sync()``
+makes them durable before the output rows they stand behind leave the task
+(one fsync per task on the file store, where it was one per key).  A task
+holds its partition's rows of one micro-batch in memory (Arrow) while it
+runs their keys.
 """
 
 from __future__ import annotations
@@ -61,7 +66,7 @@ def task_windows(spec: WindowSpec, run: str, passed: list[str], group_keys: pass
     through its window, resumed as of before this micro-batch and
     checkpointed after its rows."""
     fingerprint = spec.fingerprint()
-    record = f"{spec.namespace}/{run}/~query"  # no key's repr starts with "~" (WindowSpec.window_id)
+    record = spec.run_record(run)
 
     def windows_of_task(batches: Iterator) -> Iterator:
         import pyarrow as pa
@@ -82,28 +87,34 @@ def task_windows(spec: WindowSpec, run: str, passed: list[str], group_keys: pass
                     _check_job(spec, k, job, fingerprint)
                     window.newest = newest
                     results.append(_pushed(window, _in_order(key_rows), None, spec, passed))
-                    window.checkpoint([fingerprint, window.newest])
+                    window.checkpoint([fingerprint, window.newest], one_version=False)
                 finally:
                     window.close()
                 held += results[-1].num_rows
-                if held >= passthrough.PACK_ROWS:  # many keys' rows per Arrow batch, not one key's
-                    yield from _batches(results, target)
+                if held >= _OUTPUT_ROWS:
+                    yield from _synced(store, results, target)
                     results, held = [], 0
-            store.sync()  # one disk sync for the task's checkpoints, before Spark takes its output
-            yield from _batches(results, target)
+            yield from _synced(store, results, target)
 
     return windows_of_task
 
 
-def _batches(results: list, target) -> Iterator:
+#: Output rows a task holds before it hands them to Spark (after a sync):
+#: many keys' rows per Arrow batch, and one disk sync per so many rows.
+_OUTPUT_ROWS = 65536
+
+
+def _synced(store, results: list, target) -> Iterator:
     """The output tables ``results`` as record batches of the schema
-    ``target`` (each key's table cast first: a user aggregation's column
-    may come out as another type for each key, null for all-null)."""
+    ``target``, once the checkpoints made for them are durable: one sync
+    of the store first (no output leaves the task ahead of the checkpoints
+    behind it).  Each key's table is cast first: a user aggregation's column
+    may come out as another type for each key, null for all-null."""
     import pyarrow as pa
 
+    store.sync()
     if results:
         yield from pa.concat_tables([passthrough.conform(r, target) for r in results]).combine_chunks().to_batches()
-
 
 def _by_key(rows, group_keys: passthrough.GroupKeys):
     """``(key values, rows)`` per key of the table ``rows``: the key's

@@ -88,7 +88,7 @@ class PolicyWindow(RowWindow):
         self.newest = newest
         return columns, found
 
-    def checkpoint(self, label=None) -> int:
+    def checkpoint(self, label=None, *, one_version: bool = True) -> int:
         return self.window.checkpoint(label)
 
     @property
@@ -147,11 +147,13 @@ class SizesWindow(RowWindow):
         width = len(self.spec.aggs)
         return [by_size[s][a] for a in range(width) for s in range(len(self.windows))], found
 
-    def checkpoint(self, label=None) -> int:
+    def checkpoint(self, label=None, *, one_version: bool = True) -> int:
         versions = {window.checkpoint(label) for window in self.windows}
-        if len(versions) != 1:  # the windows took the same pushes: a store lost one's checkpoint
+        if len(versions) != 1 and one_version:
+            # a plan that resumes by version needs one for all sizes; the sizes take the same
+            # pushes, but an attempt that died between their checkpoints leaves them apart
             raise RuntimeError(f"the windows of key {self.key!r} checkpointed at different versions {versions}")
-        return versions.pop()
+        return max(versions)
 
     def close(self) -> None:
         for window in self.windows:

@@ -8,11 +8,18 @@ windows (a Redis restarted without persistence, a file store deleted, every
 window swept by ``mta-spark gc``).  Each task of each step therefore calls
 :func:`check_run` first: step 0 creates the run's record, every later step
 must find it, or the run fails with a :class:`~stores.errors.StoreError`
-instead of forgetting its windows.  The record names its run, so a run
+instead of forgetting its windows.  Every step stamps the record, so a
+later step that finds it stamped by a step older than the one before has
+met a store that rolled back (a Redis restored from an older snapshot, a
+file store with ``synchronous="normal"`` after a power loss), and one that
+finds a newer stamp a run that rolled back (its checkpoint location lost
+steps): both fail too.  This needs every step to run the task that stamps
+(a Spark ``foreachBatch`` that skips running its DataFrame would trip it).
+The record names its run, so a run
 whose windows another run has taken over since (the same query name
 started again with a new checkpoint location, then the old checkpoint
-location resumed) fails too rather than resume them.  One task of each step
-stamps the record with the step, so that :mod:`stores.gc` holds it while
+location resumed) fails too rather than resume them.  The stamps also
+renew the record's time of use, so that :mod:`stores.gc` holds it while
 the run lives and sweeps it with the windows of a run abandoned for longer
 than its age.
 
@@ -39,10 +46,11 @@ __all__ = ["check_run"]
 def check_run(store, record: str, run: str, step: int, *, stamp: bool) -> None:
     """Step ``step`` of run ``run``, whose record is ``record`` (a window
     name) in ``store``, is starting: a StoreError when a step after the
-    first finds no record, or another run's.  ``stamp`` (one task of each
-    step, so that the round trips do not depend on how tasks race): write
-    the record at step 0 (taking it over from an earlier run), stamp it with
-    each later step."""
+    first finds no record, another run's, or one stamped by a step other
+    than this one or the one before (the store or the run rolled back).
+    ``stamp`` (one task of each step, so that the round trips do not depend
+    on how tasks race): write the record at step 0 (taking it over from an
+    earlier run), stamp it with each later step."""
     blob, token = store.read_meta(record)
     meta = decode_meta(blob, f"run record {record!r} in {store.url}") if blob is not None else None
     if step > 0 and meta is None:
@@ -55,13 +63,25 @@ def check_run(store, record: str, run: str, step: int, *, stamp: bool) -> None:
         raise StoreError(
             f"another query (id {meta.get('run')}) has taken over the windows of this one (id {run}) in "
             f"{store.url} under the same name= ({record!r}): give every query its own name=")
-    if not stamp or (meta is not None and meta.get("run") == run and meta.get("step", -1) >= step):
+    stamped = meta.get("step", -1) if meta is not None and meta.get("run") == run else None
+    if step > 0 and stamped < step - 1:
+        raise StoreError(
+            f"{store.url} has rolled back: the record of this query ({record!r}) was last stamped by "
+            f"micro-batch {stamped}, and micro-batch {step} is starting, so the store lost what micro-batches "
+            f"{stamped + 1} to {step - 1} wrote (restored from an older snapshot, or a power loss with "
+            "synchronous='normal'); restart the query with a new checkpoint location")
+    if stamped is not None and stamped > step:
+        raise StoreError(
+            f"this query is running micro-batch {step}, and {store.url} holds its record stamped by micro-batch "
+            f"{stamped}: the query's checkpoint location lost micro-batches the store kept (restored, or not "
+            "synced before a power loss); restart the query with a new checkpoint location")
+    if not stamp or stamped == step:
         return
-    stamped = dict(meta or new_meta(0, 1), run=run, step=step, used=clock_of(store)(), owner=owner())
-    stamped["epochs"] = stamped["epochs"] or [0]  # a record without epochs reads as a deletion left half-done
+    record_meta = dict(meta or new_meta(0, 1), run=run, step=step, used=clock_of(store)(), owner=owner())
+    record_meta["epochs"] = record_meta["epochs"] or [0]  # a record without epochs reads as a deletion left half-done
     try:
-        # not synced: the record only has to outlive the windows, and each of their
-        # checkpoints syncs every write the store took before it
-        store.cas_meta(record, token, encode(stamped), durable=False)
+        # not synced here: the stamping task syncs the store (Store.sync) before it ends,
+        # so the step is durable before Spark commits it
+        store.cas_meta(record, token, encode(record_meta), durable=False)
     except CasMismatch:
         pass  # an attempt of this step running beside this one stamped it meanwhile

@@ -126,6 +126,7 @@ class SQLiteStore(Store):
         self.path = os.path.join(directory, DB_NAME)
         self._sync_data, self._sync_meta = _SYNC_MODES[synchronous]
         self.SYNCS_META = self._sync_meta == "FULL"  # "normal" and "off" sync no metadata write
+        self._directory_synced = False
         self._local = threading.local()
         self._conns: "weakref.WeakSet" = weakref.WeakSet()
         self._conns_lock = threading.Lock()
@@ -369,15 +370,17 @@ class SQLiteStore(Store):
 
     def _sync(self) -> None:
         # fsync of the WAL makes every transaction committed before it durable, as
-        # a FULL-synchronous commit does
-        try:
-            fd = os.open(self.path + "-wal", os.O_RDONLY)
-        except FileNotFoundError:  # nothing written since the log was last emptied into the database
-            return
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        # a FULL-synchronous commit does; the directory once, as SQLite does for a new WAL
+        for path in ([self.path + "-wal"] + ([] if self._directory_synced else [self.directory])):
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:  # no WAL: nothing written since it was last emptied into the database
+                continue
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self._directory_synced = True
 
     def _delete_meta(self, window: str, expected: Token) -> None:
         conn = self._conn()

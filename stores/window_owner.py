@@ -18,7 +18,7 @@ from typing import Any
 from .errors import CasMismatch, FencingError, MissingData, StoreError
 from .level_queue import StoreLevelQueue
 from .meta_cache import Remembered, cache_of
-from .steps import Before, label_of, tagged_before
+from .steps import Before, label_of, resume_point
 from .window_meta import clock_of, decode_meta, delete_fenced, new_meta, owner
 from .window_packing import _by_identity, checkpoint_payloads
 
@@ -88,7 +88,8 @@ class Ownership:
             meta.update(used=clock_of(self.store)(), owner=owner())
             value = self._encode_meta(meta)
             # not synced: a claim lost to a power loss goes with every write after it (the
-            # store orders them), and the checkpoint that commits those writes syncs it too
+            # store orders them), and what makes the checkpoint that commits those writes
+            # durable (its own sync, or the Store.sync after a batch of them) syncs it too
             if swap:
                 done = self._call(self.store.swap_meta, self.window, token, blob, value, durable=False)
                 cache.observed(done.done)
@@ -120,12 +121,15 @@ class Ownership:
     def _checkpoint_to_resume(self, meta: dict, resume: bool | int | Before) -> list | None:
         """The retained ``[version, parent, records, engine]`` that ``resume``
         asks for (``None``: start empty), or a StoreError saying why not."""
-        if isinstance(resume, Before):  # the newest of the run's steps before this one (stores.steps)
-            tagged = tagged_before(meta, resume)
-            found = [c for c in meta["checkpoints"] if c[0] in tagged][-1:]
-            if not found:
-                return None
-            return self._resumable(found[0])
+        if isinstance(resume, Before):  # the run's latest step before this one (stores.steps)
+            version, later = resume_point(meta, resume)
+            if later is not None:
+                raise FencingError(
+                    f"window {self.window!r} in {self.store.url}: step {resume.step} of run {resume.run} cannot "
+                    f"resume it, the run has checkpointed it at step {later} already (a stale attempt of an "
+                    "older micro-batch, or a query whose checkpoint location lost micro-batches the store kept)")
+            found = [c for c in meta["checkpoints"] if c[0] == version]
+            return self._resumable(found[0]) if found else None
         if resume is False or (resume is True and not meta["checkpoints"]):
             return None
         version = meta["version"] if resume is True else resume

@@ -388,3 +388,24 @@ def test_nested_keys_are_grouped_on_their_values():
     assert sorted(packs) == [[0, 2], [1, 3], [4, 5], [6]]
     arrays = pa.record_batch({"k": pa.array([[1, 2], [1], [1, 2], None, [1]]), "v": pa.array(range(5))})
     assert sorted(passthrough.key_groups(arrays, ["k"])) == [[0, 2], [1, 4], [3]]
+
+
+def test_every_row_of_a_key_group_names_the_same_key():
+    """The key a group's window is named by (``first_key``) is the same
+    whichever of its rows comes first: ``-0.0`` and ``0.0`` at any depth
+    (a double, a struct's field, an array's item), NaNs of any bits."""
+    import struct
+
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from spark_ops import passthrough
+
+    other_nan = struct.unpack("<d", struct.pack("<Q", 0x7FF8000000000001))[0]
+    for column in (pa.array([-0.0, 0.0]), pa.array([{"x": -0.0}, {"x": 0.0}]), pa.array([[1.0, -0.0], [1.0, 0.0]]),
+                   pa.array([float("nan"), other_nan])):
+        table = pa.table({"k": column, "t": pa.array([1.0, 2.0])})
+        keys = passthrough.GroupKeys(from_arrow_schema(table.schema), ["k"])
+        (group,) = passthrough.key_groups(table, ["k"])
+        names = {repr(passthrough.first_key(table.take(pa.array(order)), keys)) for order in (group, group[::-1])}
+        assert len(names) == 1, (column, names)

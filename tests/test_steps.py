@@ -8,7 +8,9 @@ commits it; some steps bring the key no rows.  Every attempt must resume
 exactly what the committed steps left (against the brute-force oracle of
 the committed rows, CONCAT: ordered, non-commutative, ``()`` values equal
 to the identity), with the label the last committed step wrote, however
-many failed attempts checkpointed; a zombie's checkpoint is fenced.
+many failed attempts checkpointed; a zombie's checkpoint is fenced, and
+an attempt of an older step that comes after a later step committed is
+refused.
 """
 
 from __future__ import annotations
@@ -82,6 +84,10 @@ def test_replayed_steps_resume_what_the_committed_steps_left(cls, store_url, dat
             with pytest.raises(stores.FencingError):
                 z.checkpoint(("zombie", step))
             z.close()
+        if step and data.draw(st.booleans(), label="a stale attempt of an older step"):
+            older = data.draw(st.integers(0, step - 1))
+            with pytest.raises(stores.FencingError, match=f"step {older} of run {run} cannot resume it"):
+                cls(CONCAT, wsp, store=store, window_id=window, resume=stores.Before(run, older), **sizes)
     attempt(99).close()
     settle_background()
     store.close()
@@ -147,21 +153,31 @@ def test_bad_steps_are_refused(bad):
 
 def test_a_runs_record_tells_a_lost_store_and_another_run(store_url):  # noqa: F811
     """Step 0 creates the record (its stamping task), later steps need it:
-    gone (the store lost the windows) or another run's (the windows were
-    taken over) is a StoreError naming what happened; a new run takes an
-    old record over at its step 0.  The record is a window gc lists and
-    ages like any other."""
+    gone (the store lost the windows), another run's (the windows were
+    taken over), stamped by a step older than the one before (the store
+    rolled back) or newer than this one (the run rolled back) is a
+    StoreError naming what happened; a new run takes an old record over at
+    its step 0.  The record is a window gc lists and ages like any other."""
     store, record = stores.open_store(store_url), fresh_window("run") + "/~query"
     stores.check_run(store, record, "a", 0, stamp=False)  # another task of step 0 may come first
     with pytest.raises(stores.StoreError, match="has lost the windows of this query.*micro-batch 1"):
         stores.check_run(store, record, "a", 1, stamp=False)
     stores.check_run(store, record, "a", 0, stamp=True)
-    stores.check_run(store, record, "a", 1, stamp=False)
-    stores.check_run(store, record, "a", 7, stamp=True)
-    assert stores.decode(store.read_meta(record)[0])["step"] == 7
+    stores.check_run(store, record, "a", 1, stamp=False)  # before the step's stamping task
+    stores.check_run(store, record, "a", 1, stamp=True)
+    stores.check_run(store, record, "a", 1, stamp=False)  # after it
+    snapshot = store.read_meta(record)[0]
+    for step in range(2, 6):
+        stores.check_run(store, record, "a", step, stamp=True)
+    assert stores.decode(store.read_meta(record)[0])["step"] == 5
     trips = store.stats.round_trips
-    stores.check_run(store, record, "a", 7, stamp=True)  # a replay of the stamped step: a read only
+    stores.check_run(store, record, "a", 5, stamp=True)  # a replay of the stamped step: a read only
     assert store.stats.round_trips == trips + 1
+    with pytest.raises(stores.StoreError, match="running micro-batch 3.*stamped by micro-batch 5.*checkpoint location"):
+        stores.check_run(store, record, "a", 3, stamp=False)  # Spark's checkpoint lost micro-batches 3 and 4
+    store.cas_meta(record, store.read_meta(record)[1], snapshot)  # the store restored from a snapshot of step 1
+    with pytest.raises(stores.StoreError, match="has rolled back.*stamped by micro-batch 1.*micro-batches 2 to 5"):
+        stores.check_run(store, record, "a", 6, stamp=True)
     stores.check_run(store, record, "b", 0, stamp=True)  # a new query under the same name
     with pytest.raises(stores.StoreError, match=r"another query \(id b\) has taken over .* \(id a\)"):
         stores.check_run(store, record, "a", 8, stamp=True)
@@ -170,4 +186,27 @@ def test_a_runs_record_tells_a_lost_store_and_another_run(store_url):  # noqa: F
     assert info.kind == "window" and info.held
     (aged,) = [w for w in store.windows(older_than=60, now=info.used + 61) if w.name == record]
     assert not aged.held
+    store.close()
+
+
+@pytest.mark.parametrize("cls", ENGINES)
+def test_a_stale_attempt_of_an_older_step_is_refused(cls, store_url):  # noqa: F811
+    """Steps 0 to 3 committed, then an attempt of step 2 opens the window
+    (a task that reached the key after step 3 did, or a run whose
+    checkpoint location lost steps 2 and 3): refused with a FencingError
+    before it claims anything, and step 4 resumes every committed row."""
+    window, store = fresh_window("stale"), stores.open_store(store_url)
+    for retain in (1, 2):
+        name = f"{window}-{retain}"
+        for step in range(4):
+            e = cls(CONCAT, None, store=store, window_id=name, resume=stores.Before("q", step), retain=retain)
+            e.push((step,))
+            e.checkpoint(("committed", step))
+            e.close()
+        with pytest.raises(stores.FencingError, match="step 2 of run q cannot resume it.*at step 3 already"):
+            cls(CONCAT, None, store=store, window_id=name, resume=stores.Before("q", 2), retain=retain)
+        e = cls(CONCAT, None, store=store, window_id=name, resume=stores.Before("q", 4), retain=retain)
+        assert e.query() == (0, 1, 2, 3) and e.resumed_label == ("committed", 3)
+        e.close()
+    settle_background()
     store.close()
