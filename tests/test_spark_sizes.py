@@ -133,6 +133,41 @@ def test_streaming_several_sizes(spark, tmp_path):
                    _names(aggs, labelled))
 
 
+def test_sizes_resumed_by_micro_batch_need_not_agree_on_a_version(tmp_path):
+    """An attempt that died between its sizes' checkpoints leaves their
+    versions apart.  Windows resumed by micro-batch (the plan without Spark
+    state) go on (``one_version=False``), each size holding every committed
+    row (counted against the rows pushed); a plan that resumes by one
+    version for all sizes refuses (``one_version=True``)."""
+    import pyarrow as pa
+
+    import stores
+    from spark_ops.windows import open_key_window
+
+    spec = WindowSpec.build(key="k", time="t", value="v", aggs=["count"], range=[5, 100],
+                            store=f"file://{tmp_path}/store")
+
+    def attempt(step, times, *, dies=False, one_version=False):
+        window = open_key_window(spec, "k1", "run", streaming=True, resume=stores.Before("q", step), durable=False)
+        try:
+            out = window.push(pa.array(times), pa.array([1.0] * len(times)), None)
+            if dies:
+                window.windows[0].checkpoint()  # the attempt dies before the other size's checkpoint
+                return None
+            window.checkpoint(None, one_version=one_version)
+            return [column.to_pylist() for column in out]
+        finally:
+            window.close()
+
+    assert attempt(0, [1.0, 2.0]) == [[1, 2], [1, 2]]
+    attempt(1, [3.0], dies=True)
+    assert attempt(1, [3.0]) == [[3], [3]]
+    assert attempt(2, [7.5]) == [[2], [4]]  # size 5 holds (2.5, 7.5]: 3.0 and 7.5
+    with pytest.raises(RuntimeError, match="checkpointed at different versions"):
+        attempt(3, [8.0], one_version=True)
+    stores.pooled_store(spec.store).close()
+
+
 # -- periodic output --------------------------------------------------------------------
 def _periodic_oracle(rows, aggs, r, s):
     """(k, window end) -> {aggregation: value}: every multiple e of s with a
