@@ -246,12 +246,12 @@ class WindowSpec:
         aggs = values.on_columns([agg for _, agg, _ in self.aggs], self.reads)
         return aggs[0] if len(aggs) == 1 else product(*aggs)
 
-    def run_record(self, run: str) -> str:
-        """The store's name for the record of a streaming run
-        (:mod:`stores.runs`): ``<namespace>/<run>/~query``, which no key's
-        window name can be (:meth:`window_id` names a key by its repr, and
-        no repr starts with ``~``)."""
-        return f"{self.namespace}/{run}/~query"
+    def run_record(self, run: str, partition: int) -> str:
+        """The store's name for the progress record of a streaming run's
+        partition (:mod:`stores.runs`): ``<namespace>/<run>/~task-<partition>``,
+        which no key's window name can be (:meth:`window_id` names a key by
+        its repr, and no repr starts with ``~``)."""
+        return f"{self.namespace}/{run}/~task-{partition}"
 
     def window_id(self, key: Any, run: str) -> str:
         """The store's name for one key's window, ``<namespace>/<run>/<key!r>``

@@ -18,9 +18,9 @@ time and the job's fingerprint as its label (:mod:`stores.steps`).  A
 micro-batch replayed after a failure therefore resumes what the last
 committed one left, however often it is replayed; an attempt running
 beside another is fenced, and a stale attempt of an older micro-batch is
-refused.  The query's run record (:mod:`stores.runs`) makes a store that
-lost or rolled back the windows an error rather than a restart from empty
-or from older state.  Rows are ordered within a key by ``(time,
+refused.  Each task's progress record (:mod:`stores.runs`), read before
+its keys and stamped after them, makes a store that lost or rolled back
+the windows an error rather than a restart from empty or from older state.  Rows are ordered within a key by ``(time,
 arrival)``, the arrival number given before the shuffle
 (:func:`spark_ops.passthrough.number_rows`), so a replay sees them in the
 same order.
@@ -66,7 +66,6 @@ def task_windows(spec: WindowSpec, run: str, passed: list[str], group_keys: pass
     through its window, resumed as of before this micro-batch and
     checkpointed after its rows."""
     fingerprint = spec.fingerprint()
-    record = spec.run_record(run)
 
     def windows_of_task(batches: Iterator) -> Iterator:
         import pyarrow as pa
@@ -76,7 +75,7 @@ def task_windows(spec: WindowSpec, run: str, passed: list[str], group_keys: pass
         rows = pa.Table.from_batches(batches) if batches else None
         with traffic.counted(count, spec):
             store = stores.pooled_store(spec.store, spec.store_options)
-            stores.check_run(store, record, query, step, stamp=partition == 0)
+            progress = stores.check_run(store, spec.run_record(run, partition), query, step)
             before = stores.Before(query, step)
             results, held = [], 0
             for key, key_rows in _by_key(rows, group_keys):
@@ -94,6 +93,7 @@ def task_windows(spec: WindowSpec, run: str, passed: list[str], group_keys: pass
                 if held >= _OUTPUT_ROWS:
                     yield from _synced(store, results, target)
                     results, held = [], 0
+            stores.finish_run(store, query, step, progress)  # after every checkpoint, before the last sync
             yield from _synced(store, results, target)
 
     return windows_of_task

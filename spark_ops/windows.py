@@ -118,9 +118,11 @@ class SizesWindow(RowWindow):
     """Several sizes of an MTA job's window: one MTA window per size (each in
     the store under the run's name and the size's position), every row
     pushed through each in the same pass over the key's rows.  The windows
-    take the same rows in the same order, so they find the same problems
-    and checkpoint at the same versions.  O(k) times one window's cost for
-    k sizes; the columnar engine computes all sizes on one window instead."""
+    take the same rows in the same order, so they find the same problems;
+    their versions stay equal unless an attempt dies between their
+    checkpoints, which only a plan resuming by version minds
+    (:meth:`checkpoint`).  O(k) times one window's cost for k sizes; the
+    columnar engine computes all sizes on one window instead."""
 
     def __init__(self, spec: WindowSpec, key: Any, windows: list) -> None:
         super().__init__(spec, key)

@@ -41,7 +41,7 @@ from .errors import (CasMismatch, CodecRegistrationError, CorruptValue, FencingE
                      MissingData, StoreAuthenticationError, StoreClosed, StoreConfigError,
                      StoreError, StoreUnavailable)
 from .pool import pooled_store
-from .runs import check_run
+from .runs import Progress, check_run, finish_run
 from .steps import Before
 from .urls import normalize_url, redact_url, scheme_of, typo_hint
 from .window import WindowStorage
@@ -105,7 +105,7 @@ def open_store(url: str, **options: Any) -> Store:
 
 __all__ = [
     "FencingError",
-    "WindowStorage", "Before", "check_run",
+    "WindowStorage", "Before", "Progress", "check_run", "finish_run",
     "open_store", "register_backend", "normalize_url", "redact_url", "scheme_of", "pooled_store",
     "Store", "StoreStats", "Token", "MAX_WINDOW_BYTES",
     "encode", "decode", "register_codec", "unregister_codec", "registered_codecs",

@@ -1,56 +1,76 @@
-"""A run's record: how a run resumed by step (:mod:`stores.steps`) tells a
-store that lost its windows from keys that are new.
+"""A run's progress records: how a run resumed by step (:mod:`stores.steps`)
+tells a store that lost or rolled back its windows from keys that are new.
 
 A window opened with ``resume=Before(run, step)`` starts empty when the
-store holds no checkpoint of the run's earlier steps.  That is right for a
+store holds no checkpoint of the run's earlier steps, and resumes an older
+step's checkpoint when the store lost the newer one.  That is right for a
 key the run has not seen, and silently wrong when the store lost the run's
 windows (a Redis restarted without persistence, a file store deleted, every
-window swept by ``mta-spark gc``).  Each task of each step therefore calls
-:func:`check_run` first: step 0 creates the run's record, every later step
-must find it, or the run fails with a :class:`~stores.errors.StoreError`
-instead of forgetting its windows.  Every step stamps the record, so a
-later step that finds it stamped by a step older than the one before has
-met a store that rolled back (a Redis restored from an older snapshot, a
-file store with ``synchronous="normal"`` after a power loss), and one that
-finds a newer stamp a run that rolled back (its checkpoint location lost
-steps): both fail too.  This needs every step to run the task that stamps
-(a Spark ``foreachBatch`` that skips running its DataFrame would trip it).
-The record names its run, so a run
-whose windows another run has taken over since (the same query name
-started again with a new checkpoint location, then the old checkpoint
-location resumed) fails too rather than resume them.  The stamps also
-renew the record's time of use, so that :mod:`stores.gc` holds it while
-the run lives and sweeps it with the windows of a run abandoned for longer
-than its age.
+window swept by ``mta-spark gc``) or went back to an older state (a Redis
+restored from a snapshot or losing its last second of AOF, a file store
+with ``synchronous="normal"`` after a power loss).
 
-What the record cannot tell is the loss of *one* window (a key idle for
-longer than the age ``mta-spark gc`` sweeps at): that key's window starts
-again empty, as if it had expired.  Sweep with an age longer than any key of
-a live query stays idle.
+So each *task* of a step keeps a record of its own (one per partition of
+the run's work; Spark keeps a streaming query's partitioning, so a key's
+rows reach the same partition at every step): :func:`check_run` reads it
+before the task opens any window, and :func:`finish_run` stamps it with the
+step after the task's checkpoints and before its sync (``Store.sync``).  A
+store keeps its writes in order and loses, if anything, a suffix of them, so
+a stamp that survived means every checkpoint the task made before it did
+too.  At step ``n`` the record must therefore hold step ``n - 1`` or ``n``
+(``n`` when the step is replayed): a missing record (after step 0) means
+the store lost the run's windows, an older stamp that it rolled back past
+the end of that task, a newer one that the run rolled back (its checkpoint
+location lost steps the store kept); each fails the run with a
+:class:`~stores.errors.StoreError` instead of resuming wrong windows.  This
+needs every step to run every partition's task (a Spark ``foreachBatch``
+that skips running its DataFrame would trip it) and the partitioning to
+stay the same (Spark restores ``spark.sql.shuffle.partitions`` from the
+checkpoint location).
 
-The record is a window record without checkpoints (so ``mta-spark gc``
-lists, ages and deletes it like any window), holding the run under
-``"run"`` and the newest step stamped under ``"step"``.  Round trips per
-call: one read, plus one compare-and-set for the stamping task of a step.
+The record also names its run, so a run whose windows another run has
+taken over since (the same query name started again with a new checkpoint
+location, then the old checkpoint location resumed) fails too.  The stamps
+renew the record's time of use, so that :mod:`stores.gc` holds it while the
+run lives and sweeps it with the windows of a run abandoned for longer than
+its age.
+
+What the records cannot tell is the loss of *one* window alone (a key idle
+for longer than the age ``mta-spark gc`` sweeps at, a key evicted under
+memory pressure): that key's window starts again empty, as if it had
+expired.  Give Redis no eviction policy for these keys, and sweep with an
+age longer than any key of a live query stays idle.
+
+A record is a window record without checkpoints (so ``mta-spark gc`` lists,
+ages and deletes it like any window), holding the run under ``"run"`` and
+the step last finished under ``"step"``.  Round trips per task: one read,
+one compare-and-set.
 """
 
 from __future__ import annotations
+
+from typing import Any, NamedTuple
 
 from .codec import encode
 from .errors import CasMismatch, StoreError
 from .window_meta import clock_of, decode_meta, new_meta, owner
 
-__all__ = ["check_run"]
+__all__ = ["Progress", "check_run", "finish_run"]
 
 
-def check_run(store, record: str, run: str, step: int, *, stamp: bool) -> None:
-    """Step ``step`` of run ``run``, whose record is ``record`` (a window
-    name) in ``store``, is starting: a StoreError when a step after the
-    first finds no record, another run's, or one stamped by a step other
-    than this one or the one before (the store or the run rolled back).
-    ``stamp`` (one task of each step, so that the round trips do not depend
-    on how tasks race): write the record at step 0 (taking it over from an
-    earlier run), stamp it with each later step."""
+class Progress(NamedTuple):
+    """A task's record as :func:`check_run` read it, for :func:`finish_run`."""
+
+    record: str
+    meta: Any  # the decoded record, None when absent
+    token: Any
+
+
+def check_run(store, record: str, run: str, step: int) -> Progress:
+    """Step ``step`` of run ``run`` is starting a task whose record is
+    ``record`` (a window name) in ``store``: a StoreError when, after the
+    first step, the record is missing, another run's, or stamped by a step
+    other than this one or the one before.  O(1), one round trip."""
     blob, token = store.read_meta(record)
     meta = decode_meta(blob, f"run record {record!r} in {store.url}") if blob is not None else None
     if step > 0 and meta is None:
@@ -66,22 +86,31 @@ def check_run(store, record: str, run: str, step: int, *, stamp: bool) -> None:
     stamped = meta.get("step", -1) if meta is not None and meta.get("run") == run else None
     if step > 0 and stamped < step - 1:
         raise StoreError(
-            f"{store.url} has rolled back: the record of this query ({record!r}) was last stamped by "
-            f"micro-batch {stamped}, and micro-batch {step} is starting, so the store lost what micro-batches "
-            f"{stamped + 1} to {step - 1} wrote (restored from an older snapshot, or a power loss with "
-            "synchronous='normal'); restart the query with a new checkpoint location")
+            f"{store.url} has rolled back: the record {record!r} of this query was last stamped by micro-batch "
+            f"{stamped}, and micro-batch {step} is starting, so the store lost what later micro-batches wrote "
+            "(restored from an older snapshot, or writes lost to a power loss or a failover); restart the query "
+            "with a new checkpoint location")
     if stamped is not None and stamped > step:
         raise StoreError(
-            f"this query is running micro-batch {step}, and {store.url} holds its record stamped by micro-batch "
-            f"{stamped}: the query's checkpoint location lost micro-batches the store kept (restored, or not "
-            "synced before a power loss); restart the query with a new checkpoint location")
-    if not stamp or stamped == step:
+            f"this query is running micro-batch {step}, and {store.url} holds its record {record!r} stamped by "
+            f"micro-batch {stamped}: the query's checkpoint location lost micro-batches the store kept "
+            "(restored, or not synced before a power loss); restart the query with a new checkpoint location")
+    return Progress(record, meta, token)
+
+
+def finish_run(store, run: str, step: int, progress: Progress) -> None:
+    """The task of step ``step`` that read ``progress`` has made its
+    checkpoints: stamp its record with the step (taking it over from an
+    earlier run at step 0), unless it holds this step or a later one
+    already (an attempt of the step that ran beside this one).  Not synced
+    here: the caller syncs the store next, which makes the stamp durable with
+    the checkpoints before it.  O(1), at most one round trip."""
+    meta = progress.meta
+    if meta is not None and meta.get("run") == run and meta.get("step", -1) >= step:
         return
-    record_meta = dict(meta or new_meta(0, 1), run=run, step=step, used=clock_of(store)(), owner=owner())
-    record_meta["epochs"] = record_meta["epochs"] or [0]  # a record without epochs reads as a deletion left half-done
+    stamped = dict(meta or new_meta(0, 1), run=run, step=step, used=clock_of(store)(), owner=owner())
+    stamped["epochs"] = stamped["epochs"] or [0]  # a record without epochs reads as a deletion left half-done
     try:
-        # not synced here: the stamping task syncs the store (Store.sync) before it ends,
-        # so the step is durable before Spark commits it
-        store.cas_meta(record, token, encode(record_meta), durable=False)
+        store.cas_meta(progress.record, progress.token, encode(stamped), durable=False)
     except CasMismatch:
         pass  # an attempt of this step running beside this one stamped it meanwhile

@@ -75,8 +75,8 @@ class WindowStorage(Ownership, MetaPacking):
     Built by ``Store.open_window``; the engines in :mod:`mta` use it through
     the protocol described in :mod:`mta.tree`.  ``resume`` is ``True`` for the
     newest checkpoint, a version number for that checkpoint, a
-    :class:`stores.steps.Before` for the newest checkpoint of a run's earlier
-    steps, or ``False`` to start empty (the window's old data is cleaned up
+    :class:`stores.steps.Before` for the checkpoint of a run's latest earlier
+    step, or ``False`` to start empty (the window's old data is cleaned up
     by later checkpoints).  ``durable=False``: checkpoints are not synced to
     disk one by one; the caller makes a batch of them durable with one
     ``store.sync()`` before relying on them (a Spark task, before it ends).

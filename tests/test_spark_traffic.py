@@ -27,16 +27,17 @@ ship_by_value(sys.modules[__name__])
 
 
 def replayed_round_trips(data, store_url: str, *, streaming: bool = False, tasks: int = 0, **job) -> int:
-    """``tasks``: a streaming micro-batch's tasks, each of which checks the
-    query's run record (:func:`stores.check_run`) before its keys and syncs
-    the store after them (:meth:`stores.Store.sync`)."""
+    """``tasks``: a streaming micro-batch's tasks, each of which reads its
+    progress record (:func:`stores.check_run`) before its keys, and stamps
+    it (:func:`stores.finish_run`) and syncs the store
+    (:meth:`stores.Store.sync`) after them."""
     import pyarrow as pa
 
     spec = WindowSpec.build(key="k", time="t", value="v", store=store_url, **job)
     store = stores.pooled_store(store_url)
     before = store.stats.round_trips
     for task in range(tasks):
-        stores.check_run(store, "replay/~query", "replay", 0, stamp=task == 0)
+        stores.finish_run(store, "replay", 0, stores.check_run(store, f"replay/~task-{task}", "replay", 0))
         store.sync()
     by_key: dict = {}
     for arrival, r in enumerate(data):
@@ -69,8 +70,8 @@ def test_batch_job_counts_the_round_trips_its_windows_make(spark, tmp_path, job)
 
 def test_streaming_micro_batch_counts_the_round_trips_of_its_keys(spark, tmp_path):
     """One micro-batch (each key's rows in one call): the windows stay in
-    the store with a checkpoint, every task checks the query's run record;
-    the count equals the replay's."""
+    the store with a checkpoint, every task reads and stamps its progress
+    record; the count equals the replay's."""
     rows = random_rows(random.Random(6), keys=8, per_key=(10, 60))
     write_parquet(str(tmp_path / "in"), rows)
     job = dict(aggs=["max", "count"], range=6.0, buffer_size=2, cache_size=2)

@@ -151,41 +151,53 @@ def test_bad_steps_are_refused(bad):
         stores.Before(**bad)
 
 
-def test_a_runs_record_tells_a_lost_store_and_another_run(store_url):  # noqa: F811
-    """Step 0 creates the record (its stamping task), later steps need it:
-    gone (the store lost the windows), another run's (the windows were
-    taken over), stamped by a step older than the one before (the store
-    rolled back) or newer than this one (the run rolled back) is a
-    StoreError naming what happened; a new run takes an old record over at
-    its step 0.  The record is a window gc lists and ages like any other."""
-    store, record = stores.open_store(store_url), fresh_window("run") + "/~query"
-    stores.check_run(store, record, "a", 0, stamp=False)  # another task of step 0 may come first
+def test_a_tasks_progress_record_tells_a_lost_or_rolled_back_store(store_url):  # noqa: F811
+    """A task's record is read before its keys and stamped after them.
+    After step 0, a record that is missing (the store lost the windows),
+    another run's (the windows were taken over), stamped by a step older
+    than the one before (the store rolled back past the end of that task) or
+    newer than this one (the run rolled back) is a StoreError naming what
+    happened; a replayed step, and a task that starts before or after the
+    stamp of the step before, pass; a stamp never goes back; a new run takes
+    an old record over at its step 0.  The record is a window gc lists and
+    ages like any other."""
+    store, record = stores.open_store(store_url), fresh_window("run") + "/~task-0"
+
+    def task(run, step):
+        stores.finish_run(store, run, step, stores.check_run(store, record, run, step))
+
+    progress = stores.check_run(store, record, "a", 0)  # nothing yet: step 0 starts the run
     with pytest.raises(stores.StoreError, match="has lost the windows of this query.*micro-batch 1"):
-        stores.check_run(store, record, "a", 1, stamp=False)
-    stores.check_run(store, record, "a", 0, stamp=True)
-    stores.check_run(store, record, "a", 1, stamp=False)  # before the step's stamping task
-    stores.check_run(store, record, "a", 1, stamp=True)
-    stores.check_run(store, record, "a", 1, stamp=False)  # after it
-    snapshot = store.read_meta(record)[0]
-    for step in range(2, 6):
-        stores.check_run(store, record, "a", step, stamp=True)
+        stores.check_run(store, record, "a", 1)
+    stores.finish_run(store, "a", 0, progress)
+    snapshot = store.read_meta(record)[0]  # the store as it was after step 0's task
+    for step in range(1, 3):
+        task("a", step)
+    stale = stores.check_run(store, record, "a", 3)  # an attempt of step 3 that will finish late
+    for step in range(3, 5):
+        task("a", step)
+    task("a", 4)  # a replay of the last step
+    late = stores.check_run(store, record, "a", 5)
+    task("a", 5)
+    stores.finish_run(store, "a", 5, late)  # an attempt that ran beside: the stamp is there already
+    stores.finish_run(store, "a", 3, stale)  # the stale attempt of step 3 finishing: never back
     assert stores.decode(store.read_meta(record)[0])["step"] == 5
-    trips = store.stats.round_trips
-    stores.check_run(store, record, "a", 5, stamp=True)  # a replay of the stamped step: a read only
-    assert store.stats.round_trips == trips + 1
     with pytest.raises(stores.StoreError, match="running micro-batch 3.*stamped by micro-batch 5.*checkpoint location"):
-        stores.check_run(store, record, "a", 3, stamp=False)  # Spark's checkpoint lost micro-batches 3 and 4
-    store.cas_meta(record, store.read_meta(record)[1], snapshot)  # the store restored from a snapshot of step 1
-    with pytest.raises(stores.StoreError, match="has rolled back.*stamped by micro-batch 1.*micro-batches 2 to 5"):
-        stores.check_run(store, record, "a", 6, stamp=True)
-    stores.check_run(store, record, "b", 0, stamp=True)  # a new query under the same name
+        stores.check_run(store, record, "a", 3)  # Spark's checkpoint lost micro-batches 3 to 5
+    store.cas_meta(record, store.read_meta(record)[1], snapshot)  # the store restored from a snapshot of step 0
+    with pytest.raises(stores.StoreError, match="has rolled back.*last stamped by micro-batch 0.*micro-batch 6"):
+        stores.check_run(store, record, "a", 6)
+    task("b", 0)  # a new query under the same name
     with pytest.raises(stores.StoreError, match=r"another query \(id b\) has taken over .* \(id a\)"):
-        stores.check_run(store, record, "a", 8, stamp=True)
-    stores.check_run(store, record, "b", 1, stamp=True)
+        stores.check_run(store, record, "a", 7)
+    task("b", 1)
     (info,) = [w for w in store.windows(older_than=3600) if w.name == record]
     assert info.kind == "window" and info.held
     (aged,) = [w for w in store.windows(older_than=60, now=info.used + 61) if w.name == record]
     assert not aged.held
+    trips = store.stats.round_trips
+    task("b", 2)
+    assert store.stats.round_trips == trips + 2  # one read, one compare-and-set
     store.close()
 
 
