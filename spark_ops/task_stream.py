@@ -116,6 +116,7 @@ def _synced(store, results: list, target) -> Iterator:
     if results:
         yield from pa.concat_tables([passthrough.conform(r, target) for r in results]).combine_chunks().to_batches()
 
+
 def _by_key(rows, group_keys: passthrough.GroupKeys):
     """``(key values, rows)`` per key of the table ``rows``: the key's
     column values as the state API hands them (:meth:`GroupKeys.value`)."""
