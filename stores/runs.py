@@ -15,9 +15,12 @@ the run's work; Spark keeps a streaming query's partitioning, so a key's
 rows reach the same partition at every step): :func:`check_run` reads it
 before the task opens any window, and :func:`finish_run` stamps it with the
 step after the task's checkpoints and before its sync (``Store.sync``).  A
-store keeps its writes in order and loses, if anything, a suffix of them, so
-a stamp that survived means every checkpoint the task made before it did
-too.  At step ``n`` the record must therefore hold step ``n - 1`` or ``n``
+store on one server (SQLite, a standalone Redis) keeps its writes in order
+and loses, if anything, a suffix of them, so a stamp that survived means
+every checkpoint the task made before it did too.  A store spread over
+several servers (Redis Cluster, Couchbase) gives no such order across
+them: a failover that loses one server's last writes is caught only where
+it loses a task's stamp.  At step ``n`` the record must therefore hold step ``n - 1`` or ``n``
 (``n`` when the step is replayed): a missing record (after step 0) means
 the store lost the run's windows, an older stamp that it rolled back past
 the end of that task, a newer one that the run rolled back (its checkpoint
