@@ -42,12 +42,9 @@ class StreamingKeyWindow(KeyWindow, Protocol):
     #: The newest time the window took (``None`` before its first row).
     newest: float | None
 
-    def checkpoint(self, label=None, *, one_version: bool = True) -> int:
+    def checkpoint(self, label=None) -> int:
         """Make the window durable, with ``label`` (a small value the
-        store's codec encodes); the version to resume it at.
-        ``one_version=False``: the caller resumes by micro-batch
-        (:class:`stores.Before`), not by version, so several sizes need not
-        agree on one."""
+        store's codec encodes); the version to resume it at."""
 
     @property
     def resumed_label(self):

@@ -86,7 +86,7 @@ def task_windows(spec: WindowSpec, run: str, passed: list[str], group_keys: pass
                     _check_job(spec, k, job, fingerprint)
                     window.newest = newest
                     results.append(_pushed(window, _in_order(key_rows), None, spec, passed))
-                    window.checkpoint([fingerprint, window.newest], one_version=False)
+                    window.checkpoint([fingerprint, window.newest])
                 finally:
                     window.close()
                 held += results[-1].num_rows

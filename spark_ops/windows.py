@@ -35,11 +35,10 @@ def open_key_window(spec: WindowSpec, key: Any, run: str, *, streaming: bool = F
     :class:`stores.Before`) with its newest time ``newest``; ``durable=False``:
     its checkpoints wait for the task's ``store.sync()``."""
     if streaming:
-        kept = dict(resume=resume, newest=newest, keep=True, durable=durable)
+        kept = dict(newest=newest, keep=True, durable=durable)
         if spec.sizes:
-            return SizesWindow(spec, key, [PolicyWindow(spec.one_size(size), key, f"{run}~{i}", **kept)
-                                           for i, size in enumerate(spec.size_values)])
-        return PolicyWindow(spec, key, run, **kept)
+            return SizesWindow.opened(spec, key, run, resume, **kept)
+        return PolicyWindow(spec, key, run, resume=resume, **kept)
     if rows.null_key(key):
         return RejectingWindow(spec, key)
     if spec.engine == "columnar":
@@ -88,7 +87,7 @@ class PolicyWindow(RowWindow):
         self.newest = newest
         return columns, found
 
-    def checkpoint(self, label=None, *, one_version: bool = True) -> int:
+    def checkpoint(self, label=None) -> int:
         return self.window.checkpoint(label)
 
     @property
@@ -117,16 +116,46 @@ def _aggregator_and_policy(spec: WindowSpec) -> tuple:
 class SizesWindow(RowWindow):
     """Several sizes of an MTA job's window: one MTA window per size (each in
     the store under the run's name and the size's position), every row
-    pushed through each in the same pass over the key's rows.  The windows
-    take the same rows in the same order, so they find the same problems;
-    their versions stay equal unless an attempt dies between their
-    checkpoints, which only a plan resuming by version minds
-    (:meth:`checkpoint`).  O(k) times one window's cost for k sizes; the
-    columnar engine computes all sizes on one window instead."""
+    pushed through each in the same pass over the key's rows.  O(k) times
+    one window's cost for k sizes; the columnar engine computes all sizes
+    on one window instead.
 
-    def __init__(self, spec: WindowSpec, key: Any, windows: list) -> None:
+    The sizes take the same rows in the same order, so they find the same
+    problems, but their checkpoint versions drift apart once an attempt
+    dies between their checkpoints.  Resumed by micro-batch
+    (:class:`stores.Before`), each size finds its own checkpoint.  Resumed
+    by version (Spark's state holds one per key), the version is size 0's,
+    and size 0's checkpoint is made last, its label carrying the versions
+    the other sizes just checkpointed (:meth:`checkpoint`), so each size
+    resumes exactly the checkpoint taken with it, and a store that loses a
+    suffix of its writes cannot keep size 0's checkpoint without the
+    others'."""
+
+    def __init__(self, spec: WindowSpec, key: Any, windows: list, by_version: bool) -> None:
         super().__init__(spec, key)
-        self.windows = windows
+        self.windows, self._by_version = windows, by_version
+
+    @classmethod
+    def opened(cls, spec: WindowSpec, key: Any, run: str, resume: bool | int | stores.Before,
+               **kept) -> SizesWindow:
+        """Every size's window of ``key`` resumed at ``resume`` (a version:
+        size 0's, the others' from its label); a window opened before one
+        that cannot be is closed again."""
+        sizes = [spec.one_size(size) for size in spec.size_values]
+        by_version = not isinstance(resume, stores.Before)
+        windows = []
+        try:
+            windows.append(PolicyWindow(sizes[0], key, f"{run}~0", resume=resume, **kept))
+            others = [resume] * (len(sizes) - 1)
+            if by_version and windows[0].resumed_label is not None:
+                others = _size_versions(windows[0].resumed_label, len(others), key)
+            for i, (one, version) in enumerate(zip(sizes[1:], others), 1):
+                windows.append(PolicyWindow(one, key, f"{run}~{i}", resume=version, **kept))
+        except BaseException:
+            for window in windows:
+                window.close()
+            raise
+        return cls(spec, key, windows, by_version)
 
     @property
     def newest(self):
@@ -139,7 +168,8 @@ class SizesWindow(RowWindow):
 
     @property
     def resumed_label(self):
-        return self.windows[0].resumed_label
+        label = self.windows[0].resumed_label
+        return label[0] if self._by_version and label is not None else label
 
     def aggregate(self, times, values, problems: Sequence | None):
         by_size, found = [], problems
@@ -149,13 +179,14 @@ class SizesWindow(RowWindow):
         width = len(self.spec.aggs)
         return [by_size[s][a] for a in range(width) for s in range(len(self.windows))], found
 
-    def checkpoint(self, label=None, *, one_version: bool = True) -> int:
-        versions = {window.checkpoint(label) for window in self.windows}
-        if len(versions) != 1 and one_version:
-            # a plan that resumes by version needs one for all sizes; the sizes take the same
-            # pushes, but an attempt that died between their checkpoints leaves them apart
-            raise RuntimeError(f"the windows of key {self.key!r} checkpointed at different versions {versions}")
-        return max(versions)
+    def checkpoint(self, label=None) -> int:
+        """Every size checkpointed with ``label``; the version to resume at:
+        by version, size 0's, made last with ``[label, the others'
+        versions]``; by micro-batch, the newest of the sizes'."""
+        if not self._by_version:
+            return max(window.checkpoint(label) for window in self.windows)
+        others = [window.checkpoint() for window in self.windows[1:]]
+        return self.windows[0].checkpoint([label, others])
 
     def close(self) -> None:
         for window in self.windows:
@@ -164,6 +195,16 @@ class SizesWindow(RowWindow):
     def expire(self) -> None:
         for window in self.windows:
             window.expire()
+
+
+def _size_versions(label, count: int, key) -> list[int]:
+    """The other sizes' versions in size 0's checkpoint label ``[label,
+    versions]`` (:meth:`SizesWindow.checkpoint`)."""
+    versions = label[1] if isinstance(label, (list, tuple)) and len(label) == 2 else None
+    if not isinstance(versions, (list, tuple)) or len(versions) != count or any(type(v) is not int for v in versions):
+        raise stores.StoreError(f"the window of key {key!r}, size 0, carries no versions of the other {count} sizes "
+                                f"in its checkpoint label ({label!r}): it was not checkpointed by this job's sizes")
+    return list(versions)
 
 
 class RejectingWindow(RowWindow):

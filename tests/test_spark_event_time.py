@@ -116,8 +116,9 @@ class Stream:
     def windows(self, df, directory, aggs, **kw):
         """The query's sliding_window (per-row output, a file store in ``directory``)."""
         kw.setdefault("store", f"file://{directory}/store")
-        return sliding_window(df, key="k", time="ts", value="v", aggs=aggs, range=RANGE, buffer_size=2,
-                              cache_size=2, name=f"et-{uuid.uuid4().hex[:8]}", **kw)
+        kw.setdefault("range", RANGE)
+        return sliding_window(df, key="k", time="ts", value="v", aggs=aggs, buffer_size=2, cache_size=2,
+                              name=f"et-{uuid.uuid4().hex[:8]}", **kw)
 
     def run(self, rows, per_file: int = 12, run_ids=None):
         self.files = write_files(self.source, rows, per_file, self.files)
@@ -151,6 +152,25 @@ def test_out_of_order_rows_within_the_delay_give_the_batch_output(spark, tmp_pat
     batch = sliding_window(spark.createDataFrame([tuple(r[c] for c in ("id", "k", "t", "ts", "v")) for r in rows],
                                                  SCHEMA), key="k", time="ts", value="v", aggs=aggs(), range=RANGE)
     assert_outputs(batch.collect(), rows, want, NAMES)
+
+
+def test_several_sizes_wait_for_the_watermark_and_resume(spark, tmp_path):
+    """Several sizes on the plan with Spark's state: out-of-order rows over
+    two runs of the query, the second resuming every size's window at the
+    versions Spark's state and size 0's checkpoint hold; every row's output
+    at each size is the oracle's over its key's rows in time order."""
+    rows = out_of_order(3)
+    sizes = {"a": RANGE, "b": 3 * RANGE}
+    stream = Stream(spark, str(tmp_path), range=sizes)
+    half = len(rows) // 2
+    stream.run(rows[:half])
+    got = stream.run(rows[half:] + [closing_row(rows, len(rows))])
+    want: dict = {}
+    for label, size in sizes.items():
+        for rid, results in expected(sorted(rows, key=lambda r: r["t"]), NAMES, range=size).items():
+            want.setdefault(rid, {"rejected": None}).update({f"{a}_{label}": results[a] for a in NAMES})
+    assert_outputs(got, rows, want, [f"{a}_{label}" for a in NAMES for label in sizes])
+    assert stream.dropped_by_spark() == 0
 
 
 def test_times_past_pandas_range_wait_and_enter_in_order(spark, tmp_path):

@@ -13,6 +13,8 @@ import sys
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spark_ops import SlidingWindowError, sliding_window
 from spark_ops.spec import WindowSpec
@@ -115,7 +117,8 @@ def test_single_size_keeps_names_and_fingerprint():
 
 def test_streaming_several_sizes(spark, tmp_path):
     """Two availableNow runs: each key's windows of every size resume from
-    the file store and the sink equals the oracle at each size."""
+    the file store and the sink equals the oracle at each size (the plan
+    with Spark's state: tests/test_spark_event_time.py)."""
     rounds = random_rounds(random.Random(13), 2, keys=6, per_key=(10, 30))
     source, sink, ckpt = (str(tmp_path / d) for d in ("in", "out", "ckpt"))
     os.makedirs(source)
@@ -133,38 +136,54 @@ def test_streaming_several_sizes(spark, tmp_path):
                    _names(aggs, labelled))
 
 
-def test_sizes_resumed_by_micro_batch_need_not_agree_on_a_version(tmp_path):
-    """An attempt that died between its sizes' checkpoints leaves their
-    versions apart.  Windows resumed by micro-batch (the plan without Spark
-    state) go on (``one_version=False``), each size holding every committed
-    row (counted against the rows pushed); a plan that resumes by one
-    version for all sizes refuses (``one_version=True``)."""
+@settings(max_examples=40, deadline=None)
+@given(steps=st.lists(st.tuples(st.lists(st.integers(0, 6), min_size=1, max_size=4),
+                                st.one_of(st.none(), st.integers(0, 3))), min_size=1, max_size=7),
+       by_step=st.booleans())
+def test_sizes_whose_attempts_die_between_checkpoints_resume_exactly(steps, by_step):
+    """An attempt that dies between its sizes' checkpoints leaves their
+    versions apart.  A key's windows of three sizes, resumed by micro-batch
+    (the plan without Spark state) or by the one version Spark's state
+    commits per key (the plans with it: a dead attempt commits nothing), go
+    on after attempts that die after any number of the sizes' checkpoints
+    (3: all of them, before Spark commits); each committed attempt's counts
+    equal brute force over the committed rows, and its label is given back
+    to the next."""
     import pyarrow as pa
 
     import stores
     from spark_ops.windows import open_key_window
 
-    spec = WindowSpec.build(key="k", time="t", value="v", aggs=["count"], range=[5, 100],
-                            store=f"file://{tmp_path}/store")
-
-    def attempt(step, times, *, dies=False, one_version=False):
-        window = open_key_window(spec, "k1", "run", streaming=True, resume=stores.Before("q", step), durable=False)
-        try:
-            out = window.push(pa.array(times), pa.array([1.0] * len(times)), None)
-            if dies:
-                window.windows[0].checkpoint()  # the attempt dies before the other size's checkpoint
-                return None
-            window.checkpoint(None, one_version=one_version)
-            return [column.to_pylist() for column in out]
-        finally:
-            window.close()
-
-    assert attempt(0, [1.0, 2.0]) == [[1, 2], [1, 2]]
-    attempt(1, [3.0], dies=True)
-    assert attempt(1, [3.0]) == [[3], [3]]
-    assert attempt(2, [7.5]) == [[2], [4]]  # size 5 holds (2.5, 7.5]: 3.0 and 7.5
-    with pytest.raises(RuntimeError, match="checkpointed at different versions"):
-        attempt(3, [8.0], one_version=True)
+    sizes = [2, 5, 100]
+    spec = WindowSpec.build(key="k", time="t", value="v", aggs=["count"], range=sizes,
+                            store=f"memory://sizes-{uuid.uuid4().hex}")
+    before, version, t = [], None, 0.0
+    for step, (gaps, dies_after) in enumerate(steps):
+        times = []
+        for gap in gaps:
+            t += gap
+            times.append(t)
+        for dies in ([dies_after, None] if dies_after is not None else [None]):
+            resume = stores.Before("q", step) if by_step else (version if version is not None else False)
+            window = open_key_window(spec, "k1", "run", streaming=True, resume=resume)
+            try:
+                assert window.resumed_label == ("label" if before else None)
+                out = window.push(pa.array(times), pa.array([1.0] * len(times)), None)
+                if dies == len(sizes):
+                    window.checkpoint("label")  # every size checkpointed; the attempt dies before Spark commits
+                elif dies is not None:  # dies after some sizes' checkpoints, in the order the window makes them
+                    order = window.windows if by_step else window.windows[1:]
+                    for one in order[:dies]:
+                        one.checkpoint()
+                else:
+                    version = window.checkpoint("label")
+            finally:
+                window.close()
+        rows = before + times
+        want = [[sum(1 for s in rows[:len(before) + i + 1] if s > now - size) for i, now in enumerate(times)]
+                for size in sizes]
+        assert [column.to_pylist() for column in out] == want
+        before = rows
     stores.pooled_store(spec.store).close()
 
 
