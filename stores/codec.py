@@ -10,7 +10,8 @@
 * ``list`` stays a list; ``tuple`` stays a tuple (extension 1);
   ``set`` and ``frozenset`` (extensions 3 and 4);
 * ``dict`` with keys of any of these (hashable) types, insertion order kept;
-* any nesting of the above;
+* any nesting of the above (tuples, sets and registered types at most
+  :data:`MAX_NESTING` deep);
 * user types registered with :func:`register_codec` (codes 64..127).
 
 Exact types only (msgpack ``strict_types``): a subclass of ``int``,
@@ -70,6 +71,15 @@ EXT_SET = 3
 EXT_FROZENSET = 4
 USER_CODES = range(64, 128)
 
+#: How deep tuples, sets and registered types may nest in a value.  msgpack
+#: decodes each one through a Python hook (:func:`_ext_hook`) that recurses
+#: on the C stack, tens of KiB per level, which overflows an 8 MiB stack
+#: (crashing the interpreter) at about 190 levels; so the encoder refuses
+#: deeper values, and the hook refuses deeper payloads (only a crafted one
+#: can be) with a RecursionError, which :func:`decode` reports as
+#: CorruptValue.  Half that depth leaves room for smaller stacks.
+MAX_NESTING = 100
+
 _INT_MIN = -(1 << 63)
 _INT_MAX = (1 << 64) - 1
 
@@ -105,6 +115,9 @@ def _new_packer() -> msgpack.Packer:
 def _pack(obj: Any) -> bytes:
     st = _state
     depth = st.depth
+    if depth > MAX_NESTING:
+        raise ValueError(f"cannot encode a value with tuples, sets or registered types nested more than "
+                         f"{MAX_NESTING} deep (stores.codec.MAX_NESTING): it would not decode everywhere")
     if depth == len(st.packers):
         st.packers.append(_new_packer())
     packer = st.packers[depth]
@@ -179,13 +192,31 @@ def _unpack_msgpack(data: bytes) -> Any:
                            use_list=True)
 
 
+class _HookDepth(threading.local):
+    depth = 0
+
+
+_hook = _HookDepth()
+
+
 def _ext_hook(code: int, data: bytes) -> Any:
-    if code == EXT_TUPLE:
-        return tuple(_unpack(data))
     if code == EXT_BIGINT:
         if not data:
             raise CorruptValue("empty big-int extension")
         return int.from_bytes(data, "big", signed=True)
+    depth = _hook.depth  # every other extension holds a value: one level deeper
+    if depth >= MAX_NESTING:
+        raise RecursionError(f"a stored value nests tuples, sets or registered types more than {MAX_NESTING} deep")
+    _hook.depth = depth + 1
+    try:
+        return _nested(code, data)
+    finally:
+        _hook.depth = depth
+
+
+def _nested(code: int, data: bytes) -> Any:
+    if code == EXT_TUPLE:
+        return tuple(_unpack(data))
     if code == EXT_SET:
         return set(_unpack(data))
     if code == EXT_FROZENSET:

@@ -305,6 +305,63 @@ def test_a_malformed_map_is_refused_before_any_user_decoder_runs():
     assert calls == []
 
 
+def _nested_tuples(depth: int, inner=1):
+    value = inner
+    for _ in range(depth):
+        value = (value,)
+    return value
+
+
+def _in_child(script: str, *, pure: bool) -> str:
+    """``script``'s output, run in a child process (so that a crash of the
+    interpreter fails the test instead of ending the run); ``pure``: with
+    the pure-Python decoder (MTA_PURE_PYTHON=1)."""
+    import os
+
+    env = dict(os.environ, MTA_PURE_PYTHON="1" if pure else "0")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          cwd=STORES_DIR.parent, env=env)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    return done.stdout
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_values_nested_to_the_limit_round_trip_in_both_decoders_and_deeper_ones_are_refused(pure):
+    """Tuples, sets and registered types nest up to MAX_NESTING deep: such a
+    value (a big int at its bottom, which is no level) decodes with the C
+    decoder and with msgpack's, whose hook recursion would crash the
+    interpreter from about 250 levels; one level more is refused when
+    encoded, naming the limit, and the encoder goes on working."""
+    deepest = _nested_tuples(codec.MAX_NESTING - 2, frozenset({(2**80,)}))
+    blob = encode(deepest)
+    out = _in_child(f"from stores import codec\nv = codec.decode({blob!r})\nn = 0\n"
+                    f"while type(v) is tuple: v, n = v[0], n + 1\nprint(n, codec._fast is None, v)\n", pure=pure)
+    assert out.split(maxsplit=2) == [str(codec.MAX_NESTING - 2), str(pure), "frozenset({(1208925819614629174706176,)})\n"]
+    with pytest.raises(ValueError, match=f"nested more than {codec.MAX_NESTING} deep"):
+        encode(_nested_tuples(codec.MAX_NESTING + 1))
+    assert decode(encode((1, (2, [3])))) == (1, (2, [3]))
+
+
+def test_a_crafted_payload_nested_past_the_limit_is_refused_by_the_pure_decoder_without_a_crash():
+    """Without the C decoder, tuples nested 5,000 deep in a crafted payload
+    are refused with CorruptValue at MAX_NESTING levels of msgpack's hook."""
+    script = (
+        "from stores import codec\n"
+        "from stores.errors import CorruptValue\n"
+        "import struct, zlib\n"
+        "assert codec._fast is None\n"
+        "inner = b'\\x01'\n"
+        "for _ in range(5000):\n"
+        "    arr = b'\\x91' + inner\n"
+        "    inner = b'\\xc9' + struct.pack('>I', len(arr)) + bytes([codec.EXT_TUPLE]) + arr\n"
+        "blob = struct.pack('>BI', codec.FORMAT_VERSION, zlib.crc32(inner)) + inner\n"
+        "try:\n"
+        "    codec.decode(blob)\n"
+        "except CorruptValue as exc:\n"
+        "    print('refused', type(exc.__cause__).__name__)\n")
+    assert _in_child(script, pure=True).split() == ["refused", "RecursionError"]
+
+
 @needs_c
 def test_a_payload_nested_past_the_recursion_limit_is_refused_without_a_crash():
     """Tuples nested 5,000 deep (a crafted payload: the encoder cannot
