@@ -1,5 +1,6 @@
-/* The codec's decoder in C (optional; stores/codec.py falls back to msgpack
- * and its Python extension hook without it).
+/* The codec's decoder and packer in C (optional; stores/codec.py falls back
+ * to msgpack and its Python extension hooks without it; the packer is at
+ * the end of this file).
  *
  * unpack(payload, hook) decodes one msgpack value exactly as
  * msgpack.unpackb(payload, ext_hook=hook, raw=False, strict_map_key=False)
@@ -257,12 +258,227 @@ static PyObject *unpack(PyObject *self, PyObject *args) {
     (void)self;
 }
 
+/* -- packing ------------------------------------------------------------
+ *
+ * pack(value, budget) gives the bytes stores.codec's msgpack path gives
+ * value (msgpack.Packer(use_bin_type=True, strict_types=True,
+ * use_single_float=False) with the codec's default hook: tuples, sets and
+ * frozensets as extensions 1, 3 and 4 holding the array of their items),
+ * for values made of the exact types None, bool, int (64 bits), float, str,
+ * bytes, bytearray, list, tuple, dict, set and frozenset, extensions nested
+ * at most budget deep.  For anything else (a big int, a registered or
+ * unknown type, a subclass, a string that is not valid UTF-8, deeper
+ * nesting, sizes past 2**32 - 1) it returns None, and the msgpack path
+ * packs the value, or refuses it with its own error: one rule for what is
+ * encodable and how. */
+
+#define EXT_NESTING_MAX_CONTAINERS 500  /* below msgpack's own nesting limit (511) */
+
+typedef struct {
+    char *buf;
+    Py_ssize_t len, cap;
+} Writer;
+
+/* 1: packed; 0: not this packer's (the caller returns None); -1: error */
+static int pack_value(Writer *w, PyObject *o, int budget, int containers);
+
+static int grow(Writer *w, Py_ssize_t n) {
+    if (w->len + n <= w->cap) return 0;
+    Py_ssize_t cap = w->cap ? w->cap : 256;
+    while (cap < w->len + n) cap *= 2;
+    char *b = PyMem_Realloc(w->buf, cap);
+    if (!b) { PyErr_NoMemory(); return -1; }
+    w->buf = b;
+    w->cap = cap;
+    return 0;
+}
+
+static int put(Writer *w, const void *p, Py_ssize_t n) {
+    if (grow(w, n) < 0) return -1;
+    memcpy(w->buf + w->len, p, n);
+    w->len += n;
+    return 0;
+}
+
+/* the first byte, then v big-endian in n bytes */
+static int put_be(Writer *w, unsigned char first, uint64_t v, int n) {
+    unsigned char b[9];
+    b[0] = first;
+    for (int i = 0; i < n; i++) b[1 + i] = (unsigned char)(v >> (8 * (n - 1 - i)));
+    return put(w, b, 1 + n);
+}
+
+/* a header of a sized type: small (the fix form, below fix_limit), or
+ * code8/16/32 (code8 0 when there is no 8-bit form) */
+static int put_size(Writer *w, uint64_t n, unsigned char fix, uint64_t fix_limit, unsigned char code8,
+                    unsigned char code16, unsigned char code32) {
+    if (n < fix_limit) { unsigned char b = (unsigned char)(fix | n); return put(w, &b, 1); }
+    if (code8 && n < 256) return put_be(w, code8, n, 1);
+    if (n < 65536) return put_be(w, code16, n, 2);
+    return put_be(w, code32, n, 4);
+}
+
+static int pack_int(Writer *w, PyObject *o) {
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (overflow < 0) return 0;  /* a big int: an extension of the msgpack path */
+    uint64_t u;
+    if (overflow > 0) {
+        u = PyLong_AsUnsignedLongLong(o);
+        if (u == (uint64_t)-1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+    } else if (v >= 0) {
+        u = (uint64_t)v;
+    } else {  /* msgpack's smallest signed form */
+        if (v >= -32) { unsigned char b = (unsigned char)(signed char)v; return put(w, &b, 1) < 0 ? -1 : 1; }
+        if (v >= -128) return put_be(w, 0xd0, (uint64_t)v, 1) < 0 ? -1 : 1;
+        if (v >= -32768) return put_be(w, 0xd1, (uint64_t)v, 2) < 0 ? -1 : 1;
+        if (v >= -2147483648LL) return put_be(w, 0xd2, (uint64_t)v, 4) < 0 ? -1 : 1;
+        return put_be(w, 0xd3, (uint64_t)v, 8) < 0 ? -1 : 1;
+    }
+    int r;
+    if (u < 128) { unsigned char b = (unsigned char)u; r = put(w, &b, 1); }
+    else if (u < 256) r = put_be(w, 0xcc, u, 1);
+    else if (u < 65536) r = put_be(w, 0xcd, u, 2);
+    else if (u < 4294967296ULL) r = put_be(w, 0xce, u, 4);
+    else r = put_be(w, 0xcf, u, 8);
+    return r < 0 ? -1 : 1;
+}
+
+/* an extension holding the array of the items of iterable o (n of them):
+ * the array is packed after room for the largest header, which is then
+ * written in its msgpack form and the array moved up to it */
+static int pack_ext_items(Writer *w, int code, PyObject *o, Py_ssize_t n, int budget, int containers) {
+    if (budget < 1) return 0;
+    Py_ssize_t at = w->len;
+    if (grow(w, 6) < 0) return -1;
+    w->len += 6;
+    if (put_size(w, (uint64_t)n, 0x90, 16, 0, 0xdc, 0xdd) < 0) return -1;
+    PyObject *it = PyObject_GetIter(o);
+    if (!it) return -1;
+    PyObject *item;
+    Py_ssize_t count = 0;
+    while ((item = PyIter_Next(it))) {
+        int r = pack_value(w, item, budget - 1, containers + 1);
+        Py_DECREF(item);
+        count++;
+        if (r <= 0) { Py_DECREF(it); return r; }
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred()) return -1;
+    if (count != n) return 0;  /* changed while packed: the msgpack path decides */
+    Py_ssize_t len = w->len - at - 6;
+    if (len > 0xffffffffLL) return 0;
+    unsigned char head[6];
+    int h;
+    switch (len) {
+    case 1: head[0] = 0xd4; h = 1; break;
+    case 2: head[0] = 0xd5; h = 1; break;
+    case 4: head[0] = 0xd6; h = 1; break;
+    case 8: head[0] = 0xd7; h = 1; break;
+    case 16: head[0] = 0xd8; h = 1; break;
+    default:
+        if (len < 256) { head[0] = 0xc7; head[1] = (unsigned char)len; h = 2; }
+        else if (len < 65536) { head[0] = 0xc8; head[1] = (unsigned char)(len >> 8); head[2] = (unsigned char)len; h = 3; }
+        else {
+            head[0] = 0xc9;
+            for (int i = 0; i < 4; i++) head[1 + i] = (unsigned char)(len >> (8 * (3 - i)));
+            h = 5;
+        }
+    }
+    head[h++] = (unsigned char)code;
+    memcpy(w->buf + at, head, h);
+    memmove(w->buf + at + h, w->buf + at + 6, len);
+    w->len = at + h + len;
+    return 1;
+}
+
+static int pack_value(Writer *w, PyObject *o, int budget, int containers) {
+    if (containers > EXT_NESTING_MAX_CONTAINERS) return 0;
+    PyTypeObject *t = Py_TYPE(o);
+    unsigned char b;
+    if (o == Py_None) { b = 0xc0; return put(w, &b, 1) < 0 ? -1 : 1; }
+    if (o == Py_True) { b = 0xc3; return put(w, &b, 1) < 0 ? -1 : 1; }
+    if (o == Py_False) { b = 0xc2; return put(w, &b, 1) < 0 ? -1 : 1; }
+    if (t == &PyLong_Type) return pack_int(w, o);
+    if (t == &PyFloat_Type) {
+        double d = PyFloat_AS_DOUBLE(o);
+        uint64_t u;
+        memcpy(&u, &d, 8);
+        return put_be(w, 0xcb, u, 8) < 0 ? -1 : 1;
+    }
+    if (t == &PyUnicode_Type) {
+        Py_ssize_t n;
+        const char *s = PyUnicode_AsUTF8AndSize(o, &n);
+        if (!s) { PyErr_Clear(); return 0; }  /* lone surrogates: msgpack's error */
+        if ((uint64_t)n > 0xffffffffULL) return 0;
+        if (put_size(w, (uint64_t)n, 0xa0, 32, 0xd9, 0xda, 0xdb) < 0 || put(w, s, n) < 0) return -1;
+        return 1;
+    }
+    if (t == &PyBytes_Type || t == &PyByteArray_Type) {
+        Py_ssize_t n = t == &PyBytes_Type ? PyBytes_GET_SIZE(o) : PyByteArray_GET_SIZE(o);
+        const char *s = t == &PyBytes_Type ? PyBytes_AS_STRING(o) : PyByteArray_AS_STRING(o);
+        if ((uint64_t)n > 0xffffffffULL) return 0;
+        if (put_size(w, (uint64_t)n, 0, 0, 0xc4, 0xc5, 0xc6) < 0 || put(w, s, n) < 0) return -1;
+        return 1;
+    }
+    if (t == &PyList_Type) {
+        Py_ssize_t n = PyList_GET_SIZE(o);
+        if ((uint64_t)n > 0xffffffffULL) return 0;
+        if (put_size(w, (uint64_t)n, 0x90, 16, 0, 0xdc, 0xdd) < 0) return -1;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o); i++) {
+            PyObject *item = PyList_GET_ITEM(o, i);
+            Py_INCREF(item);
+            int r = pack_value(w, item, budget, containers + 1);
+            Py_DECREF(item);
+            if (r <= 0) return r;
+        }
+        return PyList_GET_SIZE(o) == n ? 1 : 0;
+    }
+    if (t == &PyDict_Type) {
+        Py_ssize_t n = PyDict_GET_SIZE(o), pos = 0, seen = 0;
+        if ((uint64_t)n > 0xffffffffULL) return 0;
+        if (put_size(w, (uint64_t)n, 0x80, 16, 0, 0xde, 0xdf) < 0) return -1;
+        PyObject *k, *v;
+        while (PyDict_Next(o, &pos, &k, &v)) {
+            Py_INCREF(k);
+            Py_INCREF(v);
+            int r = pack_value(w, k, budget, containers + 1);
+            if (r > 0) r = pack_value(w, v, budget, containers + 1);
+            Py_DECREF(k);
+            Py_DECREF(v);
+            if (r <= 0) return r;
+            seen++;
+        }
+        return seen == n && PyDict_GET_SIZE(o) == n ? 1 : 0;
+    }
+    if (t == &PyTuple_Type) return pack_ext_items(w, EXT_TUPLE, o, PyTuple_GET_SIZE(o), budget, containers);
+    if (t == &PySet_Type) return pack_ext_items(w, EXT_SET, o, PySet_GET_SIZE(o), budget, containers);
+    if (t == &PyFrozenSet_Type) return pack_ext_items(w, EXT_FROZENSET, o, PySet_GET_SIZE(o), budget, containers);
+    return 0;
+}
+
+static PyObject *pack(PyObject *self, PyObject *args) {
+    PyObject *o;
+    int budget;
+    if (!PyArg_ParseTuple(args, "Oi:pack", &o, &budget)) return NULL;
+    if (budget < 0) Py_RETURN_NONE;  /* nested past the limit already */
+    Writer w = {NULL, 0, 0};
+    int r = pack_value(&w, o, budget, 0);
+    PyObject *out = r > 0 ? PyBytes_FromStringAndSize(w.buf ? w.buf : "", w.len) : NULL;
+    PyMem_Free(w.buf);
+    if (r == 0) Py_RETURN_NONE;
+    return out;
+    (void)self;
+}
+
 static PyMethodDef methods[] = {
     {"unpack", unpack, METH_VARARGS, "unpack(payload, hook): one msgpack value, tuples and sets built here."},
+    {"pack", pack, METH_VARARGS, "pack(value, budget): msgpack bytes as the codec packs value, or None."},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "stores._codec", "The codec's decoder in C.", -1, methods,
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "stores._codec", "The codec's decoder and packer in C.", -1, methods,
                                      NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__codec(void) { return PyModule_Create(&module); }

@@ -51,12 +51,16 @@ import msgpack
 
 from .errors import CodecRegistrationError, CorruptValue, FormatVersionError
 
-try:  # the decoder in C (stores/_codec.c), built at install when a C compiler is present
+try:  # the decoder and packer in C (stores/_codec.c), built at install when a C compiler is present
     from . import _codec as _fast
 except ImportError:
     _fast = None
 if os.environ.get("MTA_PURE_PYTHON", "") not in ("", "0"):
     _fast = None  # as mta.native: the pure-Python paths alone
+#: Whether values are packed in C: packing a record whole then costs less
+#: than finding which of its parts were packed before
+#: (:mod:`stores.window_packing`).
+PACKS_IN_C = _fast is not None
 
 FORMAT_VERSION = 1
 #: Format of a value bound to its place (see the module docstring).
@@ -113,6 +117,18 @@ def _new_packer() -> msgpack.Packer:
 
 
 def _pack(obj: Any) -> bytes:
+    """The msgpack payload of ``obj``: by the C packer when built, for the
+    values it takes (made of the codec's own types; byte for byte what
+    msgpack gives them), else by msgpack, which also gives the errors.
+    O(size of ``obj``)."""
+    if _fast is not None:
+        payload = _fast.pack(obj, MAX_NESTING - _state.depth)
+        if payload is not None:
+            return payload
+    return _pack_msgpack(obj)
+
+
+def _pack_msgpack(obj: Any) -> bytes:
     st = _state
     depth = st.depth
     if depth > MAX_NESTING:

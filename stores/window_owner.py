@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from . import codec
 from .errors import CasMismatch, FencingError, MissingData, StoreError
 from .level_queue import StoreLevelQueue
 from .meta_cache import Remembered, cache_of
@@ -79,10 +80,11 @@ class Ownership:
                     raise
                 swap = False  # what this process remembers may be outdated: the store's record decides
                 continue
-            if decoded:  # the record's parts as packed, for the next checkpoint to reuse
-                parts, self._elements = checkpoint_payloads(blob, meta, checkpoint and checkpoint[0]) \
-                    if blob is not None else ([], {})
+            if decoded and blob is not None and not codec.PACKS_IN_C:  # the record's parts as packed, to reuse
+                parts, self._elements = checkpoint_payloads(blob, meta, checkpoint and checkpoint[0])
                 self._packed = dict(_by_identity(meta["checkpoints"], parts))
+            elif decoded:
+                self._packed, self._elements = {}, {}
             meta["epoch"] += 1
             meta["epochs"] = sorted(set(meta["epochs"]) | {meta["epoch"]})
             meta.update(used=clock_of(self.store)(), owner=owner())

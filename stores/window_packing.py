@@ -1,11 +1,15 @@
 """Packing a window's metadata record (:class:`stores.window.WindowStorage`'s
-packing half): a retained checkpoint never changes and consecutive
-checkpoints share most tail elements, so each checkpoint entry and each tail
-element is packed once and its payload reused, found by identity.
+packing half): a retained checkpoint never changes, so each checkpoint
+entry is packed once and its payload reused, found by identity.  Without
+the codec's C packer, consecutive checkpoints' shared tail elements are
+too, and a claim finds the payloads of the record it read
+(:func:`checkpoint_payloads`): packing those tuples in Python dominates;
+in C, packing them costs less than finding them.
 """
 
 from __future__ import annotations
 
+from . import codec
 from .codec import PayloadReader, encode_map, packed, packed_list, packed_map
 
 __all__ = ["MetaPacking", "checkpoint_payloads"]
@@ -32,11 +36,14 @@ class MetaPacking:
 
     def _pack_checkpoint(self, entry: list) -> bytes:
         """``packed(entry)`` of a checkpoint entry ``[version, parent,
-        records, engine]``, each element of its levels' tails packed once:
-        a window's consecutive checkpoints share most of them (the same
-        objects while this process keeps the window, :mod:`stores.meta_cache`),
-        and packing those tuples dominates.  O(elements in the tails) dict
-        lookups, plus packing the new elements."""
+        records, engine]``: in C, whole, O(entry); in Python, each element of
+        its levels' tails packed once: a window's consecutive checkpoints
+        share most of them (the same objects while this process keeps the
+        window, :mod:`stores.meta_cache`), and packing those tuples in Python
+        dominates; O(elements in the tails) dict lookups, plus packing the
+        new elements."""
+        if codec.PACKS_IN_C:
+            return packed(entry)
         known, elements = self._elements, {}
 
         def element(e) -> bytes:

@@ -243,6 +243,74 @@ long_values = st.one_of(
     st.integers(2**64, 2**600), st.sampled_from([list(range(70_000)), tuple(range(70_000)), set(range(300))]))
 
 
+def _by_msgpack(value):
+    """The payload the msgpack path alone gives ``value`` (or its error's type)."""
+    fast, codec._fast = codec._fast, None
+    try:
+        return codec._pack(value)
+    except Exception as exc:  # noqa: BLE001 - the verdict compared
+        return type(exc)
+    finally:
+        codec._fast = fast
+
+
+def _outside_the_c_packer(value) -> bool:
+    """Whether ``value`` holds what the C packer leaves to msgpack: an int
+    outside 64 bits, a string that is not valid UTF-8, a type that is not
+    one of the codec's own exactly."""
+    t = type(value)
+    if t is int:
+        return not -2**63 <= value < 2**64
+    if t is str:
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return True
+        return False
+    if t in (list, tuple, set, frozenset):
+        return any(_outside_the_c_packer(v) for v in value)
+    if t is dict:
+        return any(_outside_the_c_packer(k) or _outside_the_c_packer(v) for k, v in value.items())
+    return t not in (type(None), bool, float, bytes, bytearray)
+
+
+#: Each side of every boundary between msgpack's forms of an int, a string, bytes, an array, a map and an extension.
+_EDGES = ([e + d for e in (-2**63, -2**31, -2**15, -2**7, -2**5, 0, 2**7, 2**8, 2**16, 2**32, 2**63, 2**64)
+           for d in (-1, 0, 1) if -2**63 <= e + d < 2**64]
+          + ["x" * n for n in (15, 16, 31, 32, 255, 256, 65535, 65536)] + [b"y" * n for n in (255, 256, 65535, 65536)]
+          + [list(range(n)) for n in (15, 16)] + [dict.fromkeys(range(n)) for n in (15, 16)]
+          + [tuple(range(n)) for n in (0, 1, 2, 3, 6, 7, 14, 15, 200, 30_000)])
+
+
+@needs_c
+@pytest.mark.parametrize("value", _EDGES, ids=lambda v: f"{type(v).__name__}-{v if type(v) is int else len(v)}")
+def test_the_c_packer_takes_each_side_of_msgpacks_size_boundaries_as_msgpack_does(value):
+    assert codec._fast.pack(value, codec.MAX_NESTING) == _by_msgpack(value)
+
+
+@needs_c
+@SETTINGS
+@given(values | long_values | st.lists(long_values, max_size=3).map(tuple)
+       | st.lists(st.sampled_from(_EDGES), max_size=4).map(tuple)
+       | st.lists(st.sampled_from(["\ud800", "a\udfff", bytearray(b"ab"), memoryview(b"cd"), Fraction(1, 3), 2**70,
+                                   True, 1.5]), max_size=3).map(tuple))
+def test_the_c_packer_gives_msgpacks_bytes_or_leaves_the_value_to_it(value):
+    """The C packer's payload is msgpack's byte for byte; it gives None
+    (msgpack packs the value, or refuses it) exactly for the values holding
+    what it does not take."""
+    fast = codec._fast.pack(value, codec.MAX_NESTING)
+    if fast is None:
+        assert _outside_the_c_packer(value), value
+    else:
+        assert fast == _by_msgpack(value)
+    want = _by_msgpack(value)
+    if isinstance(want, bytes):
+        assert encode(value)[codec.HEADER_SIZE:] == want
+    else:
+        with pytest.raises(want):
+            encode(value)
+
+
 @needs_c
 @SETTINGS
 @given(values | long_values | st.lists(long_values, max_size=3).map(tuple))
