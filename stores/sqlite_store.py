@@ -126,7 +126,6 @@ class SQLiteStore(Store):
         self.path = os.path.join(directory, DB_NAME)
         self._sync_data, self._sync_meta = _SYNC_MODES[synchronous]
         self.SYNCS_META = self._sync_meta == "FULL"  # "normal" and "off" sync no metadata write
-        self._directory_synced = False
         self._local = threading.local()
         self._conns: "weakref.WeakSet" = weakref.WeakSet()
         self._conns_lock = threading.Lock()
@@ -370,8 +369,11 @@ class SQLiteStore(Store):
 
     def _sync(self) -> None:
         # fsync of the WAL makes every transaction committed before it durable, as
-        # a FULL-synchronous commit does; the directory once, as SQLite does for a new WAL
-        for path in ([self.path + "-wal"] + ([] if self._directory_synced else [self.directory])):
+        # a FULL-synchronous commit does; and of the directory, whose entry of the WAL
+        # is new whenever SQLite has emptied and deleted the WAL since (its last
+        # connection closed), as SQLite syncs it for a new WAL; with nothing new in it,
+        # a directory's fsync is cheap beside the WAL's
+        for path in (self.path + "-wal", self.directory):
             try:
                 fd = os.open(path, os.O_RDONLY)
             except FileNotFoundError:  # no WAL: nothing written since it was last emptied into the database
@@ -380,7 +382,6 @@ class SQLiteStore(Store):
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        self._directory_synced = True
 
     def _delete_meta(self, window: str, expected: Token) -> None:
         conn = self._conn()
