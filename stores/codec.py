@@ -59,7 +59,7 @@ if os.environ.get("MTA_PURE_PYTHON", "") not in ("", "0"):
     _fast = None  # as mta.native: the pure-Python paths alone
 #: Whether values are packed in C: packing a record whole then costs less
 #: than finding which of its parts were packed before
-#: (:mod:`stores.window_packing`).
+#: (:mod:`stores.window_packing`, through :func:`packed_in_c`).
 PACKS_IN_C = _fast is not None
 
 FORMAT_VERSION = 1
@@ -190,15 +190,18 @@ def _unpack(data: bytes) -> Any:
     built (tuples and sets built in C; msgpack builds every extension
     through Python code, a record holds one per element), else, and for
     whatever the C decoder does not take as well-formed, by msgpack, whose
-    verdict on malformed input is the one reported.  O(size of ``data``)."""
+    verdict on malformed input is the one reported, and which also takes
+    a value nested deeper than the C decoder's recursion (it counts lists
+    and dicts too, against Python's recursion limit, while the encoder
+    bounds tuples, sets and registered types; msgpack's own containers do
+    not recurse, and its hook stops at :data:`MAX_NESTING`).  O(size of
+    ``data``)."""
     if _fast is not None:
         try:
             return _fast.unpack(data, _ext_hook)
-        except (_UserDecodeError, CorruptValue, RecursionError):
-            # the hook's own verdict; or nested past the recursion limit, where msgpack's
-            # hook recursion would overflow the C stack (it does from about 250 nested tuples)
+        except (_UserDecodeError, CorruptValue):  # the hook's own verdict
             raise
-        except Exception:  # noqa: BLE001 - malformed for the C decoder: msgpack judges it below
+        except Exception:  # noqa: BLE001 - malformed or too deep for the C decoder: msgpack judges it below
             pass
     return _unpack_msgpack(data)
 
@@ -360,6 +363,13 @@ def packed(value: Any) -> bytes:
     """The msgpack payload :func:`encode` gives ``value`` (no header), to be
     put together by :func:`encode_map` and :func:`packed_list`."""
     return _pack(value)
+
+
+def packed_in_c(value: Any) -> bytes | None:
+    """:func:`packed` by the C packer alone; ``None`` when packing is not in
+    C (:data:`PACKS_IN_C`) or ``value`` holds what it leaves to msgpack (a
+    registered type, a big int, ...)."""
+    return _fast.pack(value, MAX_NESTING - _state.depth) if PACKS_IN_C else None
 
 
 def packed_list(parts: list[bytes]) -> bytes:

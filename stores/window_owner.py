@@ -15,13 +15,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from . import codec
 from .errors import CasMismatch, FencingError, MissingData, StoreError
 from .level_queue import StoreLevelQueue
 from .meta_cache import Remembered, cache_of
 from .steps import Before, label_of, resume_point
 from .window_meta import clock_of, decode_meta, delete_fenced, new_meta, owner
-from .window_packing import _by_identity, checkpoint_payloads
+from .window_packing import claimed_payloads
 
 __all__ = ["Ownership"]
 
@@ -80,11 +79,9 @@ class Ownership:
                     raise
                 swap = False  # what this process remembers may be outdated: the store's record decides
                 continue
-            if decoded and blob is not None and not codec.PACKS_IN_C:  # the record's parts as packed, to reuse
-                parts, self._elements = checkpoint_payloads(blob, meta, checkpoint and checkpoint[0])
-                self._packed = dict(_by_identity(meta["checkpoints"], parts))
-            elif decoded:
-                self._packed, self._elements = {}, {}
+            if decoded:  # the record's parts as packed, for the next checkpoint to reuse
+                self._packed, self._elements = claimed_payloads(blob, meta, checkpoint) if blob is not None \
+                    else ({}, {})
             meta["epoch"] += 1
             meta["epochs"] = sorted(set(meta["epochs"]) | {meta["epoch"]})
             meta.update(used=clock_of(self.store)(), owner=owner())

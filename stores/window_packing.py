@@ -1,18 +1,19 @@
 """Packing a window's metadata record (:class:`stores.window.WindowStorage`'s
 packing half): a retained checkpoint never changes, so each checkpoint
-entry is packed once and its payload reused, found by identity.  Without
-the codec's C packer, consecutive checkpoints' shared tail elements are
-too, and a claim finds the payloads of the record it read
-(:func:`checkpoint_payloads`): packing those tuples in Python dominates;
-in C, packing them costs less than finding them.
+entry is packed once and its payload reused, found by identity.  An entry
+the codec packs in C is packed whole (:func:`stores.codec.packed_in_c`):
+that costs less than finding which of its parts were packed before.
+Others (a registered type or a big int in a window, or no C packer) pack
+each tail element once, since consecutive checkpoints share most of them,
+and a claim finds the payloads of the record it read
+(:func:`checkpoint_payloads`).
 """
 
 from __future__ import annotations
 
-from . import codec
-from .codec import PayloadReader, encode_map, packed, packed_list, packed_map
+from .codec import PayloadReader, encode_map, packed, packed_in_c, packed_list, packed_map
 
-__all__ = ["MetaPacking", "checkpoint_payloads"]
+__all__ = ["MetaPacking", "checkpoint_payloads", "claimed_payloads"]
 
 
 class MetaPacking:
@@ -36,14 +37,15 @@ class MetaPacking:
 
     def _pack_checkpoint(self, entry: list) -> bytes:
         """``packed(entry)`` of a checkpoint entry ``[version, parent,
-        records, engine]``: in C, whole, O(entry); in Python, each element of
-        its levels' tails packed once: a window's consecutive checkpoints
-        share most of them (the same objects while this process keeps the
-        window, :mod:`stores.meta_cache`), and packing those tuples in Python
+        records, engine]``: in C, whole, O(entry); else each element of its
+        levels' tails packed once: a window's consecutive checkpoints share
+        most of them (the same objects while this process keeps the window,
+        :mod:`stores.meta_cache`), and packing those tuples in Python
         dominates; O(elements in the tails) dict lookups, plus packing the
         new elements."""
-        if codec.PACKS_IN_C:
-            return packed(entry)
+        payload = packed_in_c(entry)
+        if payload is not None:
+            return payload
         known, elements = self._elements, {}
 
         def element(e) -> bytes:
@@ -64,6 +66,19 @@ def _by_identity(entries: list, parts: list[bytes]):
     """``(id(entry), (entry, payload))`` pairs (the entry is kept so that its
     id cannot be reused while remembered)."""
     return ((id(c), (c, p)) for c, p in zip(entries, parts))
+
+
+def claimed_payloads(blob: bytes, meta: dict, checkpoint: list | None) -> tuple[dict, dict]:
+    """``(_packed, _elements)`` for a window claimed from the record
+    ``blob`` (``meta``: its decoded form) to resume ``checkpoint``: its
+    payload packed in C where it packs there (it stays retained, as the
+    parent of the next checkpoint, which reuses it), else what the record
+    holds (:func:`checkpoint_payloads`)."""
+    payload = packed_in_c(checkpoint) if checkpoint is not None else None
+    if payload is not None:
+        return dict(_by_identity([checkpoint], [payload])), {}
+    parts, elements = checkpoint_payloads(blob, meta, checkpoint and checkpoint[0])
+    return dict(_by_identity(meta["checkpoints"], parts)), elements
 
 
 def checkpoint_payloads(blob: bytes, meta: dict, version: int | None) -> tuple[list[bytes], dict]:

@@ -408,6 +408,19 @@ def test_values_nested_to_the_limit_round_trip_in_both_decoders_and_deeper_ones_
     with pytest.raises(ValueError, match=f"nested more than {codec.MAX_NESTING} deep"):
         encode(_nested_tuples(codec.MAX_NESTING + 1))
     assert decode(encode((1, (2, [3])))) == (1, (2, [3]))
+    # lists do not count, and need not fit the C decoder's recursion: 50 tuples, each holding
+    # a list 19 deep, and 3 tuples, each holding a list 400 deep
+    for tuples, lists in ((50, 19), (3, 400)):
+        value: object = "x"
+        for _ in range(tuples):
+            for _ in range(lists):
+                value = [value]
+            value = (value,)
+        blob = encode(value)
+        out = _in_child(f"from stores import codec\nv, kinds = codec.decode({blob!r}), []\n"
+                        "while type(v) in (list, tuple): kinds.append(type(v).__name__); v = v[0]\n"
+                        "print(v, len(kinds), kinds.count('tuple'))\n", pure=pure)
+        assert out.split() == ["x", str(tuples * (lists + 1)), str(tuples)], (tuples, lists)
 
 
 @pytest.mark.parametrize("pure", [False, True])
