@@ -187,6 +187,41 @@ def test_sizes_whose_attempts_die_between_checkpoints_resume_exactly(steps, by_s
     stores.pooled_store(spec.store).close()
 
 
+def test_sizes_resumed_by_version_from_a_record_without_their_versions(monkeypatch):
+    """Size 0's checkpoint without a label (a record written before the
+    label carried the other sizes' versions): every size resumes that
+    version, and goes on as brute force says.  With a label of another
+    shape: a StoreError naming it, and size 0's window, opened first, is
+    closed again."""
+    import pyarrow as pa
+
+    import stores
+    from spark_ops import windows
+    from spark_ops.windows import open_key_window
+
+    spec = WindowSpec.build(key="k", time="t", value="v", aggs=["count"], range=[2, 100],
+                            store=f"memory://sizes-{uuid.uuid4().hex}")
+    window = open_key_window(spec, "k1", "run", streaming=True, resume=False)
+    window.push(pa.array([1.0, 2.0]), pa.array([1.0, 1.0]), None)
+    versions = {one.checkpoint() for one in window.windows}  # each size on its own, as before labels
+    window.close()
+    (version,) = versions
+    window = open_key_window(spec, "k1", "run", streaming=True, resume=version)
+    out = window.push(pa.array([3.5]), pa.array([1.0]), None)
+    times = [1.0, 2.0, 3.5]
+    assert [column.to_pylist() for column in out] == [[sum(1 for t in times if t > 3.5 - size)] for size in (2, 100)]
+    window.windows[1].checkpoint()
+    version = window.windows[0].checkpoint("a label, no versions")
+    window.close()
+    closed = []
+    real_close = windows.PolicyWindow.close
+    monkeypatch.setattr(windows.PolicyWindow, "close", lambda self: (closed.append(self), real_close(self))[1])
+    with pytest.raises(stores.StoreError, match="carries no versions of the other 1 sizes"):
+        open_key_window(spec, "k1", "run", streaming=True, resume=version)
+    assert len(closed) == 1
+    stores.pooled_store(spec.store).close()
+
+
 # -- periodic output --------------------------------------------------------------------
 def _periodic_oracle(rows, aggs, r, s):
     """(k, window end) -> {aggregation: value}: every multiple e of s with a
