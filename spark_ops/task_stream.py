@@ -39,9 +39,9 @@ from typing import Iterator
 import stores
 
 from . import passthrough, traffic
-from .plan import ARRIVAL, INTERNAL, column, output_arrow_schema, output_schema, with_time_and_value
+from .plan import ARRIVAL, INTERNAL, TIME, column, output_arrow_schema, output_schema, with_time_and_value
 from .spec import SlidingWindowError, WindowSpec
-from .streaming import _check_job, _in_order, _pushed, key_value
+from .streaming import _check_job, _pushed, key_value
 from .windows import open_key_window
 
 
@@ -85,7 +85,7 @@ def task_windows(spec: WindowSpec, run: str, passed: list[str], group_keys: pass
                     job, newest = window.resumed_label or (None, None)
                     _check_job(spec, k, job, fingerprint)
                     window.newest = newest
-                    results.append(_pushed(window, _in_order(key_rows), None, spec, passed))
+                    results.append(_pushed(window, key_rows, None, spec, passed))
                     window.checkpoint([fingerprint, window.newest])
                 finally:
                     window.close()
@@ -118,14 +118,30 @@ def _synced(store, results: list, target) -> Iterator:
 
 
 def _by_key(rows, group_keys: passthrough.GroupKeys):
-    """``(key values, rows)`` per key of the table ``rows``: the key's
-    column values as the state API hands them (:meth:`GroupKeys.value`)."""
+    """``(key values, rows)`` per key of the table ``rows``, each key's rows
+    in ``(time, arrival)`` order (a null or NaN time last, as
+    :func:`spark_ops.streaming._in_order` places it): the key's column values
+    as the state API hands them (:meth:`GroupKeys.value`).  One sort and
+    one take of the whole table, then a slice per key: O(n log n)."""
+    from itertools import chain
+
+    import numpy as np
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     if rows is None or rows.num_rows == 0:
         return
-    for group in passthrough.key_groups(rows, group_keys.keys):
-        key_rows = rows.take(pa.array(group, pa.int64()))
+    groups = passthrough.key_groups(rows, group_keys.keys)
+    group_of = np.empty(rows.num_rows, np.int64)
+    group_of[np.fromiter(chain.from_iterable(groups), np.int64, rows.num_rows)] = \
+        np.repeat(np.arange(len(groups), dtype=np.int64), [len(g) for g in groups])
+    order = pc.sort_indices(pa.table({"g": group_of, "t": rows.column(TIME),
+                                      "a": rows.column(ARRIVAL)}),
+                            [("g", "ascending"), ("t", "ascending"), ("a", "ascending")])
+    grouped, start = rows.take(order), 0
+    for group in groups:
+        key_rows = grouped.slice(start, len(group))
+        start += len(group)
         yield group_keys.value(passthrough.first_key(key_rows, group_keys)), key_rows
 
 
