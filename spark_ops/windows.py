@@ -153,7 +153,10 @@ class SizesWindow(RowWindow):
                 windows.append(PolicyWindow(one, key, f"{run}~{i}", resume=version, **kept))
         except BaseException:
             for window in windows:
-                window.close()
+                try:
+                    window.close()
+                except Exception:  # noqa: BLE001 - the opening's own error is the one to report
+                    pass
             raise
         return cls(spec, key, windows, by_version)
 
