@@ -426,6 +426,55 @@ def test_streaming_restart_with_another_job_is_refused(spark, tmp_path):
     assert "not by this one (max=max; range=20; amta; key=k, time=t, value=v)" in message
 
 
+class _TimedOutState:
+    """Spark's GroupState of a key whose processing-time timeout fired."""
+
+    hasTimedOut = exists = True
+
+    def __init__(self, version: int) -> None:
+        self.get = (version, 5.0, None)
+        self.removed = False
+
+    def remove(self) -> None:
+        self.removed = True
+
+
+@pytest.mark.parametrize("size", [10, [3, 10]], ids=["one size", "two sizes"])
+def test_an_expiry_replayed_after_a_failure_finds_the_window_gone_and_goes_on(size):
+    """expire_after's timeout deletes the key's windows; when the task dies
+    before Spark commits the state's removal, the replay (the same state,
+    the same version) finds them deleted already, and goes on instead of
+    failing the query on every retry."""
+    import pyarrow as pa
+    from pyspark.sql.types import DoubleType, StringType, StructField, StructType
+
+    import stores
+    from spark_ops import passthrough
+    from spark_ops.spec import WindowSpec
+    from spark_ops.streaming import key_windows
+    from spark_ops.windows import open_key_window
+
+    spec = WindowSpec.build(key="k", time="t", value="v", aggs=["count"], range=size,
+                            store=f"memory://expiry-{uuid.uuid4().hex}")
+    window = open_key_window(spec, "k1", "run", streaming=True, resume=False)
+    window.push(pa.array([1.0, 2.0]), pa.array([1.0, 1.0]), None)
+    version = window.checkpoint()
+    window.close()
+    store = stores.pooled_store(spec.store)
+    names = [spec.window_id("k1", f"run~{i}") for i in range(2)] if isinstance(size, list) \
+        else [spec.window_id("k1", "run")]
+    assert all(store.read_meta(name)[0] is not None for name in names)
+    group_keys = passthrough.GroupKeys(StructType([StructField("k", StringType()), StructField("t", DoubleType()),
+                                                   StructField("v", DoubleType())]), ["k"])
+    per_key = key_windows(spec, "run", ["k", "t", "v"], group_keys, 60.0)
+    for attempt in range(2):  # the second: a replay of the first, whose state removal Spark never committed
+        state = _TimedOutState(version)
+        assert list(per_key(("k1",), iter([]), state)) == []
+        assert state.removed, attempt
+        assert all(store.read_meta(name)[0] is None for name in names), attempt
+    store.close()
+
+
 def test_streaming_expire_after_deletes_idle_windows(spark, tmp_path):
     """expire_after= (a query with a processing-time trigger): keys without
     rows for that long have their windows deleted from the store and their
