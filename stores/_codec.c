@@ -272,7 +272,7 @@ static PyObject *unpack(PyObject *self, PyObject *args) {
  * packs the value, or refuses it with its own error: one rule for what is
  * encodable and how. */
 
-#define EXT_NESTING_MAX_CONTAINERS 500  /* below msgpack's own nesting limit (511) */
+#define MAX_CONTAINER_DEPTH 500  /* below msgpack's own nesting limit (511) */
 
 typedef struct {
     char *buf;
@@ -394,7 +394,7 @@ static int pack_ext_items(Writer *w, int code, PyObject *o, Py_ssize_t n, int bu
 }
 
 static int pack_value(Writer *w, PyObject *o, int budget, int containers) {
-    if (containers > EXT_NESTING_MAX_CONTAINERS) return 0;
+    if (containers > MAX_CONTAINER_DEPTH) return 0;
     PyTypeObject *t = Py_TYPE(o);
     unsigned char b;
     if (o == Py_None) { b = 0xc0; return put(w, &b, 1) < 0 ? -1 : 1; }

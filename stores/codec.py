@@ -121,11 +121,15 @@ def _pack(obj: Any) -> bytes:
     values it takes (made of the codec's own types; byte for byte what
     msgpack gives them), else by msgpack, which also gives the errors.
     O(size of ``obj``)."""
-    if _fast is not None:
-        payload = _fast.pack(obj, MAX_NESTING - _state.depth)
-        if payload is not None:
-            return payload
-    return _pack_msgpack(obj)
+    payload = _pack_c(obj)
+    return payload if payload is not None else _pack_msgpack(obj)
+
+
+def _pack_c(obj: Any) -> bytes | None:
+    """``obj``'s payload by the C packer, its extensions nested no deeper
+    than what :data:`MAX_NESTING` leaves below the packing in progress;
+    ``None`` without the C packer or for what it leaves to msgpack."""
+    return _fast.pack(obj, MAX_NESTING - _state.depth) if _fast is not None else None
 
 
 def _pack_msgpack(obj: Any) -> bytes:
@@ -369,7 +373,7 @@ def packed_in_c(value: Any) -> bytes | None:
     """:func:`packed` by the C packer alone; ``None`` when packing is not in
     C (:data:`PACKS_IN_C`) or ``value`` holds what it leaves to msgpack (a
     registered type, a big int, ...)."""
-    return _fast.pack(value, MAX_NESTING - _state.depth) if PACKS_IN_C else None
+    return _pack_c(value) if PACKS_IN_C else None
 
 
 def packed_list(parts: list[bytes]) -> bytes:

@@ -17,19 +17,19 @@ before the task opens any window, and :func:`finish_run` stamps it with the
 step after the task's checkpoints and before its sync (``Store.sync``).  A
 store on one server (SQLite, a standalone Redis) keeps its writes in order
 and loses, if anything, a suffix of them, so a stamp that survived means
-every checkpoint the task made before it did too.  A store spread over
-several servers (Redis Cluster, Couchbase) gives no such order across
+every checkpoint the task made before it did too (a store spread over
+several servers, Redis Cluster or Couchbase, gives no such order across
 them: a failover that loses one server's last writes is caught only where
-it loses a task's stamp.  At step ``n`` the record must therefore hold step ``n - 1`` or ``n``
-(``n`` when the step is replayed): a missing record (after step 0) means
-the store lost the run's windows, an older stamp that it rolled back past
-the end of that task, a newer one that the run rolled back (its checkpoint
-location lost steps the store kept); each fails the run with a
-:class:`~stores.errors.StoreError` instead of resuming wrong windows.  This
-needs every step to run every partition's task (a Spark ``foreachBatch``
-that skips running its DataFrame would trip it) and the partitioning to
-stay the same (Spark restores ``spark.sql.shuffle.partitions`` from the
-checkpoint location).
+it loses a task's stamp).  At step ``n`` the record must therefore hold
+step ``n - 1`` or ``n`` (``n`` when the step is replayed): a missing record
+(after step 0) means the store lost the run's windows, an older stamp that
+it rolled back past the end of that task, a newer one that the run rolled
+back (its checkpoint location lost steps the store kept); each fails the
+run with a :class:`~stores.errors.StoreError` instead of resuming wrong
+windows.  This needs every step to run every partition's task (a Spark
+``foreachBatch`` that skips running its DataFrame would trip it) and the
+partitioning to stay the same (Spark restores
+``spark.sql.shuffle.partitions`` from the checkpoint location).
 
 The record also names its run, so a run whose windows another run has
 taken over since (the same query name started again with a new checkpoint
