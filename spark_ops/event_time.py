@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 
 from . import rows
-from .plan import ARRIVAL, TIME, VALUE
+from .plan import ROW_ORDER, TIME, VALUE
 from .spec import SlidingWindowError
 
 #: Where Spark records a column's watermark delay (in milliseconds).
@@ -90,7 +90,7 @@ def split(new, waiting, watermark: float):
     leaves = pa.array([p is not None for p in problems], type=pa.bool_())
     leaving = new.filter(leaves)
     kept = new.filter(pc.invert(leaves))
-    kept = kept.take(pc.sort_indices(kept, [(TIME, "ascending"), (ARRIVAL, "ascending")]))
+    kept = kept.take(pc.sort_indices(kept, ROW_ORDER))
     if waiting is not None and waiting.num_rows:
         # a stable sort by time keeps earlier micro-batches' rows first at equal times
         both = pa.concat_tables([waiting, kept.select(waiting.column_names).cast(waiting.schema)])

@@ -11,6 +11,9 @@ VALUE = "__mta_value"
 #: A key's rows as Arrow IPC bytes (the streaming plan, :mod:`spark_ops.passthrough`).
 PACKED = "__mta_rows"
 INTERNAL = (ARRIVAL, TIME, VALUE, PACKED)
+#: The order of a key's rows, as ``pyarrow.compute.sort_indices`` takes it:
+#: by time, ties in arrival order (a null or NaN time last).
+ROW_ORDER = [(TIME, "ascending"), (ARRIVAL, "ascending")]
 
 
 def column(name: str):

@@ -18,8 +18,8 @@ it), so nothing is lost or counted twice.
 from __future__ import annotations
 
 from . import event_time, passthrough, traffic
-from .plan import (ARRIVAL, INTERNAL, PACKED, TIME, VALUE, InputTimes, column, output_arrow_schema, output_schema,
-                   with_time_and_value)
+from .plan import (ARRIVAL, INTERNAL, PACKED, ROW_ORDER, TIME, VALUE, InputTimes, column, output_arrow_schema,
+                   output_schema, with_time_and_value)
 from .spec import SlidingWindowError, WindowSpec
 from .windows import open_key_window
 
@@ -183,7 +183,7 @@ def _in_order(rows):
     if rows.num_rows > 1:
         t, a = rows.column(TIME).to_numpy(), rows.column(ARRIVAL).to_numpy()
         if not np.all((t[1:] > t[:-1]) | ((t[1:] == t[:-1]) & (a[1:] > a[:-1]))):
-            return rows.take(pc.sort_indices(rows, [(TIME, "ascending"), (ARRIVAL, "ascending")]))
+            return rows.take(pc.sort_indices(rows, ROW_ORDER))
     return rows
 
 

@@ -39,7 +39,7 @@ from typing import Iterator
 import stores
 
 from . import passthrough, traffic
-from .plan import ARRIVAL, INTERNAL, TIME, column, output_arrow_schema, output_schema, with_time_and_value
+from .plan import ARRIVAL, INTERNAL, ROW_ORDER, TIME, column, output_arrow_schema, output_schema, with_time_and_value
 from .spec import SlidingWindowError, WindowSpec
 from .streaming import _check_job, _pushed, key_value
 from .windows import open_key_window
@@ -117,6 +117,9 @@ def _synced(store, results: list, target) -> Iterator:
         yield from pa.concat_tables([passthrough.conform(r, target) for r in results]).combine_chunks().to_batches()
 
 
+_GROUP = "__mta_group"
+
+
 def _by_key(rows, group_keys: passthrough.GroupKeys):
     """``(key values, rows)`` per key of the table ``rows``, each key's rows
     in ``(time, arrival)`` order (a null or NaN time last, as
@@ -135,9 +138,8 @@ def _by_key(rows, group_keys: passthrough.GroupKeys):
     group_of = np.empty(rows.num_rows, np.int64)
     group_of[np.fromiter(chain.from_iterable(groups), np.int64, rows.num_rows)] = \
         np.repeat(np.arange(len(groups), dtype=np.int64), [len(g) for g in groups])
-    order = pc.sort_indices(pa.table({"g": group_of, "t": rows.column(TIME),
-                                      "a": rows.column(ARRIVAL)}),
-                            [("g", "ascending"), ("t", "ascending"), ("a", "ascending")])
+    order = pc.sort_indices(pa.table({_GROUP: group_of, TIME: rows.column(TIME), ARRIVAL: rows.column(ARRIVAL)}),
+                            [(_GROUP, "ascending")] + ROW_ORDER)
     grouped, start = rows.take(order), 0
     for group in groups:
         key_rows = grouped.slice(start, len(group))
