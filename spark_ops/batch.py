@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from mta.markers import EMPTY
 
-from . import frames, rows, traffic
+from . import frames, rows, traffic, worker_gc
 from .plan import ARRIVAL, INTERNAL, InputTimes, column, key_reader, lean_columns, output_schema, seconds
 from .spec import WindowSpec
 from .windows import open_key_window
@@ -97,7 +97,7 @@ def batch_plan(df, spec: WindowSpec, run: str):
     keys = [column(c) for c in spec.keys]
     return (ordered.repartition(*keys)
                    .sortWithinPartitions(*keys, column(time_column), ARRIVAL)
-                   .mapInArrow(windows_of_partition, schema))
+                   .mapInArrow(worker_gc.settling(windows_of_partition), schema))
 
 
 def _concat(pieces: list, arrow_type):

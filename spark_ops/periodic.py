@@ -37,7 +37,7 @@ import numpy as np
 from mta import aggregators
 from mta.markers import EMPTY
 
-from . import aggregations, rows
+from . import aggregations, rows, worker_gc
 from .columnar import aggregate
 from .batch import runs
 from .kernels import KERNELS, Rows
@@ -159,7 +159,7 @@ def periodic_plan(df, spec: WindowSpec, run: str):
     keys = [column(c) for c in spec.keys]
     return (ordered.repartition(*keys)
                    .sortWithinPartitions(*keys, column(time_column), ARRIVAL)
-                   .mapInArrow(windows_of_partition, schema))
+                   .mapInArrow(worker_gc.settling(windows_of_partition), schema))
 
 
 def _ends_array(ends_us: np.ndarray, arrow_type):

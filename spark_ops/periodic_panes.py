@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import rows, values as value_columns
+from . import rows, values as value_columns, worker_gc
 from .batch import runs
 from .plan import column, key_reader, quoted, seconds as time_seconds, time_sql
 from .spec import MICROS, WindowSpec
@@ -250,5 +250,5 @@ def pane_plan(df, spec: WindowSpec, schema: str, arrow_schema):
 
     return (panes.repartition(*keys)
                  .sortWithinPartitions(*keys, column(PANE))
-                 .mapInArrow(windows_of_partition, schema))
+                 .mapInArrow(worker_gc.settling(windows_of_partition), schema))
 

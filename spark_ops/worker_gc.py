@@ -1,0 +1,51 @@
+"""The cyclic garbage collector in a reused PySpark worker.
+
+A reused Python worker (``spark.python.worker.reuse``, Spark's default)
+runs a full ``gc.collect()`` after every task (``pyspark/daemon.py``), and
+a full collection walks every object the process tracks: pandas, pyarrow,
+PySpark's and this project's modules, the stores' caches.  A streaming
+query runs two Python tasks per partition and micro-batch, so with a
+thousand keys per micro-batch those walks are a large share of the
+Python time per key (``docs/benchmarks-spark.md``, streaming per key).
+
+:func:`settle` moves what the worker holds when a task of this project
+starts (the modules and their caches, the pooled stores) to the
+collector's permanent generation once, after a collection of its own
+(``gc.freeze``, the CPython documentation's remedy for long-lived heaps),
+so the collections after later tasks walk only what those tasks left.
+Frozen objects are still freed by reference counting; only a reference
+cycle among them that becomes garbage later is never collected, and
+what is frozen is long-lived by then.  A worker that is not reused runs
+one task and exits: nothing to gain, so nothing is done.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import os
+
+_settled = False
+
+
+def settle() -> None:
+    """Freeze what this reused worker holds, once per process: one full
+    collection (O(objects tracked)), then O(1) per call."""
+    global _settled
+    if _settled:
+        return
+    _settled = True
+    if os.environ.get("SPARK_REUSE_WORKER") and gc.isenabled():
+        gc.collect()
+        gc.freeze()
+
+
+def settling(fn):
+    """``fn``, a function Spark calls in a Python worker (a ``mapInArrow``
+    or ``applyInPandasWithState`` function), calling :func:`settle` first."""
+    @functools.wraps(fn)
+    def settled(*args):
+        settle()
+        return fn(*args)
+
+    return settled
