@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 
-from . import worker_gc
 from .counters import SessionCounter
 
 __all__ = ["accumulator", "exclude", "rejected_rows"]
@@ -100,4 +99,4 @@ def exclude(df, spec):
             _log.warning("sliding_window slide=: %d bad row%s left out of the windows (on_bad_row='flag'), "
                          "first: %s", found, "s" * (found != 1), first)
 
-    return checked.mapInArrow(worker_gc.settling(keep_good), checked.schema).drop(TIME, VALUE)
+    return checked.mapInArrow(keep_good, checked.schema).drop(TIME, VALUE)

@@ -114,14 +114,14 @@ def periodic_streaming_plan(df, spec: WindowSpec):
     target = output_arrow_schema(df.sparkSession, schema)
     ordered = with_time_and_value(df, spec).select(*[column(c) for c in spec.keys], column(spec.time), TIME, VALUE)
     group_keys = passthrough.GroupKeys(ordered.schema, list(spec.keys))
-    packed = ordered.mapInArrow(worker_gc.settling(passthrough.pack_by_key(group_keys, numbered=True)),
+    packed = ordered.mapInArrow(passthrough.pack_by_key(group_keys, numbered=True),
                                 f"{group_keys.ddl}, {PACKED} binary")
     packed = event_time.with_marker(packed, delay)
     return (packed.groupBy(*[column(c) for c in spec.keys])
-                  .applyInPandasWithState(worker_gc.settling(_windows_of_key(spec, target, group_keys)), f"{PACKED} binary", STATE_SCHEMA,
-                                          "append",
+                  .applyInPandasWithState(worker_gc.settling(_windows_of_key(spec, target, group_keys)),
+                                          f"{PACKED} binary", STATE_SCHEMA, "append",
                                           GroupStateTimeout.EventTimeTimeout)
-                  .mapInArrow(worker_gc.settling(passthrough.unpack_batches(target)), schema))
+                  .mapInArrow(passthrough.unpack_batches(target), schema))
 
 
 def _windows_of_key(spec: WindowSpec, target, group_keys: passthrough.GroupKeys):

@@ -41,7 +41,7 @@ def streaming_plan(df, spec: WindowSpec, run: str, expire_after: float | None):
     timeout = GroupStateTimeout.NoTimeout if expire_after is None else GroupStateTimeout.ProcessingTimeTimeout
     group_keys = passthrough.GroupKeys(ordered.schema, list(spec.keys))
     windows_of_key = key_windows(spec, run, passed, group_keys, expire_after, count)
-    packed = ordered.mapInArrow(worker_gc.settling(passthrough.pack_by_key(group_keys, numbered=True)),
+    packed = ordered.mapInArrow(passthrough.pack_by_key(group_keys, numbered=True),
                                 f"{group_keys.ddl}, {PACKED} binary")
     delay = event_time.watermark_delay(df, spec.time)
     if delay is None:
@@ -55,7 +55,7 @@ def streaming_plan(df, spec: WindowSpec, run: str, expire_after: float | None):
         timeout = GroupStateTimeout.EventTimeTimeout
     return (packed.groupBy(*[column(c) for c in spec.keys])
                   .applyInPandasWithState(worker_gc.settling(per_key), f"{PACKED} binary", state_schema, "append", timeout)
-                  .mapInArrow(worker_gc.settling(passthrough.unpack_batches(target)), schema))
+                  .mapInArrow(passthrough.unpack_batches(target), schema))
 
 
 def key_windows(spec: WindowSpec, run: str, passed: list[str], group_keys: passthrough.GroupKeys,

@@ -53,7 +53,7 @@ def task_streaming_plan(df, spec: WindowSpec, run: str):
     schema = output_schema(ordered, spec)
     target = output_arrow_schema(df.sparkSession, schema)
     passed = [c for c in ordered.columns if c not in INTERNAL]
-    numbered = ordered.mapInArrow(worker_gc.settling(passthrough.number_rows),
+    numbered = ordered.mapInArrow(passthrough.number_rows,
                                   StructType(ordered.schema.fields + [StructField(ARRIVAL, LongType(), False)]))
     group_keys = passthrough.GroupKeys(ordered.schema, list(spec.keys))
     windows = task_windows(spec, run, passed, group_keys, target, traffic.accumulator(df.sparkSession))

@@ -5,18 +5,23 @@ runs a full ``gc.collect()`` after every task (``pyspark/daemon.py``), and
 a full collection walks every object the process tracks: pandas, pyarrow,
 PySpark's and this project's modules, the stores' caches.  A streaming
 query runs two Python tasks per partition and micro-batch, so with a
-thousand keys per micro-batch those walks are a large share of the
-Python time per key (``docs/benchmarks-spark.md``, streaming per key).
+thousand keys per micro-batch those walks are a large share of the Python
+time per key (``docs/benchmarks-spark.md``, streaming per key).
 
-:func:`settle` moves what the worker holds when a task of this project
-starts (the modules and their caches, the pooled stores) to the
-collector's permanent generation once, after a collection of its own
+The functions that run the windows (a batch partition's, a streaming
+task's, a key's in the state API) are :func:`settling`: once the first of
+them in a process has produced its output, what the worker holds then
+(the modules its plan imported, the stores' caches, the pooled stores) is
+collected once and moved to the collector's permanent generation
 (``gc.freeze``, the CPython documentation's remedy for long-lived heaps),
-so the collections after later tasks walk only what those tasks left.
-Frozen objects are still freed by reference counting; only a reference
-cycle among them that becomes garbage later is never collected, and
-what is frozen is long-lived by then.  A worker that is not reused runs
-one task and exits: nothing to gain, so nothing is done.
+so the collections after later tasks walk only what came after.  Frozen
+objects are still freed by reference counting; only a reference cycle
+among them that becomes garbage later is never collected: the first
+task's own closure at most, once per process, since everything else
+frozen is long-lived by then.  Freezing at every task would leak every
+task's closure (a user's policy class pickled by value is a cycle), so
+it is done once.  A worker that is not reused runs one task and exits:
+nothing to gain, so nothing is done.
 """
 
 from __future__ import annotations
@@ -41,11 +46,12 @@ def settle() -> None:
 
 
 def settling(fn):
-    """``fn``, a function Spark calls in a Python worker (a ``mapInArrow``
-    or ``applyInPandasWithState`` function), calling :func:`settle` first."""
+    """``fn``, a function Spark calls in a Python worker that returns an
+    iterator (a ``mapInArrow`` or ``applyInPandasWithState`` function),
+    calling :func:`settle` once its output is consumed."""
     @functools.wraps(fn)
     def settled(*args):
+        yield from fn(*args)
         settle()
-        return fn(*args)
 
     return settled

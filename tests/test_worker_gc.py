@@ -1,9 +1,10 @@
 """spark_ops.worker_gc: a reused PySpark worker's heap is frozen once.
 
 * In a process flagged as a reused worker (``SPARK_REUSE_WORKER``, set by
-  Spark's Python daemon), the first :func:`settle` collects garbage cycles
-  first (a cycle dropped before it is freed, not frozen), then freezes
-  what is left; later calls do not collect again.  Without the flag, or
+  Spark's Python daemon), a :func:`settling` function's output comes
+  unchanged and, once consumed (not before), the first :func:`settle`
+  collects garbage cycles (a cycle dropped before it is freed, not
+  frozen), then freezes what is left; later calls do not collect again.  Without the flag, or
   with the collector disabled, nothing is frozen.  Each case runs in a
   child process, so the test process's own collector is left alone.
 * In a real Spark session, the workers that ran a ``sliding_window`` job
@@ -39,9 +40,12 @@ dead = weakref.ref(a)
 del a, b
 kept = [Node() for _ in range(100)]
 full = gc.get_stats()[2]["collections"]
-wrapped = worker_gc.settling(lambda x, y: x + y)
-result = wrapped(2, 3)
-first = {"frozen": gc.get_freeze_count(), "cycle_freed": dead() is None,
+wrapped = worker_gc.settling(lambda x, y: iter([x + y, x * y]))
+output = wrapped(2, 3)
+started = next(output)
+before = gc.get_freeze_count()  # the output not consumed yet
+result = [started, *output]
+first = {"frozen": gc.get_freeze_count(), "frozen_before_the_end": before, "cycle_freed": dead() is None,
          "full_collections": gc.get_stats()[2]["collections"] - full}
 worker_gc.settle()
 print(json.dumps({"result": result, "first": first, "name": wrapped.__name__,
@@ -60,8 +64,9 @@ def _child(case: str) -> dict:
 
 def test_a_reused_worker_collects_then_freezes_once():
     out = _child("reused")
-    assert out["result"] == 5 and out["name"] == "<lambda>"
+    assert out["result"] == [5, 6] and out["name"] == "<lambda>"
     first = out["first"]
+    assert first["frozen_before_the_end"] == 0, first  # frozen once the output is consumed
     assert first["full_collections"] == 1 and first["cycle_freed"], first  # collected before anything is frozen
     assert first["frozen"] >= 100, first  # what was alive, the list's nodes among it
     assert out["second_full_collections"] == 0, out
@@ -70,7 +75,7 @@ def test_a_reused_worker_collects_then_freezes_once():
 @pytest.mark.parametrize("case", ["not reused", "disabled"])
 def test_nothing_is_frozen_outside_a_reused_worker_or_with_the_collector_off(case):
     out = _child(case)
-    assert out["result"] == 5
+    assert out["result"] == [5, 6]
     assert out["first"]["frozen"] == 0 and out["first"]["full_collections"] == 0, out
 
 
