@@ -472,9 +472,47 @@ static PyObject *pack(PyObject *self, PyObject *args) {
     (void)self;
 }
 
+/* Whether o is now untracked by the cyclic GC: an atomic value, or a list,
+   dict, tuple, set or frozenset (exact types) whose items all are, untracked bottom-up (the
+   rule CPython applies to tuples itself).  No Python code runs, so nothing
+   is mutated while it is walked. */
+static int untracked(PyObject *o, int depth) {
+    if (!PyObject_GC_IsTracked(o)) return 1;
+    if (depth > MAX_CONTAINER_DEPTH) return 0;
+    PyTypeObject *t = Py_TYPE(o);
+    int all = 1;
+    if (t == &PyTuple_Type) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); i++) all &= untracked(PyTuple_GET_ITEM(o, i), depth + 1);
+    } else if (t == &PyList_Type) {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o); i++) all &= untracked(PyList_GET_ITEM(o, i), depth + 1);
+    } else if (t == &PyDict_Type) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(o, &pos, &k, &v)) all &= untracked(k, depth + 1) & untracked(v, depth + 1);
+    } else if (t == &PySet_Type || t == &PyFrozenSet_Type) {
+        PyObject *it = PyObject_GetIter(o), *item;
+        if (it == NULL) { PyErr_Clear(); return 0; }
+        while ((item = PyIter_Next(it)) != NULL) {
+            all &= untracked(item, depth + 1);
+            Py_DECREF(item);
+        }
+        Py_DECREF(it);
+    } else {
+        return 0;
+    }
+    if (all) PyObject_GC_UnTrack(o);
+    return all;
+}
+
+static PyObject *untrack(PyObject *self, PyObject *o) {
+    return PyBool_FromLong(untracked(o, 0));
+    (void)self;
+}
+
 static PyMethodDef methods[] = {
     {"unpack", unpack, METH_VARARGS, "unpack(payload, hook): one msgpack value, tuples and sets built here."},
     {"pack", pack, METH_VARARGS, "pack(value, budget): msgpack bytes as the codec packs value, or None."},
+    {"untrack", untrack, METH_O, "untrack(value): untrack its lists, dicts, tuples and sets of untracked items; whether value is."},
     {NULL, NULL, 0, NULL},
 };
 

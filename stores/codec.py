@@ -376,6 +376,20 @@ def packed_in_c(value: Any) -> bytes | None:
     return _pack_c(value) if PACKS_IN_C else None
 
 
+def untrack(value: Any) -> bool:
+    """Stop the cyclic garbage collector tracking the containers of a
+    decoded ``value`` that will not change: its lists, dicts, tuples and
+    sets whose items are all untracked, bottom-up (what CPython does to such
+    tuples itself); whether ``value`` is now untracked.  A long-lived
+    cache of decoded records (:mod:`stores.meta_cache`) then costs nothing
+    in the full collections a reused PySpark worker runs after every task.
+    Decoded values hold no reference cycle; a container changed later to
+    hold one would not be collected, hence the caller's promise.  In C;
+    without the extension nothing is untracked (``False``).  O(size of
+    ``value``)."""
+    return _fast.untrack(value) if _fast is not None else False
+
+
 def packed_list(parts: list[bytes]) -> bytes:
     """The payload of a list whose items' payloads are ``parts``."""
     n = len(parts)

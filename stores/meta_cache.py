@@ -20,7 +20,10 @@ remembered.
 
 Entries are never changed once stored: a claim copies the remembered
 metadata before raising its epoch, and the checkpoint entries in it are
-immutable lists (see :class:`stores.window.WindowStorage`).  Bounded: the
+immutable lists (see :class:`stores.window.WindowStorage`).  So they are
+untracked by the cyclic garbage collector (:func:`stores.codec.untrack`):
+a reused PySpark worker runs a full collection after every task, which
+would otherwise walk every remembered record.  Bounded: the
 :data:`SIZE` most recently used windows per store (least recently used
 dropped first).
 """
@@ -31,6 +34,8 @@ import threading
 import weakref
 from collections import OrderedDict
 from typing import Any, NamedTuple, Optional
+
+from .codec import untrack
 
 #: Windows remembered per store object.  A remembered record costs its blob,
 #: its decoded metadata and the payloads kept for re-encoding: about 15 KB
@@ -81,7 +86,10 @@ class MetaCache:
             return hit
 
     def put(self, window: str, entry: Remembered) -> None:
-        """Remember ``entry`` for ``window``.  O(1)."""
+        """Remember ``entry`` for ``window``, its metadata and payloads
+        untracked by the cyclic garbage collector (:func:`stores.codec.untrack`:
+        entries never change).  O(size of the entry)."""
+        untrack((entry.meta, entry.packed, entry.elements))
         with self._lock:
             self._entries[window] = entry
             self._entries.move_to_end(window)

@@ -7,6 +7,7 @@ import math
 import pathlib
 import re
 import struct
+import gc
 import subprocess
 import sys
 import threading
@@ -460,6 +461,56 @@ def test_the_c_decoder_builds_what_records_hold_and_hands_the_rest_to_the_hook(p
 
     assert same(codec._fast.unpack(payload, hook), value)
     assert sorted(codes) == [codec.EXT_BIGINT, codec.registered_codecs()[Point]]  # tuples, sets: built in C
+
+
+def _untrackable(value) -> bool:
+    """The oracle of codec.untrack: an untracked value stays so, a list,
+    dict, tuple, set or frozenset is untracked when all its items are,
+    anything else tracked stays tracked."""
+    if type(value) in (list, tuple, set, frozenset):
+        return all([_untrackable(v) for v in value])
+    if type(value) is dict:
+        return all([_untrackable(k) and _untrackable(v) for k, v in value.items()])
+    return not gc.is_tracked(value)
+
+
+def _containers(value):
+    out, todo = [], [value]
+    while todo:
+        v = todo.pop()
+        out.append(v)
+        todo.extend(v if type(v) in (list, tuple, set, frozenset) else
+                    [*v.keys(), *v.values()] if type(v) is dict else ())
+    return out
+
+
+class _Tracked:
+    """An instance the collector tracks (it has a __dict__)."""
+
+
+@needs_c
+@SETTINGS
+@given(values, st.booleans())
+def test_untrack_untracks_exactly_the_containers_of_untracked_items_and_changes_no_value(value, with_instance):
+    decoded = decode(encode(value))
+    if with_instance:
+        decoded = [decoded, [_Tracked()], [1.5, "x"]]
+    expected = {id(c): _untrackable(c) for c in _containers(decoded)}
+    assert codec.untrack(decoded) is expected[id(decoded)]
+    assert not (with_instance and expected[id(decoded)])
+    for c in _containers(decoded):
+        assert gc.is_tracked(c) is not expected[id(c)], c
+    assert same(decoded[0] if with_instance else decoded, value)
+
+
+def test_untrack_without_the_c_extension_untracks_nothing():
+    fast, codec._fast = codec._fast, None
+    try:
+        value = [[1.0, 2.0], {"a": [3]}]
+        assert codec.untrack(value) is False
+        assert all(gc.is_tracked(c) for c in (value, value[0], value[1], value[1]["a"]))
+    finally:
+        codec._fast = fast
 
 
 def test_errors_are_store_errors_and_value_errors():
