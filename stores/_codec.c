@@ -473,9 +473,13 @@ static PyObject *pack(PyObject *self, PyObject *args) {
 }
 
 /* Whether o is now untracked by the cyclic GC: an atomic value, or a list,
-   dict, tuple, set or frozenset (exact types) whose items all are, untracked bottom-up (the
-   rule CPython applies to tuples itself).  No Python code runs, so nothing
-   is mutated while it is walked. */
+   dict, tuple, set or frozenset (exact types) whose items all are, untracked
+   bottom-up (CPython untracks such tuples and dicts itself; a dict is tracked
+   again when a tracked value is put in it, a list or set never is).  A set's
+   iterator is allocated, which may run a collection and so Python code (a
+   finalizer) that changes a container being walked: each item is held while
+   it is walked, sizes are read afresh, and a set changed meanwhile counts as
+   not untracked. */
 static int untracked(PyObject *o, int depth) {
     if (!PyObject_GC_IsTracked(o)) return 1;
     if (depth > MAX_CONTAINER_DEPTH) return 0;
@@ -484,11 +488,22 @@ static int untracked(PyObject *o, int depth) {
     if (t == &PyTuple_Type) {
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); i++) all &= untracked(PyTuple_GET_ITEM(o, i), depth + 1);
     } else if (t == &PyList_Type) {
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o); i++) all &= untracked(PyList_GET_ITEM(o, i), depth + 1);
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o); i++) {
+            PyObject *item = PyList_GET_ITEM(o, i);
+            Py_INCREF(item);
+            all &= untracked(item, depth + 1);
+            Py_DECREF(item);
+        }
     } else if (t == &PyDict_Type) {
         Py_ssize_t pos = 0;
         PyObject *k, *v;
-        while (PyDict_Next(o, &pos, &k, &v)) all &= untracked(k, depth + 1) & untracked(v, depth + 1);
+        while (PyDict_Next(o, &pos, &k, &v)) {
+            Py_INCREF(k);
+            Py_INCREF(v);
+            all &= untracked(k, depth + 1) & untracked(v, depth + 1);
+            Py_DECREF(k);
+            Py_DECREF(v);
+        }
     } else if (t == &PySet_Type || t == &PyFrozenSet_Type) {
         PyObject *it = PyObject_GetIter(o), *item;
         if (it == NULL) { PyErr_Clear(); return 0; }
@@ -497,6 +512,7 @@ static int untracked(PyObject *o, int depth) {
             Py_DECREF(item);
         }
         Py_DECREF(it);
+        if (PyErr_Occurred()) { PyErr_Clear(); return 0; }  /* changed while walked */
     } else {
         return 0;
     }

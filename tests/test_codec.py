@@ -503,6 +503,53 @@ def test_untrack_untracks_exactly_the_containers_of_untracked_items_and_changes_
     assert same(decoded[0] if with_instance else decoded, value)
 
 
+_MUTATED_WHILE_WALKED = r"""
+import gc
+from stores import _codec as c
+
+class Boom:
+    def __init__(self):
+        self.me = self  # a cycle: freed by a collection, running __del__
+
+    def __del__(self):
+        ran.append(walking[0])
+        if walking[0]:
+            mutate()
+
+ran, walking = [], [False]
+outcomes = []
+for threshold in range(1, 7):
+    for case in ("dict", "set"):
+        if case == "dict":  # values freed while the walk is inside them
+            value = {frozenset({i, -i - 1}): [[float(i)] * 3] for i in range(200)}
+            mutate = value.clear
+        else:  # the set grows while it is iterated
+            value = {frozenset({i, -i - 1}) for i in range(200)}
+            mutate = lambda: value.add(frozenset({"new", len(value)}))
+        gc.collect()
+        gc.disable()
+        Boom()
+        gc.set_threshold(threshold, 1000, 1000)
+        walking[0] = True
+        gc.enable()  # the walk's first allocations (a set's iterator) collect the Boom
+        result = c.untrack(value)
+        walking[0] = False
+        gc.set_threshold(700, 10, 10)
+        outcomes.append((case, result, gc.is_tracked(value)))
+print(any(ran), all(type(r) is bool and r is not tracked for _, r, tracked in outcomes), outcomes)
+"""
+
+
+@needs_c
+def test_untrack_survives_a_finalizer_changing_what_it_walks():
+    """A set's iterator is allocated, so a collection, and a finalizer, may
+    run in the middle of the walk and clear a dict or grow a set being
+    walked: no crash, no exception, and what comes back untracked is
+    untracked."""
+    out = _in_child(_MUTATED_WHILE_WALKED, pure=False).split(" ", 2)
+    assert out[:2] == ["True", "True"], out
+
+
 def test_untrack_without_the_c_extension_untracks_nothing():
     fast, codec._fast = codec._fast, None
     try:
