@@ -54,7 +54,8 @@ def streaming_plan(df, spec: WindowSpec, run: str, expire_after: float | None):
         per_key, state_schema = event_time_windows(spec, run, passed, group_keys, count), EVENT_TIME_STATE_SCHEMA
         timeout = GroupStateTimeout.EventTimeTimeout
     return (packed.groupBy(*[column(c) for c in spec.keys])
-                  .applyInPandasWithState(worker_gc.settling(per_key), f"{PACKED} binary", state_schema, "append", timeout)
+                  .applyInPandasWithState(worker_gc.settling(per_key), f"{PACKED} binary", state_schema, "append",
+                                          timeout)
                   .mapInArrow(passthrough.unpack_batches(target), schema))
 
 

@@ -21,7 +21,9 @@ task's own closure at most, once per process, since everything else
 frozen is long-lived by then.  Freezing at every task would leak every
 task's closure (a user's policy class pickled by value is a cycle), so
 it is done once.  A worker that is not reused runs one task and exits:
-nothing to gain, so nothing is done.
+nothing to gain, so nothing is done (a worker run without PySpark's
+daemon, ``spark.python.use.daemon=false``, with reuse on, still makes the
+one collection, needlessly: the daemon is Spark's default on Linux).
 """
 
 from __future__ import annotations

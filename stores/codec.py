@@ -378,14 +378,16 @@ def packed_in_c(value: Any) -> bytes | None:
 
 def untrack(value: Any) -> bool:
     """Stop the cyclic garbage collector tracking the containers of a
-    decoded ``value`` that will not change: its lists, dicts, tuples and
-    sets whose items are all untracked, bottom-up (what CPython does to such
-    tuples itself); whether ``value`` is now untracked.  A long-lived
-    cache of decoded records (:mod:`stores.meta_cache`) then costs nothing
-    in the full collections a reused PySpark worker runs after every task.
-    Decoded values hold no reference cycle; a container changed later to
-    hold one would not be collected, hence the caller's promise.  In C;
-    without the extension nothing is untracked (``False``).  O(size of
+    ``value`` that will not change (a decoded record, what an engine made
+    of one): its lists, dicts, tuples and sets whose items are all
+    untracked, bottom-up (CPython does this to such tuples and dicts
+    itself); whether ``value`` is now untracked.  A long-lived cache of
+    records (:mod:`stores.meta_cache`) then costs nothing in the full
+    collections a reused PySpark worker runs after every task.  Such values
+    hold no reference cycle; CPython tracks a dict again when a tracked
+    value is put in it, but never a list or a set, so one changed later to
+    close a cycle would not be collected: hence the caller's promise.  In
+    C; without the extension nothing is untracked (``False``).  O(size of
     ``value``)."""
     return _fast.untrack(value) if _fast is not None else False
 
