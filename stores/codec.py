@@ -377,18 +377,11 @@ def packed_in_c(value: Any) -> bytes | None:
 
 
 def untrack(value: Any) -> bool:
-    """Stop the cyclic garbage collector tracking the containers of a
-    ``value`` that will not change (a decoded record, what an engine made
-    of one): its lists, dicts, tuples and sets whose items are all
-    untracked, bottom-up (CPython does this to such tuples and dicts
-    itself); whether ``value`` is now untracked.  A long-lived cache of
-    records (:mod:`stores.meta_cache`) then costs nothing in the full
-    collections a reused PySpark worker runs after every task.  Such values
-    hold no reference cycle; CPython tracks a dict again when a tracked
-    value is put in it, but never a list or a set, so one changed later to
-    close a cycle would not be collected: hence the caller's promise.  In
-    C; without the extension nothing is untracked (``False``).  O(size of
-    ``value``)."""
+    """Untrack from the cyclic garbage collector ``value``'s lists, dicts,
+    tuples and sets whose items all are untracked, bottom-up; whether
+    ``value`` now is.  Only for values never changed again (a list or set
+    is never tracked again): :mod:`stores.meta_cache`'s records.  In C,
+    else ``False``.  O(size of ``value``)."""
     return _fast.untrack(value) if _fast is not None else False
 
 
