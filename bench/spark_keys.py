@@ -131,9 +131,9 @@ def run(cfg: RunConfig) -> dict:
         f"Window fresh: the timed micro-batches create every key's window; full: every key's window already holds "
         f"{span} s of readings, one a second, processed by the same query (same checkpoint and store) in one "
         "micro-batch before the timed run, which alone is measured.",
-        "Each query runs in a Spark session of its own, so in Python workers of its own: the MTA's plan freezes "
-        "its workers' heaps (spark_ops.worker_gc), which would otherwise speed up the do-nothing query run in "
-        "the same workers.",
+        "Each query runs in a Spark session of its own, so in Python workers of its own: in shared workers the "
+        "do-nothing query would pay for the MTA's caches in its full collections, or gain from the heaps the "
+        "MTA's plan froze (spark_ops.worker_gc).",
     ]
     records = data["records"] = []
     work = tempfile.mkdtemp(prefix="mta-bench-keys-")
