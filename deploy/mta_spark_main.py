@@ -12,9 +12,9 @@ deploy/mta_spark_main.py run --input hdfs:///in --output hdfs:///out --key host
 The session comes from spark-submit's own configuration (``--master``,
 ``--deploy-mode``, ``--conf``, ``spark-defaults.conf``), so ``mta-spark``'s
 ``--master`` is ignored here.  Like a session started by ``mta-spark`` it
-reads timestamps without a zone as UTC and keeps every shuffle partition a
-task (adaptive coalescing off), unless the submit configuration says
-otherwise (``spark_ops.session.SESSION_DEFAULTS``); the shuffle partitions
+reads timestamps without a zone as UTC, keeps every shuffle partition a
+task (adaptive coalescing off) and cuts Arrow batches by rows alone, unless
+the submit configuration says otherwise (``spark_ops.session.SESSION_DEFAULTS``); the shuffle partitions
 default to 4 x the application's cores (``--partitions`` overrides).  Exit
 status as ``mta-spark``: 0 done, 1 the job failed, 2 a usage or input error.
 """

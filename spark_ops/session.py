@@ -20,19 +20,33 @@ import re
 import shutil
 import sys
 
+#: Arrow batches to Python workers cut by rows alone
+#: (``spark.sql.execution.arrow.maxRecordsPerBatch``, 10,000 by default).
+#: With a byte limit, Spark's Python runners measure the batch after every
+#: row they write to it; ``mapInArrow``'s batch is one struct of the row's
+#: columns, whose measure visits every column, so the check was the largest
+#: single cost of the windows plans' JVM side (docs/benchmarks-spark.md,
+#: "Spark's Arrow byte check").  Only ``Int.MaxValue`` turns the check off.
+#: A batch of rows wider than 200 KB each can then pass Arrow's 2 GiB limit:
+#: such a job lowers ``maxRecordsPerBatch``, or sets a byte limit again.
+ARROW_BATCH_CONF = {"spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1)}
+
 #: Settings of a session that runs ``mta-spark`` jobs, unless its own
 #: configuration says otherwise: timestamps without a zone are read as UTC,
-#: and every shuffle partition stays a task (adaptive execution would merge
-#: the window partitions into fewer, longer tasks).
+#: every shuffle partition stays a task (adaptive execution would merge
+#: the window partitions into fewer, longer tasks), and Arrow batches are
+#: cut by rows alone (:data:`ARROW_BATCH_CONF`).
 SESSION_DEFAULTS = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.adaptive.coalescePartitions.enabled": "false",
+    **ARROW_BATCH_CONF,
 }
 
 #: What :func:`local_session` sets for small machines and notebooks.
 LOCAL_SESSION_CONF = {
     "spark.ui.enabled": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    **ARROW_BATCH_CONF,
 }
 
 

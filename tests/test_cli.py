@@ -647,6 +647,50 @@ def test_session_ui_on_unless_no_ui():
     assert ui("--no-ui", "--conf", "spark.ui.enabled=true") == "true"
 
 
+def test_sessions_cut_arrow_batches_by_rows_alone_unless_configured(spark):
+    """Sessions of this project (mta-spark's, local_session's: this module's)
+    turn off Spark's Arrow byte check, the JVM reads the setting, and a
+    session's own configuration keeps the last word: ``--conf`` for
+    mta-spark, the submit configuration for a session started elsewhere."""
+    from spark_ops.cli.session import session_conf
+    from spark_ops.session import ARROW_BATCH_CONF, apply_session_defaults
+
+    (key, value), = ARROW_BATCH_CONF.items()
+    assert int(value) == 2**31 - 1  # Spark skips the check for Int.MaxValue only
+    assert spark._jsparkSession.sessionState().conf().arrowMaxBytesPerBatch() == 2**31 - 1
+
+    def conf(*argv):
+        return session_conf(cli.build_parser().parse_args(["demo", *argv]), "local[2]")[key]
+
+    assert conf() == value
+    assert conf("--conf", f"{key}=1048576") == "1048576"
+
+    class Submitted:  # a session spark-submit started: its SparkConf, and what was set on it since
+        def __init__(self, submitted):
+            self.submitted, self.set_since = submitted, {}
+            self.sparkContext = self.conf = self
+
+        def getConf(self):
+            return self
+
+        def contains(self, k):
+            return k in self.submitted
+
+        def get(self, k, default=None):
+            return self.submitted.get(k, default)
+
+        def set(self, k, v):
+            self.set_since[k] = v
+
+    cluster = {"spark.executor.instances": "2", "spark.executor.cores": "1"}
+    session = Submitted(cluster)
+    apply_session_defaults(session)
+    assert session.set_since[key] == value
+    session = Submitted({**cluster, key: "1048576"})
+    apply_session_defaults(session)
+    assert key not in session.set_since
+
+
 def test_help_in_process(capsys):
     assert cli.main(["--help"]) == 0
     text = capsys.readouterr().out

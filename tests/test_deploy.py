@@ -377,6 +377,18 @@ def test_every_job_command_is_a_real_mta_spark_command():
         assert re.fullmatch(r"\d+", option(worker, "--cores")) and re.fullmatch(r"\d+[mg]", option(worker, "--memory"))
 
 
+def test_image_spark_defaults_hold_the_settings_of_mta_spark_sessions():
+    """The image's spark-defaults.conf gives sessions spark-submit starts
+    what mta-spark sets on its own (spark_ops.session.SESSION_DEFAULTS),
+    value for value."""
+    from spark_ops.session import SESSION_DEFAULTS
+
+    text = (ROOT / "deploy" / "docker" / "conf" / "spark-defaults.conf").read_text()
+    settings = dict(line.split(None, 1) for line in text.splitlines() if line.strip() and not line.startswith("#"))
+    for key, value in SESSION_DEFAULTS.items():
+        assert settings.get(key, "").strip() == value, f"spark-defaults.conf: {key} is not {value}"
+
+
 def test_every_yaml_file_parses():
     files = [COMPOSE, *sorted(DEPLOY.rglob("*.y*ml"))]
     assert len(files) >= 6
