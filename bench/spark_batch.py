@@ -23,6 +23,11 @@ window, in the same Spark session on the same cached data:
   key inside ``applyInPandas`` (count windows), or ``rolling("<W>s")`` on
   the times as a ``TimedeltaIndex`` (time windows: the rows in ``(t - W,
   t]``, as ``range=W``);
+* ``..., Spark's byte check``: the columnar max and pandas rolling max jobs
+  with ``spark.sql.execution.arrow.maxBytesPerBatch`` at Spark's default
+  (the benchmark's session, like every session of this project, turns the
+  check off: :data:`spark_ops.session.ARROW_BATCH_CONF`), so that both
+  settings are measured in the same run;
 * ``pipeline alone``: what ``sliding_window``'s batch plan costs without
   any window: the same columns (the input's and the arrival number), the
   same shuffle by key, sort and Arrow round trip to Python, with a Python
@@ -38,6 +43,7 @@ must agree on it (``checksums_agree``).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
 
@@ -64,7 +70,13 @@ SQL_DEFAULT = "SQL max, default frame"
 SQL_TREE = "SQL max, segment tree"
 PANDAS = "pandas rolling max"
 PIPELINE = "pipeline alone (no window)"
-METHODS = [COLUMNAR, MTA, MTA_FILE, MTA_TOP2, SQL_DEFAULT, SQL_TREE, PANDAS, PIPELINE]
+COLUMNAR_CHECKED = "columnar max, Spark's byte check"
+PANDAS_CHECKED = "pandas rolling max, Spark's byte check"
+#: The methods run with Spark's Arrow byte check on, and the method each repeats.
+BYTE_CHECKED = {COLUMNAR_CHECKED: COLUMNAR, PANDAS_CHECKED: PANDAS}
+BYTE_LIMIT = "spark.sql.execution.arrow.maxBytesPerBatch"
+METHODS = [COLUMNAR, MTA, MTA_FILE, MTA_TOP2, SQL_DEFAULT, SQL_TREE, PANDAS, COLUMNAR_CHECKED, PANDAS_CHECKED,
+           PIPELINE]
 
 
 # -- the user monoid: the two largest values ----------------------------------------
@@ -135,6 +147,20 @@ def _pipeline(df):
     return ordered.mapInArrow(values_as_results, "k int, t double, v double, arrival long, max double")
 
 
+@contextlib.contextmanager
+def _spark_byte_check(spark):
+    """The session with ``spark.sql.execution.arrow.maxBytesPerBatch`` at
+    Spark's default while the block runs (Spark then measures each Arrow
+    batch after every row it writes to it)."""
+    before = spark.conf.get(BYTE_LIMIT, None)
+    spark.conf.unset(BYTE_LIMIT)
+    try:
+        yield
+    finally:
+        if before is not None:
+            spark.conf.set(BYTE_LIMIT, before)
+
+
 def run(cfg: RunConfig) -> dict:
     sparkbench.ship_by_value(__name__)
     p = PROFILES[cfg.profile]
@@ -150,6 +176,8 @@ def run(cfg: RunConfig) -> dict:
         "pandas rolling: by count, or by time on a TimedeltaIndex of the times (time windows).",
         "columnar max: sliding_window's default engine='auto', which runs this job on the columnar engine.",
         "MTA windows: Amortized MTA, buffer and cache of 512 pairs per level (the defaults).",
+        "The session cuts Arrow batches by rows alone (spark.sql.execution.arrow.maxBytesPerBatch=2147483647, "
+        "as every session of this project); the methods named \"Spark's byte check\" run with Spark's default.",
     ]
     records = data["records"] = []
     with sparkbench.spark_run(cfg, data, p["keys"], "mta-bench-state-") as (spark, state):
@@ -167,6 +195,7 @@ def run(cfg: RunConfig) -> dict:
                 if w <= p["default_frame_max"]:
                     jobs[SQL_DEFAULT] = lambda: _sql(spark, df, w, frame, False)
                 jobs[PANDAS] = lambda: _pandas(df, w, frame)
+                jobs.update({checked: jobs[method] for checked, method in BYTE_CHECKED.items()})
                 if frame == "rows" and w == p["windows"][0]:
                     jobs[PIPELINE] = lambda: _pipeline(df)
                 if not records:  # start the Python workers (and import NumPy) before the first timed job
@@ -178,12 +207,15 @@ def run(cfg: RunConfig) -> dict:
                     column = "top2" if method == MTA_TOP2 else "max"
                     runs = []
                     for _ in range(1 if method == SQL_DEFAULT else p.get("repeats", 1)):
-                        seconds, checksum, n = sparkbench.timed(jobs[method](), column)
+                        with _spark_byte_check(spark) if method in BYTE_CHECKED else contextlib.nullcontext():
+                            byte_limit = spark.conf.get(BYTE_LIMIT, None) or "Spark's default"
+                            seconds, checksum, n = sparkbench.timed(jobs[method](), column)
                         assert n == rows, (method, n, rows)
                         runs.append(seconds)
                     seconds = statistics.median(runs)
                     rec = {"window": w, "frame": frame, "method": method, "rows": rows, "seconds": seconds,
-                           "seconds_each_run": runs, "rows_per_s": rows / seconds, "checksum": checksum}
+                           "seconds_each_run": runs, "rows_per_s": rows / seconds, "checksum": checksum,
+                           "arrow_max_bytes_per_batch": byte_limit}
                     records.append(rec)
                     cfg.log(f"  spark-batch W={w:>7,} {frame:<5} {method:<26} {rec['rows_per_s']:>10,.0f} rows/s "
                             f"({seconds:.1f} s, {rows:,} rows)")
@@ -246,6 +278,7 @@ def tables(data: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     out = []
     for frame in cfg["frames"]:
         ratios = [(COLUMNAR, SQL_TREE, "columnar/segtree"), (COLUMNAR, PANDAS, "columnar/pandas"),
+                  (COLUMNAR_CHECKED, PANDAS_CHECKED, "columnar/pandas, byte check"),
                   (MTA, SQL_DEFAULT, "MTA/default"), (MTA, SQL_TREE, "MTA/segtree")]
         head = ["W"] + methods + [label for _, _, label in ratios]
         rows = []

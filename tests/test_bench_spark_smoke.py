@@ -37,6 +37,12 @@ def test_spark_batch(tmp_path):
     top2 = {(r["window"], r["frame"]): r["checksum"] for r in data["records"] if r["method"] == spark_batch.MTA_TOP2}
     maxima = {(r["window"], r["frame"]): r["checksum"] for r in data["records"] if r["method"] == spark_batch.MTA}
     assert all(top2[k] < maxima[k] for k in top2)  # the second largest is below the largest
+    # the byte-checked methods ran at Spark's default, the others as the session has it (the check off)
+    from spark_ops.session import ARROW_BATCH_CONF
+
+    for r in data["records"]:
+        expected = "Spark's default" if r["method"] in spark_batch.BYTE_CHECKED else ARROW_BATCH_CONF[spark_batch.BYTE_LIMIT]
+        assert r["arrow_max_bytes_per_batch"] == expected, r
 
 
 def test_spark_demo(tmp_path):
