@@ -19,7 +19,12 @@ transaction: one round trip.
 Concurrency: several threads and several processes of one host may share a
 directory.  Each thread has its own connection; writers serialize on
 SQLite's lock and wait for it up to ``busy_timeout`` seconds (default 10),
-after which the call is retried like any transient error.  After ``fork``
+after which the call is retried like any transient error.  Before SQLite's
+lock, a write takes the writers' lock file ``<dir>/mta.sqlite3-writer``
+(:mod:`stores.writer_lock`: ``flock``, so a waiting writer is woken as the
+holder finishes instead of sleeping in SQLite's busy handler); it only
+orders the writers, and after ``busy_timeout`` without it a write goes on
+to SQLite's lock, which alone keeps the database consistent.  After ``fork``
 (Spark executors fork their Python workers) the child notices the pid
 change and opens its own connections; inherited ones are never used or
 closed in the child.  Network file systems are not supported (WAL needs
@@ -60,9 +65,12 @@ from typing import Any, Optional
 from .base import STORE_OPTIONS, Store, Token, TRANSIENT, cas_mismatch
 from .errors import FormatVersionError, MissingData, StoreClosed, StoreConfigError, StoreError
 from .urls import parse_file_url
+from .writer_lock import WriterLock, open_writer_lock
 
 SCHEMA_VERSION = 1
 DB_NAME = "mta.sqlite3"
+#: The writers' lock file beside the database (see "Concurrency" above).
+WRITER_LOCK = DB_NAME + "-writer"
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS pairs (window TEXT NOT NULL, epoch INTEGER NOT NULL,"
@@ -99,7 +107,12 @@ _inherited: list = []
 class _Connection(sqlite3.Connection):
     """A connection that can be weakly referenced (the store tracks its
     connections in a WeakSet, so a thread's connection is freed when the
-    thread ends)."""
+    thread ends), with its own descriptor of the writers' lock file
+    (``writer``, a :class:`~stores.writer_lock.WriterLock` or ``None``,
+    closed with the connection by ``release``)."""
+
+    writer: Optional[WriterLock] = None
+    release: Any = None
 
 
 class SQLiteStore(Store):
@@ -124,6 +137,7 @@ class SQLiteStore(Store):
                 from None
         self.directory = directory
         self.path = os.path.join(directory, DB_NAME)
+        self.writer_path = os.path.join(directory, WRITER_LOCK)
         self._sync_data, self._sync_meta = _SYNC_MODES[synchronous]
         self.SYNCS_META = self._sync_meta == "FULL"  # "normal" and "off" sync no metadata write
         self._local = threading.local()
@@ -201,8 +215,14 @@ class SQLiteStore(Store):
                 self._identity = identity
             elif identity != self._identity:
                 raise self._lost("was replaced by another database")
+            conn.writer = open_writer_lock(self.writer_path)
+            if conn.writer is not None:
+                conn.release = weakref.finalize(conn, conn.writer.close)
+                conn.release.atexit = False  # the process's descriptors close with it
         except BaseException:
             conn.close()
+            if conn.release is not None:
+                conn.release()
             raise
         with self._conns_lock:
             self._conns.add(conn)
@@ -234,15 +254,25 @@ class SQLiteStore(Store):
                 f"reads version {SCHEMA_VERSION}")
 
     def _tx(self, conn: sqlite3.Connection, fn: Any) -> Any:
-        conn.execute("BEGIN IMMEDIATE")
+        writer = conn.writer
+        locked = writer is not None and writer.acquire(self.busy_timeout)
         try:
-            out = fn()
-            conn.execute("COMMIT")
-            return out
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                out = fn()
+                conn.execute("COMMIT")
+                return out
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        finally:
+            if locked:
+                writer.release()
+
+    def _write(self, conn: sqlite3.Connection, sql: str, args: tuple) -> None:
+        """One statement that writes, in a transaction of its own."""
+        self._tx(conn, lambda: conn.execute(sql, args))
 
     def _run(self, operation, window, fn, *args):
         # Closing a connection while another thread is inside SQLite with it
@@ -312,13 +342,11 @@ class SQLiteStore(Store):
 
     def _delete_pairs(self, window: str, epoch: int, level: int, first: int,
                       count: int) -> None:
-        self._conn().execute(
-            "DELETE FROM pairs WHERE window = ? AND epoch = ? AND level = ?"
-            " AND idx >= ? AND idx < ?", (window, epoch, level, first, first + count))
+        self._write(self._conn(), "DELETE FROM pairs WHERE window = ? AND epoch = ? AND level = ?"
+                    " AND idx >= ? AND idx < ?", (window, epoch, level, first, first + count))
 
     def _drop_epoch(self, window: str, epoch: int, ranges: Any) -> None:
-        self._conn().execute("DELETE FROM pairs WHERE window = ? AND epoch = ?",
-                             (window, epoch))
+        self._write(self._conn(), "DELETE FROM pairs WHERE window = ? AND epoch = ?", (window, epoch))
 
     def _list_epochs(self, window: str) -> list[int]:
         # one index seek per epoch (O(epochs log pairs)): DISTINCT would walk every pair of the window
@@ -426,4 +454,6 @@ class SQLiteStore(Store):
                 conn.close()
             except sqlite3.Error:
                 pass
+            if conn.release is not None:
+                conn.release()
         self._local = threading.local()
