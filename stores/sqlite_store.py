@@ -22,9 +22,10 @@ SQLite's lock and wait for it up to ``busy_timeout`` seconds (default 10),
 after which the call is retried like any transient error.  Before SQLite's
 lock, a write takes the writers' lock file ``<dir>/mta.sqlite3-writer``
 (:mod:`stores.writer_lock`: ``flock``, so a waiting writer is woken as the
-holder finishes instead of sleeping in SQLite's busy handler); it only
-orders the writers, and after ``busy_timeout`` without it a write goes on
-to SQLite's lock, which alone keeps the database consistent.  After ``fork``
+holder finishes instead of sleeping in SQLite's busy handler), waiting for
+it up to ``busy_timeout`` too; it only orders the writers, and after that
+wait a write goes on to SQLite's lock, which alone keeps the database
+consistent.  After ``fork``
 (Spark executors fork their Python workers) the child notices the pid
 change and opens its own connections; inherited ones are never used or
 closed in the child.  Network file systems are not supported (WAL needs

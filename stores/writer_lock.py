@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import weakref
 
 try:
     import fcntl
@@ -31,10 +32,13 @@ except ImportError:  # not POSIX: writers wait in SQLite's busy handler alone
 
 __all__ = ["WriterLock", "open_writer_lock"]
 
+#: Every lock of this process, for :func:`_after_fork_in_child`.
+_open: "weakref.WeakSet[WriterLock]" = weakref.WeakSet()
+
 
 def open_writer_lock(path: str) -> "WriterLock | None":
     """A descriptor of its own on the lock file ``path`` (``flock`` excludes
-    other descriptors, not the one holding it), or ``None`` where there is
+    other open files, not this one nor its copies in forked children), or ``None`` where there is
     no ``fcntl`` or the file cannot be opened (a directory this process may
     not write to): then SQLite's lock alone orders the writers."""
     if fcntl is None:
@@ -79,8 +83,10 @@ class WriterLock:
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.usable = True
-        self._requests: queue.SimpleQueue | None = None  # to the waiter thread, started at the first contention
+        self.waiter: threading.Thread | None = None  # started at the first contended wait
+        self._requests: queue.SimpleQueue | None = None  # to the waiter
         self._closed = False
+        _open.add(self)
 
     def acquire(self, timeout: float) -> bool:
         """Take the file; ``False`` (not taken) after ``timeout`` seconds,
@@ -93,18 +99,31 @@ class WriterLock:
         except BlockingIOError:
             pass
         if self._requests is None:
-            self._requests = queue.SimpleQueue()
-            threading.Thread(target=_waiter, args=(self.fd, self._requests), name="mta-file-writer-lock",
-                             daemon=True).start()
+            requests = queue.SimpleQueue()
+            waiter = threading.Thread(target=_waiter, args=(self.fd, requests), name="mta-file-writer-lock",
+                                      daemon=True)
+            waiter.start()  # set only once it runs: a lock whose thread failed to start still closes its file
+            self._requests, self.waiter = requests, waiter
         wait = _Wait()
         self._requests.put(wait)
-        wait.done.wait(timeout)
+        try:
+            wait.done.wait(timeout)
+        except BaseException:  # interrupted (KeyboardInterrupt): neither keep the file nor leave it to the waiter
+            if self._settle(wait):
+                self.release()
+            raise
+        return self._settle(wait)
+
+    def _settle(self, wait: _Wait) -> bool:
+        """Whether the waiter took the file for ``wait``; if not, it lets
+        the file go when it takes it, and this lock is not used again (the
+        waiter may yet take the file with this descriptor)."""
         with wait.guard:
-            if wait.taken:
-                return True
-            wait.abandoned = True
-        self.usable = False
-        return False
+            taken = wait.taken
+            wait.abandoned = not taken
+        if not taken:
+            self.usable = False
+        return taken
 
     def release(self) -> None:
         fcntl.flock(self.fd, fcntl.LOCK_UN)
@@ -118,3 +137,20 @@ class WriterLock:
             os.close(self.fd)
         else:
             self._requests.put(None)
+
+    def _drop_inherited(self) -> None:
+        """In a forked child: close the child's copy of the descriptor, so
+        that a hold of the parent's is not kept alive by the child (a hold
+        belongs to the open file, which fork shares), and never use it."""
+        if not self._closed:
+            self._closed, self.usable = True, False
+            os.close(self.fd)
+
+
+def _after_fork_in_child() -> None:
+    for lock in list(_open):
+        lock._drop_inherited()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -87,7 +87,7 @@ def test_a_holder_that_never_lets_go_costs_the_timeout_then_the_lock_is_left_alo
     time.sleep(0.5)
     assert _until(lambda: not _held_elsewhere(path), 5.0)
     lock.close()
-    assert _until(lambda: not any(t.name == "mta-file-writer-lock" and t.is_alive() for t in threading.enumerate()))
+    assert _until(lambda: not lock.waiter.is_alive())  # the waiter ends, closing the descriptor
 
 
 def test_without_fcntl_there_is_no_lock_and_the_store_still_writes(tmp_path, monkeypatch):
@@ -152,3 +152,58 @@ def _append(directory: str, window: str) -> None:
             store.write_pairs(window, 1, 0, k, [f"{window}-{k}".encode()])
     finally:
         store.close()
+
+
+def test_an_interrupted_wait_neither_keeps_the_lock_nor_lets_the_waiter_keep_it(tmp_path, monkeypatch):
+    path = str(tmp_path / "lock")
+    holder, lock = open_writer_lock(path), open_writer_lock(path)
+    assert holder.acquire(1.0)
+    waits = []
+
+    class Interrupted(threading.Event):  # Ctrl-C while the writer waits
+        def wait(self, timeout=None):
+            raise KeyboardInterrupt
+
+    class Wait(writer_lock._Wait):
+        def __init__(self):
+            super().__init__()
+            self.done = Interrupted()
+            waits.append(self.done)
+
+    monkeypatch.setattr(writer_lock, "_Wait", Wait)
+    with pytest.raises(KeyboardInterrupt):
+        lock.acquire(30.0)
+    assert not lock.usable
+    holder.release()  # the waiter takes the file now, and must let it go at once
+    assert waits and _until(lambda: waits[0].is_set())
+    assert _until(lambda: not _held_elsewhere(path))
+    holder.close()
+    lock.close()
+
+
+def test_a_forked_child_does_not_keep_the_parents_hold(tmp_path):
+    """A child forked while the parent holds the lock closes its copy: the
+    parent's release (or its death) frees the file whatever the child does."""
+    import multiprocessing
+
+    path = str(tmp_path / "lock")
+    lock = open_writer_lock(path)
+    assert lock.acquire(1.0)
+    context = multiprocessing.get_context("fork")
+    ready, done = context.Event(), context.Event()
+    child = context.Process(target=_linger, args=(lock.fd, ready, done))
+    child.start()
+    try:
+        assert ready.wait(60)
+        os.close(lock.fd)  # the parent's only descriptor goes (as when it dies): the hold must go with it
+        lock._closed = True
+        assert not _held_elsewhere(path)
+    finally:
+        done.set()
+        child.join(60)
+    assert child.exitcode == 0
+
+
+def _linger(fd: int, ready, done) -> None:
+    ready.set()  # alive, with whatever it inherited, until the parent has looked
+    done.wait(60)
