@@ -165,19 +165,22 @@ class WorkerMemory:
                 pass
         return out
 
-    def _run(self) -> None:
+    def _sample(self) -> None:
         import psutil
 
+        sizes = []
+        for p in self.workers():
+            try:
+                sizes.append(p.memory_info().rss / 2**20)
+            except psutil.Error:
+                pass
+        if sizes:
+            self.peak_worker_mb = max(self.peak_worker_mb, max(sizes))
+            self.peak_total_mb = max(self.peak_total_mb, sum(sizes))
+
+    def _run(self) -> None:
         while not self._stop.wait(self.every):
-            sizes = []
-            for p in self.workers():
-                try:
-                    sizes.append(p.memory_info().rss / 2**20)
-                except psutil.Error:
-                    pass
-            if sizes:
-                self.peak_worker_mb = max(self.peak_worker_mb, max(sizes))
-                self.peak_total_mb = max(self.peak_total_mb, sum(sizes))
+            self._sample()
 
     def __enter__(self) -> "WorkerMemory":
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -188,6 +191,7 @@ class WorkerMemory:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        self._sample()  # a job shorter than one period is still seen: Spark keeps its workers for the next
 
 
 def spark_versions(spark) -> dict:
