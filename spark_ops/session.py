@@ -24,8 +24,8 @@ import sys
 #: (``spark.sql.execution.arrow.maxRecordsPerBatch``, 10,000 by default).
 #: With a byte limit, Spark's Python runners measure the batch after every
 #: row they write to it; ``mapInArrow``'s batch is one struct of the row's
-#: columns, whose measure visits every column, so the check was the largest
-#: single cost of the windows plans' JVM side (docs/benchmarks-spark.md,
+#: columns, whose measure visits every column: 30 % of the JVM's time in a
+#: profile of a batch ``sliding_window`` (docs/benchmarks-spark.md,
 #: "Spark's Arrow byte check").  Only ``Int.MaxValue`` turns the check off.
 #: A batch of rows wider than 200 KB each can then pass Arrow's 2 GiB limit:
 #: such a job lowers ``maxRecordsPerBatch``, or sets a byte limit again.

@@ -19,16 +19,11 @@ transaction: one round trip.
 Concurrency: several threads and several processes of one host may share a
 directory.  Each thread has its own connection; writers serialize on
 SQLite's lock and wait for it up to ``busy_timeout`` seconds (default 10),
-after which the call is retried like any transient error.  Before SQLite's
-lock, a write takes the writers' lock file ``<dir>/mta.sqlite3-writer``
-(:mod:`stores.writer_lock`: ``flock``, so a waiting writer is woken as the
-holder finishes instead of sleeping in SQLite's busy handler), waiting for
-it up to ``busy_timeout`` too; it only orders the writers, and after that
-wait a write goes on to SQLite's lock, which alone keeps the database
-consistent.  After ``fork``
-(Spark executors fork their Python workers) the child notices the pid
-change and opens its own connections; inherited ones are never used or
-closed in the child.  Network file systems are not supported (WAL needs
+after which the call is retried like any transient error; before it, for
+up to as long, for the writers' lock file (:mod:`stores.writer_lock`).
+After ``fork`` (Spark executors fork their Python workers) the child
+notices the pid change and opens its own connections; inherited ones are
+never used or closed in the child.  Network file systems are not supported (WAL needs
 shared memory between the processes).  The database a store first opens
 is its identity: every call first checks that file is still there and the
 same (device, inode), and raises :class:`~stores.errors.MissingData` if it
@@ -70,8 +65,7 @@ from .writer_lock import WriterLock, open_writer_lock
 
 SCHEMA_VERSION = 1
 DB_NAME = "mta.sqlite3"
-#: The writers' lock file beside the database (see "Concurrency" above).
-WRITER_LOCK = DB_NAME + "-writer"
+WRITER_LOCK = DB_NAME + "-writer"  # beside the database
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS pairs (window TEXT NOT NULL, epoch INTEGER NOT NULL,"
@@ -108,9 +102,7 @@ _inherited: list = []
 class _Connection(sqlite3.Connection):
     """A connection that can be weakly referenced (the store tracks its
     connections in a WeakSet, so a thread's connection is freed when the
-    thread ends), with its own descriptor of the writers' lock file
-    (``writer``, a :class:`~stores.writer_lock.WriterLock` or ``None``,
-    closed with the connection by ``release``)."""
+    thread ends), with its own ``writer`` lock (closed by ``release``)."""
 
     writer: Optional[WriterLock] = None
     release: Any = None
@@ -255,8 +247,7 @@ class SQLiteStore(Store):
                 f"reads version {SCHEMA_VERSION}")
 
     def _tx(self, conn: sqlite3.Connection, fn: Any) -> Any:
-        writer = conn.writer
-        locked = writer is not None and writer.acquire(self.busy_timeout)
+        locked = conn.writer is not None and conn.writer.acquire(self.busy_timeout)
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -269,11 +260,10 @@ class SQLiteStore(Store):
                 raise
         finally:
             if locked:
-                writer.release()
+                conn.writer.release()
 
     def _write(self, conn: sqlite3.Connection, sql: str, args: tuple) -> None:
-        """One statement that writes, in a transaction of its own."""
-        self._tx(conn, lambda: conn.execute(sql, args))
+        self._tx(conn, lambda: conn.execute(sql, args))  # one statement, a transaction of its own
 
     def _run(self, operation, window, fn, *args):
         # Closing a connection while another thread is inside SQLite with it
