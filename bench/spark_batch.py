@@ -47,6 +47,8 @@ import contextlib
 import math
 import statistics
 
+from spark_ops.session import ARROW_BATCH_CONF
+
 from . import common, sparkbench
 from .common import RunConfig, fmt_num
 from .experiment import Run, save_figure, verdict
@@ -74,7 +76,7 @@ COLUMNAR_CHECKED = "columnar max, Spark's byte check"
 PANDAS_CHECKED = "pandas rolling max, Spark's byte check"
 #: The methods run with Spark's Arrow byte check on, and the method each repeats.
 BYTE_CHECKED = {COLUMNAR_CHECKED: COLUMNAR, PANDAS_CHECKED: PANDAS}
-BYTE_LIMIT = "spark.sql.execution.arrow.maxBytesPerBatch"
+BYTE_LIMIT = next(iter(ARROW_BATCH_CONF))  # the setting this project's sessions give Int.MaxValue
 METHODS = [COLUMNAR, MTA, MTA_FILE, MTA_TOP2, SQL_DEFAULT, SQL_TREE, PANDAS, COLUMNAR_CHECKED, PANDAS_CHECKED,
            PIPELINE]
 

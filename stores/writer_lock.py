@@ -37,10 +37,11 @@ _open: "weakref.WeakSet[WriterLock]" = weakref.WeakSet()
 
 
 def open_writer_lock(path: str) -> "WriterLock | None":
-    """A descriptor of its own on the lock file ``path`` (``flock`` excludes
-    other open files, not this one nor its copies in forked children), or ``None`` where there is
-    no ``fcntl`` or the file cannot be opened (a directory this process may
-    not write to): then SQLite's lock alone orders the writers."""
+    """A descriptor of its own on the lock file ``path`` (``flock``
+    excludes other open files, not this one nor its copies in forked
+    children), or ``None`` where there is no ``fcntl`` or the file cannot be
+    opened (a directory this process may not write to): then SQLite's lock
+    alone orders the writers."""
     if fcntl is None:
         return None
     try:
