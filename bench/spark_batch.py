@@ -135,7 +135,7 @@ def _pandas(df, w, frame_kind="rows"):
 
 def _pipeline(df):
     """sliding_window's batch plan with the windows left out."""
-    from pyspark.sql import functions as F
+    from spark_ops.plan import key_time_ordered, number_rows
 
     def values_as_results(batches):
         import pyarrow as pa
@@ -144,9 +144,8 @@ def _pipeline(df):
             yield pa.RecordBatch.from_arrays(batch.columns + [pa.array(batch.column(2).to_pylist(), pa.float64())],
                                              names=batch.schema.names + ["max"])
 
-    ordered = (df.withColumn("arrival", F.monotonically_increasing_id())
-               .repartition("k").sortWithinPartitions("k", "t", "arrival"))
-    return ordered.mapInArrow(values_as_results, "k int, t double, v double, arrival long, max double")
+    return key_time_ordered(number_rows(df), ["k"], "t").mapInArrow(values_as_results,
+                                                                     "k int, t double, v double, max double")
 
 
 @contextlib.contextmanager

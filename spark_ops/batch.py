@@ -2,13 +2,14 @@
 repartitioned by key, sorted within partitions by ``(key, time, arrival)``
 and streamed through one window per key with ``mapInArrow``.
 
-The plan ships the input's columns and the arrival number, nothing else
-where it can (:func:`spark_ops.plan.lean_columns`): a floating or small
-integral time column is sorted on as it is and cast to double seconds in
-the worker, and a value column the engines take as it is is read as it is.
-The arrival number stays: rows of equal time reach the windows in input
-order, which every per-row output of the default frame depends on (each
-row sees only the rows before it).
+The plan ships the input's columns, nothing else where it can
+(:func:`spark_ops.plan.lean_columns`): a floating or small integral time
+column is sorted on as it is and cast to double seconds in the worker, and
+a value column the engines take as it is is read as it is.  The arrival
+number is sorted on and dropped before Python (:func:`spark_ops.plan.key_time_ordered`):
+rows of equal time reach the windows in input order, which every per-row
+output of the default frame depends on (each row sees only the rows before
+it), and the windows need nothing else from it.
 
 Each Arrow batch is cut into runs of one key; a run goes through the key's
 window (:func:`spark_ops.windows.open_key_window`) in one push.  With
@@ -24,14 +25,15 @@ from __future__ import annotations
 from mta.markers import EMPTY
 
 from . import frames, rows, traffic, worker_gc
-from .plan import ARRIVAL, INTERNAL, InputTimes, column, key_reader, lean_columns, output_schema, seconds
+from .plan import INTERNAL, InputTimes, key_reader, key_time_ordered, lean_columns, output_schema, seconds
 from .spec import WindowSpec
 from .windows import open_key_window
 
 
 def batch_plan(df, spec: WindowSpec, run: str):
     """``df`` with the windows' output columns (``spec.engine`` as chosen for the job)."""
-    ordered, time_column, value_column = lean_columns(df, spec)
+    numbered, time_column, value_column = lean_columns(df, spec)
+    ordered = key_time_ordered(numbered, spec.keys, time_column)
     schema = output_schema(ordered, spec)  # the internal columns do not come back
     columns = ordered.columns
     passed = [i for i, c in enumerate(columns) if c not in INTERNAL]
@@ -94,10 +96,7 @@ def batch_plan(df, spec: WindowSpec, run: str):
             if window is not None:
                 window.close()
 
-    keys = [column(c) for c in spec.keys]
-    return (ordered.repartition(*keys)
-                   .sortWithinPartitions(*keys, column(time_column), ARRIVAL)
-                   .mapInArrow(worker_gc.settling(windows_of_partition), schema))
+    return ordered.mapInArrow(worker_gc.settling(windows_of_partition), schema)
 
 
 def _concat(pieces: list, arrow_type):

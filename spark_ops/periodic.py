@@ -16,9 +16,9 @@ through a :class:`PeriodicWindow` as rows would;
 :func:`spark_ops.periodic_panes.ineligible` is the rule).  Otherwise the
 plan is the batch plan's (one shuffle by key, one sort by ``(key,
 time, arrival)``, one pass per key with ``mapInArrow``), shipping only the
-key, time and value columns and the arrival number (the time and value as
-the input has them where the engines take them so,
-:func:`spark_ops.plan.lean_columns`); each key's rows go
+key, time and value columns (the time and value as the input has them
+where the engines take them so, :func:`spark_ops.plan.lean_columns`; the
+arrival number is sorted on, not shipped); each key's rows go
 through a :class:`PeriodicWindow`, which computes every window of every
 size with the columnar engine's kernels (:mod:`spark_ops.kernels`), or,
 for aggregations those kernels do not compute (a user aggregator) and
@@ -41,7 +41,7 @@ from . import aggregations, rows, worker_gc
 from .columnar import aggregate
 from .batch import runs
 from .kernels import KERNELS, Rows
-from .plan import ARRIVAL, column, key_reader, lean_columns, output_arrow_schema, quoted, seconds
+from .plan import ARRIVAL, column, key_reader, key_time_ordered, lean_columns, output_arrow_schema, quoted, seconds
 from .spec import MICROS, SlidingWindowError, WindowSpec
 from .values import numpy_values
 
@@ -114,7 +114,7 @@ def periodic_plan(df, spec: WindowSpec, run: str):
         return periodic_panes.pane_plan(df, spec, schema, arrow_schema)
     numbered, time_column, value_column = lean_columns(df, spec)
     shipped = list(dict.fromkeys([*spec.keys, spec.time, time_column, value_column, ARRIVAL]))
-    ordered = numbered.select(*[column(c) for c in shipped])
+    ordered = key_time_ordered(numbered.select(*[column(c) for c in shipped]), spec.keys, time_column)
     time_at, value_at, shown_at = (shipped.index(c) for c in (time_column, value_column, spec.time))
     key_columns, key_of = key_reader(list(range(k)))
     kernels = list(spec.kernels)
@@ -156,10 +156,7 @@ def periodic_plan(df, spec: WindowSpec, run: str):
             emit(current, *window.close())
             yield from out
 
-    keys = [column(c) for c in spec.keys]
-    return (ordered.repartition(*keys)
-                   .sortWithinPartitions(*keys, column(time_column), ARRIVAL)
-                   .mapInArrow(worker_gc.settling(windows_of_partition), schema))
+    return ordered.mapInArrow(worker_gc.settling(windows_of_partition), schema)
 
 
 def _ends_array(ends_us: np.ndarray, arrow_type):

@@ -59,6 +59,15 @@ def number_rows(df):
     return df.withColumn(ARRIVAL, F.monotonically_increasing_id())
 
 
+def key_time_ordered(df, keys, time_column: str):
+    """``df`` (numbered by :func:`number_rows`) repartitioned by ``keys`` and
+    sorted within partitions by ``(keys, time, arrival)``, the arrival number
+    then dropped: the windows need the order, never the number, so it does
+    not cross into Python (one column less for Arrow to write and read)."""
+    by = [column(c) for c in keys]
+    return df.repartition(*by).sortWithinPartitions(*by, column(time_column), column(ARRIVAL)).drop(ARRIVAL)
+
+
 def lean_columns(df, spec: WindowSpec) -> tuple:
     """The batch plans' columns: ``(df, time, value)``, ``df`` with the
     arrival number, and the names of the time and value columns the

@@ -7,8 +7,10 @@
   every number type, dates and both timestamps, from year 1 to 9999,
   longs to their limits, negative zero and infinities.
 * A plain time and value column reach the worker as they are: the plan
-  adds no copy of them (only the arrival number); a decimal time or value,
-  or several value columns, get the converted column the engines read.
+  adds no copy of them; a decimal time or value, or several value columns,
+  get the converted column the engines read.
+* The arrival number orders rows of equal time in the sort and is dropped
+  before Python: the worker's input has the input's columns alone.
 """
 
 from __future__ import annotations
@@ -98,6 +100,22 @@ def test_plain_columns_ship_as_they_are(spark):
                                "k int, t timestamp, v double")
     plan = _shipped(df, value="v")
     assert ARRIVAL in plan and TIME not in plan and VALUE not in plan
+
+
+def _line(plan: str, node: str) -> str:
+    (line,) = [ln for ln in plan.splitlines() if ln.lstrip("+-: ").startswith(node + " ")]
+    return line
+
+
+@pytest.mark.parametrize("kw", [{"rows": 2}, {"range": 4, "slide": 2, "engine": "amta"}], ids=["per-row", "periodic"])
+def test_the_arrival_number_orders_the_sort_and_stays_in_the_jvm(spark, kw):
+    df = spark.createDataFrame([(1, float(i // 2), float(i)) for i in range(6)], "k int, t double, v double")
+    out = sliding_window(df, key="k", time="t", value="v", aggs=["first"], **kw)
+    plan = out._jdf.queryExecution().optimizedPlan().toString()
+    assert ARRIVAL in _line(plan, "Sort")
+    assert ARRIVAL not in _line(plan, "MapInArrow")
+    if "rows" in kw:  # each row's window: the row before it in (time, arrival) order, and itself
+        assert [r["first"] for r in out.orderBy("v").collect()] == [0.0] + [float(i - 1) for i in range(1, 6)]
 
 
 def test_decimal_time_and_value_ship_converted(spark):
