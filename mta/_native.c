@@ -3,7 +3,8 @@
  * the shared level machinery in _native_tree.h, the Amortized MTA's
  * algorithms in _native_mta.h and the Log MTA's in _native_lmta.h (one
  * translation unit); _native_mtree.h and _native_multi.h hold a shared plan's
- * execution for mta/multi (mta/multi/compiled.py).
+ * execution for mta/multi (mta/multi/compiled.py); _native_moments.h the
+ * sliding windows' moments of the columnar engine (spark_ops/kernels.py).
  *
  * The same algorithms as mta/amortized_mta.py, mta/log_mta.py, mta/tree.py
  * and mta/level_queue.py, on level queues held as C arrays of object
@@ -26,6 +27,7 @@
 #include "_native_mta.h"
 #include "_native_lmta.h"
 #include "_native_multi.h"
+#include "_native_moments.h"
 
 /* -- failure guard ------------------------------------------------------ */
 
@@ -315,7 +317,15 @@ static PyTypeObject LogCoreType = {
     .tp_as_sequence = &Core_as_sequence,
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "mta._native", "Compiled MTA cores.", -1, NULL};
+static PyMethodDef module_functions[] = {
+    {"window_moments", window_moments, METH_VARARGS,
+     "window_moments(x, start, end, mean_out, m2_out) -> bool: the moments of sliding windows "
+     "(_native_moments.h).  O(len(x) + len(start))."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "mta._native", "Compiled MTA cores.", -1,
+                                    module_functions};
 
 static int add_type(PyObject *m, const char *name, PyTypeObject *type) {
     if (PyType_Ready(type) < 0) return -1;

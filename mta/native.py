@@ -211,3 +211,11 @@ def log_engine(monoid, wsp=None, **options):
     if _native is not None and not options:
         return NativeLogMTA(monoid, wsp)
     return LogMTA(monoid, wsp, **options)
+
+
+#: ``window_moments(x, start, end, mean_out, m2_out) -> bool`` in C
+#: (``mta/_native_moments.h``): the ``(count, mean, M2)`` of sliding windows
+#: of a float64 buffer, as :data:`mta.aggregators.MOMENTS` combines them,
+#: for the columnar engine (:func:`spark_ops.kernels.window_moments`); None
+#: without the compiled core or in an older build.
+window_moments = getattr(_native, "window_moments", None)

@@ -14,9 +14,11 @@ the mask of the results that are null (``None`` when none is).
 * ``variance``, ``stddev``, ``var_pop`` and ``stddev_pop`` reduce each
   range in the moments monoid ``(count, mean, M2)`` with Chan et al.'s
   parallel formula (Chan, Golub and LeVeque, 1979), the MTA's own
-  :data:`mta.aggregators.MOMENTS`, applied to arrays: no sum of squares,
-  so no cancellation when the values are far from 0.  A window holding an
-  infinite value has a NaN M2, as in the MTA.
+  :data:`mta.aggregators.MOMENTS`: no sum of squares, so no cancellation
+  when the values are far from 0.  A window holding an infinite value has
+  a NaN M2, as in the MTA.  Sliding windows go through Two-Stacks in C
+  (:data:`mta.native.window_moments`, O(1) per row); any others, or all
+  without the compiled core, through the block decomposition below.
 
 ``max``, ``min`` and ``sum`` take a range inside the batch as a block's
 suffix and the next block's prefix (van Herk, 1992; Gil and Werman,
@@ -35,6 +37,8 @@ from functools import partial
 from typing import Callable
 
 import numpy as np
+
+from mta import native
 
 
 @dataclass
@@ -154,7 +158,24 @@ def window_moments(x: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple:
     """``(count, mean, M2)`` of every window ``x[start[i] : end[i] + 1]``.
     A value lifts to ``(1, x, 0)``, or ``(1, x, nan)`` when infinite, as
     :data:`mta.aggregators.VARIANCE` lifts it (the spread of a window
-    holding an infinite value is undefined)."""
+    holding an infinite value is undefined).
+
+    Sliding windows (both ends non-decreasing, as every batch's are) go
+    through the compiled Two-Stacks (:data:`mta.native.window_moments`):
+    at most three combines per row in C, O(n).  Otherwise, and without the
+    compiled core, :func:`window_moments_blocked` (NumPy)."""
+    v = np.ascontiguousarray(x, dtype=np.float64)
+    if native.window_moments is not None and len(start):
+        mean, m2 = np.empty(len(start)), np.empty(len(start))
+        if native.window_moments(v, np.ascontiguousarray(start, dtype=np.int64),
+                                 np.ascontiguousarray(end, dtype=np.int64), mean, m2):
+            return (end - start + 1).astype(np.float64), mean, m2
+    return window_moments_blocked(v, start, end)
+
+
+def window_moments_blocked(x: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple:
+    """:func:`window_moments` for any windows, in NumPy: B-Int's aligned
+    blocks (:func:`reduce_ranges_of`), O(log(longest window)) passes."""
     v = x.astype(np.float64)
     lifted = (np.ones(len(v)), v, np.where(np.isfinite(v), 0.0, np.nan))
     return reduce_ranges_of(moments_combine, lifted, start, end + 1, MOMENTS_IDENTITY)

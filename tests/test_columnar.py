@@ -35,9 +35,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mta import policies
+from mta import native, policies
 from spark_ops.columnar import AGGREGATIONS, ColumnarKeyWindow, ColumnarWindow, ineligible
-from spark_ops.kernels import MOMENTS_IDENTITY, moments_combine, reduce_blocked, reduce_ranges, reduce_ranges_of
+from spark_ops.kernels import (MOMENTS_IDENTITY, moments_combine, reduce_blocked, reduce_ranges, reduce_ranges_of,
+                               window_moments)
 from spark_ops.sorted_window import SortedWindow
 from spark_ops.spec import WindowSpec
 from tests.strategies import sane_settings
@@ -238,6 +239,88 @@ def test_moments_of_ranges_combine_blocks_in_order_with_an_exact_identity(values
             assert (math.isnan(got) and math.isnan(want)) or math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-9)
         if b - a == 1:  # identity combined with a value is exactly the value
             assert (mean[i], m2[i]) == (x[a], lifted[2][a]) or math.isnan(m2[i]) and math.isnan(lifted[2][a])
+
+
+@st.composite
+def sliding(draw, n: int):
+    """Windows ``[start[i], end[i]]`` over n values whose ends never move
+    back (a batch's windows), some of one value, some of all."""
+    end, start, m = [], [], draw(st.integers(1, 60))
+    e = s = 0
+    for _ in range(m):
+        e = min(n - 1, e + draw(st.integers(0, 3)))
+        s = min(e, s + draw(st.integers(0, 3)))
+        end.append(e)
+        start.append(s)
+    return np.array(start, dtype=np.int64), np.array(end, dtype=np.int64)
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "numpy"])
+@sane_settings(150)
+@given(values=st.lists(st.one_of(floats, st.floats(-1e6, 1e6), st.integers(-3, 3).map(lambda d: 1e9 + d)),
+                       min_size=1, max_size=70),
+       data=st.data())
+def test_window_moments_of_sliding_windows_are_the_exact_spreads(compiled, values, data):
+    """``window_moments`` (the compiled Two-Stacks, or NumPy's aligned blocks
+    without it) against exact rational arithmetic, values near 1e9 among
+    them (a sum of squares would cancel there), and windows that do not
+    slide, which the compiled code hands to NumPy."""
+    if compiled and native.window_moments is None:
+        pytest.skip(f"the compiled core has no window_moments ({native.WHY_NOT or 'an older build'})")
+    x = np.array(values)
+    start, end = data.draw(sliding(len(values)))
+    if data.draw(st.booleans()):  # shuffled: not sliding any more (unless it still is)
+        order = np.array(data.draw(st.permutations(range(len(start)))), dtype=np.int64)
+        start, end = start[order], end[order]
+    with pytest.MonkeyPatch.context() as patch:
+        if not compiled:
+            patch.setattr(native, "window_moments", None)
+        count, mean, m2 = window_moments(x, start, end)
+    for i, (a, b) in enumerate(zip(start, end)):
+        window = values[a : b + 1]
+        assert count[i] == len(window)
+        assert _m2_within_rounding(m2[i], window), (window, m2[i])
+        if all(map(math.isfinite, window)):
+            assert math.isclose(mean[i], float(sum(map(Fraction, window)) / len(window)), rel_tol=1e-12,
+                                abs_tol=1e-12 * max(map(abs, window)))  # rounding is relative to the values
+
+
+def _m2_within_rounding(got: float, window: list) -> bool:
+    """M2 against its exact value: NaN with an infinite value, inf beyond
+    the float range, else within the rounding of Chan's formula, which
+    grows with how far the values sit from 0 against their spread
+    (n eps max|x| (max - min)), where a sum of squares would lose
+    n eps max|x|^2, or within underflow."""
+    if not all(map(math.isfinite, window)):
+        return math.isnan(got)
+    xs = [Fraction(v) for v in window]
+    mean = sum(xs) / len(xs)
+    exact = sum((v - mean) ** 2 for v in xs)
+    if exact > Fraction(np.finfo(np.float64).max):
+        return got == math.inf
+    if not math.isfinite(got):
+        return False
+    eps = Fraction(np.finfo(np.float64).eps)
+    underflow = len(xs) * Fraction(np.finfo(np.float64).tiny)  # squares of values near 1e-160 and below
+    slack = max(16 * len(xs) * eps * max(map(abs, xs)) * (max(xs) - min(xs)), exact / 10**9, underflow)
+    return abs(Fraction(got) - exact) <= slack
+
+
+def test_compiled_window_moments_refuse_windows_that_do_not_slide():
+    if native.window_moments is None:
+        pytest.skip(f"the compiled core has no window_moments ({native.WHY_NOT or 'an older build'})")
+    x, out = np.arange(4.0), (np.empty(2), np.empty(2))
+    slides = lambda s, e: native.window_moments(x, np.array(s), np.array(e), *out)  # noqa: E731
+    assert slides([0, 1], [1, 3]) is True and list(out[0]) == [0.5, 2.0] and list(out[1]) == [0.5, 2.0]
+    assert slides([1, 0], [2, 3]) is False  # a start moves back
+    assert slides([0, 0], [2, 1]) is False  # an end moves back
+    assert slides([0, 2], [1, 1]) is False  # an empty window
+    with pytest.raises(ValueError, match="outside"):
+        slides([0, 1], [1, 4])
+    with pytest.raises(TypeError, match="int64"):
+        native.window_moments(x, np.array([0, 1], dtype=np.int32), np.array([1, 3]), *out)
+    with pytest.raises(ValueError, match="length"):
+        native.window_moments(x, np.array([0]), np.array([1, 3]), *out)
 
 
 def test_a_count_beyond_int64_is_every_row():

@@ -1,0 +1,144 @@
+/* The moments (count, mean, M2) of every sliding window of a float64 array,
+ * for the columnar engine's spreads (spark_ops/kernels.py: variance,
+ * stddev, var_pop, stddev_pop), as mta._native.window_moments.
+ *
+ * Row i's window is x[start[i] .. end[i]], both ends non-decreasing in i (a
+ * sliding window, count or time).  Two-Stacks (Tangwongsan, Hirzel and
+ * Schneider, "Low-latency sliding-window aggregation in worst-case constant
+ * time", DEBS 2017, section 2): the newest values are combined into one
+ * back aggregate as they arrive; when the window's start passes the front,
+ * the back's values still in the window are flipped into suffix aggregates
+ * (F[j] = x[j] combined with everything after it up to the flip).  A
+ * window is then F[start] combined with the back.  Each value is combined
+ * once into the back and once into a flip, each window once: at most three
+ * combines per row, O(n + m) in all, with no Python object per value.
+ *
+ * The combine is mta.aggregators._moments_combine (Chan, Golub and
+ * LeVeque's parallel formula), the same operations in the same order, and
+ * a value lifts to (1, x, 0), or (1, x, NaN) when it is infinite or NaN, as
+ * spark_ops.kernels.window_moments lifts it: the same stability as the MTA
+ * (no sum of squares, no cancellation far from 0).  The build adds
+ * -ffp-contract=off so no multiply-add is fused (pyproject.toml). */
+#ifndef MTA_NATIVE_MOMENTS_H
+#define MTA_NATIVE_MOMENTS_H
+#include <Python.h>
+#include <math.h>
+#include <string.h>
+
+typedef struct { double n, mean, m2; } Moments;
+
+static const Moments MOMENTS_IDENTITY = {0.0, 0.0, 0.0};
+
+static inline Moments moments_lift(double x) {
+    Moments m = {1.0, x, isfinite(x) ? 0.0 : NAN};
+    return m;
+}
+
+/* mta.aggregators._moments_combine on doubles. */
+static inline Moments moments_combine(Moments a, Moments b) {
+    if (a.n == 0.0) return b;
+    if (b.n == 0.0) return a;
+    Moments r;
+    double n = a.n + b.n;
+    double delta = b.mean - a.mean;
+    r.n = n;
+    r.mean = a.mean + delta * b.n / n;
+    r.m2 = a.m2 + b.m2 + delta * delta * a.n * b.n / n;
+    return r;
+}
+
+/* A C-contiguous one-dimensional buffer of 8-byte items of the kind ``kind``
+ * ('d': float64, 'q': int64); writable if asked.  0, or -1 with TypeError. */
+static int moments_buffer(PyObject *o, Py_buffer *view, char kind, int writable, const char *what) {
+    if (PyObject_GetBuffer(o, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0)
+        return -1;
+    const char *f = view->format ? view->format : "B";
+    while (*f == '@' || *f == '=' || *f == '<') f++;  /* native little-endian order is what C reads */
+    int ok = view->ndim == 1 && view->itemsize == 8 && f[0] && !f[1]
+             && (kind == 'd' ? f[0] == 'd' : (f[0] == 'q' || f[0] == 'l'));
+    if (!ok) {
+        PyErr_Format(PyExc_TypeError, "window_moments: %s must be a contiguous 1-d %s array", what,
+                     kind == 'd' ? "float64" : "int64");
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+/* window_moments(x, start, end, mean_out, m2_out) -> bool.  Writes each
+ * window's mean and M2 (its count is end - start + 1) and returns True; or
+ * returns False, the outputs unusable, when the windows do not slide (an
+ * end or a start decreases, or a window is empty).  ValueError for a window
+ * outside x or outputs of another length.  The GIL is released while it
+ * runs. */
+static PyObject *window_moments(PyObject *self, PyObject *args) {
+    PyObject *ox, *os, *oe, *omean, *om2, *result = NULL;
+    if (!PyArg_ParseTuple(args, "OOOOO:window_moments", &ox, &os, &oe, &omean, &om2)) return NULL;
+    Py_buffer bx, bs, be, bmean, bm2;
+    if (moments_buffer(ox, &bx, 'd', 0, "x") < 0) return NULL;
+    if (moments_buffer(os, &bs, 'q', 0, "start") < 0) goto release_x;
+    if (moments_buffer(oe, &be, 'q', 0, "end") < 0) goto release_s;
+    if (moments_buffer(omean, &bmean, 'd', 1, "mean_out") < 0) goto release_e;
+    if (moments_buffer(om2, &bm2, 'd', 1, "m2_out") < 0) goto release_mean;
+
+    Py_ssize_t nx = bx.len / 8, m = bs.len / 8;
+    if (be.len / 8 != m || bmean.len / 8 != m || bm2.len / 8 != m) {
+        PyErr_SetString(PyExc_ValueError, "window_moments: start, end, mean_out and m2_out differ in length");
+        goto release_all;
+    }
+    const double *x = bx.buf;
+    const long long *start = bs.buf, *end = be.buf;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        if (start[i] < 0 || end[i] >= nx) {
+            PyErr_Format(PyExc_ValueError, "window_moments: window %zd [%lld, %lld] is outside the %zd values",
+                         i, start[i], end[i], nx);
+            goto release_all;
+        }
+    }
+    Moments *front = PyMem_RawMalloc((nx ? nx : 1) * sizeof(Moments));
+    if (!front) {
+        PyErr_NoMemory();
+        goto release_all;
+    }
+    double *mean_out = bmean.buf, *m2_out = bm2.buf;
+    int slides = 1;
+    Py_BEGIN_ALLOW_THREADS
+    Moments back = MOMENTS_IDENTITY;
+    long long front_end = 0, back_end = 0;  /* the front holds [.., front_end), the back [front_end, back_end) */
+    long long last_start = 0, last_end = -1;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        long long s = start[i], e = end[i];
+        if (s < last_start || e < last_end || s > e) {
+            slides = 0;
+            break;
+        }
+        last_start = s;
+        last_end = e;
+        for (; back_end <= e; back_end++) back = moments_combine(back, moments_lift(x[back_end]));
+        if (s >= front_end) {  /* the front is spent: the back's values from s on become suffix aggregates */
+            Moments acc = MOMENTS_IDENTITY;
+            for (long long j = back_end - 1; j >= s; j--) front[j] = acc = moments_combine(moments_lift(x[j]), acc);
+            front_end = back_end;
+            back = MOMENTS_IDENTITY;
+        }
+        Moments w = moments_combine(front[s], back);
+        mean_out[i] = w.mean;
+        m2_out[i] = w.m2;
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(front);
+    result = PyBool_FromLong(slides);
+release_all:
+    PyBuffer_Release(&bm2);
+release_mean:
+    PyBuffer_Release(&bmean);
+release_e:
+    PyBuffer_Release(&be);
+release_s:
+    PyBuffer_Release(&bs);
+release_x:
+    PyBuffer_Release(&bx);
+    return result;
+}
+
+#endif
