@@ -31,15 +31,26 @@ import sys
 #: such a job lowers ``maxRecordsPerBatch``, or sets a byte limit again.
 ARROW_BATCH_CONF = {"spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1)}
 
+#: Timestamps written to Parquet as the format's standard type, 64-bit
+#: microseconds since the epoch, UTC (what Iceberg, pyarrow, pandas, DuckDB
+#: and Polars read as it is), not Spark's default INT96, which Parquet
+#: deprecates and Spark keeps for old Hive and Impala readers.  INT96 is a
+#: 12-byte binary per value, which Parquet's writer tries to dictionary-
+#: encode by hashing: a fifth of the demo's CPU per row
+#: (docs/benchmarks-spark.md, "the Parquet writer").  Spark reads both.
+PARQUET_CONF = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
+
 #: Settings of a session that runs ``mta-spark`` jobs, unless its own
 #: configuration says otherwise: timestamps without a zone are read as UTC,
 #: every shuffle partition stays a task (adaptive execution would merge
-#: the window partitions into fewer, longer tasks), and Arrow batches are
-#: cut by rows alone (:data:`ARROW_BATCH_CONF`).
+#: the window partitions into fewer, longer tasks), Arrow batches are
+#: cut by rows alone (:data:`ARROW_BATCH_CONF`) and Parquet timestamps are
+#: written as microseconds (:data:`PARQUET_CONF`).
 SESSION_DEFAULTS = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.adaptive.coalescePartitions.enabled": "false",
     **ARROW_BATCH_CONF,
+    **PARQUET_CONF,
 }
 
 #: What :func:`local_session` sets for small machines and notebooks.
@@ -47,6 +58,7 @@ LOCAL_SESSION_CONF = {
     "spark.ui.enabled": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     **ARROW_BATCH_CONF,
+    **PARQUET_CONF,
 }
 
 

@@ -691,6 +691,34 @@ def test_sessions_cut_arrow_batches_by_rows_alone_unless_configured(spark):
     assert key not in session.set_since
 
 
+def test_sessions_write_parquet_timestamps_as_microseconds(spark, tmp_path):
+    """Sessions of this project write Parquet's standard timestamp (int64
+    microseconds, UTC), which pyarrow reads as it is, not INT96; Spark
+    reads the values back unchanged, and mta-spark's sessions have it
+    unless ``--conf`` says otherwise."""
+    import datetime as dt
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from spark_ops.cli.session import session_conf
+    from spark_ops.session import PARQUET_CONF
+
+    (key, value), = PARQUET_CONF.items()
+    times = [dt.datetime(2024, 3, 1, 12, 0, 0, 123456), dt.datetime(1900, 1, 1), dt.datetime(9999, 12, 31, 23, 59)]
+    df = spark.createDataFrame([(t,) for t in times], "ts timestamp")
+    df.write.parquet(str(tmp_path / "out"))
+    column = pq.read_schema(next((tmp_path / "out").glob("*.parquet"))).field("ts")
+    assert column.type == pa.timestamp("us", tz="UTC"), column.type  # INT96 reads as timestamp[ns]
+    assert sorted(r.ts for r in spark.read.parquet(str(tmp_path / "out")).collect()) == sorted(times)
+
+    def conf(*argv):
+        return session_conf(cli.build_parser().parse_args(["demo", *argv]), "local[2]")[key]
+
+    assert conf() == value
+    assert conf("--conf", f"{key}=INT96") == "INT96"
+
+
 def test_help_in_process(capsys):
     assert cli.main(["--help"]) == 0
     text = capsys.readouterr().out
