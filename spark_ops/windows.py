@@ -192,12 +192,23 @@ class SizesWindow(RowWindow):
         return self.windows[0].checkpoint([label, others])
 
     def close(self) -> None:
-        for window in self.windows:
-            window.close()
+        _on_every(self.windows, lambda window: window.close())
 
     def expire(self) -> None:
-        for window in self.windows:
-            window.expire()
+        _on_every(self.windows, lambda window: window.expire())
+
+
+def _on_every(windows: list, act) -> None:
+    """``act`` on every size's window, the others still closed (or deleted)
+    when one raises; the first error is raised once all were tried."""
+    error = None
+    for window in windows:
+        try:
+            act(window)
+        except BaseException as exc:  # noqa: BLE001 - raised below, after the other sizes
+            error = exc if error is None else error
+    if error is not None:
+        raise error
 
 
 def _size_versions(label, count: int, key) -> list[int]:

@@ -285,3 +285,29 @@ def test_a_changed_frame_is_another_job():
     default = WindowSpec.build(**common).fingerprint()
     assert default == "max=max; range=3; auto; key=k, time=t, value=v"
     assert WindowSpec.build(frame="sql", **common).fingerprint() != default
+
+
+@pytest.mark.parametrize("step", ["close", "expire"])
+def test_a_size_that_fails_to_close_leaves_no_other_size_open(store_url, step):  # noqa: F811
+    """A window of several sizes whose size 0 raises on close or expire:
+    every other size is still closed (or deleted from the store), and the
+    error reaches the caller."""
+    spec = WindowSpec.build(key="k", time="t", value="v", aggs=["count"], range=[1.0, 2.0, 4.0], store=store_url)
+    run = fresh_window("sizes")
+    window = open_key_window(spec, "k", run, streaming=True)
+    push_all(window, [0.0, 1.0], [1.0, 2.0], [])
+    window.checkpoint()
+    done = []
+    for i, size in enumerate(window.windows):
+        real = getattr(size, step)
+
+        def act(real=real, i=i):
+            done.append(i)
+            if i == 0:
+                raise OSError("size 0 failed")
+            real()
+
+        setattr(size, step, act)
+    with pytest.raises(OSError, match="size 0 failed"):
+        getattr(window, step)()
+    assert done == [0, 1, 2]
