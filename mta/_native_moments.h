@@ -11,7 +11,8 @@
  * (F[j] = x[j] combined with everything after it up to the flip).  A
  * window is then F[start] combined with the back.  Each value is combined
  * once into the back and once into a flip, each window once: at most three
- * combines per row, O(n + m) in all, with no Python object per value.
+ * combines per row amortized (one flip may take a whole window), O(n + m)
+ * in all, with no Python object per value.
  *
  * The combine is mta.aggregators._moments_combine (Chan, Golub and
  * LeVeque's parallel formula), the same operations in the same order, and
@@ -48,12 +49,15 @@ static inline Moments moments_combine(Moments a, Moments b) {
 }
 
 /* A C-contiguous one-dimensional buffer of 8-byte items of the kind ``kind``
- * ('d': float64, 'q': int64); writable if asked.  0, or -1 with TypeError. */
+ * ('d': float64, 'q': int64) in the machine's byte order; writable if
+ * asked.  0, or -1 with TypeError (or the exporter's own error, such as
+ * NumPy's ValueError for a read-only or non-contiguous array). */
 static int moments_buffer(PyObject *o, Py_buffer *view, char kind, int writable, const char *what) {
     if (PyObject_GetBuffer(o, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0)
         return -1;
     const char *f = view->format ? view->format : "B";
-    while (*f == '@' || *f == '=' || *f == '<') f++;  /* native little-endian order is what C reads */
+    while (*f == '@' || *f == '=' || (PY_LITTLE_ENDIAN && *f == '<') || (!PY_LITTLE_ENDIAN && *f == '>'))
+        f++;  /* the native byte order, spelled any way, is what C reads */
     int ok = view->ndim == 1 && view->itemsize == 8 && f[0] && !f[1]
              && (kind == 'd' ? f[0] == 'd' : (f[0] == 'q' || f[0] == 'l'));
     if (!ok) {

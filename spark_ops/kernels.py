@@ -17,7 +17,7 @@ the mask of the results that are null (``None`` when none is).
   :data:`mta.aggregators.MOMENTS`: no sum of squares, so no cancellation
   when the values are far from 0.  A window holding an infinite value has
   a NaN M2, as in the MTA.  Sliding windows go through Two-Stacks in C
-  (:data:`mta.native.window_moments`, O(1) per row); any others, or all
+  (:data:`mta.native.window_moments`, O(1) per row amortized); any others, or all
   without the compiled core, through the block decomposition below.
 
 ``max``, ``min`` and ``sum`` take a range inside the batch as a block's
@@ -162,7 +162,7 @@ def window_moments(x: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple:
 
     Sliding windows (both ends non-decreasing, as every batch's are) go
     through the compiled Two-Stacks (:data:`mta.native.window_moments`):
-    at most three combines per row in C, O(n).  Otherwise, and without the
+    at most three combines per row amortized, in C, O(n).  Otherwise, and without the
     compiled core, :func:`window_moments_blocked` (NumPy)."""
     v = np.ascontiguousarray(x, dtype=np.float64)
     if native.window_moments is not None and len(start):

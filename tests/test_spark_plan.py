@@ -109,13 +109,15 @@ def _line(plan: str, node: str) -> str:
 
 @pytest.mark.parametrize("kw", [{"rows": 2}, {"range": 4, "slide": 2, "engine": "amta"}], ids=["per-row", "periodic"])
 def test_the_arrival_number_orders_the_sort_and_stays_in_the_jvm(spark, kw):
-    df = spark.createDataFrame([(1, float(i // 2), float(i)) for i in range(6)], "k int, t double, v double")
+    # ten rows at each time, more than the test sessions' spill threshold, so the sort spills and merges
+    n = 300
+    df = spark.createDataFrame([(1, float(i // 10), float(i)) for i in range(n)], "k int, t double, v double")
     out = sliding_window(df, key="k", time="t", value="v", aggs=["first"], **kw)
     plan = out._jdf.queryExecution().optimizedPlan().toString()
     assert ARRIVAL in _line(plan, "Sort")
     assert ARRIVAL not in _line(plan, "MapInArrow")
     if "rows" in kw:  # each row's window: the row before it in (time, arrival) order, and itself
-        assert [r["first"] for r in out.orderBy("v").collect()] == [0.0] + [float(i - 1) for i in range(1, 6)]
+        assert [r["first"] for r in out.orderBy("v").collect()] == [0.0] + [float(i - 1) for i in range(1, n)]
 
 
 def test_decimal_time_and_value_ship_converted(spark):
