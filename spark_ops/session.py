@@ -36,8 +36,9 @@ ARROW_BATCH_CONF = {"spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1)
 #: and Polars read as it is), not Spark's default INT96, which Parquet
 #: deprecates and Spark keeps for old Hive and Impala readers.  INT96 is a
 #: 12-byte binary per value, which Parquet's writer tries to dictionary-
-#: encode by hashing: a fifth of the demo's CPU per row
-#: (docs/benchmarks-spark.md, "the Parquet writer").  Spark reads both.
+#: encode by hashing: about a fifth of the demo's CPU per row
+#: (docs/benchmarks-spark.md, "Against the library when issue 12 was
+#: filed").  Spark reads both.
 PARQUET_CONF = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
 
 #: Settings of a session that runs ``mta-spark`` jobs, unless its own
