@@ -58,7 +58,7 @@ from mta import Aggregator, Monoid
 
 from . import common, sparkbench
 from .common import RunConfig
-from .experiment import Run, save_figure, verdict
+from .experiment import Run, save_figure
 
 NAME = "spark-demo"
 
@@ -287,7 +287,9 @@ def median_of(data: dict, method: str, key: str) -> float | None:
 
 
 def summarize(data: dict) -> dict:
-    """The issue's target: the windows stage at least 5x faster than before."""
+    """The columnar engine over the MTA with the file store named, as the
+    library runs both now (issue 12's 5x over the library it was filed on
+    is :mod:`bench.spark_before`'s target), and the ceilings beside it."""
     old, new = median_of(data, OLD, "rows_per_s"), median_of(data, NEW, "rows_per_s")
     if not (old and new):
         return {}
@@ -302,8 +304,7 @@ def summarize(data: dict) -> dict:
                                       "handover_rows_per_s": median_of(data, HANDOVER, "rows_per_s"),
                                       "handover_arrow_rows_per_s": median_of(data, HANDOVER_ARROW, "rows_per_s"),
                                       "sql_cpu_per_row_ratio": (median_of(data, SQL, "cpu_us_per_row")
-                                                                / median_of(data, NEW, "cpu_us_per_row")) if sql else None,
-                                      "target": ">= 5", "met": speedup >= 5}}
+                                                                / median_of(data, NEW, "cpu_us_per_row")) if sql else None}}
 
 
 def cpu_table(data: dict, methods, *, wall: bool = True) -> tuple[list[str], list[list[str]]]:
@@ -330,9 +331,10 @@ def tables(data: dict) -> list[tuple[str, list[str], list[list[str]]]]:
 def summary_lines(data: dict) -> list[str]:
     lines = [f"checksums (sums of {', '.join(AGGS)}) agree: {'yes' if data.get('checksums_agree') else 'NO'}"]
     for key, v in (data.get("summary") or summarize(data)).items():
-        lines.append(f"[target] {key}: {v['ratio']:.2f}x the rows per second "
+        lines.append(f"[ratio] {key}: {v['ratio']:.2f}x the rows per second "
                      f"({v['cpu_per_row_ratio']:.2f}x less CPU per row; in the Python workers, where the windows "
-                     f"are, {v['python_cpu_per_row_ratio']:.2f}x less), target {v['target']}: {verdict(v['met'])}")
+                     f"are, {v['python_cpu_per_row_ratio']:.2f}x less): columnar (now) over MTA, file store named "
+                     "(before); issue 12's 5x target is spark-before's, against the library it was filed on")
         if v.get("sql_over_dataframe"):
             lines.append(f"the SQL table function runs at {v['sql_over_dataframe']:.2f}x the rows per second of the "
                          f"DataFrame call on the same engine ({v['sql_cpu_per_row_ratio']:.2f}x its CPU per row)")
