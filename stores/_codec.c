@@ -7,7 +7,12 @@
  * does with stores.codec's hook, for the extensions the codec writes most:
  * a tuple (extension 1) is built here from its array, a set or frozenset
  * (3, 4) likewise; every other extension (big ints, user types) goes to
- * ``hook(code, data)``.  A stored record holds a tuple per element, and
+ * ``hook(code, data, levels)``, ``levels`` the tuples and sets built here
+ * around it.  ``unpack(payload, hook, budget, too_deep)`` refuses, raising
+ * ``too_deep`` (RecursionError by default), tuples and sets nested more
+ * than ``budget`` deep (the hook counts its own levels on top of
+ * ``levels``), so both decoders take the same depths
+ * (stores.codec.MAX_NESTING).  A stored record holds a tuple per element, and
  * msgpack builds every extension through Python code: that per-element
  * cost is what this saves.
  *
@@ -33,6 +38,9 @@
 typedef struct {
     const unsigned char *p, *end;
     PyObject *hook;
+    int budget;  /* how many more tuple, set and registered-type levels may nest (stores.codec.MAX_NESTING) */
+    int levels;  /* the levels this decoder built around the current position, which the hook is told */
+    PyObject *too_deep;  /* the exception past the budget (stores.codec.CorruptValue) */
 } Reader;
 
 static PyObject *malformed(const char *what) {
@@ -119,7 +127,7 @@ fail:
 
 /* the items of the one array an extension's payload [p, p + n) holds */
 static PyObject *ext_items(Reader *r, const unsigned char *p, Py_ssize_t n) {
-    Reader in = {p, p + n, r->hook};
+    Reader in = {p, p + n, r->hook, r->budget, r->levels, r->too_deep};
     if (n < 1) return malformed("empty extension payload");
     unsigned char b = *in.p++;
     Py_ssize_t count;
@@ -143,7 +151,15 @@ static PyObject *ext(Reader *r, int code, Py_ssize_t n) {
     const unsigned char *p = r->p;
     r->p += n;
     if (code == EXT_TUPLE || code == EXT_SET || code == EXT_FROZENSET) {
+        if (r->budget <= 0) {
+            PyErr_SetString(r->too_deep, "a stored value nests tuples, sets or registered types deeper than the codec's limit");
+            return NULL;
+        }
+        r->budget--;
+        r->levels++;
         PyObject *list = ext_items(r, p, n);
+        r->budget++;
+        r->levels--;
         if (!list) return NULL;
         PyObject *out = code == EXT_TUPLE ? PyList_AsTuple(list)
                         : code == EXT_SET ? PySet_New(list) : PyFrozenSet_New(list);
@@ -151,7 +167,7 @@ static PyObject *ext(Reader *r, int code, Py_ssize_t n) {
         return out;
     }
     if (code < 0) return malformed("extension code the codec does not write");  /* msgpack's own (timestamps) */
-    return PyObject_CallFunction(r->hook, "iy#", code, (const char *)p, n);
+    return PyObject_CallFunction(r->hook, "iy#i", code, (const char *)p, n, r->levels);
 }
 
 static PyObject *sized(Reader *r, int w, int kind) {
@@ -246,8 +262,15 @@ static PyObject *value(Reader *r) {
 static PyObject *unpack(PyObject *self, PyObject *args) {
     Py_buffer buf;
     PyObject *hook;
-    if (!PyArg_ParseTuple(args, "y*O:unpack", &buf, &hook)) return NULL;
-    Reader r = {buf.buf, (const unsigned char *)buf.buf + buf.len, hook};
+    int budget = INT_MAX;
+    PyObject *too_deep = PyExc_RecursionError;
+    if (!PyArg_ParseTuple(args, "y*O|iO:unpack", &buf, &hook, &budget, &too_deep)) return NULL;
+    if (!PyExceptionClass_Check(too_deep)) {
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_TypeError, "unpack: too_deep must be an exception class");
+        return NULL;
+    }
+    Reader r = {buf.buf, (const unsigned char *)buf.buf + buf.len, hook, budget, 0, too_deep};
     PyObject *v = value(&r);
     if (v && r.p != r.end) {
         Py_CLEAR(v);

@@ -79,9 +79,9 @@ USER_CODES = range(64, 128)
 #: decodes each one through a Python hook (:func:`_ext_hook`) that recurses
 #: on the C stack, tens of KiB per level, which overflows an 8 MiB stack
 #: (crashing the interpreter) at about 190 levels; so the encoder refuses
-#: deeper values, and the hook refuses deeper payloads (only a crafted one
-#: can be) with a RecursionError, which :func:`decode` reports as
-#: CorruptValue.  Half that depth leaves room for smaller stacks.
+#: deeper values, and both decoders refuse deeper payloads (only a crafted
+#: one can be) with CorruptValue.  Half that depth leaves room for smaller
+#: stacks.
 MAX_NESTING = 100
 
 _INT_MIN = -(1 << 63)
@@ -199,42 +199,56 @@ def _unpack(data: bytes) -> Any:
     and dicts too, against Python's recursion limit, while the encoder
     bounds tuples, sets and registered types; msgpack's own containers do
     not recurse, and its hook stops at :data:`MAX_NESTING`).  O(size of
-    ``data``)."""
-    if _fast is not None:
+    ``data``): the value is decoded again by msgpack at most once, as a
+    whole, by the outermost call (a payload inside an extension that the C
+    decoder cannot take fails the outer C decode, instead of being retried
+    where it is, which would retry it once per enclosing level)."""
+    if _fast is not None and not _hook.msgpack_only:
         try:
-            return _fast.unpack(data, _ext_hook)
+            return _fast.unpack(data, _ext_hook, MAX_NESTING - _hook.depth, CorruptValue)
         except (_UserDecodeError, CorruptValue):  # the hook's own verdict
             raise
         except Exception:  # noqa: BLE001 - malformed or too deep for the C decoder: msgpack judges it below
-            pass
+            if _hook.depth:
+                raise  # inside an extension: the outermost call decodes the whole value again
     return _unpack_msgpack(data)
 
 
 def _unpack_msgpack(data: bytes) -> Any:
-    return msgpack.unpackb(data, ext_hook=_ext_hook, raw=False, strict_map_key=False,
-                           use_list=True)
+    """``data`` decoded by msgpack, the extensions inside it too."""
+    outer = _hook.msgpack_only
+    _hook.msgpack_only = True
+    try:
+        return msgpack.unpackb(data, ext_hook=_ext_hook, raw=False, strict_map_key=False, use_list=True)
+    finally:
+        _hook.msgpack_only = outer
 
 
 class _HookDepth(threading.local):
-    depth = 0
+    depth = 0  # the extensions (tuples, sets, registered types) around the one being decoded
+    msgpack_only = False  # in the outermost call's msgpack decode: no C decoder below
 
 
 _hook = _HookDepth()
 
 
-def _ext_hook(code: int, data: bytes) -> Any:
+def _ext_hook(code: int, data: bytes, levels: int = 0) -> Any:
+    """msgpack's extension hook; ``levels``: the tuples and sets the C
+    decoder built around this extension (it counts toward MAX_NESTING as
+    the levels this hook built do)."""
     if code == EXT_BIGINT:
         if not data:
             raise CorruptValue("empty big-int extension")
         return int.from_bytes(data, "big", signed=True)
-    depth = _hook.depth  # every other extension holds a value: one level deeper
+    outer = _hook.depth
+    depth = outer + levels  # every other extension holds a value: one level deeper
     if depth >= MAX_NESTING:
-        raise RecursionError(f"a stored value nests tuples, sets or registered types more than {MAX_NESTING} deep")
+        raise CorruptValue(f"a stored value nests tuples, sets or registered types more than {MAX_NESTING} deep")
     _hook.depth = depth + 1
     try:
         return _nested(code, data)
     finally:
-        _hook.depth = depth
+        _hook.depth = outer
 
 
 def _nested(code: int, data: bytes) -> Any:
