@@ -75,13 +75,11 @@ EXT_SET = 3
 EXT_FROZENSET = 4
 USER_CODES = range(64, 128)
 
-#: How deep tuples, sets and registered types may nest in a value.  msgpack
-#: decodes each one through a Python hook (:func:`_ext_hook`) that recurses
-#: on the C stack, tens of KiB per level, which overflows an 8 MiB stack
-#: (crashing the interpreter) at about 190 levels; so the encoder refuses
-#: deeper values, and both decoders refuse deeper payloads (only a crafted
-#: one can be) with CorruptValue.  Half that depth leaves room for smaller
-#: stacks.
+#: How deep tuples, sets and registered types may nest in a value.  msgpack's
+#: Python hook (:func:`_ext_hook`) recurses on the C stack, tens of KiB a
+#: level, overflowing an 8 MiB stack (a crash) at about 190 levels: the
+#: encoder refuses deeper values, both decoders deeper (crafted) payloads
+#: with CorruptValue.  Half that depth leaves room for smaller stacks.
 MAX_NESTING = 100
 
 _INT_MIN = -(1 << 63)
@@ -191,18 +189,10 @@ class _UserDecodeError(Exception):
 
 def _unpack(data: bytes) -> Any:
     """One msgpack value with the codec's extensions: by the C decoder when
-    built (tuples and sets built in C; msgpack builds every extension
-    through Python code, a record holds one per element), else, and for
-    whatever the C decoder does not take as well-formed, by msgpack, whose
-    verdict on malformed input is the one reported, and which also takes
-    a value nested deeper than the C decoder's recursion (it counts lists
-    and dicts too, against Python's recursion limit, while the encoder
-    bounds tuples, sets and registered types; msgpack's own containers do
-    not recurse, and its hook stops at :data:`MAX_NESTING`).  O(size of
-    ``data``): the value is decoded again by msgpack at most once, as a
-    whole, by the outermost call (a payload inside an extension that the C
-    decoder cannot take fails the outer C decode, instead of being retried
-    where it is, which would retry it once per enclosing level)."""
+    built, else, and for what it does not take (malformed, lists deeper than
+    its recursion), by msgpack, whose verdict is reported.  O(size): msgpack
+    decodes the whole value at most once (a failure inside an extension
+    fails the outermost C decode instead of a retry at every level)."""
     if _fast is not None and not _hook.msgpack_only:
         try:
             return _fast.unpack(data, _ext_hook, MAX_NESTING - _hook.depth, CorruptValue)
@@ -216,8 +206,7 @@ def _unpack(data: bytes) -> Any:
 
 def _unpack_msgpack(data: bytes) -> Any:
     """``data`` decoded by msgpack, the extensions inside it too."""
-    outer = _hook.msgpack_only
-    _hook.msgpack_only = True
+    outer, _hook.msgpack_only = _hook.msgpack_only, True
     try:
         return msgpack.unpackb(data, ext_hook=_ext_hook, raw=False, strict_map_key=False, use_list=True)
     finally:
@@ -233,15 +222,12 @@ _hook = _HookDepth()
 
 
 def _ext_hook(code: int, data: bytes, levels: int = 0) -> Any:
-    """msgpack's extension hook; ``levels``: the tuples and sets the C
-    decoder built around this extension (it counts toward MAX_NESTING as
-    the levels this hook built do)."""
+    """msgpack's extension hook (``levels``: those the C decoder built around it)."""
     if code == EXT_BIGINT:
         if not data:
             raise CorruptValue("empty big-int extension")
         return int.from_bytes(data, "big", signed=True)
-    outer = _hook.depth
-    depth = outer + levels  # every other extension holds a value: one level deeper
+    depth = (outer := _hook.depth) + levels  # every other extension holds a value: one level deeper
     if depth >= MAX_NESTING:
         raise CorruptValue(f"a stored value nests tuples, sets or registered types more than {MAX_NESTING} deep")
     _hook.depth = depth + 1

@@ -424,26 +424,35 @@ def test_values_nested_to_the_limit_round_trip_in_both_decoders_and_deeper_ones_
         assert out.split() == ["x", str(tuples * (lists + 1)), str(tuples)], (tuples, lists)
 
 
+#: The start of a child's script: ``blob(codes, tail=b"")``, a crafted
+#: blob of one extension per code (the last outermost), each an array of
+#: the value inside it (the int 1 innermost) and the msgpack item ``tail``;
+#: ``Box``, a class to register.
+_CRAFTED = (
+    "import struct, zlib\n"
+    "from stores import codec\n"
+    "from stores.errors import CorruptValue\n"
+    "class Box:\n"
+    "    def __init__(self, v): self.v = v\n"
+    "def blob(codes, tail=b''):\n"
+    "    inner = b'\\x01'\n"
+    "    for code in codes:\n"
+    "        arr = (b'\\x92' if tail else b'\\x91') + inner + tail\n"
+    "        inner = b'\\xc9' + struct.pack('>I', len(arr)) + bytes([code]) + arr\n"
+    "    return struct.pack('>BI', codec.FORMAT_VERSION, zlib.crc32(inner)) + inner\n")
+
+
 @pytest.mark.parametrize("pure", [False, True])
 def test_a_crafted_payload_nested_5000_deep_is_refused_without_a_crash(pure):
     """Tuples nested 5,000 deep (a crafted payload: the encoder refuses
     values past MAX_NESTING): CorruptValue naming the limit with either
-    decoder (both stop at MAX_NESTING), in a child
-    process so that a crash of the interpreter fails the test instead of
-    ending the run."""
+    decoder (both stop at MAX_NESTING), in a child process so that a crash
+    of the interpreter fails the test instead of ending the run."""
     if not pure and codec._fast is None:
         pytest.skip("the codec's C decoder is not in use (stores._codec not built, or MTA_PURE_PYTHON set)")
-    script = (
-        "from stores import codec\n"
-        "from stores.errors import CorruptValue\n"
-        "import struct, zlib\n"
-        "inner = b'\\x01'\n"
-        "for _ in range(5000):\n"
-        "    arr = b'\\x91' + inner\n"
-        "    inner = b'\\xc9' + struct.pack('>I', len(arr)) + bytes([codec.EXT_TUPLE]) + arr\n"
-        "blob = struct.pack('>BI', codec.FORMAT_VERSION, zlib.crc32(inner)) + inner\n"
+    script = _CRAFTED + (
         "try:\n"
-        "    codec.decode(blob)\n"
+        "    codec.decode(blob([codec.EXT_TUPLE] * 5000))\n"
         "except CorruptValue as exc:\n"
         "    print('refused', 'deep' in str(exc))\n")
     assert _in_child(script, pure=pure).split() == ["refused", "True"]
@@ -453,28 +462,18 @@ def test_a_crafted_payload_nested_5000_deep_is_refused_without_a_crash(pure):
 @pytest.mark.parametrize("mixed", [False, True], ids=["tuples", "tuples-and-a-registered-type"])
 def test_crafted_nesting_is_taken_to_the_limit_and_refused_past_it_by_both_decoders(pure, mixed):
     """A crafted payload nested exactly MAX_NESTING deep decodes and one a
-    level deeper is refused (CorruptValue from RecursionError), with the C
+    level deeper is refused (CorruptValue naming the depth), with the C
     decoder as with msgpack's hook; ``mixed``: every other level a
     registered type, so the levels the C decoder builds and those the hook
     builds count together."""
     if not pure and codec._fast is None:
         pytest.skip("the codec's C decoder is not in use (stores._codec not built, or MTA_PURE_PYTHON set)")
-    script = (
-        "import struct, sys, zlib\n"
-        "from stores import codec\n"
-        "from stores.errors import CorruptValue\n"
-        "class Box:\n"
-        "    def __init__(self, v): self.v = v\n"
+    script = _CRAFTED + (
         "codec.register_codec(Box, 70, lambda b: [b.v], lambda v: Box(v[0]))\n"
         "for deep in (codec.MAX_NESTING, codec.MAX_NESTING + 1):\n"
-        "    inner = b'\\x01'\n"
-        "    for level in range(deep):\n"
-        f"        code = 70 if {mixed} and level % 2 else codec.EXT_TUPLE\n"
-        "        arr = b'\\x91' + inner\n"
-        "        inner = b'\\xc9' + struct.pack('>I', len(arr)) + bytes([code]) + arr\n"
-        "    blob = struct.pack('>BI', codec.FORMAT_VERSION, zlib.crc32(inner)) + inner\n"
+        f"    codes = [70 if {mixed} and level % 2 else codec.EXT_TUPLE for level in range(deep)]\n"
         "    try:\n"
-        "        v, n = codec.decode(blob), 0\n"
+        "        v, n = codec.decode(blob(codes)), 0\n"
         "    except CorruptValue as exc:\n"
         "        print(deep, 'refused', 'deep' in str(exc))\n"
         "        continue\n"
@@ -493,19 +492,9 @@ def test_a_payload_the_c_decoder_cannot_take_is_decoded_again_once_not_at_every_
     are counted): the C decoder fails deep inside, and msgpack decodes the
     whole value once; retried at each level instead, it would take 2**40
     decodes (a child process, so that the test fails on the timeout)."""
-    script = (
-        "import struct, zlib\n"
-        "from stores import codec\n"
-        "class Box:\n"
-        "    def __init__(self, v): self.v = v\n"
+    script = _CRAFTED + (
         "codec.register_codec(Box, 70, lambda b: [b.v], lambda v: Box(v))\n"
-        "deep_list = b'\\x91' * 900 + b'\\xc0'\n"
-        "inner = b'\\x01'\n"
-        "for _ in range(40):\n"
-        "    arr = b'\\x92' + inner + deep_list\n"
-        "    inner = b'\\xc9' + struct.pack('>I', len(arr)) + bytes([70]) + arr\n"
-        "blob = struct.pack('>BI', codec.FORMAT_VERSION, zlib.crc32(inner)) + inner\n"
-        "v, n = codec.decode(blob), 0\n"
+        "v, n = codec.decode(blob([70] * 40, b'\\x91' * 900 + b'\\xc0')), 0\n"
         "while type(v) is Box:\n"
         "    v, n = v.v[0], n + 1\n"
         "print(n, v)\n")
