@@ -38,7 +38,7 @@
 typedef struct {
     const unsigned char *p, *end;
     PyObject *hook;
-    int budget;  /* how many more tuple, set and registered-type levels may nest (stores.codec.MAX_NESTING) */
+    int limit;   /* how many tuple and set levels may nest (stores.codec.MAX_NESTING less the hook's) */
     int levels;  /* the levels this decoder built around the current position, which the hook is told */
     PyObject *too_deep;  /* the exception past the budget (stores.codec.CorruptValue) */
 } Reader;
@@ -127,7 +127,7 @@ fail:
 
 /* the items of the one array an extension's payload [p, p + n) holds */
 static PyObject *ext_items(Reader *r, const unsigned char *p, Py_ssize_t n) {
-    Reader in = {p, p + n, r->hook, r->budget, r->levels, r->too_deep};
+    Reader in = {p, p + n, r->hook, r->limit, r->levels, r->too_deep};
     if (n < 1) return malformed("empty extension payload");
     unsigned char b = *in.p++;
     Py_ssize_t count;
@@ -151,14 +151,12 @@ static PyObject *ext(Reader *r, int code, Py_ssize_t n) {
     const unsigned char *p = r->p;
     r->p += n;
     if (code == EXT_TUPLE || code == EXT_SET || code == EXT_FROZENSET) {
-        if (r->budget <= 0) {
+        if (r->levels >= r->limit) {
             PyErr_SetString(r->too_deep, "a stored value nests tuples, sets or registered types deeper than the codec's limit");
             return NULL;
         }
-        r->budget--;
         r->levels++;
         PyObject *list = ext_items(r, p, n);
-        r->budget++;
         r->levels--;
         if (!list) return NULL;
         PyObject *out = code == EXT_TUPLE ? PyList_AsTuple(list)
