@@ -78,18 +78,23 @@ def expect(name, window):
             "geomean": lambda w: math.exp(math.fsum(map(math.log, w)) / len(w))}[name](window)
 
 
+def _exact_m2(w) -> Fraction:
+    """The sum of squared deviations of finite values, in rationals."""
+    xs = [Fraction(v) for v in w]
+    mean = sum(xs) / len(xs)
+    return sum((v - mean) ** 2 for v in xs)
+
+
 def _spread(name, w):
     ddof, root = SPREADS[name]
     if len(w) <= ddof:
         return None
     if not all(map(math.isfinite, w)):
         return math.nan  # the spread of a window holding an infinite value is undefined
-    xs = [Fraction(v) for v in w]
-    mean = sum(xs) / len(xs)
-    m2 = sum((v - mean) ** 2 for v in xs)
+    m2 = _exact_m2(w)
     if m2 > Fraction(np.finfo(np.float64).max):
         return math.inf  # beyond the float range on the way, as in the MTA
-    var = float(m2 / (len(xs) - ddof))
+    var = float(m2 / (len(w) - ddof))
     return math.sqrt(var) if root else var
 
 
@@ -293,9 +298,7 @@ def _m2_within_rounding(got: float, window: list) -> bool:
     n eps max|x|^2, or within underflow."""
     if not all(map(math.isfinite, window)):
         return math.isnan(got)
-    xs = [Fraction(v) for v in window]
-    mean = sum(xs) / len(xs)
-    exact = sum((v - mean) ** 2 for v in xs)
+    xs, exact = [Fraction(v) for v in window], _exact_m2(window)
     if exact > Fraction(np.finfo(np.float64).max):
         return got == math.inf
     if not math.isfinite(got):
