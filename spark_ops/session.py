@@ -54,12 +54,24 @@ SESSION_DEFAULTS = {
     **PARQUET_CONF,
 }
 
+#: Executors talk to their Python workers over Unix domain sockets instead
+#: of loopback TCP (Spark 4.1+, SPARK-51688).  Over TCP each Python task
+#: waits about 40 ms on the socket, even one that reads an empty partition
+#: (``mapInArrow`` starts a Python task for every partition, where
+#: ``applyInPandas`` skips empty ones): the fixed cost that made short
+#: windows jobs trail ``applyInPandas`` (docs/benchmarks-spark.md, "Python
+#: tasks over a Unix socket").  A setting of the SparkContext: it holds for
+#: sessions this project starts, and a session spark-submit starts takes it
+#: from the submit configuration (the image's ``spark-defaults.conf``).
+PYTHON_SOCKET_CONF = {"spark.python.unix.domain.socket.enabled": "true"}
+
 #: What :func:`local_session` sets for small machines and notebooks.
 LOCAL_SESSION_CONF = {
     "spark.ui.enabled": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     **ARROW_BATCH_CONF,
     **PARQUET_CONF,
+    **PYTHON_SOCKET_CONF,
 }
 
 

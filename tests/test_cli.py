@@ -719,6 +719,31 @@ def test_sessions_write_parquet_timestamps_as_microseconds(spark, tmp_path):
     assert conf("--conf", f"{key}=INT96") == "INT96"
 
 
+def test_python_workers_talk_to_the_jvm_over_a_unix_socket(spark):
+    """Sessions of this project connect executors to their Python workers
+    over a Unix domain socket, not loopback TCP (PYTHON_SOCKET_CONF): a
+    worker running a task holds a Unix socket and no TCP connection;
+    mta-spark's sessions take ``--conf`` over it."""
+    from spark_ops.cli.session import session_conf
+    from spark_ops.session import LOCAL_SESSION_CONF, PYTHON_SOCKET_CONF
+
+    def sockets(batches):
+        import psutil
+        import pyarrow as pa
+
+        me = psutil.Process()
+        for _ in batches:
+            yield pa.record_batch([pa.array([len(me.net_connections("tcp"))]),
+                                   pa.array([len(me.net_connections("unix"))])], names=["tcp", "unix"])
+
+    rows = spark.range(4, numPartitions=2).mapInArrow(sockets, "tcp long, unix long").collect()
+    assert len(rows) == 2 and all(r.tcp == 0 and r.unix >= 1 for r in rows), rows
+    (key, value), = PYTHON_SOCKET_CONF.items()
+    assert LOCAL_SESSION_CONF[key] == value
+    chosen = session_conf(cli.build_parser().parse_args(["demo", "--conf", f"{key}=false"]), "local[2]")
+    assert {**LOCAL_SESSION_CONF, **chosen}[key] == "false"  # local_session's order: the job's settings win
+
+
 def test_help_in_process(capsys):
     assert cli.main(["--help"]) == 0
     text = capsys.readouterr().out

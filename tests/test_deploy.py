@@ -379,13 +379,14 @@ def test_every_job_command_is_a_real_mta_spark_command():
 
 def test_image_spark_defaults_hold_the_settings_of_mta_spark_sessions():
     """The image's spark-defaults.conf gives sessions spark-submit starts
-    what mta-spark sets on its own (spark_ops.session.SESSION_DEFAULTS),
-    value for value."""
-    from spark_ops.session import SESSION_DEFAULTS
+    what mta-spark sets on its own (spark_ops.session.SESSION_DEFAULTS, and
+    PYTHON_SOCKET_CONF, which only the SparkContext's start takes), value
+    for value."""
+    from spark_ops.session import PYTHON_SOCKET_CONF, SESSION_DEFAULTS
 
     text = (ROOT / "deploy" / "docker" / "conf" / "spark-defaults.conf").read_text()
     settings = dict(line.split(None, 1) for line in text.splitlines() if line.strip() and not line.startswith("#"))
-    for key, value in SESSION_DEFAULTS.items():
+    for key, value in {**SESSION_DEFAULTS, **PYTHON_SOCKET_CONF}.items():
         assert settings.get(key, "").strip() == value, f"spark-defaults.conf: {key} is not {value}"
 
 
