@@ -29,14 +29,18 @@ window, in the same Spark session on the same cached data:
   check off: :data:`spark_ops.session.ARROW_BATCH_CONF`), so that both
   settings are measured in the same run;
 * ``pipeline alone``: what ``sliding_window``'s batch plan costs without
-  any window: the same columns (the input's and the arrival number), the
-  same shuffle by key, sort and Arrow round trip to Python, with a Python
+  any window: the same columns (the input's; the arrival number is sorted
+  on and dropped before Python), the same shuffle by key, sort and Arrow
+  round trip to Python, with a Python
   function that returns each value as its own result.  No
   method that runs Python per row in this plan can beat it; it is the
   ceiling of this design on this machine.
 
 A job's rows per second = rows / wall time of the job, the median of
-``repeats`` runs (the default frame, minutes long, runs once); every job
+``repeats`` runs, in rounds that run each method once in turn (the
+default frame, minutes long, runs once), after one untimed run of every
+method before the first W, so that no method is timed on a colder JVM
+than another; every job
 ends in the sum of its result column, and methods computing the same thing
 must agree on it (``checksums_agree``).
 """
@@ -169,8 +173,9 @@ def run(cfg: RunConfig) -> dict:
     data = job.data
     data["notes"] = [
         "Rows/s = all rows of the job / its wall time; each job ends in sum() of its result column.",
-        f"Each job runs {p.get('repeats', 1)} time(s) in a row and its median wall time counts "
-        "(the default frame's jobs run once).",
+        f"Each job runs {p.get('repeats', 1)} time(s), in rounds that run every method once in turn, and its "
+        "median wall time counts (the default frame's jobs run once); before the first W, every method runs "
+        "once untimed (Python workers started, the JVM's compiler warmed up).",
         f"{p['keys']} keys x {p['rows_per_key']:,} rows for every W; one reading a second per key, "
         "so a time window of W seconds holds W rows.",
         f"The default frame is O(W) per row: it runs only up to W = {p['default_frame_max']:,}.",
@@ -199,23 +204,26 @@ def run(cfg: RunConfig) -> dict:
                 jobs.update({checked: jobs[method] for checked, method in BYTE_CHECKED.items()})
                 if frame == "rows" and w == p["windows"][0]:
                     jobs[PIPELINE] = lambda: _pipeline(df)
-                if not records:  # start the Python workers (and import NumPy) before the first timed job
-                    sparkbench.timed(_sliding_window(df, w, frame, ["max"]), "max")
-                    sparkbench.timed(_sliding_window(df, w, frame, ["max"], engine="auto"), "max")
-                for method in METHODS:
-                    if method not in jobs:
-                        continue
-                    column = "top2" if method == MTA_TOP2 else "max"
-                    runs = []
-                    for _ in range(1 if method == SQL_DEFAULT else p.get("repeats", 1)):
+                if not records:  # every method once, untimed: the Python workers, NumPy and the JIT warmed up
+                    for method in jobs:
+                        sparkbench.timed(jobs[method](), "top2" if method == MTA_TOP2 else "max")
+                methods = [m for m in METHODS if m in jobs]
+                runs = {m: [] for m in methods}
+                for round_ in range(p.get("repeats", 1)):  # interleaved: no method always runs on a colder JVM
+                    for method in methods:
+                        if method == SQL_DEFAULT and round_:
+                            continue  # O(W) per row: run once
                         with _spark_byte_check(spark) if method in BYTE_CHECKED else contextlib.nullcontext():
                             byte_limit = spark.conf.get(BYTE_LIMIT, None) or "Spark's default"
-                            seconds, checksum, n = sparkbench.timed(jobs[method](), column)
+                            seconds, checksum, n = sparkbench.timed(jobs[method](), "top2" if method == MTA_TOP2 else "max")
                         assert n == rows, (method, n, rows)
-                        runs.append(seconds)
-                    seconds = statistics.median(runs)
+                        runs[method].append((seconds, checksum, byte_limit))
+                for method in methods:
+                    seconds = statistics.median(r[0] for r in runs[method])
+                    byte_limit = runs[method][0][2]
                     rec = {"window": w, "frame": frame, "method": method, "rows": rows, "seconds": seconds,
-                           "seconds_each_run": runs, "rows_per_s": rows / seconds, "checksum": checksum,
+                           "seconds_each_run": [r[0] for r in runs[method]], "rows_per_s": rows / seconds,
+                           "checksum": runs[method][0][1], "checksum_each_run": [r[1] for r in runs[method]],
                            "arrow_max_bytes_per_batch": byte_limit}
                     records.append(rec)
                     cfg.log(f"  spark-batch W={w:>7,} {frame:<5} {method:<26} {rec['rows_per_s']:>10,.0f} rows/s "
@@ -225,11 +233,11 @@ def run(cfg: RunConfig) -> dict:
 
 
 def checksums_agree(records) -> bool:
-    """Every max method agrees with every other on each (window, frame)."""
+    """Every run of every max method agrees with every other on each (window, frame)."""
     sums: dict = {}
     for r in records:
         if r["method"] not in (MTA_TOP2, PIPELINE):
-            sums.setdefault((r["window"], r["frame"]), []).append(r["checksum"])
+            sums.setdefault((r["window"], r["frame"]), []).extend(r.get("checksum_each_run", [r["checksum"]]))
     return all(math.isclose(s, v[0], rel_tol=1e-9) for v in sums.values() for s in v)
 
 
