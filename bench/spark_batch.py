@@ -62,7 +62,7 @@ NAME = "spark-batch"
 PROFILES = {
     # the same rows for every W: twice the largest window per key
     "full": dict(windows=[100, 1_000, 10_000, 100_000], keys=8, rows_per_key=200_000,
-                 frames=["rows", "range"], default_frame_max=10_000, repeats=3),
+                 frames=["rows", "range"], default_frame_max=10_000, repeats=5),
     "quick": dict(windows=[100, 10_000], keys=4, rows_per_key=20_000, frames=["rows", "range"],
                   default_frame_max=1_000),
     "tiny": dict(windows=[10, 100], keys=2, rows_per_key=400, frames=["rows", "range"], default_frame_max=100),
