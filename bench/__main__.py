@@ -3,7 +3,7 @@
 Store experiments (kvs1, kvs2, exp4) also take ``--redis URL`` (default: start
 a private redis-server), ``--store-dir DIR`` (default: a temporary directory)
 and ``--stores redis,file``.  The Spark experiments (spark-batch, spark-before, spark-demo,
-spark-growth, spark-stream, spark-keys, spark-event-time, spark-sizes) run on local[2] and
+spark-growth, spark-stream, spark-keys, spark-event-time, spark-sizes, spark-tasks) run on local[2] and
 take ``--redis`` and ``--store-dir`` too."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from . import (exp1, exp2, exp3, exp4, kvs1, kvs2, latency, mqo, spark_batch, spark_before, spark_demo,
-               spark_event_time, spark_growth, spark_keys, spark_sizes, spark_stream)
+               spark_event_time, spark_growth, spark_keys, spark_sizes, spark_stream, spark_tasks)
 from .common import RunConfig
 from .engines import ENGINES, parse_engine_list
 from .experiment import Experiment
@@ -25,7 +25,7 @@ EXPERIMENTS: dict[str, Experiment] = {"exp1": exp1, "exp2": exp2, "exp3": exp3, 
                "spark-batch": spark_batch, "spark-before": spark_before, "spark-demo": spark_demo,
                "spark-growth": spark_growth,
                "spark-stream": spark_stream, "spark-keys": spark_keys, "spark-event-time": spark_event_time,
-               "spark-sizes": spark_sizes, "mqo": mqo}
+               "spark-sizes": spark_sizes, "spark-tasks": spark_tasks, "mqo": mqo}
 #: What ``all`` runs (the store and Spark experiments are run by name).
 DEFAULT = ("exp1", "exp2", "exp3", "latency")
 

@@ -8,7 +8,7 @@
 ``<!-- BEGIN generated:NAME -->`` and ``<!-- END generated:NAME -->`` with
 section NAME (machine, exp1, exp1_calls, exp2, exp2_calls, exp3, latency,
 targets, spark-batch, spark-before, spark-demo, spark-growth, spark-stream, spark-keys, spark-event-time,
-spark-sizes); the prose around them is left alone.
+spark-sizes, spark-tasks); the prose around them is left alone.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 from . import (common, exp1, exp2, exp3, spark_batch, spark_before, spark_demo, spark_event_time, spark_growth,
-               spark_keys, spark_sizes, spark_stream)
+               spark_keys, spark_sizes, spark_stream, spark_tasks)
 from .common import REPO, fmt_ns, fmt_num, fmt_ratio, markdown_table, pow2
 
 
@@ -246,7 +246,8 @@ def sections(results: Path) -> dict[str, str]:
     for name, mod in (("spark-batch", spark_batch), ("spark-before", spark_before), ("spark-demo", spark_demo),
                       ("spark-growth", spark_growth),
                       ("spark-stream", spark_stream), ("spark-keys", spark_keys),
-                      ("spark-event-time", spark_event_time), ("spark-sizes", spark_sizes)):
+                      ("spark-event-time", spark_event_time), ("spark-sizes", spark_sizes),
+                      ("spark-tasks", spark_tasks)):
         d = _load(results, name)
         if d is not None:
             out[name] = "\n\n".join([

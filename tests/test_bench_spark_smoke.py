@@ -179,3 +179,19 @@ def test_spark_sizes(tmp_path):
     assert data["checksums_agree"]
     for r in data["records"]:
         assert r["rows_per_s"] > 0 and r["output_rows"] > 0
+
+
+def test_spark_tasks(tmp_path):
+    """Sessions with either Python socket each time every job at both
+    partition counts and both count-window methods; the summary derives
+    from those records."""
+    from bench import spark_tasks
+
+    data = _run(spark_tasks, tmp_path)
+    p = spark_tasks.PROFILES["tiny"]
+    jobs = {(r["socket"], r["partitions"], r["method"]) for r in data["records"] if "partitions" in r}
+    assert jobs == {(s, n, m) for s in spark_tasks.SOCKETS for n in p["partitions"] for m in spark_tasks.METHODS}
+    count = {(r["socket"], r["method"]) for r in data["records"] if "partitions" not in r}
+    assert count == {(s, m) for s in spark_tasks.SOCKETS for m in (spark_tasks.COLUMNAR, spark_tasks.ROLLING)}
+    assert all(r["seconds"] > 0 for r in data["records"])
+    assert set(data["summary"]) == {*spark_tasks.SOCKETS, "python_task_cost_tcp_over_unix"}
