@@ -152,10 +152,14 @@ def summary_lines(data: dict) -> list[str]:
     s = data.get("summary") or summarize(data)
     tcp, unix = (s[socket] for socket in SOCKETS)
     ratio = s["python_task_cost_tcp_over_unix"]
+    few = data["config"]["partitions"][0]
+    jobs = [_median(data, socket, ARROW, few) for socket in SOCKETS]
     return [f"a mapInArrow Python task costs {tcp['ms_per_partition'][ARROW]:.1f} ms of wall time over loopback TCP, "
             f"{unix['ms_per_partition'][ARROW]:.1f} ms over a Unix socket"
             + (f" ([ratio] {ratio:.1f}x)" if ratio else "")
             + f"; a partition without Python {tcp['ms_per_partition'][JVM]:.1f} / {unix['ms_per_partition'][JVM]:.1f} ms",
+            "a mapInArrow job at {0} partitions: {1:.0f} ms over loopback TCP, {2:.0f} ms over a Unix socket "
+            "([ratio] {3:.2f}x)".format(few, *(1000 * t for t in jobs), jobs[0] / jobs[1]),
             f"count windows, columnar max / pandas rolling max: {tcp['columnar_vs_pandas_rolling']:.2f} over "
             f"loopback TCP, {unix['columnar_vs_pandas_rolling']:.2f} over a Unix socket"]
 
