@@ -55,14 +55,13 @@ SESSION_DEFAULTS = {
 }
 
 #: Executors talk to their Python workers over Unix domain sockets instead
-#: of loopback TCP (Spark 4.1+, SPARK-51688).  Over TCP each Python task
-#: waits about 40 ms on the socket, even one that reads an empty partition
-#: (``mapInArrow`` starts a Python task for every partition, where
-#: ``applyInPandas`` skips empty ones): the fixed cost that made short
-#: windows jobs trail ``applyInPandas`` (docs/benchmarks-spark.md, "Python
-#: tasks over a Unix socket").  A setting of the SparkContext: it holds for
-#: sessions this project starts, and a session spark-submit starts takes it
-#: from the submit configuration (the image's ``spark-defaults.conf``).
+#: of loopback TCP (Spark 4.1+, SPARK-51688), which takes much of the fixed
+#: cost of Python tasks off a short job: ``mapInArrow`` starts a Python task
+#: for every partition, empty ones included, where ``applyInPandas`` skips
+#: empty ones (docs/benchmarks-spark.md, "Python tasks over a Unix
+#: socket").  A setting of the SparkContext: it holds for sessions this
+#: project starts, and a session spark-submit starts takes it from the
+#: submit configuration (the image's ``spark-defaults.conf``).
 PYTHON_SOCKET_CONF = {"spark.python.unix.domain.socket.enabled": "true"}
 
 #: What :func:`local_session` sets for small machines and notebooks.
