@@ -143,6 +143,8 @@ class ColumnarWindow:
         self.rows, self.range = rows, range
         self._edges = [frames.range_edge(r, frame) for r in self.sizes] if range is not None else None
         self._values = self._times = None  # the carried rows
+        self._base = 0  # the position of the first carried row among all of the key's rows
+        self._stacks = [{} for _ in self.sizes]  # per size, the reductions' CarriedStacks
         self._kernels = [KERNELS[name] for name in self.names]
         self._empty = [aggregators.READY[name].empty for name in self.names]
 
@@ -172,21 +174,25 @@ class ColumnarWindow:
         self._values = x[keep:].copy()
         if self.range is not None:
             self._times = t[keep:].copy()
-        by_size = [self._results(x, start, end, carried) for start in starts]
+        by_size = [self._results(x, start, end, carried, stacks) for start, stacks in zip(starts, self._stacks)]
+        self._base += keep
         return [by_size[s][a] for a in range(len(self.names)) for s in range(len(self.sizes))]
 
-    def _results(self, x, start, end, carried) -> list:
-        """Every aggregation over the windows ``[start, end]``."""
+    def _results(self, x, start, end, carried, stacks: dict) -> list:
+        """Every aggregation over the windows ``[start, end]`` of one size."""
         empty = start > end
         if empty.any():
             start = np.minimum(start, end)  # the rows' own values stand in, then are masked or replaced
         else:
             empty = None
-        return aggregate(self._kernels, self._empty, Rows(x, start, end, carried), empty, self.reads)
+        rows = Rows(x, start, end, carried, base=self._base, stacks=stacks)
+        return aggregate(self._kernels, self._empty, rows, empty, self.reads)
 
     def close(self) -> None:
-        """The key is done: drop the carried rows."""
+        """The key is done: drop the carried rows and the reductions' stacks."""
         self._values = self._times = None
+        self._base = 0
+        self._stacks = [{} for _ in self.sizes]
 
 
 def aggregate(kernels, empties, rows, empty, reads: tuple = ()) -> list:

@@ -22,7 +22,11 @@ the mask of the results that are null (``None`` when none is).
 
 ``max``, ``min`` and ``sum`` take a range inside the batch as a block's
 suffix and the next block's prefix (van Herk, 1992; Gil and Werman,
-1993: :func:`reduce_blocked`), which is O(1) per row; otherwise both
+1993: :func:`reduce_blocked`), which is O(1) per row, and a range that
+starts in an earlier batch from the key's :class:`CarriedStacks`
+(Two-Stacks over batches: O(1) per row amortized, however long the
+window, where accumulating the carried rows again for every batch would
+cost O(window / batch) per row); otherwise both
 reductions decompose a range as B-Int does (Arasu and Widom, VLDB
 2004, section 4): level 0 is the values, level j + 1 combines the pairs of
 level j (the MTA's levels with every pair kept), and a range is the
@@ -46,13 +50,30 @@ class Rows:
     """What a kernel reads: the values, each row's window ``[start, end]``
     (``end`` the row's own position) and how many of the values were
     carried from earlier batches; ``shared`` holds what several kernels of
-    one push reuse (the windows' moments)."""
+    one push reuse (the windows' moments, a reduction that ``sum`` and
+    ``mean`` both take).  ``stacks``, if given, keeps a
+    :class:`CarriedStacks` per value column and ufunc from push to push of
+    one key's windows of one size, ``base`` being the position of ``x[0]``
+    among all the key's rows and ``column`` the value column ``x`` is."""
 
     x: np.ndarray
     start: np.ndarray
     end: np.ndarray
     carried: int
     shared: dict = field(default_factory=dict)
+    base: int = 0
+    stacks: dict | None = None
+    column: int | None = None
+
+    def reduced(self, ufunc) -> np.ndarray:
+        """:func:`reduce_windows` of every row's window, once per push."""
+        key = ("reduced", ufunc.__name__)
+        if key not in self.shared:
+            stacks = None
+            if self.stacks is not None:
+                stacks = self.stacks.setdefault((self.column, ufunc.__name__), CarriedStacks(ufunc))
+            self.shared[key] = reduce_windows(ufunc, self.x, self.start, self.end, self.carried, stacks, self.base)
+        return self.shared[key]
 
     @property
     def count(self) -> np.ndarray:
@@ -73,14 +94,14 @@ def _last(rows):
 
 
 def _reduce(ufunc, rows):
-    result = reduce_windows(ufunc, rows.x, rows.start, rows.end, rows.carried)
+    result = rows.reduced(ufunc).copy()  # the copy is this kernel's: mean reads the shared sum
     if ufunc is not np.add and rows.x.dtype.kind == "f":
         _oldest_zero(rows.x, rows.start, result)
     return result, None
 
 
 def _mean(rows):
-    return reduce_windows(np.add, rows.x, rows.start, rows.end, rows.carried) / rows.count, None
+    return rows.reduced(np.add) / rows.count, None
 
 
 def _geomean(rows):
@@ -182,26 +203,78 @@ def window_moments_blocked(x: np.ndarray, start: np.ndarray, end: np.ndarray) ->
 
 
 # -- range reductions ------------------------------------------------------------------
-def reduce_windows(ufunc, x: np.ndarray, start: np.ndarray, end: np.ndarray, carried: int) -> np.ndarray:
+def reduce_windows(ufunc, x: np.ndarray, start: np.ndarray, end: np.ndarray, carried: int,
+                   stacks: CarriedStacks | None = None, base: int = 0) -> np.ndarray:
     """``ufunc.reduce(x[start[i] : end[i] + 1])`` for the rows of a batch:
     ``x`` is the carried rows then the batch's (from ``carried`` on), ``end``
     the rows' own positions, ``start`` non-decreasing, and ``ufunc``
-    commutative (max, min, add).  A window that starts among the carried
-    rows is a suffix of them and a prefix of the batch (two accumulations,
-    as Two-Stacks' two stacks: O(carried + batch)); one that starts in the
-    batch is reduced by :func:`reduce_blocked` over the batch alone."""
+    commutative (max, min, add).  A window that starts in the batch is
+    reduced by :func:`reduce_blocked` over the batch alone.  One that
+    starts among the carried rows is a suffix of them and a prefix of the
+    batch: with ``stacks`` (the key's :class:`CarriedStacks`, ``base`` the
+    position of ``x[0]`` among the key's rows), O(batch) plus O(1) per row
+    amortized over the key's pushes; without, the carried rows' suffixes
+    are accumulated again, O(carried + batch)."""
     out = np.empty(len(end), dtype=x.dtype)
     crossing = int(np.searchsorted(start, carried))  # rows [0, crossing) start among the carried rows
-    if crossing:
-        first = int(start[0])
-        with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"):  # inf + -inf is nan, as in Python; integers wrap
+        if crossing and stacks is not None:
+            out[:crossing] = stacks.crossing(x, start[:crossing], end[:crossing], carried, base)
+        elif crossing:
+            first = int(start[0])
             suffix = ufunc.accumulate(x[first:carried][::-1])[::-1]  # suffix[j] = x[first + j : carried]
             prefix = ufunc.accumulate(x[carried : int(end[crossing - 1]) + 1])
             out[:crossing] = ufunc(suffix[start[:crossing] - first], prefix[end[:crossing] - carried])
+        if stacks is not None:
+            stacks.pushed(x[carried:])
     if crossing < len(end):
         batch = x[carried:]
         out[crossing:] = reduce_blocked(ufunc, batch, start[crossing:] - carried, end[crossing:] + 1 - carried)
     return out
+
+
+class CarriedStacks:
+    """Two-Stacks (Tangwongsan et al., VLDB 2015) over a key's batches, for
+    one ufunc and one window size: the windows that start among the rows
+    carried from earlier batches combine a *front*, the suffix reductions
+    of a run of rows accumulated once, with the *back*, the reduction of
+    every row after that run up to the batch, and the batch's own prefix.
+    When a window starts past the front, the back's rows become the new
+    front (each row enters a front once), so a push costs O(batch) plus
+    O(1) amortized per row, whatever the window's length.  Positions are
+    among all of the key's rows; ``ufunc`` is commutative (max, min, add)."""
+
+    def __init__(self, ufunc) -> None:
+        self.ufunc = ufunc
+        self.front = None  # front[j]: the reduction of the rows [f0 + j, f1)
+        self.f0 = self.f1 = 0
+        self.back = None  # the reduction of the rows [f1, the batch's first row); None: none yet
+
+    def crossing(self, x, start, end, carried: int, base: int) -> np.ndarray:
+        """The reductions of windows ``[start[i], end[i]]`` (positions in
+        ``x``, whose first is the key's row ``base``) that start before the
+        batch, which begins at ``x[carried]``.  O(rows + batch), plus the
+        rows moved to the front."""
+        op = self.ufunc
+        prefix = op.accumulate(x[carried : int(end[-1]) + 1])[end - carried]  # [batch start, end]
+        at = start + base
+        out = np.empty(len(start), dtype=x.dtype)
+        old = int(np.searchsorted(at, self.f1))  # rows [0, old) start in the front
+        if old:
+            tail = prefix[:old] if self.back is None else op(self.back, prefix[:old])
+            out[:old] = op(self.front[at[:old] - self.f0], tail)
+        if old < len(start):  # the back's rows become the front
+            lo = max(self.f1, base)  # rows before base were dropped: no window reaches them
+            self.front = op.accumulate(x[lo - base : carried][::-1])[::-1]
+            self.f0, self.f1, self.back = lo, base + carried, None
+            out[old:] = op(self.front[at[old:] - self.f0], prefix[old:])
+        return out
+
+    def pushed(self, batch: np.ndarray) -> None:
+        """The batch's rows join the back.  O(batch)."""
+        if len(batch):
+            total = self.ufunc.reduce(batch)
+            self.back = total if self.back is None else self.ufunc(self.back, total)
 
 
 def reduce_blocked(ufunc, x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

@@ -261,7 +261,8 @@ def rows_by_kernel(rows, reads: tuple, n: int) -> list:
     out = []
     for r in reads:
         if r not in by_column:
-            by_column[r] = Rows(np.ascontiguousarray(rows.x[f"v{r}"]), rows.start, rows.end, rows.carried)
+            by_column[r] = Rows(np.ascontiguousarray(rows.x[f"v{r}"]), rows.start, rows.end, rows.carried,
+                                base=rows.base, stacks=rows.stacks, column=r)
         out.append(by_column[r])
     return out
 

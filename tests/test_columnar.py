@@ -37,8 +37,8 @@ from hypothesis import strategies as st
 
 from mta import native, policies
 from spark_ops.columnar import AGGREGATIONS, ColumnarKeyWindow, ColumnarWindow, ineligible
-from spark_ops.kernels import (MOMENTS_IDENTITY, moments_combine, reduce_blocked, reduce_ranges, reduce_ranges_of,
-                               window_moments)
+from spark_ops.kernels import (MOMENTS_IDENTITY, CarriedStacks, moments_combine, reduce_blocked, reduce_ranges,
+                               reduce_ranges_of, reduce_windows, window_moments)
 from spark_ops.sorted_window import SortedWindow
 from spark_ops.spec import WindowSpec
 from tests.strategies import sane_settings
@@ -368,6 +368,35 @@ def test_reduce_blocked_equals_brute_force(data, ufunc, floating):
                 math.isclose(g, want, rel_tol=1e-9, abs_tol=1e-280), (g, want, values[a:b])
         else:
             assert g == want or (math.isnan(g) and math.isnan(want)), (g, want, values[a:b])
+
+
+@sane_settings(200)
+@given(data=st.data(), ufunc=st.sampled_from([np.maximum, np.minimum, np.add]))
+def test_reductions_carried_from_batch_to_batch_equal_brute_force(data, ufunc):
+    """reduce_windows with a key's CarriedStacks, driven as ColumnarWindow
+    drives it (each push carries the rows from its last window's start on),
+    over windows of any shape that start anywhere at or after the previous
+    one, many far back among the carried rows: each equals the reduction
+    of its rows; int64 values, so sums are exact and wrap alike."""
+    values = data.draw(st.lists(ints, min_size=1, max_size=120))
+    x_all = np.array(values, dtype=np.int64)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(values)), max_size=12)))
+    stacks, base, carried_values, start = CarriedStacks(ufunc), 0, x_all[:0], 0
+    for lo, hi in zip([0] + cuts, cuts + [len(values)]):
+        x = np.concatenate((carried_values, x_all[lo:hi]))
+        carried = len(carried_values)
+        starts = []
+        for own in range(lo, hi):  # each row's window starts at or after the previous row's
+            start = data.draw(st.integers(start, own))
+            starts.append(start - base)
+        got = reduce_windows(ufunc, x, np.array(starts, dtype=np.int64), np.arange(carried, len(x)), carried,
+                             stacks, base)
+        reduce = {np.maximum: np.maximum.reduce, np.minimum: np.minimum.reduce, np.add: np.add.reduce}[ufunc]
+        with np.errstate(over="ignore"):
+            want = [reduce(x_all[base + s: own + 1]) for s, own in zip(starts, range(lo, hi))]
+        assert got.tolist() == [int(w) for w in want], (starts, base, carried)
+        keep = starts[-1] if starts else 0
+        carried_values, base = x[keep:], base + keep
 
 
 @pytest.mark.parametrize("kwargs, floating, reason", [
