@@ -65,7 +65,8 @@ PROFILES = {
                  frames=["rows", "range"], default_frame_max=10_000, repeats=5),
     "quick": dict(windows=[100, 10_000], keys=4, rows_per_key=20_000, frames=["rows", "range"],
                   default_frame_max=1_000),
-    "tiny": dict(windows=[10, 100], keys=2, rows_per_key=400, frames=["rows", "range"], default_frame_max=100),
+    "tiny": dict(windows=[10, 100], keys=2, rows_per_key=400, frames=["rows", "range"], default_frame_max=100,
+                 repeats=2),
 }
 
 COLUMNAR = "columnar max"

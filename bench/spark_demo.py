@@ -345,7 +345,8 @@ def summary_lines(data: dict) -> list[str]:
                          "function can reach here")
         if v.get("pipeline_over_before"):
             lines.append(f"the pipeline alone runs at {v['pipeline_over_before']:.2f}x the rows per second of "
-                         "before: the most any window engine in this plan could give the stage")
+                         "before: what the stage's plan costs with no window (a window engine adds to it; the "
+                         "runs' spread can put one above it)")
     return lines
 
 

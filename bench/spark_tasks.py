@@ -20,8 +20,12 @@ wall time over them is the fixed cost of a Python task, on 2 cores.  Then
 the count-window job of ``spark-batch`` (W = 1,000), the columnar max
 against pandas rolling max in ``applyInPandas``, with either setting.
 
-Each job runs once untimed, then ``repeats`` times; the median counts,
-and the median over the rounds of sessions.
+One untimed session first warms the JVM (every session of the run shares
+it); then each round runs one session of each setting, the rounds
+alternating which goes first.  In a session each job runs once untimed,
+then ``repeats`` times, the median counted; each record notes the setting
+the session really had.  Reported: medians over the rounds, and the
+count-window ratio taken within each session (paired), round by round.
 """
 
 from __future__ import annotations
@@ -63,9 +67,39 @@ def _jobs(df):
             JVM: lambda: by_key}
 
 
-def _median_seconds(job, column: str, repeats: int) -> float:
+def _median_seconds(job, column: str, repeats: int) -> float | None:
+    """Once untimed, then the median of ``repeats`` timed runs (``None`` for none)."""
     sparkbench.timed(job(), column)
-    return statistics.median(sparkbench.timed(job(), column)[0] for _ in range(repeats))
+    return statistics.median(sparkbench.timed(job(), column)[0] for _ in range(repeats)) if repeats else None
+
+
+def _session_jobs(cfg, p, session, records, round_, socket, timed=True) -> None:
+    """Every job of the run in ``session``: timed into ``records``, or
+    once each, untimed (``timed=False``)."""
+    from . import spark_batch
+
+    setting = session.sparkContext.getConf().get(SOCKET_SETTING, "false")  # what the session really has
+    df = sparkbench.readings(session, p["keys"], p["rows_per_key"])
+    repeats = p["repeats"] if timed else 0
+    for partitions in p["partitions"]:
+        session.conf.set("spark.sql.shuffle.partitions", str(partitions))
+        for method, make in _jobs(df).items():
+            seconds = _median_seconds(make, "v", repeats)
+            if timed:
+                records.append({"round": round_, "socket": socket, "setting": setting, "partitions": partitions,
+                                "method": method, "seconds": seconds})
+                cfg.log(f"  spark-tasks {socket:<12} {partitions:>3} partitions {method:<14} "
+                        f"{seconds * 1000:8.1f} ms")
+    session.conf.set("spark.sql.shuffle.partitions", str(p["keys"]))
+    big = sparkbench.readings(session, p["keys"], p["count_rows_per_key"])
+    rows = p["keys"] * p["count_rows_per_key"]
+    for method, make in ((COLUMNAR, lambda: spark_batch._sliding_window(big, WINDOW, "rows", ["max"], engine="auto")),
+                         (ROLLING, lambda: spark_batch._pandas(big, WINDOW, "rows"))):
+        seconds = _median_seconds(make, "max", repeats)
+        if timed:
+            records.append({"round": round_, "socket": socket, "setting": setting, "method": method, "rows": rows,
+                            "seconds": seconds, "rows_per_s": rows / seconds})
+            cfg.log(f"  spark-tasks {socket:<12} {method:<34} {rows / seconds:>12,.0f} rows/s")
 
 
 def run(cfg: RunConfig) -> dict:
@@ -77,48 +111,55 @@ def run(cfg: RunConfig) -> dict:
     job = Run(NAME, cfg, {**p, "sockets": SOCKETS, "master": sparkbench.MASTER, "window": WINDOW})
     data = job.data
     data["notes"] = [
-        f"Sessions alternate the two settings of {SOCKET_SETTING}, {p['rounds']} round(s); medians over the rounds.",
+        f"Sessions alternate the two settings of {SOCKET_SETTING}, {p['rounds']} round(s), each round starting "
+        "with the other setting than the round before, after one untimed session (the JVM warmed up); "
+        "medians over the rounds.",
         f"{p['keys']} keys x {p['rows_per_key']} rows, repartitioned into each number of partitions; each job ends "
         f"in sum(v); once untimed, then {p['repeats']} timed runs, the median counted.",
         "Fixed cost of a Python task = (wall at the most partitions - wall at the fewest) / the partitions added "
-        "(nearly all of them empty: the Python tasks of mapInArrow, none for applyInPandas).",
+        "(nearly all of them empty: the Python tasks of mapInArrow, none for applyInPandas), per round.",
         f"Count windows: spark-batch's columnar max and pandas rolling max at W = {WINDOW:,}, "
-        f"{p['keys']} keys x {p['count_rows_per_key']:,} rows.",
+        f"{p['keys']} keys x {p['count_rows_per_key']:,} rows; their ratio is taken within each session.",
     ]
     records = data["records"] = []
+    spark = sparkbench.session(cfg, p["partitions"][0])
+    try:
+        data["spark"] = sparkbench.spark_versions(spark)
+        _session_jobs(cfg, p, spark, records, None, None, timed=False)
+    finally:
+        spark.stop()
     for round_ in range(p["rounds"]):
-        for socket, enabled in SOCKETS.items():
-            spark = sparkbench.session(cfg, p["partitions"][0], **{SOCKET_SETTING: enabled})
+        for socket in list(SOCKETS)[:: 1 if round_ % 2 == 0 else -1]:
+            spark = sparkbench.session(cfg, p["partitions"][0], **{SOCKET_SETTING: SOCKETS[socket]})
             try:
-                data.setdefault("spark", sparkbench.spark_versions(spark))
-                df = sparkbench.readings(spark, p["keys"], p["rows_per_key"])
-                for partitions in p["partitions"]:
-                    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
-                    for method, make in _jobs(df).items():
-                        seconds = _median_seconds(make, "v", p["repeats"])
-                        records.append({"round": round_, "socket": socket, "partitions": partitions,
-                                        "method": method, "seconds": seconds})
-                        cfg.log(f"  spark-tasks {socket:<12} {partitions:>3} partitions {method:<14} "
-                                f"{seconds * 1000:8.1f} ms")
-                spark.conf.set("spark.sql.shuffle.partitions", str(p["keys"]))
-                big = sparkbench.readings(spark, p["keys"], p["count_rows_per_key"])
-                rows = p["keys"] * p["count_rows_per_key"]
-                for method, make in ((COLUMNAR, lambda: spark_batch._sliding_window(big, WINDOW, "rows", ["max"],
-                                                                                    engine="auto")),
-                                     (ROLLING, lambda: spark_batch._pandas(big, WINDOW, "rows"))):
-                    seconds = _median_seconds(make, "max", p["repeats"])
-                    records.append({"round": round_, "socket": socket, "method": method, "rows": rows,
-                                    "seconds": seconds, "rows_per_s": rows / seconds})
-                    cfg.log(f"  spark-tasks {socket:<12} {method:<34} {rows / seconds:>12,.0f} rows/s")
+                _session_jobs(cfg, p, spark, records, round_, socket)
             finally:
                 spark.stop()
             job.save()
     return job.finish(plot, summary=summarize)
 
 
-def _median(data, socket, method, partitions=None, key="seconds"):
-    values = [r[key] for r in data["records"]
-              if r["socket"] == socket and r["method"] == method and r.get("partitions") == partitions]
+def _of(data, round_, socket, method, partitions=None, key="seconds"):
+    for r in data["records"]:
+        if (r["round"], r["socket"], r["method"], r.get("partitions")) == (round_, socket, method, partitions):
+            return r[key]
+    return None
+
+
+def _per_round(data, socket, value) -> list:
+    """``value(round)`` for every round that has what it needs (a run cut
+    short leaves some out)."""
+    rounds = sorted({r["round"] for r in data["records"] if r["socket"] == socket})
+    out = []
+    for round_ in rounds:
+        try:
+            out.append(value(round_))
+        except TypeError:  # a missing record
+            continue
+    return out
+
+
+def _median(values: list):
     return statistics.median(values) if values else None
 
 
@@ -126,47 +167,69 @@ def summarize(data: dict) -> dict:
     few, many = data["config"]["partitions"]
     out = {}
     for socket in SOCKETS:
-        per_task = {m: 1000 * (_median(data, socket, m, many) - _median(data, socket, m, few)) / (many - few)
-                    for m in METHODS}
-        columnar, rolling = (_median(data, socket, m, key="rows_per_s") for m in (COLUMNAR, ROLLING))
-        out[socket] = {"ms_per_partition": per_task, "columnar_vs_pandas_rolling": columnar / rolling}
-    tcp, unix = (out[s]["ms_per_partition"][ARROW] for s in SOCKETS)
-    out["python_task_cost_tcp_over_unix"] = tcp / unix if unix > 0 else None
+        per_task = {m: _median(_per_round(data, socket, lambda k, m=m: 1000 * (
+            _of(data, k, socket, m, many) - _of(data, k, socket, m, few)) / (many - few))) for m in METHODS}
+        job = _median(_per_round(data, socket, lambda k: 1000 * _of(data, k, socket, ARROW, few)))
+        ratios = _per_round(data, socket, lambda k: _of(data, k, socket, COLUMNAR, key="rows_per_s")
+                            / _of(data, k, socket, ROLLING, key="rows_per_s"))
+        out[socket] = {"ms_per_partition": per_task, "few_partitions_mapinarrow_ms": job,
+                       "columnar_vs_pandas_rolling": _median(ratios), "columnar_vs_pandas_rolling_each_round": ratios}
+    tcp, unix = (out[s]["few_partitions_mapinarrow_ms"] for s in SOCKETS)
+    out["few_partitions_mapinarrow_tcp_over_unix"] = tcp / unix if tcp and unix else None
     return out
 
 
 def tables(data: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     few, many = data["config"]["partitions"]
     s = data.get("summary") or summarize(data)
-    jobs = [[socket, method] + [f"{1000 * _median(data, socket, method, n):.0f}" for n in (few, many)]
-            + [f"{s[socket]['ms_per_partition'][method]:.1f}"] for socket in SOCKETS for method in METHODS]
-    count = [[socket] + [f"{_median(data, socket, m, key='rows_per_s'):,.0f}" for m in (COLUMNAR, ROLLING)]
-             + [f"{s[socket]['columnar_vs_pandas_rolling']:.2f}"] for socket in SOCKETS]
+
+    def ms(v):
+        return "-" if v is None else f"{v:.1f}"
+
+    jobs = [[socket, method] + [ms(_median(_per_round(data, socket, lambda k, n=n, m=method: 1000 * _of(
+        data, k, socket, m, n)))) for n in (few, many)] + [ms(s[socket]["ms_per_partition"][method])]
+        for socket in SOCKETS for method in METHODS]
+    count = []
+    for socket in SOCKETS:
+        rates = [_median(_per_round(data, socket, lambda k, m=m: _of(data, k, socket, m, key="rows_per_s")))
+                 for m in (COLUMNAR, ROLLING)]
+        each = s[socket]["columnar_vs_pandas_rolling_each_round"]
+        count.append([socket] + ["-" if r is None else f"{r:,.0f}" for r in rates]
+                     + [f"{s[socket]['columnar_vs_pandas_rolling']:.2f}" if each else "-",
+                        ", ".join(f"{r:.2f}" for r in each)])
     return [("wall time per job (ms), median over rounds",
              ["socket", "job", f"{few} partitions", f"{many} partitions", "ms per partition added"], jobs),
-            (f"count windows, W = {WINDOW:,}, rows/s",
-             ["socket", COLUMNAR, ROLLING, "columnar/pandas"], count)]
+            (f"count windows, W = {WINDOW:,}, rows/s (median over rounds)",
+             ["socket", COLUMNAR, ROLLING, "columnar/pandas (median)", "columnar/pandas, each round"], count)]
 
 
 def summary_lines(data: dict) -> list[str]:
     s = data.get("summary") or summarize(data)
-    tcp, unix = (s[socket] for socket in SOCKETS)
-    ratio = s["python_task_cost_tcp_over_unix"]
     few = data["config"]["partitions"][0]
-    jobs = [_median(data, socket, ARROW, few) for socket in SOCKETS]
-    return [f"a mapInArrow Python task costs {tcp['ms_per_partition'][ARROW]:.1f} ms of wall time over loopback TCP, "
-            f"{unix['ms_per_partition'][ARROW]:.1f} ms over a Unix socket"
-            + (f" ([ratio] {ratio:.1f}x)" if ratio else "")
-            + f"; a partition without Python {tcp['ms_per_partition'][JVM]:.1f} / {unix['ms_per_partition'][JVM]:.1f} ms",
-            "a mapInArrow job at {0} partitions: {1:.0f} ms over loopback TCP, {2:.0f} ms over a Unix socket "
-            "([ratio] {3:.2f}x)".format(few, *(1000 * t for t in jobs), jobs[0] / jobs[1]),
-            f"count windows, columnar max / pandas rolling max: {tcp['columnar_vs_pandas_rolling']:.2f} over "
-            f"loopback TCP, {unix['columnar_vs_pandas_rolling']:.2f} over a Unix socket"]
+    tcp, unix = (s[socket] for socket in SOCKETS)
+    lines = []
+    ratio = s.get("few_partitions_mapinarrow_tcp_over_unix")
+    if ratio:
+        lines.append(f"a mapInArrow job at {few} partitions: {tcp['few_partitions_mapinarrow_ms']:.0f} ms over "
+                     f"loopback TCP, {unix['few_partitions_mapinarrow_ms']:.0f} ms over a Unix socket "
+                     f"([ratio] {ratio:.2f}x)")
+    if tcp["ms_per_partition"][ARROW] is not None and unix["ms_per_partition"][ARROW] is not None:
+        lines.append(f"each further mapInArrow Python task: {tcp['ms_per_partition'][ARROW]:.1f} ms over loopback "
+                     f"TCP, {unix['ms_per_partition'][ARROW]:.1f} ms over a Unix socket; a partition without "
+                     f"Python {tcp['ms_per_partition'][JVM]:.1f} / {unix['ms_per_partition'][JVM]:.1f} ms")
+    if tcp["columnar_vs_pandas_rolling"] and unix["columnar_vs_pandas_rolling"]:
+        lines.append("count windows, columnar max / pandas rolling max, median of the rounds' ratios: "
+                     f"{tcp['columnar_vs_pandas_rolling']:.2f} over loopback TCP "
+                     f"({', '.join(f'{r:.2f}' for r in tcp['columnar_vs_pandas_rolling_each_round'])}), "
+                     f"{unix['columnar_vs_pandas_rolling']:.2f} over a Unix socket "
+                     f"({', '.join(f'{r:.2f}' for r in unix['columnar_vs_pandas_rolling_each_round'])})")
+    return lines
 
 
 def report(data: dict) -> str:
-    head = f"Spark: the fixed cost of a Python task, loopback TCP against a Unix socket ({data['profile']} profile)"
-    return report_text([head, common.render_tables(tables(data)), "", *summary_lines(data)], data)
+    head = (f"Spark: the fixed cost of a Python task, loopback TCP against a Unix socket ({data['profile']} "
+            f"profile, {sparkbench.MASTER}, Spark {data.get('spark', {}).get('spark', '?')})")
+    return report_text([head, common.render_tables(tables(data))], data, summary_lines(data))
 
 
 def plot(data: dict, path) -> None:
@@ -176,16 +239,16 @@ def plot(data: dict, path) -> None:
     width = 0.38
     for i, socket in enumerate(SOCKETS):
         axes[0].bar([j + (i - 0.5) * width for j in range(len(METHODS))],
-                    [s[socket]["ms_per_partition"][m] for m in METHODS], width, label=socket)
-        axes[1].bar([j + (i - 0.5) * width for j in range(2)],
-                    [_median(data, socket, m, key="rows_per_s") / 1e6 for m in (COLUMNAR, ROLLING)], width,
-                    label=socket)
+                    [s[socket]["ms_per_partition"][m] or 0 for m in METHODS], width, label=socket)
+        each = s[socket]["columnar_vs_pandas_rolling_each_round"]
+        axes[1].plot(range(len(each)), each, marker="o", label=socket)
     axes[0].set_xticks(range(len(METHODS)), METHODS)
     axes[0].set_ylabel("ms of wall time per partition added (2 cores)")
     axes[0].set_title("fixed cost of a task", fontsize=10)
-    axes[1].set_xticks(range(2), ["columnar max", "pandas rolling max"])
-    axes[1].set_ylabel("million rows/s")
-    axes[1].set_title(f"count windows, W = {WINDOW:,}", fontsize=10)
+    axes[1].axhline(1.0, color="grey", lw=0.8)
+    axes[1].set_xlabel("round")
+    axes[1].set_ylabel("columnar max / pandas rolling max (rows/s)")
+    axes[1].set_title(f"count windows, W = {WINDOW:,}, each round", fontsize=10)
     for ax in axes:
         ax.grid(True, axis="y", alpha=0.3)
         ax.legend(fontsize=8)

@@ -54,14 +54,16 @@ SESSION_DEFAULTS = {
     **PARQUET_CONF,
 }
 
-#: Executors talk to their Python workers over Unix domain sockets instead
-#: of loopback TCP (Spark 4.1+, SPARK-51688), which takes much of the fixed
-#: cost of Python tasks off a short job: ``mapInArrow`` starts a Python task
-#: for every partition, empty ones included, where ``applyInPandas`` skips
-#: empty ones (docs/benchmarks-spark.md, "Python tasks over a Unix
-#: socket").  A setting of the SparkContext: it holds for sessions this
-#: project starts, and a session spark-submit starts takes it from the
-#: submit configuration (the image's ``spark-defaults.conf``).
+#: PySpark's processes talk to the JVM over Unix domain sockets instead of
+#: loopback TCP (Spark 4.1+, SPARK-51688): executors with their Python
+#: workers, and the driver's transfers (collect, createDataFrame,
+#: accumulators).  What it saves is mostly a cost per job of Python tasks,
+#: which a short ``mapInArrow`` job, with a Python task on every partition,
+#: pays more of than ``applyInPandas`` (docs/benchmarks-spark.md, "Python
+#: tasks over a Unix socket").  A setting of the SparkContext: it holds for
+#: sessions this project starts; one spark-submit starts takes it from the
+#: submit configuration (the image's ``spark-defaults.conf``, the
+#: Kubernetes applications' ``sparkConf``).
 PYTHON_SOCKET_CONF = {"spark.python.unix.domain.socket.enabled": "true"}
 
 #: What :func:`local_session` sets for small machines and notebooks.
@@ -132,6 +134,12 @@ def spark_environment(master: str | None = None) -> None:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
+def local_session_conf(**conf) -> dict:
+    """The settings :func:`local_session` starts a session with:
+    :data:`LOCAL_SESSION_CONF`, under ``conf`` (the caller's win)."""
+    return {**LOCAL_SESSION_CONF, **conf}
+
+
 def local_session(master: str | None = "local[2]", app: str = "mta", **conf):
     """A session on ``master`` (``None``: the one spark-submit configured)
     with quiet logs and settings for small machines; ``conf`` is Spark
@@ -147,7 +155,7 @@ def local_session(master: str | None = "local[2]", app: str = "mta", **conf):
         conf["spark.sql.shuffle.partitions"] = str(partitions)
     elif master is not None:  # a small machine's default; spark-submit's own otherwise
         conf.setdefault("spark.sql.shuffle.partitions", "4")
-    for k, v in {**LOCAL_SESSION_CONF, **conf}.items():
+    for k, v in local_session_conf(**conf).items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -34,6 +34,8 @@ def test_spark_batch(tmp_path):
     assert data["checksums_agree"]
     for r in data["records"]:
         assert r["rows_per_s"] > 0 and r["rows"] == data["config"]["keys"] * data["config"]["rows_per_key"]
+        # interleaved rounds: every method timed each round, the default frame once
+        assert len(r["checksum_each_run"]) == (1 if r["method"] == spark_batch.SQL_DEFAULT else 2)
     top2 = {(r["window"], r["frame"]): r["checksum"] for r in data["records"] if r["method"] == spark_batch.MTA_TOP2}
     maxima = {(r["window"], r["frame"]): r["checksum"] for r in data["records"] if r["method"] == spark_batch.MTA}
     assert all(top2[k] < maxima[k] for k in top2)  # the second largest is below the largest
@@ -193,5 +195,7 @@ def test_spark_tasks(tmp_path):
     assert jobs == {(s, n, m) for s in spark_tasks.SOCKETS for n in p["partitions"] for m in spark_tasks.METHODS}
     count = {(r["socket"], r["method"]) for r in data["records"] if "partitions" not in r}
     assert count == {(s, m) for s in spark_tasks.SOCKETS for m in (spark_tasks.COLUMNAR, spark_tasks.ROLLING)}
-    assert all(r["seconds"] > 0 for r in data["records"])
-    assert set(data["summary"]) == {*spark_tasks.SOCKETS, "python_task_cost_tcp_over_unix"}
+    assert all(r["seconds"] > 0 and r["setting"] == spark_tasks.SOCKETS[r["socket"]] for r in data["records"])
+    assert set(data["summary"]) == {*spark_tasks.SOCKETS, "few_partitions_mapinarrow_tcp_over_unix"}
+    for socket in spark_tasks.SOCKETS:
+        assert len(data["summary"][socket]["columnar_vs_pandas_rolling_each_round"]) == p["rounds"]

@@ -725,7 +725,7 @@ def test_python_workers_talk_to_the_jvm_over_a_unix_socket(spark):
     worker running a task holds a Unix socket and no TCP connection;
     mta-spark's sessions take ``--conf`` over it."""
     from spark_ops.cli.session import session_conf
-    from spark_ops.session import LOCAL_SESSION_CONF, PYTHON_SOCKET_CONF
+    from spark_ops.session import PYTHON_SOCKET_CONF, local_session_conf
 
     def sockets(batches):
         import psutil
@@ -739,9 +739,9 @@ def test_python_workers_talk_to_the_jvm_over_a_unix_socket(spark):
     rows = spark.range(4, numPartitions=2).mapInArrow(sockets, "tcp long, unix long").collect()
     assert len(rows) == 2 and all(r.tcp == 0 and r.unix >= 1 for r in rows), rows
     (key, value), = PYTHON_SOCKET_CONF.items()
-    assert LOCAL_SESSION_CONF[key] == value
+    assert local_session_conf()[key] == value
     chosen = session_conf(cli.build_parser().parse_args(["demo", "--conf", f"{key}=false"]), "local[2]")
-    assert {**LOCAL_SESSION_CONF, **chosen}[key] == "false"  # local_session's order: the job's settings win
+    assert local_session_conf(**chosen)[key] == "false"  # what mta-spark's local_session starts with
 
 
 def test_help_in_process(capsys):

@@ -606,6 +606,8 @@ def test_store_urls_name_the_services_ports_and_collections_of_the_compose_file(
 
 
 def test_kubernetes_manifests_fit_together():
+    from spark_ops.session import PYTHON_SOCKET_CONF
+
     services = {d["metadata"]["name"]: d for d in k8s_kind("Service")}
     claims = {d["metadata"]["name"] for d in k8s_kind("PersistentVolumeClaim")}
     accounts = {d["metadata"]["name"] for d in k8s_kind("ServiceAccount")}
@@ -636,6 +638,10 @@ def test_kubernetes_manifests_fit_together():
         paths = [getattr(ns, a, None) for a in ("input", "output", "checkpoint")]
         for path in filter(None, paths):
             assert any(path.startswith(m + "/") for m in mounted), f"{name}: {path} is on no shared volume"
+        # a SparkContext setting, which the operator's driver takes from sparkConf only
+        # (it reads a properties file of its own, not the image's spark-defaults.conf)
+        for key, value in PYTHON_SOCKET_CONF.items():
+            assert app["spec"]["sparkConf"].get(key) == value, f"{name}: sparkConf has no {key}={value}"
         if ns.command == "stream":
             assert app["spec"]["sparkConf"]["spark.sql.streaming.stateStore.providerClass"] == ROCKSDB
             assert app["spec"]["restartPolicy"]["type"] in ("Always", "OnFailure")
