@@ -108,6 +108,11 @@ def top2():
 
 
 # -- methods --------------------------------------------------------------------------
+def _column(method: str) -> str:
+    """The result column a method's job is summed over."""
+    return "top2" if method == MTA_TOP2 else "max"
+
+
 def _sliding_window(df, w, frame, aggs, store=None, engine="amta"):
     from spark_ops import sliding_window
 
@@ -207,7 +212,7 @@ def run(cfg: RunConfig) -> dict:
                     jobs[PIPELINE] = lambda: _pipeline(df)
                 if not records:  # every method once, untimed: the Python workers, NumPy and the JIT warmed up
                     for method in jobs:
-                        sparkbench.timed(jobs[method](), "top2" if method == MTA_TOP2 else "max")
+                        sparkbench.timed(jobs[method](), _column(method))
                 methods = [m for m in METHODS if m in jobs]
                 runs = {m: [] for m in methods}
                 for round_ in range(p.get("repeats", 1)):  # interleaved: no method always runs on a colder JVM
@@ -216,7 +221,7 @@ def run(cfg: RunConfig) -> dict:
                             continue  # O(W) per row: run once
                         with _spark_byte_check(spark) if method in BYTE_CHECKED else contextlib.nullcontext():
                             byte_limit = spark.conf.get(BYTE_LIMIT, None) or "Spark's default"
-                            seconds, checksum, n = sparkbench.timed(jobs[method](), "top2" if method == MTA_TOP2 else "max")
+                            seconds, checksum, n = sparkbench.timed(jobs[method](), _column(method))
                         assert n == rows, (method, n, rows)
                         runs[method].append((seconds, checksum, byte_limit))
                 for method in methods:
