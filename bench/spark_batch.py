@@ -28,6 +28,15 @@ window, in the same Spark session on the same cached data:
   (the benchmark's session, like every session of this project, turns the
   check off: :data:`spark_ops.session.ARROW_BATCH_CONF`), so that both
   settings are measured in the same run;
+* ``plan alone`` and ``applyInPandas alone``: the floors of the two ways
+  to run count windows, without a window: ``sliding_window``'s batch plan
+  (rows numbered in input order, shuffled by key, sorted by ``(key, time,
+  arrival)``, ``mapInArrow``) with a function that returns each batch's
+  values as its result column as they are, and ``groupBy(k).applyInPandas``
+  with a function that sorts each key's rows by time (what the pandas
+  method does before ``rolling``) and returns the values as its result.
+  What a method costs beyond its floor is its windows; where the two
+  floors differ, only the windows' difference can make up for it;
 * ``pipeline alone``: what ``sliding_window``'s batch plan costs without
   any window: the same columns (the input's; the arrival number is sorted
   on and dropped before Python), the same shuffle by key, sort and Arrow
@@ -56,6 +65,7 @@ from spark_ops.session import ARROW_BATCH_CONF
 from . import common, sparkbench
 from .common import RunConfig, fmt_num
 from .experiment import Run, save_figure, verdict
+from .spark_demo import _cpu_seconds
 
 NAME = "spark-batch"
 
@@ -77,13 +87,17 @@ SQL_DEFAULT = "SQL max, default frame"
 SQL_TREE = "SQL max, segment tree"
 PANDAS = "pandas rolling max"
 PIPELINE = "pipeline alone (no window)"
+PLAN_FLOOR = "plan alone, values as results"
+PANDAS_FLOOR = "applyInPandas alone, sorted, values as results"
+#: Methods without a window, run once per profile (at the first W, count windows).
+FLOORS = (PIPELINE, PLAN_FLOOR, PANDAS_FLOOR)
 COLUMNAR_CHECKED = "columnar max, Spark's byte check"
 PANDAS_CHECKED = "pandas rolling max, Spark's byte check"
 #: The methods run with Spark's Arrow byte check on, and the method each repeats.
 BYTE_CHECKED = {COLUMNAR_CHECKED: COLUMNAR, PANDAS_CHECKED: PANDAS}
 BYTE_LIMIT = next(iter(ARROW_BATCH_CONF))  # the setting this project's sessions give Int.MaxValue
 METHODS = [COLUMNAR, MTA, MTA_FILE, MTA_TOP2, SQL_DEFAULT, SQL_TREE, PANDAS, COLUMNAR_CHECKED, PANDAS_CHECKED,
-           PIPELINE]
+           PIPELINE, PLAN_FLOOR, PANDAS_FLOOR]
 
 
 # -- the user monoid: the two largest values ----------------------------------------
@@ -111,6 +125,33 @@ def top2():
 def _column(method: str) -> str:
     """The result column a method's job is summed over."""
     return "top2" if method == MTA_TOP2 else "max"
+
+
+def _plan_floor(df):
+    """sliding_window's batch plan, its worker's function returning the
+    values as the result column as they are (no copy, no window)."""
+    from spark_ops import worker_gc
+    from spark_ops.plan import key_time_ordered, number_rows
+
+    def values_as_they_are(batches):
+        import pyarrow as pa
+
+        for batch in batches:
+            yield pa.RecordBatch.from_arrays(batch.columns + [batch.column(2)], names=batch.schema.names + ["max"])
+
+    return key_time_ordered(number_rows(df), ["k"], "t").mapInArrow(worker_gc.settling(values_as_they_are),
+                                                                     "k int, t double, v double, max double")
+
+
+def _pandas_floor(df):
+    """The pandas method without rolling: each key's rows sorted by time,
+    the values as the result column."""
+    def sorted_values(frame):
+        frame = frame.sort_values("t", kind="stable")
+        frame["max"] = frame["v"]
+        return frame
+
+    return df.groupBy("k").applyInPandas(sorted_values, "k int, t double, v double, max double")
 
 
 def _sliding_window(df, w, frame, aggs, store=None, engine="amta"):
@@ -209,7 +250,8 @@ def run(cfg: RunConfig) -> dict:
                 jobs[PANDAS] = lambda: _pandas(df, w, frame)
                 jobs.update({checked: jobs[method] for checked, method in BYTE_CHECKED.items()})
                 if frame == "rows" and w == p["windows"][0]:
-                    jobs[PIPELINE] = lambda: _pipeline(df)
+                    jobs.update({PIPELINE: lambda: _pipeline(df), PLAN_FLOOR: lambda: _plan_floor(df),
+                                 PANDAS_FLOOR: lambda: _pandas_floor(df)})
                 if not records:  # every method once, untimed: the Python workers, NumPy and the JIT warmed up
                     for method in jobs:
                         sparkbench.timed(jobs[method](), _column(method))
@@ -221,19 +263,25 @@ def run(cfg: RunConfig) -> dict:
                             continue  # O(W) per row: run once
                         with _spark_byte_check(spark) if method in BYTE_CHECKED else contextlib.nullcontext():
                             byte_limit = spark.conf.get(BYTE_LIMIT, None) or "Spark's default"
+                            cpu0 = _cpu_seconds()
                             seconds, checksum, n = sparkbench.timed(jobs[method](), _column(method))
+                            cpu1 = _cpu_seconds()
                         assert n == rows, (method, n, rows)
-                        runs[method].append((seconds, checksum, byte_limit))
+                        runs[method].append((seconds, checksum, byte_limit,
+                                             *(1e6 * (cpu1[k] - cpu0[k]) / rows for k in ("jvm", "python"))))
                 for method in methods:
                     seconds = statistics.median(r[0] for r in runs[method])
                     byte_limit = runs[method][0][2]
                     rec = {"window": w, "frame": frame, "method": method, "rows": rows, "seconds": seconds,
                            "seconds_each_run": [r[0] for r in runs[method]], "rows_per_s": rows / seconds,
                            "checksum": runs[method][0][1], "checksum_each_run": [r[1] for r in runs[method]],
-                           "arrow_max_bytes_per_batch": byte_limit}
+                           "arrow_max_bytes_per_batch": byte_limit,
+                           "jvm_cpu_us_per_row": statistics.median(r[3] for r in runs[method]),
+                           "python_cpu_us_per_row": statistics.median(r[4] for r in runs[method])}
                     records.append(rec)
                     cfg.log(f"  spark-batch W={w:>7,} {frame:<5} {method:<26} {rec['rows_per_s']:>10,.0f} rows/s "
-                            f"({seconds:.1f} s, {rows:,} rows)")
+                            f"({seconds:.1f} s, {rows:,} rows; CPU us/row JVM {rec['jvm_cpu_us_per_row']:.2f}, "
+                            f"Python {rec['python_cpu_us_per_row']:.2f})")
                 job.save()
     return sparkbench.finish_checked(job, plot, checksums_agree, summarize)
 
@@ -242,7 +290,7 @@ def checksums_agree(records) -> bool:
     """Every run of every max method agrees with every other on each (window, frame)."""
     sums: dict = {}
     for r in records:
-        if r["method"] not in (MTA_TOP2, PIPELINE):
+        if r["method"] not in (MTA_TOP2, *FLOORS):
             sums.setdefault((r["window"], r["frame"]), []).extend(r.get("checksum_each_run", [r["checksum"]]))
     return all(math.isclose(s, v[0], rel_tol=1e-9) for v in sums.values() for s in v)
 
@@ -289,7 +337,7 @@ def summarize(data: dict) -> dict:
 def tables(data: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     """Rows per second, per frame: one row per window size."""
     cfg = data["config"]
-    methods = [m for m in METHODS if any(r["method"] == m for r in data["records"]) and m != PIPELINE]
+    methods = [m for m in METHODS if any(r["method"] == m for r in data["records"]) and m not in FLOORS]
     out = []
     for frame in cfg["frames"]:
         ratios = [(COLUMNAR, SQL_TREE, "columnar/segtree"), (COLUMNAR, PANDAS, "columnar/pandas"),
@@ -317,10 +365,37 @@ def summary_lines(data: dict) -> list[str]:
         lines.append(f"pipeline alone (shuffle, sort, Arrow round trip to Python objects, no window): "
                      f"{ceiling:,.0f} rows/s; the best columnar max run reaches {best[COLUMNAR] / ceiling:.2f} "
                      f"of it, the best MTA max run {best[MTA] / ceiling:.2f}")
+    lines.extend(floor_lines(data))
     lines.append(f"checksums of the max methods agree: {'yes' if data.get('checksums_agree') else 'NO'}")
     for key, v in (data.get("summary") or summarize(data)).items():
         lines.append(f"[target] {key}: {v.get('ratio', v.get('max_over_min')):.2f}, target {v['target']}: "
                      f"{verdict(v['met'])}")
+    return lines
+
+
+def _record(data, method, w=None, frame="rows"):
+    return next((r for r in data["records"] if r["method"] == method and r["frame"] == frame
+                 and (w is None or r["window"] == w)), None)
+
+
+def floor_lines(data: dict) -> list[str]:
+    """The two floors side by side, and what the columnar max and pandas
+    rolling max cost beyond their own floor at the same W (count windows)."""
+    ours, theirs = _record(data, PLAN_FLOOR), _record(data, PANDAS_FLOOR)
+    if not (ours and theirs and "jvm_cpu_us_per_row" in ours):
+        return []
+
+    def cpu(r):
+        return r["jvm_cpu_us_per_row"] + r["python_cpu_us_per_row"]
+
+    lines = [f"floors (count windows, W = {ours['window']:,}): plan alone {ours['rows_per_s']:,.0f} rows/s, CPU "
+             f"{cpu(ours):.3f} us/row (JVM {ours['jvm_cpu_us_per_row']:.3f}); applyInPandas alone "
+             f"{theirs['rows_per_s']:,.0f} rows/s, CPU {cpu(theirs):.3f} us/row (JVM "
+             f"{theirs['jvm_cpu_us_per_row']:.3f}): plan/applyInPandas {ours['rows_per_s'] / theirs['rows_per_s']:.2f}x"]
+    col, pan = _record(data, COLUMNAR, ours["window"]), _record(data, PANDAS, ours["window"])
+    if col and pan:
+        lines.append(f"beyond its floor at W = {ours['window']:,}: columnar max {cpu(col) - cpu(ours):+.3f} us CPU/row, "
+                     f"pandas rolling max {cpu(pan) - cpu(theirs):+.3f} us CPU/row")
     return lines
 
 
@@ -334,8 +409,8 @@ def plot(data: dict, path) -> None:
     for ax, frame in zip(axes[0], frames):
         for method in METHODS:
             pts = sorted((r["window"], r["rows_per_s"]) for r in data["records"]
-                         if r["method"] == method and (r["frame"] == frame or method == PIPELINE))
-            if method == PIPELINE and pts:
+                         if r["method"] == method and (r["frame"] == frame or method in FLOORS))
+            if method in FLOORS and pts:
                 ax.axhline(pts[0][1], color="0.4", ls="--", lw=1, label=method + ", any W")
             elif pts:
                 ax.plot([w for w, _ in pts], [v for _, v in pts], marker="o", ms=4, label=method)

@@ -8,6 +8,7 @@ same windows agreeing on their checksums.  No timing assertions.
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -39,6 +40,11 @@ def test_spark_batch(tmp_path):
     top2 = {(r["window"], r["frame"]): r["checksum"] for r in data["records"] if r["method"] == spark_batch.MTA_TOP2}
     maxima = {(r["window"], r["frame"]): r["checksum"] for r in data["records"] if r["method"] == spark_batch.MTA}
     assert all(top2[k] < maxima[k] for k in top2)  # the second largest is below the largest
+    # the floors all return each value as its result: one sum, however they run
+    floors = [r["checksum"] for r in data["records"] if r["method"] in spark_batch.FLOORS]
+    assert len(floors) == 3 and all(math.isclose(c, floors[0], rel_tol=1e-9) for c in floors), floors
+    assert all(r["jvm_cpu_us_per_row"] > 0 and r["python_cpu_us_per_row"] >= 0 for r in data["records"])
+    assert any(line.startswith("floors (count windows") for line in spark_batch.floor_lines(data))
     # the byte-checked methods ran at Spark's default, the others as the session has it (the check off)
     from spark_ops.session import ARROW_BATCH_CONF
 
