@@ -65,14 +65,16 @@ class Rows:
     stacks: dict | None = None
     column: int | None = None
 
-    def reduced(self, ufunc) -> np.ndarray:
-        """:func:`reduce_windows` of every row's window, once per push."""
-        key = ("reduced", ufunc.__name__)
+    def reduced(self, ufunc, lift=None) -> np.ndarray:
+        """:func:`reduce_windows` of every row's window (of each value
+        lifted by ``lift``, a named function of an array), once per push."""
+        key = ("reduced", ufunc.__name__, getattr(lift, "__name__", None))
         if key not in self.shared:
             stacks = None
             if self.stacks is not None:
-                stacks = self.stacks.setdefault((self.column, ufunc.__name__), CarriedStacks(ufunc))
-            self.shared[key] = reduce_windows(ufunc, self.x, self.start, self.end, self.carried, stacks, self.base)
+                stacks = self.stacks.setdefault((self.column,) + key[1:], CarriedStacks(ufunc))
+            self.shared[key] = reduce_windows(ufunc, self.x, self.start, self.end, self.carried, stacks, self.base,
+                                              lift)
         return self.shared[key]
 
     @property
@@ -104,13 +106,18 @@ def _mean(rows):
     return rows.reduced(np.add) / rows.count, None
 
 
+def _logs(values: np.ndarray) -> np.ndarray:
+    """The geomean's lift: each value's natural log, as a double."""
+    with np.errstate(divide="ignore"):
+        return np.log(values.astype(np.float64))
+
+
 def _geomean(rows):
     """Rows whose value is not positive never get here (the window rejects
-    them as the MTA's lift does)."""
-    with np.errstate(divide="ignore"):
-        logs = np.log(rows.x.astype(np.float64))
+    them as the MTA's lift does).  The logs of the carried rows are taken
+    once, as they enter the key's stacks, not again on every push."""
     with np.errstate(over="ignore", invalid="ignore"):
-        return np.exp(reduce_windows(np.add, logs, rows.start, rows.end, rows.carried) / rows.count), None
+        return np.exp(rows.reduced(np.add, _logs) / rows.count), None
 
 
 def _spread(ddof: int, root: bool, rows):
@@ -204,8 +211,9 @@ def window_moments_blocked(x: np.ndarray, start: np.ndarray, end: np.ndarray) ->
 
 # -- range reductions ------------------------------------------------------------------
 def reduce_windows(ufunc, x: np.ndarray, start: np.ndarray, end: np.ndarray, carried: int,
-                   stacks: CarriedStacks | None = None, base: int = 0) -> np.ndarray:
-    """``ufunc.reduce(x[start[i] : end[i] + 1])`` for the rows of a batch:
+                   stacks: CarriedStacks | None = None, base: int = 0, lift=None) -> np.ndarray:
+    """``ufunc.reduce(x[start[i] : end[i] + 1])`` for the rows of a batch
+    (of ``lift(x)`` with ``lift``, an element-wise function of an array):
     ``x`` is the carried rows then the batch's (from ``carried`` on), ``end``
     the rows' own positions, ``start`` non-decreasing, and ``ufunc``
     commutative (max, min, add).  A window that starts in the batch is
@@ -213,22 +221,24 @@ def reduce_windows(ufunc, x: np.ndarray, start: np.ndarray, end: np.ndarray, car
     starts among the carried rows is a suffix of them and a prefix of the
     batch: with ``stacks`` (the key's :class:`CarriedStacks`, ``base`` the
     position of ``x[0]`` among the key's rows), O(batch) plus O(1) per row
-    amortized over the key's pushes; without, the carried rows' suffixes
-    are accumulated again, O(carried + batch)."""
-    out = np.empty(len(end), dtype=x.dtype)
+    amortized over the key's pushes, each carried row lifted once; without,
+    the carried rows' suffixes are lifted and accumulated again, O(carried
+    + batch)."""
+    batch = x[carried:] if lift is None else lift(x[carried:])
+    out = np.empty(len(end), dtype=batch.dtype)
     crossing = int(np.searchsorted(start, carried))  # rows [0, crossing) start among the carried rows
     with np.errstate(all="ignore"):  # inf + -inf is nan, as in Python; integers wrap
         if crossing and stacks is not None:
-            out[:crossing] = stacks.crossing(x, start[:crossing], end[:crossing], carried, base)
+            out[:crossing] = stacks.crossing(x, batch, start[:crossing], end[:crossing], carried, base, lift)
         elif crossing:
             first = int(start[0])
-            suffix = ufunc.accumulate(x[first:carried][::-1])[::-1]  # suffix[j] = x[first + j : carried]
-            prefix = ufunc.accumulate(x[carried : int(end[crossing - 1]) + 1])
+            older = x[first:carried] if lift is None else lift(x[first:carried])
+            suffix = ufunc.accumulate(older[::-1])[::-1]  # suffix[j] = x[first + j : carried], lifted
+            prefix = ufunc.accumulate(batch[: int(end[crossing - 1]) + 1 - carried])
             out[:crossing] = ufunc(suffix[start[:crossing] - first], prefix[end[:crossing] - carried])
         if stacks is not None:
-            stacks.pushed(x[carried:])
+            stacks.pushed(batch)
     if crossing < len(end):
-        batch = x[carried:]
         out[crossing:] = reduce_blocked(ufunc, batch, start[crossing:] - carried, end[crossing:] + 1 - carried)
     return out
 
@@ -250,22 +260,24 @@ class CarriedStacks:
         self.f0 = self.f1 = 0
         self.back = None  # the reduction of the rows [f1, the batch's first row); None: none yet
 
-    def crossing(self, x, start, end, carried: int, base: int) -> np.ndarray:
+    def crossing(self, x, batch, start, end, carried: int, base: int, lift=None) -> np.ndarray:
         """The reductions of windows ``[start[i], end[i]]`` (positions in
         ``x``, whose first is the key's row ``base``) that start before the
-        batch, which begins at ``x[carried]``.  O(rows + batch), plus the
-        rows moved to the front."""
+        batch, which begins at ``x[carried]`` (``batch``: its rows, lifted
+        by ``lift``).  O(rows + batch), plus the rows moved to the front,
+        each lifted then."""
         op = self.ufunc
-        prefix = op.accumulate(x[carried : int(end[-1]) + 1])[end - carried]  # [batch start, end]
+        prefix = op.accumulate(batch[: int(end[-1]) + 1 - carried])[end - carried]  # [batch start, end]
         at = start + base
-        out = np.empty(len(start), dtype=x.dtype)
+        out = np.empty(len(start), dtype=batch.dtype)
         old = int(np.searchsorted(at, self.f1))  # rows [0, old) start in the front
         if old:
             tail = prefix[:old] if self.back is None else op(self.back, prefix[:old])
             out[:old] = op(self.front[at[:old] - self.f0], tail)
         if old < len(start):  # the back's rows become the front
             lo = max(self.f1, base)  # rows before base were dropped: no window reaches them
-            self.front = op.accumulate(x[lo - base : carried][::-1])[::-1]
+            moved = x[lo - base : carried] if lift is None else lift(x[lo - base : carried])
+            self.front = op.accumulate(moved[::-1])[::-1]
             self.f0, self.f1, self.back = lo, base + carried, None
             out[old:] = op(self.front[at[old:] - self.f0], prefix[old:])
         return out

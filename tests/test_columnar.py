@@ -370,18 +370,26 @@ def test_reduce_blocked_equals_brute_force(data, ufunc, floating):
             assert g == want or (math.isnan(g) and math.isnan(want)), (g, want, values[a:b])
 
 
+def _tripled(values):
+    """A lift for the test below: exact on int64 (wraps alike)."""
+    return values * 3
+
+
 @sane_settings(200)
-@given(data=st.data(), ufunc=st.sampled_from([np.maximum, np.minimum, np.add]))
-def test_reductions_carried_from_batch_to_batch_equal_brute_force(data, ufunc):
-    """reduce_windows with a key's CarriedStacks, driven as ColumnarWindow
-    drives it (each push carries the rows from its last window's start on),
-    over windows of any shape that start anywhere at or after the previous
-    one, many far back among the carried rows: each equals the reduction
-    of its rows; int64 values, so sums are exact and wrap alike."""
+@given(data=st.data(), ufunc=st.sampled_from([np.maximum, np.minimum, np.add]),
+       lift=st.sampled_from([None, _tripled]), with_stacks=st.booleans())
+def test_reductions_carried_from_batch_to_batch_equal_brute_force(data, ufunc, lift, with_stacks):
+    """reduce_windows with or without a key's CarriedStacks, driven as
+    ColumnarWindow drives it (each push carries the rows from its last
+    window's start on), over windows of any shape that start anywhere at or
+    after the previous one, many far back among the carried rows: each
+    equals the reduction of its rows, lifted first when a lift is given
+    (geomean's logs); int64 values, so sums are exact and wrap alike."""
     values = data.draw(st.lists(ints, min_size=1, max_size=120))
     x_all = np.array(values, dtype=np.int64)
     cuts = sorted(data.draw(st.lists(st.integers(0, len(values)), max_size=12)))
-    stacks, base, carried_values, start = CarriedStacks(ufunc), 0, x_all[:0], 0
+    stacks, base, carried_values, start = CarriedStacks(ufunc) if with_stacks else None, 0, x_all[:0], 0
+    lifted_all = x_all if lift is None else lift(x_all)
     for lo, hi in zip([0] + cuts, cuts + [len(values)]):
         x = np.concatenate((carried_values, x_all[lo:hi]))
         carried = len(carried_values)
@@ -390,10 +398,10 @@ def test_reductions_carried_from_batch_to_batch_equal_brute_force(data, ufunc):
             start = data.draw(st.integers(start, own))
             starts.append(start - base)
         got = reduce_windows(ufunc, x, np.array(starts, dtype=np.int64), np.arange(carried, len(x)), carried,
-                             stacks, base)
+                             stacks, base, lift)
         reduce = {np.maximum: np.maximum.reduce, np.minimum: np.minimum.reduce, np.add: np.add.reduce}[ufunc]
         with np.errstate(over="ignore"):
-            want = [reduce(x_all[base + s: own + 1]) for s, own in zip(starts, range(lo, hi))]
+            want = [reduce(lifted_all[base + s: own + 1]) for s, own in zip(starts, range(lo, hi))]
         assert got.tolist() == [int(w) for w in want], (starts, base, carried)
         keep = starts[-1] if starts else 0
         carried_values, base = x[keep:], base + keep
