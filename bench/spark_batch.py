@@ -29,7 +29,7 @@ window, in the same Spark session on the same cached data:
   check off: :data:`spark_ops.session.ARROW_BATCH_CONF`), so that both
   settings are measured in the same run;
 * ``plan alone`` and ``applyInPandas alone``: the floors of the two ways
-  to run count windows, without a window: ``sliding_window``'s batch plan
+  to run count windows, without a window (at every W, count windows only): ``sliding_window``'s batch plan
   (rows numbered in input order, shuffled by key, sorted by ``(key, time,
   arrival)``, ``mapInArrow``) with a function that returns each batch's
   values as its result column as they are, and ``groupBy(k).applyInPandas``
@@ -65,7 +65,6 @@ from spark_ops.session import ARROW_BATCH_CONF
 from . import common, sparkbench
 from .common import RunConfig, fmt_num
 from .experiment import Run, save_figure, verdict
-from .spark_demo import _cpu_seconds
 
 NAME = "spark-batch"
 
@@ -89,7 +88,7 @@ PANDAS = "pandas rolling max"
 PIPELINE = "pipeline alone (no window)"
 PLAN_FLOOR = "plan alone, values as results"
 PANDAS_FLOOR = "applyInPandas alone, sorted, values as results"
-#: Methods without a window, run once per profile (at the first W, count windows).
+#: Methods without a window (count windows only; the pipeline at the first W only).
 FLOORS = (PIPELINE, PLAN_FLOOR, PANDAS_FLOOR)
 COLUMNAR_CHECKED = "columnar max, Spark's byte check"
 PANDAS_CHECKED = "pandas rolling max, Spark's byte check"
@@ -249,9 +248,10 @@ def run(cfg: RunConfig) -> dict:
                     jobs[SQL_DEFAULT] = lambda: _sql(spark, df, w, frame, False)
                 jobs[PANDAS] = lambda: _pandas(df, w, frame)
                 jobs.update({checked: jobs[method] for checked, method in BYTE_CHECKED.items()})
-                if frame == "rows" and w == p["windows"][0]:
-                    jobs.update({PIPELINE: lambda: _pipeline(df), PLAN_FLOOR: lambda: _plan_floor(df),
-                                 PANDAS_FLOOR: lambda: _pandas_floor(df)})
+                if frame == "rows":
+                    jobs.update({PLAN_FLOOR: lambda: _plan_floor(df), PANDAS_FLOOR: lambda: _pandas_floor(df)})
+                    if w == p["windows"][0]:
+                        jobs[PIPELINE] = lambda: _pipeline(df)
                 if not records:  # every method once, untimed: the Python workers, NumPy and the JIT warmed up
                     for method in jobs:
                         sparkbench.timed(jobs[method](), _column(method))
@@ -263,12 +263,12 @@ def run(cfg: RunConfig) -> dict:
                             continue  # O(W) per row: run once
                         with _spark_byte_check(spark) if method in BYTE_CHECKED else contextlib.nullcontext():
                             byte_limit = spark.conf.get(BYTE_LIMIT, None) or "Spark's default"
-                            cpu0 = _cpu_seconds()
-                            seconds, checksum, n = sparkbench.timed(jobs[method](), _column(method))
-                            cpu1 = _cpu_seconds()
+                            job_df = jobs[method]()
+                            with sparkbench.CpuMeter() as cpu:
+                                seconds, checksum, n = sparkbench.timed(job_df, _column(method))
                         assert n == rows, (method, n, rows)
-                        runs[method].append((seconds, checksum, byte_limit,
-                                             *(1e6 * (cpu1[k] - cpu0[k]) / rows for k in ("jvm", "python"))))
+                        runs[method].append((seconds, checksum, byte_limit, 1e6 * cpu.jvm / rows,
+                                             1e6 * cpu.python / rows))
                 for method in methods:
                     seconds = statistics.median(r[0] for r in runs[method])
                     byte_limit = runs[method][0][2]
@@ -379,23 +379,28 @@ def _record(data, method, w=None, frame="rows"):
 
 
 def floor_lines(data: dict) -> list[str]:
-    """The two floors side by side, and what the columnar max and pandas
-    rolling max cost beyond their own floor at the same W (count windows)."""
-    ours, theirs = _record(data, PLAN_FLOOR), _record(data, PANDAS_FLOOR)
-    if not (ours and theirs and "jvm_cpu_us_per_row" in ours):
-        return []
-
+    """Per W of the count windows: the two floors side by side, and what
+    the columnar max and pandas rolling max cost beyond their own floor
+    (CPU per row: the medians of the JVM's and the Python workers' CPU,
+    each over the rounds)."""
     def cpu(r):
         return r["jvm_cpu_us_per_row"] + r["python_cpu_us_per_row"]
 
-    lines = [f"floors (count windows, W = {ours['window']:,}): plan alone {ours['rows_per_s']:,.0f} rows/s, CPU "
-             f"{cpu(ours):.3f} us/row (JVM {ours['jvm_cpu_us_per_row']:.3f}); applyInPandas alone "
-             f"{theirs['rows_per_s']:,.0f} rows/s, CPU {cpu(theirs):.3f} us/row (JVM "
-             f"{theirs['jvm_cpu_us_per_row']:.3f}): plan/applyInPandas {ours['rows_per_s'] / theirs['rows_per_s']:.2f}x"]
-    col, pan = _record(data, COLUMNAR, ours["window"]), _record(data, PANDAS, ours["window"])
-    if col and pan:
-        lines.append(f"beyond its floor at W = {ours['window']:,}: columnar max {cpu(col) - cpu(ours):+.3f} us CPU/row, "
-                     f"pandas rolling max {cpu(pan) - cpu(theirs):+.3f} us CPU/row")
+    lines = []
+    for w in data["config"]["windows"]:
+        ours, theirs = _record(data, PLAN_FLOOR, w), _record(data, PANDAS_FLOOR, w)
+        if not (ours and theirs and "jvm_cpu_us_per_row" in ours):
+            continue
+        line = (f"floors, count windows, W = {w:,}: plan alone {ours['rows_per_s']:,.0f} rows/s, CPU "
+                f"{cpu(ours):.2f} us/row (JVM {ours['jvm_cpu_us_per_row']:.2f}); applyInPandas alone "
+                f"{theirs['rows_per_s']:,.0f} rows/s, CPU {cpu(theirs):.2f} (JVM {theirs['jvm_cpu_us_per_row']:.2f}); "
+                f"plan/applyInPandas {ours['rows_per_s'] / theirs['rows_per_s']:.2f}x")
+        col, pan = _record(data, COLUMNAR, w), _record(data, PANDAS, w)
+        if col and pan:
+            line += (f"; beyond its floor: columnar max {cpu(col) - cpu(ours):+.2f} us CPU/row "
+                     f"({col['rows_per_s'] / ours['rows_per_s']:.2f}x its rows/s), pandas rolling max "
+                     f"{cpu(pan) - cpu(theirs):+.2f} ({pan['rows_per_s'] / theirs['rows_per_s']:.2f}x)")
+        lines.append(line)
     return lines
 
 
@@ -409,11 +414,12 @@ def plot(data: dict, path) -> None:
     for ax, frame in zip(axes[0], frames):
         for method in METHODS:
             pts = sorted((r["window"], r["rows_per_s"]) for r in data["records"]
-                         if r["method"] == method and (r["frame"] == frame or method in FLOORS))
-            if method in FLOORS and pts:
+                         if r["method"] == method and r["frame"] == frame)
+            if method == PIPELINE and pts:
                 ax.axhline(pts[0][1], color="0.4", ls="--", lw=1, label=method + ", any W")
             elif pts:
-                ax.plot([w for w, _ in pts], [v for _, v in pts], marker="o", ms=4, label=method)
+                ax.plot([w for w, _ in pts], [v for _, v in pts], marker="o", ms=4, label=method,
+                        ls=":" if method in FLOORS else "-")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("rows per window W")

@@ -41,19 +41,21 @@ def _stage(spark, request: dict) -> dict:
 
     import spark_ops
 
-    from bench.spark_demo import AGGS, USER_AGGS, _cpu_seconds
+    from bench.spark_demo import AGGS, USER_AGGS
+    from bench.sparkbench import CpuMeter
     from spark_ops import sliding_window
 
     aggs = USER_AGGS if request["aggs"] == "user" else AGGS
     df = spark.read.parquet(request["input"])
-    cpu0, t0 = _cpu_seconds(), time.perf_counter()
-    (sliding_window(df, key="host", time="ts", value="mem_mb", aggs=aggs, range=3600, store=request["store"],
-                    engine=request["engine"])
-     .write.mode("overwrite").parquet(request["out"]))
-    seconds, cpu1 = time.perf_counter() - t0, _cpu_seconds()
+    with CpuMeter() as cpu:
+        t0 = time.perf_counter()
+        (sliding_window(df, key="host", time="ts", value="mem_mb", aggs=aggs, range=3600, store=request["store"],
+                        engine=request["engine"])
+         .write.mode("overwrite").parquet(request["out"]))
+        seconds = time.perf_counter() - t0
     row = spark.read.parquet(request["out"]).agg(*[F.sum(a).alias(a) for a in AGGS]).collect()[0]
     return {"spark": spark.version, "pyspark": pyspark.__version__, "seconds": seconds,
-            "jvm": cpu1["jvm"] - cpu0["jvm"], "python": cpu1["python"] - cpu0["python"],
+            "jvm": cpu.jvm, "python": cpu.python,
             "checksums": [row[a] for a in AGGS], "library": os.path.dirname(os.path.dirname(spark_ops.__file__))}
 
 

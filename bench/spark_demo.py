@@ -128,22 +128,6 @@ USER_AGGS = [("max", Aggregator(Monoid(_user_max, None, name="user_max"), name="
                                    _user_stddev, name="user_stddev"), "double")]
 
 
-def _cpu_seconds() -> dict[str, float]:
-    """User + system CPU of the processes below this one, the reaped
-    children of each included: ``jvm`` (driver and executors) and
-    ``python`` (the Python workers, where the windows are computed)."""
-    import psutil
-
-    total = {"jvm": 0.0, "python": 0.0}
-    for p in psutil.Process().children(recursive=True):
-        try:
-            t, name = p.cpu_times(), p.name().lower()
-        except psutil.Error:
-            continue
-        total["python" if "python" in name else "jvm"] += t.user + t.system + t.children_user + t.children_system
-    return total
-
-
 def _windows_stage(spark, input_dir: str, out_dir: str, store: str | None, engine: str, aggs=AGGS) -> None:
     """The demo's windows stage (spark_ops.cli.demo), with ``engine``."""
     from spark_ops import sliding_window
@@ -256,10 +240,11 @@ def run(cfg: RunConfig) -> dict:
         for repeat in range(p["repeats"]):
             for method in METHODS:
                 load = os.getloadavg()[0]
-                cpu0, t0 = _cpu_seconds(), time.perf_counter()
-                stages[method]()
-                seconds, cpu1 = time.perf_counter() - t0, _cpu_seconds()
-                jvm, python = (cpu1[k] - cpu0[k] for k in ("jvm", "python"))
+                with sparkbench.CpuMeter() as cpu:
+                    t0 = time.perf_counter()
+                    stages[method]()
+                    seconds = time.perf_counter() - t0
+                jvm, python = cpu.jvm, cpu.python
                 n = p["rows"]
                 rec = {"method": method, "repeat": repeat, "rows": n, "seconds": seconds, "rows_per_s": n / seconds,
                        "cpu_seconds": jvm + python, "cpu_us_per_row": 1e6 * (jvm + python) / n,

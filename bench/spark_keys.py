@@ -49,7 +49,6 @@ import time
 from . import sparkbench, storebench
 from .common import RunConfig
 from .experiment import Run
-from .spark_demo import _cpu_seconds
 from .spark_stream import _flush, _warm_up, run_query
 
 NAME = "spark-keys"
@@ -195,15 +194,14 @@ def _measure(spark, cfg: RunConfig, work: str, tag: str, keys: int, window: str,
     rows = write_input(source, keys, p["files"], p["rows_per_key"], start=span if window == FULL else 0)
     load = os.getloadavg()[0]
     trips0 = round_trips(spark)
-    cpu0 = _cpu_seconds()
-    secs, state = run_query(out, checkpoint, "append")
-    cpu1 = _cpu_seconds()
+    with sparkbench.CpuMeter() as cpu:
+        secs, state = run_query(out, checkpoint, "append")
     trips = round_trips(spark) - trips0
     if state["input_rows"] != rows:
         raise RuntimeError(f"{method}, {keys} keys, {window} window: the timed run read {state['input_rows']} "
                            f"rows, not the {rows} of its files")
     touches = keys * state["micro_batches"]
-    jvm, python = (cpu1[k] - cpu0[k] for k in ("jvm", "python"))
+    jvm, python = cpu.jvm, cpu.python
     rec = {"keys": keys, "window": window, "method": method, "rows": rows, "wall_s": secs,
            "rows_per_s": rows / secs, "python_ms_per_key_batch": 1e3 * python / touches,
            "jvm_ms_per_key_batch": 1e3 * jvm / touches, "round_trips_per_key_batch": trips / touches,

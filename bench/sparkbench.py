@@ -141,6 +141,68 @@ def timed(df, column: str) -> tuple[float, float, int]:
     return time.perf_counter() - t0, row["s"], row["n"]
 
 
+class CpuMeter:
+    """CPU seconds (user + system) of the processes below this one while a
+    block runs, by kind: :attr:`python` (PySpark's daemon and workers) and
+    :attr:`jvm` (the driver and executors; anything else not Python).
+
+    Sampled every ``every`` seconds from a thread as well as at both ends,
+    each process counted up to its last sample: PySpark's daemon ignores
+    SIGCHLD, so a worker that exits while the block runs (Spark stops
+    workers idle for a minute) is reaped by the kernel and its CPU reaches
+    no parent's counters, where reading the counters at both ends would
+    lose all of it.  What an exiting process runs after its last sample, at
+    most ``every`` seconds of it, is lost; a process started during the
+    block counts from zero.  Reaped children's counters are left out, so
+    nothing is counted twice."""
+
+    def __init__(self, every: float = 0.1) -> None:
+        self.every = every
+        self.jvm = self.python = 0.0
+        self._start: dict = {}
+        self._last: dict = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @staticmethod
+    def _now() -> dict:
+        """``{(pid, start time): (kind, CPU seconds)}`` of every process below this one."""
+        import psutil
+
+        out = {}
+        for p in psutil.Process().children(recursive=True):
+            try:
+                with p.oneshot():
+                    t, name, born = p.cpu_times(), p.name().lower(), p.create_time()
+            except psutil.Error:
+                continue
+            out[(p.pid, born)] = ("python" if "python" in name else "jvm", t.user + t.system)
+        return out
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            sample = self._now()
+            with self._lock:
+                self._last.update(sample)
+
+    def __enter__(self) -> "CpuMeter":
+        self._start = self._now()
+        self._last = dict(self._start)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._last.update(self._now())
+        totals = {"jvm": 0.0, "python": 0.0}
+        for process, (kind, cpu) in self._last.items():
+            totals[kind] += cpu - self._start.get(process, (kind, 0.0))[1]
+        self.jvm, self.python = totals["jvm"], totals["python"]
+
+
 class WorkerMemory:
     """Peak resident memory of the Python workers Spark started, sampled
     every ``every`` seconds from a thread (psutil)."""
