@@ -67,8 +67,9 @@ class Rows:
 
     def reduced(self, ufunc, lift=None) -> np.ndarray:
         """:func:`reduce_windows` of every row's window (of each value
-        lifted by ``lift``, a named function of an array), once per push."""
-        key = ("reduced", ufunc.__name__, getattr(lift, "__name__", None))
+        lifted by ``lift``, an element-wise function of an array), once
+        per push."""
+        key = ("reduced", ufunc.__name__, lift)
         if key not in self.shared:
             stacks = None
             if self.stacks is not None:
@@ -114,8 +115,9 @@ def _logs(values: np.ndarray) -> np.ndarray:
 
 def _geomean(rows):
     """Rows whose value is not positive never get here (the window rejects
-    them as the MTA's lift does).  The logs of the carried rows are taken
-    once, as they enter the key's stacks, not again on every push."""
+    them as the MTA's lift does).  A carried row's log is taken once
+    more, when it moves to the front of the key's stacks, not again on
+    every push."""
     with np.errstate(over="ignore", invalid="ignore"):
         return np.exp(rows.reduced(np.add, _logs) / rows.count), None
 
@@ -221,7 +223,8 @@ def reduce_windows(ufunc, x: np.ndarray, start: np.ndarray, end: np.ndarray, car
     starts among the carried rows is a suffix of them and a prefix of the
     batch: with ``stacks`` (the key's :class:`CarriedStacks`, ``base`` the
     position of ``x[0]`` among the key's rows), O(batch) plus O(1) per row
-    amortized over the key's pushes, each carried row lifted once; without,
+    amortized over the key's pushes, a carried row lifted again only as it
+    moves to the stacks' front; without,
     the carried rows' suffixes are lifted and accumulated again, O(carried
     + batch)."""
     batch = x[carried:] if lift is None else lift(x[carried:])
