@@ -4,7 +4,8 @@
  * algorithms in _native_mta.h and the Log MTA's in _native_lmta.h (one
  * translation unit); _native_mtree.h and _native_multi.h hold a shared plan's
  * execution for mta/multi (mta/multi/compiled.py); _native_moments.h the
- * sliding windows' moments of the columnar engine (spark_ops/kernels.py).
+ * sliding windows' moments and _native_extreme.h their max and min, for the
+ * columnar engine (spark_ops/kernels.py).
  *
  * The same algorithms as mta/amortized_mta.py, mta/log_mta.py, mta/tree.py
  * and mta/level_queue.py, on level queues held as C arrays of object
@@ -28,6 +29,7 @@
 #include "_native_lmta.h"
 #include "_native_multi.h"
 #include "_native_moments.h"
+#include "_native_extreme.h"
 
 /* -- failure guard ------------------------------------------------------ */
 
@@ -321,6 +323,9 @@ static PyMethodDef module_functions[] = {
     {"window_moments", window_moments, METH_VARARGS,
      "window_moments(x, start, end, mean_out, m2_out) -> bool: the moments of sliding windows "
      "(_native_moments.h).  O(len(x) + len(start))."},
+    {"window_extreme", window_extreme, METH_VARARGS,
+     "window_extreme(x, start, end, out, is_max) -> bool: the max or min of sliding windows "
+     "(_native_extreme.h).  O(len(x) + len(start))."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -48,24 +48,24 @@ static inline Moments moments_combine(Moments a, Moments b) {
     return r;
 }
 
-/* A C-contiguous one-dimensional buffer of 8-byte items of the kind ``kind``
- * ('d': float64, 'q': int64) in the machine's byte order; writable if
- * asked.  0, or -1 with TypeError (or the exporter's own error, such as
- * NumPy's ValueError for a read-only or non-contiguous array). */
-static int moments_buffer(PyObject *o, Py_buffer *view, char kind, int writable, const char *what) {
+/* A C-contiguous one-dimensional buffer of 8-byte items of one of the
+ * kinds ``kinds`` ('d': float64, 'q': int64) in the machine's byte order;
+ * writable if asked.  Its kind, or 0 with TypeError naming ``fn`` and
+ * ``what`` (or the exporter's own error, such as NumPy's ValueError for a
+ * read-only or non-contiguous array). */
+static char native_buffer(PyObject *o, Py_buffer *view, const char *kinds, int writable, const char *fn,
+                          const char *what) {
     if (PyObject_GetBuffer(o, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0)
-        return -1;
+        return 0;
     const char *f = view->format ? view->format : "B";
     while (*f == '@' || *f == '=' || (PY_LITTLE_ENDIAN && *f == '<') || (!PY_LITTLE_ENDIAN && *f == '>'))
         f++;  /* the native byte order, spelled any way, is what C reads */
-    int ok = view->ndim == 1 && view->itemsize == 8 && f[0] && !f[1]
-             && (kind == 'd' ? f[0] == 'd' : (f[0] == 'q' || f[0] == 'l'));
-    if (!ok) {
-        PyErr_Format(PyExc_TypeError, "window_moments: %s must be a contiguous 1-d %s array", what,
-                     kind == 'd' ? "float64" : "int64");
-        PyBuffer_Release(view);
-        return -1;
-    }
+    char kind = f[0] == 'l' ? 'q' : f[0];
+    if (view->ndim == 1 && view->itemsize == 8 && f[0] && !f[1] && (kind == 'd' || kind == 'q') && strchr(kinds, kind))
+        return kind;
+    PyErr_Format(PyExc_TypeError, "%s: %s must be a contiguous 1-d %s array", fn, what,
+                 strchr(kinds, 'd') ? (strchr(kinds, 'q') ? "float64 or int64" : "float64") : "int64");
+    PyBuffer_Release(view);
     return 0;
 }
 
@@ -79,11 +79,11 @@ static PyObject *window_moments(PyObject *self, PyObject *args) {
     PyObject *ox, *os, *oe, *omean, *om2, *result = NULL;
     if (!PyArg_ParseTuple(args, "OOOOO:window_moments", &ox, &os, &oe, &omean, &om2)) return NULL;
     Py_buffer bx, bs, be, bmean, bm2;
-    if (moments_buffer(ox, &bx, 'd', 0, "x") < 0) return NULL;
-    if (moments_buffer(os, &bs, 'q', 0, "start") < 0) goto release_x;
-    if (moments_buffer(oe, &be, 'q', 0, "end") < 0) goto release_s;
-    if (moments_buffer(omean, &bmean, 'd', 1, "mean_out") < 0) goto release_e;
-    if (moments_buffer(om2, &bm2, 'd', 1, "m2_out") < 0) goto release_mean;
+    if (!native_buffer(ox, &bx, "d", 0, "window_moments", "x")) return NULL;
+    if (!native_buffer(os, &bs, "q", 0, "window_moments", "start")) goto release_x;
+    if (!native_buffer(oe, &be, "q", 0, "window_moments", "end")) goto release_s;
+    if (!native_buffer(omean, &bmean, "d", 1, "window_moments", "mean_out")) goto release_e;
+    if (!native_buffer(om2, &bm2, "d", 1, "window_moments", "m2_out")) goto release_mean;
 
     Py_ssize_t nx = bx.len / 8, m = bs.len / 8;
     if (be.len / 8 != m || bmean.len / 8 != m || bm2.len / 8 != m) {

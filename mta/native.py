@@ -219,3 +219,10 @@ def log_engine(monoid, wsp=None, **options):
 #: for the columnar engine (:func:`spark_ops.kernels.window_moments`); None
 #: without the compiled core or in an older build.
 window_moments = getattr(_native, "window_moments", None)
+
+#: ``window_extreme(x, start, end, out, is_max) -> bool`` in C
+#: (``mta/_native_extreme.h``): the max or min of sliding windows of a
+#: float64 or int64 buffer, for the columnar engine
+#: (:func:`spark_ops.kernels.reduce_sliding`); None without the compiled
+#: core or in an older build.
+window_extreme = getattr(_native, "window_extreme", None)

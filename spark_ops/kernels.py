@@ -20,10 +20,12 @@ the mask of the results that are null (``None`` when none is).
   (:data:`mta.native.window_moments`, O(1) per row amortized); any others, or all
   without the compiled core, through the block decomposition below.
 
-``max``, ``min`` and ``sum`` take a range inside the batch as a block's
-suffix and the next block's prefix (van Herk, 1992; Gil and Werman,
-1993: :func:`reduce_blocked`), which is O(1) per row, and a range that
-starts in an earlier batch from the key's :class:`CarriedStacks`
+``max`` and ``min`` of a range inside the batch come from a monotonic
+deque in C (:data:`mta.native.window_extreme`, O(1) per row amortized);
+``sum``, and all without the compiled core, take it as a block's suffix
+and the next block's prefix (van Herk, 1992; Gil and Werman, 1993:
+:func:`reduce_blocked`), which is O(1) per row.  A range that
+starts in an earlier batch comes from the key's :class:`CarriedStacks`
 (Two-Stacks over batches: O(1) per row amortized, however long the
 window, where accumulating the carried rows again for every batch would
 cost O(window / batch) per row); otherwise both
@@ -219,7 +221,7 @@ def reduce_windows(ufunc, x: np.ndarray, start: np.ndarray, end: np.ndarray, car
     ``x`` is the carried rows then the batch's (from ``carried`` on), ``end``
     the rows' own positions, ``start`` non-decreasing, and ``ufunc``
     commutative (max, min, add).  A window that starts in the batch is
-    reduced by :func:`reduce_blocked` over the batch alone.  One that
+    reduced by :func:`reduce_sliding` over the batch alone.  One that
     starts among the carried rows is a suffix of them and a prefix of the
     batch: with ``stacks`` (the key's :class:`CarriedStacks`, ``base`` the
     position of ``x[0]`` among the key's rows), O(batch) plus O(1) per row
@@ -242,8 +244,24 @@ def reduce_windows(ufunc, x: np.ndarray, start: np.ndarray, end: np.ndarray, car
         if stacks is not None:
             stacks.pushed(batch)
     if crossing < len(end):
-        out[crossing:] = reduce_blocked(ufunc, batch, start[crossing:] - carried, end[crossing:] + 1 - carried)
+        out[crossing:] = reduce_sliding(ufunc, batch, start[crossing:] - carried, end[crossing:] + 1 - carried)
     return out
+
+
+def reduce_sliding(ufunc, x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """:func:`reduce_blocked` for ranges ``[lo[i], hi[i])`` that slide (both
+    ends non-decreasing, as a batch's windows do): ``max`` and ``min`` of
+    float64 or int64 values in C when the compiled core is in use
+    (:data:`mta.native.window_extreme`, a monotonic deque, O(n + m), one
+    pass), anything else, or ranges that do not slide, by
+    :func:`reduce_blocked`."""
+    if (ufunc is np.maximum or ufunc is np.minimum) and native.window_extreme is not None and len(lo) \
+            and x.dtype in (np.float64, np.int64):
+        out = np.empty(len(lo), dtype=x.dtype)
+        if native.window_extreme(np.ascontiguousarray(x), np.ascontiguousarray(lo, dtype=np.int64),
+                                 np.ascontiguousarray(hi - 1, dtype=np.int64), out, ufunc is np.maximum):
+            return out
+    return reduce_blocked(ufunc, x, lo, hi)
 
 
 class CarriedStacks:

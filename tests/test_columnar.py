@@ -38,7 +38,7 @@ from hypothesis import strategies as st
 from mta import native, policies
 from spark_ops.columnar import AGGREGATIONS, ColumnarKeyWindow, ColumnarWindow, ineligible
 from spark_ops.kernels import (MOMENTS_IDENTITY, CarriedStacks, moments_combine, reduce_blocked, reduce_ranges,
-                               reduce_ranges_of, reduce_windows, window_moments)
+                               reduce_ranges_of, reduce_sliding, reduce_windows, window_moments)
 from spark_ops.sorted_window import SortedWindow
 from spark_ops.spec import WindowSpec
 from tests.strategies import sane_settings
@@ -331,6 +331,60 @@ def test_a_count_beyond_int64_is_every_row():
     window = ColumnarWindow(["count", "first"], rows=2**63 + 1)
     (count, _), (first, _) = window.push(np.array([1.0, 2.0, 3.0]), np.array([7.0, 8.0, 9.0]))
     assert count.tolist() == [1, 2, 3] and first.tolist() == [7.0, 7.0, 7.0]
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "numpy"])
+@sane_settings(150)
+@given(data=st.data(), ufunc=st.sampled_from([np.maximum, np.minimum, np.add]), floating=st.booleans())
+def test_reduce_sliding_equals_brute_force(compiled, data, ufunc, floating):
+    """``reduce_sliding`` (max and min by the compiled monotonic deque, or
+    NumPy's blocks without it; sums always by the blocks) over sliding
+    windows and windows that do not slide, which the compiled code hands
+    back: each the reduction of its values, NaN wherever a window holds a
+    NaN (as NumPy's maximum and minimum give it)."""
+    if compiled and native.window_extreme is None:
+        pytest.skip(f"the compiled core has no window_extreme ({native.WHY_NOT or 'an older build'})")
+    values = data.draw(st.lists(st.one_of(floats, st.just(math.nan)) if floating else ints, min_size=1,
+                                max_size=70))
+    x = np.array(values, dtype=np.float64 if floating else np.int64)
+    start, end = data.draw(sliding(len(values)))
+    if data.draw(st.booleans()):  # shuffled: not sliding any more (unless it still is)
+        order = np.array(data.draw(st.permutations(range(len(start)))), dtype=np.int64)
+        start, end = start[order], end[order]
+    with pytest.MonkeyPatch.context() as patch:
+        if not compiled:
+            patch.setattr(native, "window_extreme", None)
+        with np.errstate(over="ignore"):
+            got = reduce_sliding(ufunc, x, start, end + 1)
+    for g, a, b in zip(got.tolist(), start, end):
+        window = x[a : b + 1]
+        with np.errstate(over="ignore", invalid="ignore"):  # inf + -inf is NaN
+            want = ufunc.reduce(window).item()
+        if ufunc is np.add and floating:  # order of additions differs: inf - inf, rounding
+            assert (math.isnan(g) and (math.isnan(want) or math.inf in window)) or g == want or \
+                math.isclose(g, want, rel_tol=1e-9, abs_tol=1e-280), (g, want, window)
+        else:
+            assert g == want or (math.isnan(g) and math.isnan(want)), (ufunc, g, want, window)
+
+
+def test_compiled_window_extreme_refuses_windows_that_do_not_slide():
+    if native.window_extreme is None:
+        pytest.skip(f"the compiled core has no window_extreme ({native.WHY_NOT or 'an older build'})")
+    x, out = np.array([3.0, 1.0, 4.0, 1.0]), np.empty(2)
+    slides = lambda s, e, top=True: native.window_extreme(x, np.array(s), np.array(e), out, top)  # noqa: E731
+    assert slides([0, 1], [1, 3]) is True and list(out) == [3.0, 4.0]
+    assert slides([0, 1], [1, 3], False) is True and list(out) == [1.0, 1.0]
+    assert slides([1, 0], [2, 3]) is False  # a start moves back
+    assert slides([0, 0], [2, 1]) is False  # an end moves back
+    assert slides([0, 2], [1, 1]) is False  # an empty window
+    with pytest.raises(ValueError, match="outside"):
+        slides([0, 1], [1, 4])
+    with pytest.raises(TypeError, match="int64"):
+        native.window_extreme(x, np.array([0, 1], dtype=np.int32), np.array([1, 3]), out, True)
+    with pytest.raises(TypeError, match="float64"):  # out of the values' kind
+        native.window_extreme(x, np.array([0, 1]), np.array([1, 3]), np.empty(2, np.int64), True)
+    with pytest.raises(ValueError, match="length"):
+        native.window_extreme(x, np.array([0]), np.array([1, 3]), out, True)
 
 
 @sane_settings(150)
