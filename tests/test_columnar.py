@@ -261,6 +261,17 @@ def sliding(draw, n: int):
     return np.array(start, dtype=np.int64), np.array(end, dtype=np.int64)
 
 
+def _sliding_or_shuffled(data, n: int) -> tuple:
+    """:func:`sliding` windows over n values, or the same windows shuffled,
+    which then do not slide (unless they still do): the compiled code
+    hands those back to NumPy."""
+    start, end = data.draw(sliding(n))
+    if data.draw(st.booleans()):
+        order = np.array(data.draw(st.permutations(range(len(start)))), dtype=np.int64)
+        start, end = start[order], end[order]
+    return start, end
+
+
 @pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "numpy"])
 @sane_settings(150)
 @given(values=st.lists(st.one_of(floats, st.floats(-1e6, 1e6), st.integers(-3, 3).map(lambda d: 1e9 + d)),
@@ -274,10 +285,7 @@ def test_window_moments_of_sliding_windows_are_the_exact_spreads(compiled, value
     if compiled and native.window_moments is None:
         pytest.skip(f"the compiled core has no window_moments ({native.WHY_NOT or 'an older build'})")
     x = np.array(values)
-    start, end = data.draw(sliding(len(values)))
-    if data.draw(st.booleans()):  # shuffled: not sliding any more (unless it still is)
-        order = np.array(data.draw(st.permutations(range(len(start)))), dtype=np.int64)
-        start, end = start[order], end[order]
+    start, end = _sliding_or_shuffled(data, len(values))
     with pytest.MonkeyPatch.context() as patch:
         if not compiled:
             patch.setattr(native, "window_moments", None)
@@ -347,10 +355,7 @@ def test_reduce_sliding_equals_brute_force(compiled, data, ufunc, floating):
     values = data.draw(st.lists(st.one_of(floats, st.just(math.nan)) if floating else ints, min_size=1,
                                 max_size=70))
     x = np.array(values, dtype=np.float64 if floating else np.int64)
-    start, end = data.draw(sliding(len(values)))
-    if data.draw(st.booleans()):  # shuffled: not sliding any more (unless it still is)
-        order = np.array(data.draw(st.permutations(range(len(start)))), dtype=np.int64)
-        start, end = start[order], end[order]
+    start, end = _sliding_or_shuffled(data, len(values))
     with pytest.MonkeyPatch.context() as patch:
         if not compiled:
             patch.setattr(native, "window_extreme", None)
