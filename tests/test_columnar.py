@@ -318,21 +318,42 @@ def _m2_within_rounding(got: float, window: list) -> bool:
     return abs(Fraction(got) - exact) <= slack
 
 
-def test_compiled_window_moments_refuse_windows_that_do_not_slide():
-    if native.window_moments is None:
-        pytest.skip(f"the compiled core has no window_moments ({native.WHY_NOT or 'an older build'})")
-    x, out = np.arange(4.0), (np.empty(2), np.empty(2))
-    slides = lambda s, e: native.window_moments(x, np.array(s), np.array(e), *out)  # noqa: E731
-    assert slides([0, 1], [1, 3]) is True and list(out[0]) == [0.5, 2.0] and list(out[1]) == [0.5, 2.0]
-    assert slides([1, 0], [2, 3]) is False  # a start moves back
-    assert slides([0, 0], [2, 1]) is False  # an end moves back
-    assert slides([0, 2], [1, 1]) is False  # an empty window
+@pytest.mark.parametrize("name", ["window_moments", "window_extreme"])
+def test_compiled_sliding_windows_refuse_windows_that_do_not_slide(name):
+    """Both compiled kernels hand back windows that do not slide (False),
+    and refuse windows outside the values, other index types and outputs
+    of another length."""
+    fn = getattr(native, name)
+    if fn is None:
+        pytest.skip(f"the compiled core has no {name} ({native.WHY_NOT or 'an older build'})")
+    x = np.array([3.0, 1.0, 4.0, 1.0])
+
+    def call(s, e, *, index=np.int64, n=None):
+        s, e, n = np.array(s, dtype=index), np.array(e), len(s) if n is None else n
+        return fn(x, s, e, np.empty(n), np.empty(n)) if name == "window_moments" else fn(x, s, e, np.empty(n), True)
+
+    assert call([0, 1], [1, 3]) is True
+    assert call([1, 0], [2, 3]) is False  # a start moves back
+    assert call([0, 0], [2, 1]) is False  # an end moves back
+    assert call([0, 2], [1, 1]) is False  # an empty window
     with pytest.raises(ValueError, match="outside"):
-        slides([0, 1], [1, 4])
+        call([0, 1], [1, 4])
     with pytest.raises(TypeError, match="int64"):
-        native.window_moments(x, np.array([0, 1], dtype=np.int32), np.array([1, 3]), *out)
+        call([0, 1], [1, 3], index=np.int32)
     with pytest.raises(ValueError, match="length"):
-        native.window_moments(x, np.array([0]), np.array([1, 3]), *out)
+        call([0, 1], [1, 3], n=1)
+
+
+def test_compiled_window_moments_and_extremes_of_two_windows():
+    if native.window_moments is None or native.window_extreme is None:
+        pytest.skip(f"the compiled core has no window_moments or window_extreme ({native.WHY_NOT or 'an older build'})")
+    x, start, end = np.array([3.0, 1.0, 4.0, 1.0]), np.array([0, 1]), np.array([1, 3])
+    mean, m2, top = np.empty(2), np.empty(2), np.empty(2)
+    assert native.window_moments(x, start, end, mean, m2) and list(mean) == [2.0, 2.0] and list(m2) == [2.0, 6.0]
+    assert native.window_extreme(x, start, end, top, True) and list(top) == [3.0, 4.0]
+    assert native.window_extreme(x, start, end, top, False) and list(top) == [1.0, 1.0]
+    with pytest.raises(TypeError, match="float64"):  # an extreme's out is of the values' kind
+        native.window_extreme(x, start, end, np.empty(2, np.int64), True)
 
 
 def test_a_count_beyond_int64_is_every_row():
@@ -370,26 +391,6 @@ def test_reduce_sliding_equals_brute_force(compiled, data, ufunc, floating):
                 math.isclose(g, want, rel_tol=1e-9, abs_tol=1e-280), (g, want, window)
         else:
             assert g == want or (math.isnan(g) and math.isnan(want)), (ufunc, g, want, window)
-
-
-def test_compiled_window_extreme_refuses_windows_that_do_not_slide():
-    if native.window_extreme is None:
-        pytest.skip(f"the compiled core has no window_extreme ({native.WHY_NOT or 'an older build'})")
-    x, out = np.array([3.0, 1.0, 4.0, 1.0]), np.empty(2)
-    slides = lambda s, e, top=True: native.window_extreme(x, np.array(s), np.array(e), out, top)  # noqa: E731
-    assert slides([0, 1], [1, 3]) is True and list(out) == [3.0, 4.0]
-    assert slides([0, 1], [1, 3], False) is True and list(out) == [1.0, 1.0]
-    assert slides([1, 0], [2, 3]) is False  # a start moves back
-    assert slides([0, 0], [2, 1]) is False  # an end moves back
-    assert slides([0, 2], [1, 1]) is False  # an empty window
-    with pytest.raises(ValueError, match="outside"):
-        slides([0, 1], [1, 4])
-    with pytest.raises(TypeError, match="int64"):
-        native.window_extreme(x, np.array([0, 1], dtype=np.int32), np.array([1, 3]), out, True)
-    with pytest.raises(TypeError, match="float64"):  # out of the values' kind
-        native.window_extreme(x, np.array([0, 1]), np.array([1, 3]), np.empty(2, np.int64), True)
-    with pytest.raises(ValueError, match="length"):
-        native.window_extreme(x, np.array([0]), np.array([1, 3]), out, True)
 
 
 @sane_settings(150)
