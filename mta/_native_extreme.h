@@ -60,46 +60,36 @@ static PyObject *window_extreme(PyObject *self, PyObject *args) {
     PyObject *ox, *os, *oe, *oout, *result = NULL;
     int is_max;
     if (!PyArg_ParseTuple(args, "OOOOp:window_extreme", &ox, &os, &oe, &oout, &is_max)) return NULL;
-    Py_buffer bx, bs, be, bo;
-    char kind = native_buffer(ox, &bx, "dq", 0, "window_extreme", "x");
-    if (!kind) return NULL;
-    if (!native_buffer(os, &bs, "q", 0, "window_extreme", "start")) goto release_x;
-    if (!native_buffer(oe, &be, "q", 0, "window_extreme", "end")) goto release_s;
-    if (!native_buffer(oout, &bo, kind == 'd' ? "d" : "q", 1, "window_extreme", "out")) goto release_e;
+    Py_buffer v[4];
+    int held = 0;
+    Py_buffer *bx = &v[0], *bs = &v[1], *be = &v[2], *bo = &v[3];
+    char kind = take_buffer(ox, v, &held, "dq", 0, "window_extreme", "x");
+    if (!kind || !take_buffer(os, v, &held, "q", 0, "window_extreme", "start")
+        || !take_buffer(oe, v, &held, "q", 0, "window_extreme", "end")
+        || !take_buffer(oout, v, &held, kind == 'd' ? "d" : "q", 1, "window_extreme", "out"))
+        goto release;
 
-    Py_ssize_t nx = bx.len / 8, m = bs.len / 8;
-    if (be.len / 8 != m || bo.len / 8 != m) {
+    Py_ssize_t nx = bx->len / 8, m = bs->len / 8;
+    if (be->len / 8 != m || bo->len / 8 != m) {
         PyErr_SetString(PyExc_ValueError, "window_extreme: start, end and out differ in length");
-        goto release_all;
+        goto release;
     }
-    const long long *start = bs.buf, *end = be.buf;
-    for (Py_ssize_t i = 0; i < m; i++) {
-        if (start[i] < 0 || end[i] >= nx) {
-            PyErr_Format(PyExc_ValueError, "window_extreme: window %zd [%lld, %lld] is outside the %zd values",
-                         i, start[i], end[i], nx);
-            goto release_all;
-        }
-    }
+    const long long *start = bs->buf, *end = be->buf;
+    if (!windows_inside(start, end, m, nx, "window_extreme")) goto release;
     long long *dq = PyMem_RawMalloc((nx ? nx : 1) * sizeof(long long));
     if (!dq) {
         PyErr_NoMemory();
-        goto release_all;
+        goto release;
     }
     int slides;
     Py_BEGIN_ALLOW_THREADS
-    slides = kind == 'd' ? extreme_double(bx.buf, start, end, bo.buf, m, dq, is_max)
-                         : extreme_int64(bx.buf, start, end, bo.buf, m, dq, is_max);
+    slides = kind == 'd' ? extreme_double(bx->buf, start, end, bo->buf, m, dq, is_max)
+                         : extreme_int64(bx->buf, start, end, bo->buf, m, dq, is_max);
     Py_END_ALLOW_THREADS
     PyMem_RawFree(dq);
     result = PyBool_FromLong(slides);
-release_all:
-    PyBuffer_Release(&bo);
-release_e:
-    PyBuffer_Release(&be);
-release_s:
-    PyBuffer_Release(&bs);
-release_x:
-    PyBuffer_Release(&bx);
+release:
+    release_buffers(v, held);
     return result;
 }
 

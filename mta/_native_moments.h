@@ -69,6 +69,35 @@ static char native_buffer(PyObject *o, Py_buffer *view, const char *kinds, int w
     return 0;
 }
 
+/* native_buffer into views[*held], counted in *held when taken: a call
+ * takes its buffers in turn and releases what it holds with
+ * release_buffers, whichever failed. */
+static char take_buffer(PyObject *o, Py_buffer *views, int *held, const char *kinds, int writable, const char *fn,
+                        const char *what) {
+    char kind = native_buffer(o, &views[*held], kinds, writable, fn, what);
+    if (kind) ++*held;
+    return kind;
+}
+
+/* Whether every window [start[i], end[i]] of m lies within nx values;
+ * else 0 with ValueError naming ``fn`` and the first one outside. */
+static int windows_inside(const long long *start, const long long *end, Py_ssize_t m, Py_ssize_t nx,
+                          const char *fn) {
+    for (Py_ssize_t i = 0; i < m; i++) {
+        if (start[i] < 0 || end[i] >= nx) {
+            PyErr_Format(PyExc_ValueError, "%s: window %zd [%lld, %lld] is outside the %zd values", fn, i, start[i],
+                         end[i], nx);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Release the first ``held`` of ``views``, the last first. */
+static void release_buffers(Py_buffer *views, int held) {
+    while (held > 0) PyBuffer_Release(&views[--held]);
+}
+
 /* window_moments(x, start, end, mean_out, m2_out) -> bool.  Writes each
  * window's mean and M2 (its count is end - start + 1) and returns True; or
  * returns False, the outputs unusable, when the windows do not slide (an
@@ -78,33 +107,30 @@ static char native_buffer(PyObject *o, Py_buffer *view, const char *kinds, int w
 static PyObject *window_moments(PyObject *self, PyObject *args) {
     PyObject *ox, *os, *oe, *omean, *om2, *result = NULL;
     if (!PyArg_ParseTuple(args, "OOOOO:window_moments", &ox, &os, &oe, &omean, &om2)) return NULL;
-    Py_buffer bx, bs, be, bmean, bm2;
-    if (!native_buffer(ox, &bx, "d", 0, "window_moments", "x")) return NULL;
-    if (!native_buffer(os, &bs, "q", 0, "window_moments", "start")) goto release_x;
-    if (!native_buffer(oe, &be, "q", 0, "window_moments", "end")) goto release_s;
-    if (!native_buffer(omean, &bmean, "d", 1, "window_moments", "mean_out")) goto release_e;
-    if (!native_buffer(om2, &bm2, "d", 1, "window_moments", "m2_out")) goto release_mean;
+    Py_buffer v[5];
+    int held = 0;
+    Py_buffer *bx = &v[0], *bs = &v[1], *be = &v[2], *bmean = &v[3], *bm2 = &v[4];
+    if (!take_buffer(ox, v, &held, "d", 0, "window_moments", "x")
+        || !take_buffer(os, v, &held, "q", 0, "window_moments", "start")
+        || !take_buffer(oe, v, &held, "q", 0, "window_moments", "end")
+        || !take_buffer(omean, v, &held, "d", 1, "window_moments", "mean_out")
+        || !take_buffer(om2, v, &held, "d", 1, "window_moments", "m2_out"))
+        goto release;
 
-    Py_ssize_t nx = bx.len / 8, m = bs.len / 8;
-    if (be.len / 8 != m || bmean.len / 8 != m || bm2.len / 8 != m) {
+    Py_ssize_t nx = bx->len / 8, m = bs->len / 8;
+    if (be->len / 8 != m || bmean->len / 8 != m || bm2->len / 8 != m) {
         PyErr_SetString(PyExc_ValueError, "window_moments: start, end, mean_out and m2_out differ in length");
-        goto release_all;
+        goto release;
     }
-    const double *x = bx.buf;
-    const long long *start = bs.buf, *end = be.buf;
-    for (Py_ssize_t i = 0; i < m; i++) {
-        if (start[i] < 0 || end[i] >= nx) {
-            PyErr_Format(PyExc_ValueError, "window_moments: window %zd [%lld, %lld] is outside the %zd values",
-                         i, start[i], end[i], nx);
-            goto release_all;
-        }
-    }
+    const double *x = bx->buf;
+    const long long *start = bs->buf, *end = be->buf;
+    if (!windows_inside(start, end, m, nx, "window_moments")) goto release;
     Moments *front = PyMem_RawMalloc((nx ? nx : 1) * sizeof(Moments));
     if (!front) {
         PyErr_NoMemory();
-        goto release_all;
+        goto release;
     }
-    double *mean_out = bmean.buf, *m2_out = bm2.buf;
+    double *mean_out = bmean->buf, *m2_out = bm2->buf;
     int slides = 1;
     Py_BEGIN_ALLOW_THREADS
     Moments back = MOMENTS_IDENTITY;
@@ -132,16 +158,8 @@ static PyObject *window_moments(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
     PyMem_RawFree(front);
     result = PyBool_FromLong(slides);
-release_all:
-    PyBuffer_Release(&bm2);
-release_mean:
-    PyBuffer_Release(&bmean);
-release_e:
-    PyBuffer_Release(&be);
-release_s:
-    PyBuffer_Release(&bs);
-release_x:
-    PyBuffer_Release(&bx);
+release:
+    release_buffers(v, held);
     return result;
 }
 
