@@ -130,7 +130,6 @@ def _plan_floor(df):
     """sliding_window's batch plan, its worker's function returning the
     values as the result column as they are (no copy, no window)."""
     from spark_ops import worker_gc
-    from spark_ops.plan import key_time_ordered, number_rows
 
     def values_as_they_are(batches):
         import pyarrow as pa
@@ -138,8 +137,7 @@ def _plan_floor(df):
         for batch in batches:
             yield pa.RecordBatch.from_arrays(batch.columns + [batch.column(2)], names=batch.schema.names + ["max"])
 
-    return key_time_ordered(number_rows(df), ["k"], "t").mapInArrow(worker_gc.settling(values_as_they_are),
-                                                                     "k int, t double, v double, max double")
+    return _plan_without_windows(df, worker_gc.settling(values_as_they_are))
 
 
 def _pandas_floor(df):
@@ -183,10 +181,16 @@ def _pandas(df, w, frame_kind="rows"):
     return df.groupBy("k").applyInPandas(rolling, "k int, t double, v double, max double")
 
 
-def _pipeline(df):
-    """sliding_window's batch plan with the windows left out."""
+def _plan_without_windows(df, fn):
+    """sliding_window's batch plan (rows numbered, shuffled by key, sorted
+    on ``(key, time, arrival)``) with ``fn`` as its ``mapInArrow`` function."""
     from spark_ops.plan import key_time_ordered, number_rows
 
+    return key_time_ordered(number_rows(df), ["k"], "t").mapInArrow(fn, "k int, t double, v double, max double")
+
+
+def _pipeline(df):
+    """sliding_window's batch plan with the windows left out."""
     def values_as_results(batches):
         import pyarrow as pa
 
@@ -194,8 +198,7 @@ def _pipeline(df):
             yield pa.RecordBatch.from_arrays(batch.columns + [pa.array(batch.column(2).to_pylist(), pa.float64())],
                                              names=batch.schema.names + ["max"])
 
-    return key_time_ordered(number_rows(df), ["k"], "t").mapInArrow(values_as_results,
-                                                                     "k int, t double, v double, max double")
+    return _plan_without_windows(df, values_as_results)
 
 
 @contextlib.contextmanager
@@ -295,11 +298,14 @@ def checksums_agree(records) -> bool:
     return all(math.isclose(s, v[0], rel_tol=1e-9) for v in sums.values() for s in v)
 
 
+def _record(data, method, w=None, frame="rows"):
+    return next((r for r in data["records"] if r["method"] == method and r["frame"] == frame
+                 and (w is None or r["window"] == w)), None)
+
+
 def _rate(data, method, w, frame="rows"):
-    for r in data["records"]:
-        if r["method"] == method and r["window"] == w and r["frame"] == frame:
-            return r["rows_per_s"]
-    return None
+    r = _record(data, method, w, frame)
+    return r["rows_per_s"] if r else None
 
 
 #: Whose targets the summary checks: the default (columnar) and the MTA engine.
@@ -371,11 +377,6 @@ def summary_lines(data: dict) -> list[str]:
         lines.append(f"[target] {key}: {v.get('ratio', v.get('max_over_min')):.2f}, target {v['target']}: "
                      f"{verdict(v['met'])}")
     return lines
-
-
-def _record(data, method, w=None, frame="rows"):
-    return next((r for r in data["records"] if r["method"] == method and r["frame"] == frame
-                 and (w is None or r["window"] == w)), None)
 
 
 def floor_lines(data: dict) -> list[str]:
