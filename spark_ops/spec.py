@@ -286,15 +286,17 @@ class WindowSpec:
         return f"{aggs}; {slide}; {self.engine}; key={key}, time={self.time}, value={value}"
 
     def storage_options(self, key: Any, run: str, *, resume: bool | int | stores.Before = False,
-                        durable: bool = True) -> dict:
+                        durable: bool = True, batch: stores.Batch | None = None) -> dict:
         """The engine options that put one key's window in the pooled store
         (``durable=False``: its checkpoints wait for the task's
-        ``store.sync()``)."""
+        ``store.sync()``; ``batch``: for its ``commit()``)."""
         if not self.store:
             return {}
         store = stores.pooled_store(self.store, self.store_options)
         options = dict(store=store, window_id=self.window_id(key, run), buffer_size=self.buffer_size,
                        cache_size=self.cache_size, resume=resume, durable=durable)
+        if batch is not None:
+            options["batch"] = batch
         if isinstance(resume, stores.Before):
             options["retain"] = RETAIN_BY_STEP
         return options

@@ -25,9 +25,12 @@ arrival)``, the arrival number given before the shuffle
 (:func:`spark_ops.passthrough.number_rows`), so a replay sees them in the
 same order.
 
-The task's checkpoints are not synced one by one: one ``Store.sync()``
-makes them durable before the output rows they stand behind leave the task
-(one fsync per task on the file store, where it was one per key).  A task
+The task's windows are not claimed, written and synced one by one: a
+:class:`stores.Batch` told the task's windows claims them ahead, many in
+one round trip, and its commit writes their checkpoints together (on a
+server that pipelines them, :mod:`stores.batch`); one ``Store.sync()``
+makes them durable before the output rows they stand behind leave the
+task (one fsync per task on the file store).  A task
 holds its partition's rows of one micro-batch in memory (Arrow) while it
 runs their keys.
 """
@@ -42,7 +45,7 @@ from . import passthrough, traffic, worker_gc
 from .plan import ARRIVAL, INTERNAL, ROW_ORDER, TIME, column, output_arrow_schema, output_schema, with_time_and_value
 from .spec import SlidingWindowError, WindowSpec
 from .streaming import _check_job, _pushed, key_value
-from .windows import open_key_window
+from .windows import open_key_window, window_names
 
 
 def task_streaming_plan(df, spec: WindowSpec, run: str):
@@ -77,10 +80,12 @@ def task_windows(spec: WindowSpec, run: str, passed: list[str], group_keys: pass
             store = stores.pooled_store(spec.store, spec.store_options)
             progress = stores.check_run(store, spec.run_record(run, partition), query, step)
             before = stores.Before(query, step)
+            batch = stores.Batch(store)
+            keys = [(key_value(spec, key), key_rows) for key, key_rows in _by_key(rows, group_keys)]
+            batch.expect([name for k, _ in keys for name in window_names(spec, k, run)])
             results, held = [], 0
-            for key, key_rows in _by_key(rows, group_keys):
-                k = key_value(spec, key)
-                window = open_key_window(spec, k, run, streaming=True, resume=before, durable=False)
+            for k, key_rows in keys:
+                window = open_key_window(spec, k, run, streaming=True, resume=before, durable=False, batch=batch)
                 try:
                     job, newest = window.resumed_label or (None, None)
                     _check_job(spec, k, job, fingerprint)
@@ -91,10 +96,11 @@ def task_windows(spec: WindowSpec, run: str, passed: list[str], group_keys: pass
                     window.close()
                 held += results[-1].num_rows
                 if held >= _OUTPUT_ROWS:
-                    yield from _synced(store, results, target)
+                    yield from _synced(store, batch, results, target)
                     results, held = [], 0
+            batch.commit()
             stores.finish_run(store, query, step, progress)  # after every checkpoint, before the last sync
-            yield from _synced(store, results, target)
+            yield from _synced(store, batch, results, target)
 
     return windows_of_task
 
@@ -104,14 +110,15 @@ def task_windows(spec: WindowSpec, run: str, passed: list[str], group_keys: pass
 _OUTPUT_ROWS = 65536
 
 
-def _synced(store, results: list, target) -> Iterator:
+def _synced(store, batch: stores.Batch, results: list, target) -> Iterator:
     """The output tables ``results`` as record batches of the schema
-    ``target``, once the checkpoints made for them are durable: one sync
-    of the store first (no output leaves the task ahead of the checkpoints
-    behind it).  Each key's table is cast first: a user aggregation's column
+    ``target``, once the checkpoints made for them are written and
+    durable: the batch committed and the store synced first (no output
+    leaves the task ahead of the checkpoints behind it).  Each key's table is cast first: a user aggregation's column
     may come out as another type for each key, null for all-null."""
     import pyarrow as pa
 
+    batch.commit()
     store.sync()
     if results:
         yield from pa.concat_tables([passthrough.conform(r, target) for r in results]).combine_chunks().to_batches()

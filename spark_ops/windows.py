@@ -17,12 +17,13 @@ from .sorted_window import SizesSortedWindow, SortedWindow
 from .spec import WindowSpec
 from .values import python_values
 
-__all__ = ["KeyWindow", "PolicyWindow", "RejectingWindow", "SizesWindow", "StreamingKeyWindow", "open_key_window"]
+__all__ = ["KeyWindow", "PolicyWindow", "RejectingWindow", "SizesWindow", "StreamingKeyWindow", "open_key_window",
+           "window_names"]
 
 
 def open_key_window(spec: WindowSpec, key: Any, run: str, *, streaming: bool = False,
                     resume: bool | int | stores.Before = False, newest: float | None = None,
-                    durable: bool = True) -> KeyWindow:
+                    durable: bool = True, batch: stores.Batch | None = None) -> KeyWindow:
     """The window of ``key`` in run ``run`` (its windows' names in the store).
 
     Batch (``spec.engine`` as chosen for the job: ``"columnar"``, ``"amta"``
@@ -33,9 +34,10 @@ def open_key_window(spec: WindowSpec, key: Any, run: str, *, streaming: bool = F
     :class:`PolicyWindow` kept in the store, fresh or resumed at checkpoint
     version ``resume`` (or as of before a micro-batch, a
     :class:`stores.Before`) with its newest time ``newest``; ``durable=False``:
-    its checkpoints wait for the task's ``store.sync()``."""
+    its checkpoints wait for the task's ``store.sync()``; ``batch``: they
+    are written at its ``commit()``, with the other keys' (:mod:`stores.batch`)."""
     if streaming:
-        kept = dict(newest=newest, keep=True, durable=durable)
+        kept = dict(newest=newest, keep=True, durable=durable, batch=batch)
         if spec.sizes:
             return SizesWindow.opened(spec, key, run, resume, **kept)
         return PolicyWindow(spec, key, run, resume=resume, **kept)
@@ -50,16 +52,31 @@ def open_key_window(spec: WindowSpec, key: Any, run: str, *, streaming: bool = F
     return PolicyWindow(spec, key, run)
 
 
+def window_names(spec: WindowSpec, key: Any, run: str) -> list[str]:
+    """The store's names of ``key``'s streaming windows, in the order
+    :func:`open_key_window` opens them (a task tells its
+    :class:`stores.Batch` so, :meth:`stores.Batch.expect`).  O(sizes)."""
+    if spec.sizes:
+        return [spec.one_size(size).window_id(key, size_run(run, i)) for i, size in enumerate(spec.size_values)]
+    return [spec.window_id(key, run)]
+
+
+def size_run(run: str, i: int) -> str:
+    """The run name of size ``i``'s window of a job with several sizes."""
+    return f"{run}~{i}"
+
+
 class PolicyWindow(RowWindow):
     """One key's :class:`mta.Window` over ``(time, value)`` records, rows
     pushed one at a time (the policy decides what leaves); in the pooled
     store when the job names one."""
 
     def __init__(self, spec: WindowSpec, key: Any, run: str, *, resume: bool | int | stores.Before = False,
-                 newest: float | None = None, keep: bool = False, durable: bool = True) -> None:
+                 newest: float | None = None, keep: bool = False, durable: bool = True,
+                 batch: stores.Batch | None = None) -> None:
         super().__init__(spec, key)
         self.window = Window(*_aggregator_and_policy(spec), engine=spec.mta_engine,
-                             **spec.storage_options(key, run, resume=resume, durable=durable))
+                             **spec.storage_options(key, run, resume=resume, durable=durable, batch=batch))
         self.newest = newest
         self._keep = keep
 
@@ -145,12 +162,12 @@ class SizesWindow(RowWindow):
         by_version = not isinstance(resume, stores.Before)
         windows = []
         try:
-            windows.append(PolicyWindow(sizes[0], key, f"{run}~0", resume=resume, **kept))
+            windows.append(PolicyWindow(sizes[0], key, size_run(run, 0), resume=resume, **kept))
             others = [resume] * (len(sizes) - 1)
             if by_version and windows[0].resumed_label is not None:
                 others = _size_versions(windows[0].resumed_label, len(others), key)
             for i, (one, version) in enumerate(zip(sizes[1:], others), 1):
-                windows.append(PolicyWindow(one, key, f"{run}~{i}", resume=version, **kept))
+                windows.append(PolicyWindow(one, key, size_run(run, i), resume=version, **kept))
         except BaseException:
             for window in windows:
                 try:

@@ -34,6 +34,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .base import Store, Token
+from .batch import Batch
 from .checks import MAX_WINDOW_BYTES
 from .stats import StoreStats
 from .codec import decode, encode, register_codec, registered_codecs, unregister_codec

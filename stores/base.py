@@ -206,9 +206,14 @@ class Store(Retrying, MetaCas):
     def open_window(self, window: str, **options: Any):
         """The storage of one engine's window (the protocol of :mod:`mta.tree`):
         claims ownership and resumes its checkpoint.  See
-        :class:`stores.window.WindowStorage` for the options."""
+        :class:`stores.window.WindowStorage` for the options; with a
+        ``batch`` that defers, the claim may have been made ahead, with
+        other windows' (:meth:`stores.batch.Batch.open`)."""
         from .window import WindowStorage
 
+        batch = options.get("batch")
+        if batch is not None and getattr(batch, "defers", False):
+            return batch.open(check_window(window), options)
         return WindowStorage(self, check_window(window), **options)
 
     def open_fifo(self, window: str, *, buffer_size: int = DEFAULT_BUFFER_SIZE,
@@ -344,6 +349,17 @@ class Store(Retrying, MetaCas):
     #: ``None`` when the record is absent).  ``None``: the backend has none,
     #: and :meth:`swap_meta` and :meth:`cas_meta_epochs` make several calls.
     _swap_meta: Optional[Callable[..., tuple[bool, Token, Any]]] = None
+
+    #: ``_swap_meta_many(calls, *, listing, durable)``: ``_swap_meta`` of each
+    #: ``(window, expected, value, retry, old)`` of ``calls``, in one round
+    #: trip; their results in order.  ``None``: the backend has none, and
+    #: :meth:`swap_meta_many` makes one call per window.
+    _swap_meta_many: Optional[Callable[..., list]] = None
+
+    def _read_meta_many(self, windows: list[str]) -> list[tuple[Optional[bytes], Token]]:
+        """``_read_meta`` of each window in one round trip, where
+        :attr:`pipelines_meta` (a backend with ``_swap_meta_many``)."""
+        raise NotImplementedError
 
     def _sync(self) -> None:
         """What :meth:`sync` does on a backend that syncs metadata writes."""

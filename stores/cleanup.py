@@ -14,8 +14,18 @@ if TYPE_CHECKING:
     from .window import WindowStorage
 
 
-def collect_garbage(storage: "WindowStorage", levels: list, listed: list[int]) -> None:
-    """After a checkpoint of ``storage``'s ``levels``: delete pairs below
+def level_marks(levels: list) -> list[tuple]:
+    """What :func:`collect_garbage` reads of each level at a checkpoint:
+    ``(level, lo, written, segments)``, the segments list itself (the
+    clean-up trims it).  Held instead of the levels while a checkpoint
+    waits in a batch (:mod:`stores.batch`): a level holds its buffer and
+    cache.  O(levels)."""
+    return [(q.level, q.lo, q.written, q.segments) for q in levels]
+
+
+def collect_garbage(storage: "WindowStorage", marks: list[tuple], listed: list[int]) -> None:
+    """After a checkpoint of levels ``marks`` (:func:`level_marks`) of
+    ``storage``: delete pairs below
     the head of the live levels and of every retained checkpoint, and drop
     epochs nothing references (``listed``: the epochs the store held pairs
     of when the checkpoint committed).  One ``delete_pairs`` per level and
@@ -27,9 +37,9 @@ def collect_garbage(storage: "WindowStorage", levels: list, listed: list[int]) -
     meta = storage._meta
     heads: dict[int, int] = {}  # level -> lowest pair anyone may still read
     live_epochs = {storage.epoch}
-    for q in levels:
-        heads[q.level] = q.lo >> 1
-        live_epochs.update(e for e, _ in q.segments)
+    for level, lo, _, segments in marks:
+        heads[level] = lo >> 1
+        live_epochs.update(e for e, _ in segments)
     ends = dict(storage._written)  # level -> pairs possibly written
     for _, _, records, _ in meta["checkpoints"]:
         for m, rec in enumerate(records):
@@ -58,8 +68,8 @@ def collect_garbage(storage: "WindowStorage", levels: list, listed: list[int]) -
             storage._call(storage.store.drop_epoch, storage.window, epoch)
     meta["gc"] = gc
     meta["epochs"] = sorted(live_epochs)
-    for q in levels:  # forget segments wholly below the head
-        if q.written <= q.lo >> 1:  # the head is past every pair this level wrote
-            q.segments.clear()
-        while len(q.segments) > 1 and q.segments[1][1] <= gc[q.level]:
-            del q.segments[0]
+    for level, lo, written, segments in marks:  # forget segments wholly below the head
+        if written <= lo >> 1:  # the head is past every pair this level wrote
+            segments.clear()
+        while len(segments) > 1 and segments[1][1] <= gc[level]:
+            del segments[0]

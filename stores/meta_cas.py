@@ -13,7 +13,7 @@ race.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from .checks import as_blob, check_window
 from .errors import CasMismatch, StoreConfigError
@@ -34,6 +34,8 @@ class MetaCas:
     SYNCS_META: bool
     _run: Callable[..., Any]
     _swap_meta: Optional[Callable[..., tuple[bool, Token, Any]]]
+    _swap_meta_many: Optional[Callable[..., list]]
+    _read_meta_many: Callable[[list[str]], list]
 
     def read_meta(self, window: str) -> tuple[Optional[bytes], Token]:
         """``(blob, token)`` of the window's metadata; ``(None, None)`` when
@@ -124,6 +126,78 @@ class MetaCas:
         if not done:
             raise cas_mismatch(window, expected, token)
         return token, sorted(epochs)
+
+    def read_meta_many(self, windows: Sequence[str]) -> list[tuple[Optional[bytes], Token]]:
+        """:meth:`read_meta` of each of ``windows``, in order: one round trip
+        where the backend pipelines them (:attr:`pipelines_meta`), else one
+        per window.  O(total size of the records)."""
+        windows = [check_window(w) for w in windows]
+        if not self.pipelines_meta or len(windows) < 2:
+            return [self.read_meta(w) for w in windows]
+        out = self._run(f"read_meta of {len(windows)} windows", None, self._read_meta_many, windows)
+        self.stats.add(round_trips=1, meta_reads=len(windows), bytes_read=sum(len(blob or b"") for blob, _ in out))
+        return out
+
+    @property
+    def pipelines_meta(self) -> bool:
+        """Whether :meth:`swap_meta_many` sends its compare-and-sets in one
+        round trip (standalone Redis)."""
+        return self._swap_meta_many is not None
+
+    def swap_meta_many(self, requests: Sequence[tuple[str, Token, Optional[bytes], bytes]], *,
+                       listing: bool = False, durable: bool = True) -> list[tuple[bool, Token, Any]]:
+        """Many windows' compare-and-sets at once: for each ``(window,
+        expected, old, value)`` of ``requests``, what :meth:`swap_meta` does
+        (``old`` given) or :meth:`cas_meta` (``old`` ``None``).  Returns, in
+        order, ``(True, new token, epochs)`` (``epochs``: as
+        :meth:`cas_meta_epochs` lists them when ``listing``, else ``None``)
+        or ``(False, current token, current blob)`` (the blob when ``old``
+        was given, else ``None``; both ``None`` when the record is absent):
+        a lost compare-and-set is returned, not raised, and the others stand.
+
+        One round trip where the backend pipelines them
+        (:attr:`pipelines_meta`), else what each costs alone.  A transient
+        failure resends every request, each told it may have landed, so one
+        that did is not reported as lost (see :meth:`cas_meta`).  O(total
+        size of the values)."""
+        calls = []
+        for window, expected, old, value in requests:
+            check_window(window)
+            if expected is None and old is not None:
+                raise StoreConfigError("swap_meta_many: a request with old needs the token of an existing record")
+            if expected is not None:
+                self._check_token(window, expected)
+            calls.append((window, expected, as_blob(value), None if old is None else as_blob(old)))
+        if not self.pipelines_meta or len(calls) < 2:
+            return [self._swap_one(*call, listing, durable) for call in calls]
+        attempt = [0]
+
+        def call() -> list[tuple[bool, Token, Any]]:
+            retry = attempt[0] > 0
+            attempt[0] += 1
+            return self._swap_meta_many([(w, e, v, retry, o) for w, e, v, o in calls], listing=listing,
+                                        durable=durable)
+
+        out = self._run(f"cas_meta of {len(calls)} windows", None, call)
+        done = [c for c, r in zip(calls, out) if r[0]]
+        self.stats.add(round_trips=1, meta_writes=len(done), bytes_written=sum(len(c[2]) for c in done),
+                       cas_failures=len(calls) - len(done), bytes_read=sum(len(r[2] or b"") for r in out if not r[0]))
+        return [(True, r[1], sorted(r[2]) if listing else None) if r[0] else r for r in out]
+
+    def _swap_one(self, window: str, expected: Token, value: bytes, old: Optional[bytes], listing: bool,
+                  durable: bool) -> tuple[bool, Token, Any]:
+        """One request of :meth:`swap_meta_many` on its own."""
+        if old is not None:
+            swap = self.swap_meta(window, expected, old, value, durable=durable)
+            if swap.done and listing:
+                return True, swap.token, self.list_epochs(window)
+            return tuple(swap)
+        try:
+            if listing:
+                return (True, *self.cas_meta_epochs(window, expected, value, durable=durable))
+            return True, self.cas_meta(window, expected, value, durable=durable), None
+        except CasMismatch as exc:
+            return False, exc.actual, None
 
     def _swap(self, window: str, expected: Token, data: bytes, old: Optional[bytes], listing: bool,
               durable: bool) -> tuple[bool, Token, Any]:

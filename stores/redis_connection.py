@@ -234,16 +234,22 @@ class RedisConnection(Store):
     def _evalsha(self, script: Any, keys: list, args: list) -> Any:
         """``script`` (registered) on a standalone server through :meth:`_raw`,
         loaded first if the server does not have it (a restarted server)."""
+        return self._evalsha_many(script, [(keys, args)])[0]
+
+    def _evalsha_many(self, script: Any, calls: list[tuple[list, list]]) -> list:
+        """``script`` run for each ``(keys, args)`` of ``calls``, in one
+        round trip (:meth:`_evalsha`); loaded first and sent again if the
+        server does not have it (then none of them ran)."""
         from redis.exceptions import NoScriptError, ResponseError
 
-        packed = command(b"EVALSHA", script.sha, len(keys), *keys, *args)
+        packed = [command(b"EVALSHA", script.sha, len(keys), *keys, *args) for keys, args in calls]
         try:
-            return self._raw([packed])[0]
+            return self._raw(packed)
         except ResponseError as exc:
             if not isinstance(exc, NoScriptError) and not str(exc).startswith("NOSCRIPT"):
                 raise
         self.client().script_load(script.script)  # not run: it was unknown, so run it now
-        return self._raw([packed])[0]
+        return self._raw(packed)
 
     def _close(self) -> None:
         client = self._client_obj

@@ -222,12 +222,12 @@ class RedisStore(RedisConnection):
 
     def _read_meta(self, window: str) -> tuple[Optional[bytes], Token]:
         if self.cluster:
-            version, blob = self.client().hmget(self.meta_key(window), ["v", "b"])
-        else:  # packed here, as the pairs' commands: a key's every micro-batch may read its record
-            version, blob = self._raw([command(b"HMGET", self.meta_key(window), "v", "b")])[0]
-        if version is None:
-            return None, None
-        return blob if blob is not None else b"", int(version)
+            return _record(*self.client().hmget(self.meta_key(window), ["v", "b"]))
+        return self._read_meta_many([window])[0]  # packed here, as the pairs' commands
+
+    def _read_meta_many(self, windows: list[str]) -> list[tuple[Optional[bytes], Token]]:
+        return [_record(*reply) for reply in self._raw([command(b"HMGET", self.meta_key(w), "v", "b")
+                                                         for w in windows])]
 
     def _cas_meta(self, window: str, expected: Token, value: bytes, retry: bool) -> Token:
         done, token, _ = self._swap_meta(window, expected, value, retry)
@@ -238,18 +238,30 @@ class RedisStore(RedisConnection):
     def _swap_meta(self, window: str, expected: Token, value: bytes, retry: bool, *, old: Optional[bytes] = None,
                    listing: bool = False, durable: bool = True) -> tuple[bool, Token, Any]:
         self.client()
-        keys = [self.meta_key(window), self.epochs_key(window)]
-        args = ["" if expected is None else str(expected), value, "1" if retry else "0",
-                "0" if old is None else "1", b"" if old is None else old, "1" if listing else "0"]
+        keys, args = self._swap_call(window, expected, value, retry, old, listing)
         if self.cluster:
             reply = self._cas_script(keys=keys, args=args)
         else:  # packed here, as the pairs' commands: a window's every micro-batch makes two of these
             reply = self._evalsha(self._cas_script, keys, args)
-        if reply[0] == 1:
-            return True, int(reply[1]), [int(e) for e in reply[2]] if listing else None
-        if reply[1] in (b"", ""):
-            return False, None, None
-        return False, int(reply[1]), reply[2] if old is not None else None
+        return _swapped(reply, old, listing)
+
+    @property
+    def pipelines_meta(self) -> bool:
+        """Standalone Redis only: a Cluster spreads windows over its nodes."""
+        return not self.cluster
+
+    def _swap_meta_many(self, calls: list, *, listing: bool = False, durable: bool = True) -> list:
+        self.client()
+        replies = self._evalsha_many(self._cas_script, [self._swap_call(*c, listing) for c in calls])
+        return [_swapped(reply, c[4], listing) for reply, c in zip(replies, calls)]
+
+    def _swap_call(self, window: str, expected: Token, value: bytes, retry: bool, old: Optional[bytes],
+                   listing: bool) -> tuple[list, list]:
+        """The CAS script's keys and arguments for one ``_swap_meta``."""
+        keys = [self.meta_key(window), self.epochs_key(window)]
+        args = ["" if expected is None else str(expected), value, "1" if retry else "0",
+                "0" if old is None else "1", b"" if old is None else old, "1" if listing else "0"]
+        return keys, args
 
     def _delete_meta(self, window: str, expected: Token) -> None:
         self.client()
@@ -294,3 +306,18 @@ class RedisStore(RedisConnection):
     def _ping(self) -> None:
         self.client().ping()
 
+
+def _swapped(reply: list, old: Optional[bytes], listing: bool) -> tuple[bool, Token, Any]:
+    """The CAS script's reply as ``_swap_meta`` returns it."""
+    if reply[0] == 1:
+        return True, int(reply[1]), [int(e) for e in reply[2]] if listing else None
+    if reply[1] in (b"", ""):
+        return False, None, None
+    return False, int(reply[1]), reply[2] if old is not None else None
+
+
+def _record(version: Optional[bytes], blob: Optional[bytes]) -> tuple[Optional[bytes], Token]:
+    """A metadata hash's fields as ``_read_meta`` returns them."""
+    if version is None:
+        return None, None
+    return blob if blob is not None else b"", int(version)

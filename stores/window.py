@@ -52,10 +52,12 @@ from typing import Any
 from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
 from .background import Decoded, ready, submit
+from .batch import Batch
 from .errors import CasMismatch
 from .level_queue import TAIL_KEPT, StoreLevelQueue
 from .meta_cache import cache_of
-from .cleanup import collect_garbage
+from .cleanup import collect_garbage, level_marks
+from .codec import untrack
 from .window_meta import META_FORMAT, clock_of, decode_meta, delete_fenced, new_meta, owner
 from .window_owner import Ownership
 from .window_packing import MetaPacking
@@ -80,6 +82,11 @@ class WindowStorage(Ownership, MetaPacking):
     by later checkpoints).  ``durable=False``: checkpoints are not synced to
     disk one by one; the caller makes a batch of them durable with one
     ``store.sync()`` before relying on them (a Spark task, before it ends).
+    ``batch``: a :class:`stores.batch.Batch` whose ``commit()`` writes this
+    window's checkpoints, with other windows', in one round trip; a
+    checkpoint then counts from that commit.  ``claim=False``: built
+    without its claim, which the caller makes by driving
+    ``claiming(*claim_options)`` (a batch's claim-ahead) before any other use.
     """
 
     def __init__(
@@ -96,9 +103,13 @@ class WindowStorage(Ownership, MetaPacking):
         retain: int = 2,
         background: bool = True,
         durable: bool = True,
+        batch: Batch | None = None,
+        claim: bool = True,
     ) -> None:
         if type(retain) is not int or retain < 1:
             raise ValueError(f"retain must be a positive int, got {retain!r}")
+        if batch is not None and (not isinstance(batch, Batch) or batch.store is not store):
+            raise ValueError(f"batch must be a stores.Batch of this window's store, got {batch!r}")
         self.store = store
         self.window = window
         self.engine = engine
@@ -111,6 +122,8 @@ class WindowStorage(Ownership, MetaPacking):
         self.retain = retain
         self.background = background
         self.durable = durable
+        self._batch = batch  # commits this window's checkpoints with others (stores.batch)
+        self._waiting = False  # a checkpoint handed to the batch and not committed yet
         self.counters = StoreStats()
         self._queues: list[StoreLevelQueue] = []  # live levels (their cache hits are counted there)
         self._orphans: list = []  # prefetches nobody needs any more, still running
@@ -126,7 +139,10 @@ class WindowStorage(Ownership, MetaPacking):
         self._written: dict[int, int] = {}  # level -> pairs written up to here by this owner
         self._packed: dict[int, tuple] = {}  # id(checkpoint entry) -> (entry, its msgpack payload)
         self._elements: dict[int, tuple] = {}  # id(tail element) -> (element, its payload), newest checkpoint's
-        self._claim(resume, max(1, min(group_size, buffer_size)))
+        #: what :meth:`claiming` takes: ``(resume, pairs per stored value)``
+        self.claim_options = (resume, max(1, min(group_size, buffer_size)))
+        if claim:
+            self._claim(*self.claim_options)
 
     # -- levels -------------------------------------------------------------
     def place(self, epoch: int, level: int, group: int) -> bytes:
@@ -185,7 +201,12 @@ class WindowStorage(Ownership, MetaPacking):
         """Flush, commit the levels by compare-and-set, clean up; returns the
         checkpoint's version (pass it as ``resume=`` to go back to it).
         ``label``: a small value (anything :mod:`stores.codec` encodes) kept
-        with the checkpoint, :attr:`label` of whoever resumes it."""
+        with the checkpoint, :attr:`label` of whoever resumes it.  With a
+        batch, the record is written (and cleaned up after) at the batch's
+        commit, which this commits first if a checkpoint of this window
+        waits in it."""
+        if self._waiting:
+            self._batch.commit()
         self._wait_orphans()  # no write of a dropped level may land after the clean-up
         for q in levels:
             q.flush_all()
@@ -203,24 +224,47 @@ class WindowStorage(Ownership, MetaPacking):
         else:
             meta.pop("tags", None)
         value = self._encode_meta(meta)
+        marks = level_marks(levels)
+
+        def committed(token, listed: list[int]) -> None:
+            self._waiting = False
+            self._token, self._meta, self.version = token, meta, version
+            self.counters.checkpoints += 1
+            collect_garbage(self, marks, listed)
+            self._remember(value, meta)
+
+        if self._batch is not None and self._batch.defers:
+            # what the window held goes now, not at the commit, and what it will hold is
+            # untracked now, as the cache untracks it: a task's windows waiting in a batch
+            # would otherwise keep two records each alive, and the collector walking one
+            cache_of(self.store).forget(self.window, self._token)
+            untrack((meta, self._packed, self._elements))
+            self._waiting, self._meta = True, meta
+            self._batch.defer(self.window, self._token, value, self.durable, committed, self._refused)
+            return version
         try:
             # the store's epochs come with the write (one round trip where it can) for the clean-up
             token, listed = self._call(self.store.cas_meta_epochs, self.window, self._token, value,
                                        durable=self.durable)
         except CasMismatch:
-            cache_of(self.store).forget(self.window, self._token)
-            raise self._fenced("checkpoint") from None
-        self._token = token
-        self._meta = meta
-        self.version = version
-        self.counters.checkpoints += 1
-        collect_garbage(self, levels, listed)
-        self._remember(value, meta)
+            raise self._refused() from None
+        committed(token, listed)
         return version
+
+    def _refused(self) -> Exception:
+        """The error of a checkpoint whose compare-and-set lost: a newer
+        owner holds the window."""
+        self._waiting = False
+        cache_of(self.store).forget(self.window, self._token)
+        return self._fenced("checkpoint")
 
     def close(self, levels: list[StoreLevelQueue], delete: bool = False) -> None:
         """Wait for the levels' background I/O; with ``delete``, remove the
-        window (metadata and every epoch's pairs) from the store."""
+        window (metadata and every epoch's pairs) from the store.  A
+        checkpoint waiting in a batch stays there (it needs none of this
+        but the levels it holds), unless the window is deleted."""
+        if delete and self._waiting:
+            self._batch.commit()
         for q in levels:
             q.settle()
         self._wait_orphans()

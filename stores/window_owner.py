@@ -13,16 +13,20 @@ with a :class:`~stores.errors.FencingError`, logged at WARNING on the
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Generator
 
 from .errors import CasMismatch, FencingError, MissingData, StoreError
+from .meta_cas import Swap
 from .level_queue import StoreLevelQueue
 from .meta_cache import Remembered, cache_of
 from .steps import Before, label_of, resume_point
 from .window_meta import clock_of, decode_meta, delete_fenced, new_meta, owner
 from .window_packing import claimed_payloads
 
-__all__ = ["Ownership"]
+__all__ = ["READ", "Ownership", "answer"]
+
+#: What :meth:`Ownership.claiming` yields to have the window's record read.
+READ = "read the record"
 
 #: A stale engine's refused write, at WARNING (the ``stores`` package's logger;
 #: named after :mod:`stores.window`, whose storage it fences).
@@ -45,7 +49,32 @@ class Ownership:
     label: Any
 
     def _claim(self, resume: bool | int | Before, group: int) -> None:
-        """Become the window's owner: raise its epoch by compare-and-set.
+        """Become the window's owner: raise its epoch by compare-and-set
+        (:meth:`claiming`, its requests made here one by one)."""
+        steps = self.claiming(resume, group)
+        request = next(steps, None)
+        while request is not None:
+            if request is READ:
+                reply = self._call(self.store.read_meta, self.window)
+            elif request[1] is not None:
+                reply = self._call(self.store.swap_meta, self.window, *request, durable=False)
+            else:
+                try:
+                    reply = Swap(True, self._call(self.store.cas_meta, self.window, request[0], request[2],
+                                                  durable=False), None)
+                except CasMismatch as exc:
+                    reply = Swap(False, exc.actual, None)
+            request = answer(steps, reply)
+
+    def claiming(self, resume: bool | int | Before, group: int) -> Generator:
+        """The claim, as a generator of the store requests it needs, each
+        sent its reply: :data:`READ` (the record's ``(blob, token)``,
+        :meth:`stores.base.Store.read_meta`) or ``(token, old blob, new
+        blob)``, a compare-and-set of the record (``old`` ``None``: on the
+        token alone), not durable (a :class:`~stores.base.Swap`, as
+        :meth:`stores.base.Store.swap_meta_many` gives it).  :meth:`_claim`
+        makes each request at once, a batch's claim-ahead those of many
+        windows in one round trip (:mod:`stores.batch`).
 
         The checkpoint to resume is chosen and checked first, so an open that
         is refused (no such checkpoint, another engine's levels) leaves the
@@ -62,7 +91,7 @@ class Ownership:
             if swap:
                 blob, token = known.blob, known.token  # assumed; the swap checks both
             else:
-                blob, token = record if record is not None else self._call(self.store.read_meta, self.window)
+                blob, token = record if record is not None else (yield READ)
                 record = None
                 if not judged and known is not None:
                     cache.observed(token == known.token and blob == known.blob)
@@ -90,7 +119,7 @@ class Ownership:
             # store orders them), and what makes the checkpoint that commits those writes
             # durable (its own sync, or the Store.sync after a batch of them) syncs it too
             if swap:
-                done = self._call(self.store.swap_meta, self.window, token, blob, value, durable=False)
+                done = yield token, blob, value
                 cache.observed(done.done)
                 swap = False
                 if not done.done:  # another process wrote the record since: claim above what it holds
@@ -98,10 +127,10 @@ class Ownership:
                     continue
                 self._token = done.token
             else:
-                try:
-                    self._token = self._call(self.store.cas_meta, self.window, token, value, durable=False)
-                except CasMismatch:
+                done = yield token, None, value
+                if not done.done:
                     continue  # another process claimed it meanwhile: claim above it
+                self._token = done.token
             break
         else:
             raise StoreError(f"window {self.window!r} in {self.store.url}: could not claim ownership")
@@ -204,3 +233,12 @@ class Ownership:
 
     def _decode_meta(self, blob: bytes) -> dict:
         return decode_meta(blob, f"window {self.window!r} in {self.store.url}")
+
+
+def answer(steps: Generator, reply: Any) -> Any:
+    """``steps.send(reply)``: the generator's next request, or ``None`` when
+    it has finished."""
+    try:
+        return steps.send(reply)
+    except StopIteration:
+        return None

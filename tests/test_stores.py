@@ -334,6 +334,37 @@ def test_swap_meta_compares_token_and_content(store):
         store.swap_meta("w", "not a token", b"other", b"x")
 
 
+def test_swap_meta_many_does_what_each_would_alone(store, backend):
+    """swap_meta_many makes each request as swap_meta (``old`` given) or
+    cas_meta_epochs would alone, in order (a request may build on an
+    earlier one), a lost one returned with the record's token (and blob,
+    for a swap) while the others stand; one round trip on a standalone
+    Redis server, which pipelines them."""
+    ta = store.cas_meta("a", None, b"a1")
+    tb = store.cas_meta("b", None, b"b1")
+    store.write_pairs("b", 3, 0, 0, [b"p"])
+    before = store.stats.round_trips
+    out = store.swap_meta_many([("a", ta, b"a1", b"a2"),  # swap, current
+                                ("b", tb, None, b"b2"),  # compare-and-set, current
+                                ("a", ta, b"a1", b"a3"),  # stale: the first changed it
+                                ("b", tb, None, b"b3"),  # stale too
+                                ("c", None, None, b"c1")],  # creation
+                               listing=True, durable=False)
+    assert store.pipelines_meta == (backend in ("redis", "redis-tls"))
+    trips = store.stats.round_trips - before
+    assert trips == 1 if store.pipelines_meta else trips >= len(out)
+    ta2, tb2 = store.read_meta("a")[1], store.read_meta("b")[1]
+    assert out == [(True, ta2, []), (True, tb2, [3]), (False, ta2, b"a2"), (False, tb2, None),
+                   (True, store.read_meta("c")[1], [])]
+    assert [store.read_meta(w)[0] for w in "abc"] == [b"a2", b"b2", b"c1"]
+    assert store.swap_meta_many([("a", ta2, b"a2", b"a4"), ("c", store.read_meta("c")[1], b"x", b"c2")]) == \
+        [(True, store.read_meta("a")[1], None), (False, store.read_meta("c")[1], b"c1")]
+    assert store.swap_meta_many([]) == []
+    with pytest.raises(StoreConfigError, match="needs the token"):
+        store.swap_meta_many([("a", None, b"a4", b"a5")])
+    assert store.read_meta("a")[0] == b"a4"
+
+
 def test_cas_meta_epochs_lists_the_epochs_with_pairs(store):
     t1, listed = store.cas_meta_epochs("w", None, b"one")
     assert listed == []
@@ -903,6 +934,32 @@ def test_redis_swap_retry_is_idempotent(redis_url):
     s.close()
 
 
+def test_redis_swaps_sent_again_after_a_lost_reply_land_once(redis_url, monkeypatch):
+    """Pipelined compare-and-sets whose replies were lost (the connection
+    dropped after the server ran them) are sent again, told so: each that
+    landed is reported done, not lost, and nothing is written twice."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    s = open_store(redis_url, backoff=0.001)
+    ta, tb = s.cas_meta("a", None, b"a1"), s.cas_meta("b", None, b"b1")
+    real, calls = RedisStore._swap_meta_many, []
+
+    def lost_reply_once(self, batch, **options):
+        calls.append([c[3] for c in batch])  # the retry flags sent
+        out = real(self, batch, **options)
+        if len(calls) == 1:
+            raise RedisConnectionError("connection dropped before the replies")
+        return out
+
+    monkeypatch.setattr(RedisStore, "_swap_meta_many", lost_reply_once)
+    out = s.swap_meta_many([("a", ta, b"a1", b"a2"), ("b", tb, None, b"b2")])
+    assert calls == [[False, False], [True, True]]
+    assert out == [(True, ta + 1, None), (True, tb + 1, None)]
+    assert s.read_meta("a") == (b"a2", ta + 1) and s.read_meta("b") == (b"b2", tb + 1)
+    assert s.stats.retries == 1
+    s.close()
+
+
 def test_redis_cas_script_is_loaded_again_when_the_server_forgot_it(redis_url, redis_server):
     """The compare-and-set script runs by its SHA; a server that lost its
     scripts (restarted, SCRIPT FLUSH) gets it again, and the write lands once."""
@@ -915,6 +972,9 @@ def test_redis_cas_script_is_loaded_again_when_the_server_forgot_it(redis_url, r
         assert (t2, listed) == (t1 + 1, []) and s.read_meta("w") == (b"two", t2)
         raw.script_flush()
         assert tuple(s.swap_meta("w", t2, b"two", b"three")) == (True, t2 + 1, None)
+        raw.script_flush()
+        assert s.swap_meta_many([("w", t2 + 1, b"three", b"four"), ("v", None, None, b"v")]) == \
+            [(True, t2 + 2, None), (True, 1, None)]
     finally:
         raw.close()
         s.close()

@@ -1,0 +1,299 @@
+"""Claims and checkpoints of many windows sent together (stores.batch).
+
+A window opened with ``batch=`` hands its checkpoint's compare-and-set to
+the batch, whose commit writes every one waiting in one round trip where
+the store pipelines them (standalone Redis), and claims ahead the windows
+its task said it would open.  These tests check that nothing of a window's
+meaning changes: what a commit wrote resumes exactly (brute-force oracle,
+non-commutative monoid), nothing is written before the commit, a stale
+window is still refused (and the others of its batch committed), a claim
+ahead whose remembered record went stale still resumes the store's
+record, and an error of one window's claim is raised by its own opening.
+On the memory and file stores a batch defers nothing: each window writes
+at its checkpoint, as without one.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import stores
+from mta.amortized_mta import AmortizedMTA
+from mta.log_mta import LogMTA
+from stores import FencingError
+from stores.meta_cache import cache_of
+from tests.oracle import CONCAT, BruteForceWindow
+from tests.store_fixtures import fresh_window, settle_background, store_url  # noqa: F401  (fixture)
+from tests.strategies import sane_settings
+
+ENGINES = [pytest.param(LogMTA, id="LogMTA"), pytest.param(AmortizedMTA, id="AmortizedMTA")]
+
+
+def _newest_10(t, p):
+    return len(t) - len(p) >= 10
+
+
+def _open(cls, store, window, **options):
+    return cls(CONCAT, _newest_10, store=store, window_id=window, buffer_size=2, cache_size=1, **options)
+
+
+def _oracle():
+    return BruteForceWindow(CONCAT, _newest_10)
+
+
+def _store(url):
+    store = stores.open_store(url)
+    cache_of(store)._current = 1.0  # claims swap what the process remembers
+    return store
+
+
+def _resumes(cls, url, window, oracle) -> None:
+    """A store object of its own (no remembered records) resumes ``window``
+    exactly as ``oracle`` holds it."""
+    other = stores.open_store(url)
+    try:
+        e = _open(cls, other, window)
+        assert len(e) == len(oracle.items) and e.query() == oracle.query()
+        e.close()
+    finally:
+        other.close()
+
+
+@pytest.mark.parametrize("cls", ENGINES)
+@settings(sane_settings(max_examples=25))
+@given(steps=st.lists(st.tuples(st.integers(0, 2), st.lists(st.sampled_from(["", "a", "b"]), max_size=12),
+                                st.booleans()), min_size=1, max_size=6))
+def test_what_a_commit_wrote_resumes_exactly(cls, store_url, steps):  # noqa: F811
+    """Micro-batches over three windows, each opened, pushed (values equal
+    to the identity among them), checkpointed into a batch and closed, the
+    batch committed after some of them: on a deferring store nothing of a
+    checkpoint is written before its commit (the record stays as the claim
+    left it), and in the end each window resumes exactly its oracle."""
+    store = _store(store_url)
+    windows = [fresh_window("batch") for _ in range(3)]
+    oracles = [_oracle() for _ in windows]
+    batch = stores.Batch(store)
+    try:
+        for which, values, commit in steps:
+            e = _open(cls, store, windows[which], batch=batch)
+            claimed = store.read_meta(windows[which])
+            oracle = oracles[which]
+            assert e.query() == oracle.query()
+            for v in values:
+                assert e.push((v,)) == oracle.push((v,))
+            e.checkpoint()
+            e.close()
+            assert (store.read_meta(windows[which]) == claimed) == batch.defers
+            if commit:
+                batch.commit()
+        batch.commit()
+        settle_background()
+        for window, oracle in zip(windows, oracles):
+            _resumes(cls, store_url, window, oracle)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("cls", ENGINES)
+def test_a_stale_window_is_refused_at_the_commit_and_the_others_stand(cls, store_url):  # noqa: F811
+    """Two windows checkpointed into a batch; a newer owner claims one of
+    them before the commit: the commit raises its FencingError, and the
+    other window's checkpoint is committed."""
+    store = _store(store_url)
+    stale, fine = fresh_window("stale"), fresh_window("fine")
+    oracles = {w: _oracle() for w in (stale, fine)}
+    batch = stores.Batch(store)
+    try:
+        engines = {w: _open(cls, store, w, batch=batch) for w in (stale, fine)}
+        for w, e in engines.items():
+            for v in "xyz":
+                assert e.push((v,)) == oracles[w].push((v,))
+        engines[fine].checkpoint()
+        other = stores.open_store(store_url)
+        newer = _open(cls, other, stale)  # claims it: the engine above is now stale
+        if not batch.defers:
+            with pytest.raises(FencingError):
+                engines[stale].checkpoint()
+        else:
+            engines[stale].checkpoint()  # waits: refused at the commit
+            with pytest.raises(FencingError, match="checkpoint refused"):
+                batch.commit()
+        assert len(batch) == 0
+        for e in engines.values():
+            e.close()
+        newer.close()
+        other.close()
+        _resumes(cls, store_url, fine, oracles[fine])
+        _resumes(cls, store_url, stale, _oracle())  # nothing of the stale engine's
+    finally:
+        store.close()
+
+
+def test_a_window_whose_checkpoint_waits_commits_before_its_next(store_url):  # noqa: F811
+    """A second checkpoint of a window commits the batch first (it builds
+    on the first), and deleting a window commits it too."""
+    store = _store(store_url)
+    window, oracle = fresh_window("twice"), _oracle()
+    batch = stores.Batch(store)
+    try:
+        e = _open(AmortizedMTA, store, window, batch=batch)
+        for v in "abc":
+            assert e.push((v,)) == oracle.push((v,))
+        first = e.checkpoint()
+        assert len(batch) == int(batch.defers)
+        for v in "de":
+            assert e.push((v,)) == oracle.push((v,))
+        assert e.checkpoint() == first + 1
+        assert len(batch) == int(batch.defers)
+        batch.commit()
+        e.close()
+        _resumes(AmortizedMTA, store_url, window, oracle)
+        gone = _open(AmortizedMTA, store, window, batch=batch)
+        gone.checkpoint()
+        gone.close(delete=True)
+        assert len(batch) == 0 and store.read_meta(window) == (None, None)
+    finally:
+        store.close()
+
+
+def _warm(cls, store, windows, oracles, values="ab") -> None:
+    """One micro-batch of each window without a batch: the process then
+    remembers each record."""
+    for w in windows:
+        e = _open(cls, store, w)
+        for v in values:
+            assert e.push((v,)) == oracles[w].push((v,))
+        e.checkpoint()
+        e.close()
+
+
+@pytest.mark.parametrize("cls", ENGINES)
+def test_expected_windows_are_claimed_ahead_in_one_round_trip(cls, store_url):  # noqa: F811
+    """A batch told five windows claims all of them when the first opens:
+    one round trip for their swaps on standalone Redis, none more to open
+    the other four; each resumes exactly its last checkpoint."""
+    store = _store(store_url)
+    windows = [fresh_window("ahead") for _ in range(5)]
+    oracles = {w: _oracle() for w in windows}
+    try:
+        _warm(cls, store, windows, oracles)
+        batch = stores.Batch(store)
+        batch.expect(windows)
+        trips = store.stats.round_trips
+        engines = [_open(cls, store, windows[0], batch=batch)]
+        if batch.defers:
+            assert store.stats.round_trips - trips == 1
+        trips = store.stats.round_trips
+        engines += [_open(cls, store, w, batch=batch) for w in windows[1:]]
+        if batch.defers:
+            assert store.stats.round_trips == trips
+        for w, e in zip(windows, engines):
+            assert len(e) == len(oracles[w].items) and e.query() == oracles[w].query()
+            for v in "cd":
+                assert e.push((v,)) == oracles[w].push((v,))
+            e.checkpoint()
+            e.close()
+        batch.commit()
+        settle_background()
+        for w in windows:
+            _resumes(cls, store_url, w, oracles[w])
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("cls", ENGINES)
+def test_a_claim_ahead_that_lost_its_swap_resumes_the_stores_record(cls, store_url):  # noqa: F811
+    """Another process checkpointed one of the windows since this one
+    remembered it: its swap ahead loses, and its opening still resumes what
+    the other process wrote; the other windows are claimed as before."""
+    store = _store(store_url)
+    windows = [fresh_window("lost") for _ in range(3)]
+    oracles = {w: _oracle() for w in windows}
+    try:
+        _warm(cls, store, windows, oracles)
+        other = stores.open_store(store_url)
+        _warm(cls, other, windows[1:2], oracles, values="xyz")
+        other.close()
+        batch = stores.Batch(store)
+        batch.expect(windows)
+        for w in windows:
+            e = _open(cls, store, w, batch=batch)
+            assert len(e) == len(oracles[w].items) and e.query() == oracles[w].query()
+            assert e.push(("q",)) == oracles[w].push(("q",))
+            e.checkpoint()
+            e.close()
+        batch.commit()
+        settle_background()
+        for w in windows:
+            _resumes(cls, store_url, w, oracles[w])
+    finally:
+        store.close()
+
+
+def test_a_claim_error_is_raised_by_its_own_opening(store_url):  # noqa: F811
+    """One expected window cannot be resumed as asked (a stale attempt of
+    an older micro-batch): the windows before and after it open, and its
+    own opening raises the error."""
+    store = _store(store_url)
+    windows = [fresh_window("error") for _ in range(3)]
+    try:
+        for step in (0, 2):  # the middle window is checkpointed by step 2 already
+            for w in windows if step == 0 else windows[1:2]:
+                e = _open(AmortizedMTA, store, w, resume=stores.Before("q", step))
+                e.push(("a",))
+                e.checkpoint()
+                e.close()
+        batch = stores.Batch(store)
+        batch.expect(windows)
+        opened = [_open(AmortizedMTA, store, windows[0], resume=stores.Before("q", 1), batch=batch)]
+        with pytest.raises(FencingError, match="cannot resume"):
+            _open(AmortizedMTA, store, windows[1], resume=stores.Before("q", 1), batch=batch)
+        opened.append(_open(AmortizedMTA, store, windows[2], resume=stores.Before("q", 1), batch=batch))
+        assert [e.query() for e in opened] == [("a",), ("a",)]
+        for e in opened:
+            e.close()
+    finally:
+        store.close()
+
+
+def test_windows_opened_otherwise_are_built_alone(store_url):  # noqa: F811
+    """A window not expected, or opened with other options than those it
+    was claimed ahead with, gets a storage of its own, claimed at its
+    opening; a window opened again is not claimed ahead again, nor are the
+    windows after it."""
+    store = _store(store_url)
+    first, second, other = (fresh_window(name) for name in ("first", "second", "other"))
+    oracles = {w: _oracle() for w in (first, second, other)}
+    try:
+        _warm(AmortizedMTA, store, [first, second, other], oracles)
+        batch = stores.Batch(store)
+        batch.expect([first, second])
+        e = _open(AmortizedMTA, store, first, batch=batch)  # claims both ahead
+        assert e.query() == oracles[first].query()
+        e.close()
+        e = LogMTA(CONCAT, _newest_10, store=store, window_id=second, buffer_size=2, cache_size=1, batch=batch,
+                   resume=False)
+        assert e.query() == ()  # its own options (another engine, resume=False), not the claim ahead's
+        e.close()
+        e = _open(AmortizedMTA, store, other, batch=batch)
+        assert e.query() == oracles[other].query()
+        e.close()
+        token = store.read_meta(second)[1]
+        e = _open(AmortizedMTA, store, first, batch=batch, resume=False)
+        assert e.query() == ()
+        e.close()
+        assert store.read_meta(second)[1] == token  # not claimed again
+    finally:
+        store.close()
+
+
+def test_a_batch_takes_windows_of_its_own_store(store_url, tmp_path):  # noqa: F811
+    store, elsewhere = _store(store_url), stores.open_store(f"file://{tmp_path}")
+    try:
+        with pytest.raises(ValueError, match="stores.Batch of this window's store"):
+            _open(AmortizedMTA, store, fresh_window(), batch=stores.Batch(elsewhere))
+    finally:
+        store.close()
+        elsewhere.close()
