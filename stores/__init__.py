@@ -106,7 +106,7 @@ def open_store(url: str, **options: Any) -> Store:
 
 __all__ = [
     "FencingError",
-    "WindowStorage", "Before", "Progress", "check_run", "finish_run",
+    "WindowStorage", "Batch", "Before", "Progress", "check_run", "finish_run",
     "open_store", "register_backend", "normalize_url", "redact_url", "scheme_of", "pooled_store",
     "Store", "StoreStats", "Token", "MAX_WINDOW_BYTES",
     "encode", "decode", "register_codec", "unregister_codec", "registered_codecs",

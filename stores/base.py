@@ -145,6 +145,38 @@ class Store(Retrying, MetaCas):
         self.stats.add(round_trips=1, pairs_read=len(found), bytes_read=sum(map(len, found)))
         return out
 
+    def read_ranges(self, ranges: Sequence[tuple[str, int, int, int, int]]) -> list[list[Optional[bytes]]]:
+        """For each ``(window, epoch, level, first, count)`` of ``ranges``,
+        what :meth:`read_pairs` of it returns, in order: one round trip
+        where the backend reads many windows' pairs at once
+        (:attr:`pipelines_windows`), else one per window
+        (:meth:`read_pairs_many`).  O(pairs read)."""
+        ranges = [tuple(r) for r in ranges]
+        for r in ranges:
+            if len(r) != 5:
+                raise TypeError(f"read_ranges takes (window, epoch, level, first, count) ranges, got {r!r}")
+            check_pairs(*r)
+        if not self.pipelines_windows or len({r[0] for r in ranges}) < 2:
+            out, at = [None] * len(ranges), {}
+            for i, r in enumerate(ranges):
+                at.setdefault(r[0], []).append(i)
+            for window, places in at.items():
+                for i, blobs in zip(places, self.read_pairs_many(window, [ranges[i][1:] for i in places])):
+                    out[i] = blobs
+            return out
+        out = [list(blobs) for blobs in self._run(f"read_pairs of {len(ranges)} ranges", None, self._read_ranges,
+                                                  ranges)]
+        found = [b for blobs in out for b in blobs if b is not None]
+        self.stats.add(round_trips=1, pairs_read=len(found), bytes_read=sum(map(len, found)))
+        return out
+
+    @property
+    def pipelines_windows(self) -> bool:
+        """Whether requests of many windows go to the backend in one round
+        trip (:meth:`read_ranges`, :meth:`read_meta_many`,
+        :meth:`swap_meta_many`): standalone Redis."""
+        return self._swap_meta_many is not None
+
     @property
     def reads_ranges_at_once(self) -> bool:
         """Whether :meth:`read_pairs_many` reads several ranges in one round trip."""
@@ -358,7 +390,12 @@ class Store(Retrying, MetaCas):
 
     def _read_meta_many(self, windows: list[str]) -> list[tuple[Optional[bytes], Token]]:
         """``_read_meta`` of each window in one round trip, where
-        :attr:`pipelines_meta` (a backend with ``_swap_meta_many``)."""
+        :attr:`pipelines_windows` (a backend with ``_swap_meta_many``)."""
+        raise NotImplementedError
+
+    def _read_ranges(self, ranges: list[tuple[str, int, int, int, int]]) -> list[list[Optional[bytes]]]:
+        """``_read_pairs`` of each ``(window, epoch, level, first, count)``
+        in one round trip, where :attr:`pipelines_windows`."""
         raise NotImplementedError
 
     def _sync(self) -> None:

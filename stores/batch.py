@@ -24,7 +24,9 @@ record first (one this process does not remember, or whose remembered
 records are seldom current), or whose swap lost, goes on in the next round
 with the others that do, one round trip for their reads and one for their
 compare-and-sets (:meth:`stores.window_owner.Ownership.claiming`); an error
-is raised by the opening of its own window.  A window claimed ahead and never opened is like
+is raised by the opening of its own window.  The heads of their resumed
+levels, which each window would read at its first eviction, are read
+together too.  A window claimed ahead and never opened is like
 a claim whose owner died before it wrote: the next claim goes above it.
 
 A checkpoint counts from its commit: nothing may rely on it before (the
@@ -111,6 +113,7 @@ class Batch:
         from .window import WindowStorage
 
         at = self._at[window]
+        built = []
         active = []  # (storage, its claim's steps, the request it makes)
         waiting = {w.window for w in self._waiting}  # claimed at their opening, after the commit
         for name in self._expected[at:at + CHUNK]:
@@ -126,6 +129,7 @@ class Batch:
                 self._ahead[name] = (None, exc, options)
                 continue
             self._ahead[name] = (storage, None, options)
+            built.append(storage)
         while active:
             reads = [a for a in active if a[2] is READ]
             writes = [a for a in active if a[2] is not READ]
@@ -139,6 +143,7 @@ class Batch:
                     self._ahead[storage.window] = (None, exc, options)
                 return
             active = self._answered(reads + writes, replies, options)
+        self._read_heads([storage for storage in built if self._ahead[storage.window][0] is storage])
 
     def _answered(self, active: list, replies: list, options: dict) -> list:
         """Send each claim its reply; those that ask for more."""
@@ -153,17 +158,37 @@ class Batch:
                 more.append((storage, steps, request))
         return more
 
+    def _read_heads(self, storages: list) -> None:
+        """The heads of the claimed windows' resumed levels, in one round
+        trip (:meth:`stores.base.Store.read_ranges`), which each would read
+        alone at its first miss (:meth:`stores.window.WindowStorage.read_heads`:
+        a streaming key's window evicts every micro-batch).  A level's head
+        is a group (:data:`stores.head_cache.MISS_BATCH` pairs), and its
+        blobs wait as bytes until the window decodes them.  If the read
+        fails, each window reads its own."""
+        reads = [(storage, [r for _, _, r in storage.head_reads()]) for storage in storages if storage.heads_due]
+        ranges = [(storage.window, *r) for storage, requests in reads for r in requests]
+        if not ranges:
+            return
+        try:
+            replies = iter(self.store.read_ranges(ranges))
+        except Exception:  # noqa: BLE001 - each window reads its heads at its first miss, and raises there
+            return
+        for storage, requests in reads:
+            storage.heads_ahead({r: next(replies) for r in requests})
+
     @property
     def defers(self) -> bool:
         """Whether checkpoints wait for :meth:`commit`: only where the store
         sends many compare-and-sets in one round trip
-        (:attr:`~stores.base.Store.pipelines_meta`); elsewhere each window
+        (:attr:`~stores.base.Store.pipelines_windows`); elsewhere each window
         writes its record at its checkpoint, as it would without a batch,
         which then costs nothing held."""
-        return self.store.pipelines_meta
+        return self.store.pipelines_windows
 
-    def __len__(self) -> int:
-        """Checkpoints waiting.  O(1)."""
+    @property
+    def waiting(self) -> int:
+        """Checkpoints waiting for :meth:`commit`.  O(1)."""
         return len(self._waiting)
 
     def defer(self, window: str, expected: Any, value: bytes, durable: bool,

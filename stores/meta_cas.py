@@ -36,6 +36,7 @@ class MetaCas:
     _swap_meta: Optional[Callable[..., tuple[bool, Token, Any]]]
     _swap_meta_many: Optional[Callable[..., list]]
     _read_meta_many: Callable[[list[str]], list]
+    pipelines_windows: bool
 
     def read_meta(self, window: str) -> tuple[Optional[bytes], Token]:
         """``(blob, token)`` of the window's metadata; ``(None, None)`` when
@@ -129,20 +130,14 @@ class MetaCas:
 
     def read_meta_many(self, windows: Sequence[str]) -> list[tuple[Optional[bytes], Token]]:
         """:meth:`read_meta` of each of ``windows``, in order: one round trip
-        where the backend pipelines them (:attr:`pipelines_meta`), else one
+        where the backend pipelines them (:attr:`pipelines_windows`), else one
         per window.  O(total size of the records)."""
         windows = [check_window(w) for w in windows]
-        if not self.pipelines_meta or len(windows) < 2:
+        if not self.pipelines_windows or len(windows) < 2:
             return [self.read_meta(w) for w in windows]
         out = self._run(f"read_meta of {len(windows)} windows", None, self._read_meta_many, windows)
         self.stats.add(round_trips=1, meta_reads=len(windows), bytes_read=sum(len(blob or b"") for blob, _ in out))
         return out
-
-    @property
-    def pipelines_meta(self) -> bool:
-        """Whether :meth:`swap_meta_many` sends its compare-and-sets in one
-        round trip (standalone Redis)."""
-        return self._swap_meta_many is not None
 
     def swap_meta_many(self, requests: Sequence[tuple[str, Token, Optional[bytes], bytes]], *,
                        listing: bool = False, durable: bool = True) -> list[tuple[bool, Token, Any]]:
@@ -156,7 +151,7 @@ class MetaCas:
         a lost compare-and-set is returned, not raised, and the others stand.
 
         One round trip where the backend pipelines them
-        (:attr:`pipelines_meta`), else what each costs alone.  A transient
+        (:attr:`pipelines_windows`), else what each costs alone.  A transient
         failure resends every request, each told it may have landed, so one
         that did is not reported as lost (see :meth:`cas_meta`).  O(total
         size of the values)."""
@@ -168,7 +163,7 @@ class MetaCas:
             if expected is not None:
                 self._check_token(window, expected)
             calls.append((window, expected, as_blob(value), None if old is None else as_blob(old)))
-        if not self.pipelines_meta or len(calls) < 2:
+        if not self.pipelines_windows or len(calls) < 2:
             return [self._swap_one(*call, listing, durable) for call in calls]
         attempt = [0]
 

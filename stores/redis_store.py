@@ -182,8 +182,11 @@ class RedisStore(RedisConnection):
                 pipe.hmget(self.pairs_key(window, epoch, level), list(range(first, first + count)))
             replies = iter(pipe.execute())
             return [next(replies) if r[3] else [] for r in ranges]
+        return self._read_ranges([(window, *r) for r in ranges])
+
+    def _read_ranges(self, ranges: list) -> list[list[Optional[bytes]]]:
         commands = [hmget_commands(self.pairs_key(window, epoch, level).encode(), first, count)
-                    for epoch, level, first, count in ranges]
+                    for window, epoch, level, first, count in ranges]
         replies = iter(self._raw([c for cs in commands for c in cs]))
         return [[b for _ in cs for b in next(replies)] for cs in commands]
 
@@ -246,7 +249,7 @@ class RedisStore(RedisConnection):
         return _swapped(reply, old, listing)
 
     @property
-    def pipelines_meta(self) -> bool:
+    def pipelines_windows(self) -> bool:
         """Standalone Redis only: a Cluster spreads windows over its nodes."""
         return not self.cluster
 

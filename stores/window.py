@@ -133,6 +133,7 @@ class WindowStorage(Ownership, MetaPacking):
         self.leaf: StoreLevelQueue | None = None  # level 0 (its growth tells inserts happened)
         self.levels: list[StoreLevelQueue] | None = None
         self.heads_due = False  # resumed levels whose heads no read has fetched yet (read_heads)
+        self._heads_ahead: dict = {}  # their blobs, read ahead by a batch (heads_ahead)
         self.version: int | None = None  # the checkpoint resumed, then the last committed
         self.label = None  # the resumed checkpoint's label (stores.steps)
         self._before = resume if isinstance(resume, Before) else None  # tags this opening's checkpoints
@@ -337,25 +338,43 @@ class WindowStorage(Ownership, MetaPacking):
         level whose head is in the store and whose cache is empty
         (:meth:`~stores.head_cache.HeadCache.head_range`), in one round trip
         where the store reads several ranges at once
-        (:meth:`stores.base.Store.read_pairs_many`).  An engine resuming a
+        (:meth:`stores.base.Store.read_pairs_many`), and none for those a
+        batch read ahead (:meth:`heads_ahead`).  An engine resuming a
         window reads the fronts of most levels at its first eviction (the
         Amortized MTA's split walks them): a round trip per level otherwise,
         and a streaming key's window is resumed every micro-batch."""
         self.heads_due = False
-        wanted = [(q, r) for q in self._queues if (r := q.head_range()) is not None]
-        if not wanted:
-            return
-        requests = []
-        for q, (first, count) in wanted:
-            group, groups = self._groups(first, count)
-            requests.append((q.epoch_of(first), q.level, group, groups))
-        replies = self._call(self.store.read_pairs_many, self.window, requests)
-        if not self.store.reads_ranges_at_once:
-            with _stats_lock:
-                self.counters.round_trips += len(requests) - 1
-        for (q, (first, count)), (epoch, _, group, _), blobs in zip(wanted, requests, replies):
-            q.fill_head(first, q.elements(first, count, group, blobs, epoch))
+        reads = self.head_reads()
+        ahead, self._heads_ahead = self._heads_ahead, {}
+        missing = [r for _, _, r in reads if r not in ahead]
+        if missing:
+            ahead.update(zip(missing, self._call(self.store.read_pairs_many, self.window, missing)))
+            if not self.store.reads_ranges_at_once:
+                with _stats_lock:
+                    self.counters.round_trips += len(missing) - 1
+        for q, (first, count), request in reads:
+            epoch, _, group, _ = request
+            q.fill_head(first, q.elements(first, count, group, ahead[request], epoch))
             self.counters.pairs_read += count
+
+    def head_reads(self) -> list[tuple]:
+        """What :meth:`read_heads` would read now, ``(level, (first pair,
+        count), (epoch, level number, first group, groups))`` per level.
+        O(levels)."""
+        reads = []
+        for q in self._queues:
+            wanted = q.head_range()
+            if wanted is not None:
+                first, count = wanted
+                reads.append((q, wanted, (q.epoch_of(first), q.level, *self._groups(first, count))))
+        return reads
+
+    def heads_ahead(self, blobs: dict) -> None:
+        """``(epoch, level, first group, groups) -> blobs`` read for
+        :meth:`head_reads` by a batch: :meth:`read_heads` decodes them when
+        the window first needs them, instead of reading them (bytes wait,
+        not objects the collector would walk).  O(1)."""
+        self._heads_ahead = blobs
 
     def _groups(self, first: int, count: int) -> tuple[int, int]:
         """The first group holding pairs ``[first, first + count)``, and how many."""
