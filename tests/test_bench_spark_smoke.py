@@ -140,6 +140,22 @@ def test_spark_keys(tmp_path):
             assert sum(line.startswith(f"[ratio] {k} keys, {w} window, {m} / ") for line in lines) == 1
 
 
+def test_spark_keys_ratios_are_of_each_round_then_the_median():
+    """With several rounds, each method's rows/s is divided by the
+    do-nothing query's of its own round (run beside it), and the median of
+    those ratios (and of the Python CPU beyond) is what the summary says."""
+    rates = {0: (1000, 900), 1: (2000, 1200), 2: (1500, 1650)}  # round: (do-nothing, file store) rows/s
+    records = [{"keys": 1000, "window": spark_keys.FULL, "method": method, "round": round_, "rows_per_s": rate,
+                "python_ms_per_key_batch": 0.5 + 0.1 * round_ + (0.3 if method != spark_keys.BASELINE else 0)}
+               for round_, pair in rates.items() for method, rate in zip((spark_keys.BASELINE, "MTA, file store"), pair)]
+    s = spark_keys.summary({"records": records})["1000 keys, full window, MTA, file store"]
+    assert s["rows_per_s_ratio_each_round"] == pytest.approx([0.9, 0.6, 1.1])
+    assert s["rows_per_s_ratio"] == pytest.approx(0.9) and s["python_ms_beyond"] == pytest.approx(0.3)
+    assert s["rounds"] == 3
+    (line,) = spark_keys.summary_lines({"records": records})
+    assert "0.90x (median of 3 rounds: 0.90x, 0.60x, 1.10x)" in line and "met" in line
+
+
 def test_spark_keys_full_window_holds_the_history(tmp_path):
     """The full case's protocol on the benchmark's own input and query
     (file store, the tiny profile's sizes), with a Parquet sink instead of
