@@ -10,6 +10,7 @@ that many (each key's rows are one Arrow batch there, as in the replay).
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import sys
@@ -20,8 +21,8 @@ import stores
 from spark_ops import cli, sliding_window, traffic
 from spark_ops.spec import WindowSpec
 from spark_ops.windows import open_key_window
-from tests.spark_fixtures import (SCHEMA, as_tuples, random_rows, run_available_now, ship_by_value,
-                                  stream_source, write_parquet)
+from tests.spark_fixtures import (SCHEMA, as_tuples, assert_outputs, expected, random_rounds, random_rows, read_sink,
+                                  run_available_now, ship_by_value, stream_source, write_parquet)
 
 ship_by_value(sys.modules[__name__])
 
@@ -82,6 +83,31 @@ def test_streaming_micro_batch_counts_the_round_trips_of_its_keys(spark, tmp_pat
     counted = traffic.round_trips(spark) - before
     tasks = int(spark.conf.get("spark.sql.shuffle.partitions"))  # the plan's repartition by key
     assert counted == replayed_round_trips(rows, f"file://{tmp_path}/b", streaming=True, tasks=tasks, **job) > 0
+
+
+def test_streaming_on_redis_sends_a_tasks_windows_requests_together(spark, tmp_path, redis_url):
+    """Two micro-batches of 40 keys on standalone Redis: the second
+    resumes every key's window, yet makes fewer store round trips than it
+    has keys (a window on its own makes at least two: its claim and its
+    checkpoint), since each task claims its keys' windows, reads their
+    heads and writes their checkpoints together (:class:`stores.Batch`);
+    the outputs equal the brute force's."""
+    rounds = random_rounds(random.Random(9), 2, keys=40, per_key=(30, 60))
+    source, sink, ckpt = (str(tmp_path / d) for d in ("in", "out", "ckpt"))
+    os.makedirs(source)
+    aggs = ["max", "count"]
+    out = sliding_window(stream_source(spark, source), key="k", time="t", value="v", aggs=aggs, range=6.0,
+                         store=redis_url, name="together")
+    counted = []
+    for batch in rounds:
+        write_parquet(source, batch)
+        before = traffic.round_trips(spark)
+        run_available_now(out, sink, ckpt)
+        counted.append(traffic.round_trips(spark) - before)
+    keys = len({r["k"] for r in rounds[1]})
+    assert keys == 40 and 0 < counted[1] < keys
+    rows = rounds[0] + rounds[1]
+    assert_outputs(read_sink(spark, sink), rows, expected(rows, aggs, range=6.0), aggs)
 
 
 def test_columnar_job_with_a_store_makes_no_round_trips(spark, tmp_path):

@@ -61,6 +61,22 @@ def _resumes(cls, url, window, oracle) -> None:
         other.close()
 
 
+def _micro_batch(e, oracle, values) -> None:
+    """``e`` resumed as ``oracle`` holds it: push ``values`` against the
+    oracle, checkpoint, close."""
+    assert len(e) == len(oracle.items) and e.query() == oracle.query()
+    for v in values:
+        assert e.push((v,)) == oracle.push((v,))
+    e.checkpoint()
+    e.close()
+
+
+def _all_resume(cls, url, windows, oracles) -> None:
+    settle_background()
+    for w in windows:
+        _resumes(cls, url, w, oracles[w])
+
+
 @pytest.mark.parametrize("cls", ENGINES)
 @settings(sane_settings(max_examples=25))
 @given(steps=st.lists(st.tuples(st.integers(0, 2), st.lists(st.sampled_from(["", "a", "b"]), max_size=12),
@@ -169,16 +185,23 @@ def _warm(cls, store, windows, oracles, values="ab") -> None:
         e.close()
 
 
+def _warmed(cls, store, prefix: str, count: int) -> tuple[list, dict]:
+    """``count`` fresh windows, each after one micro-batch (:func:`_warm`),
+    and their oracles."""
+    windows = [fresh_window(prefix) for _ in range(count)]
+    oracles = {w: _oracle() for w in windows}
+    _warm(cls, store, windows, oracles)
+    return windows, oracles
+
+
 @pytest.mark.parametrize("cls", ENGINES)
 def test_expected_windows_are_claimed_ahead_in_one_round_trip(cls, store_url):  # noqa: F811
     """A batch told five windows claims all of them when the first opens:
     one round trip for their swaps on standalone Redis, none more to open
     the other four; each resumes exactly its last checkpoint."""
     store = _store(store_url)
-    windows = [fresh_window("ahead") for _ in range(5)]
-    oracles = {w: _oracle() for w in windows}
     try:
-        _warm(cls, store, windows, oracles)
+        windows, oracles = _warmed(cls, store, "ahead", 5)
         batch = stores.Batch(store)
         batch.expect(windows)
         trips = store.stats.round_trips
@@ -190,15 +213,9 @@ def test_expected_windows_are_claimed_ahead_in_one_round_trip(cls, store_url):  
         if batch.defers:
             assert store.stats.round_trips == trips
         for w, e in zip(windows, engines):
-            assert len(e) == len(oracles[w].items) and e.query() == oracles[w].query()
-            for v in "cd":
-                assert e.push((v,)) == oracles[w].push((v,))
-            e.checkpoint()
-            e.close()
+            _micro_batch(e, oracles[w], "cd")
         batch.commit()
-        settle_background()
-        for w in windows:
-            _resumes(cls, store_url, w, oracles[w])
+        _all_resume(cls, store_url, windows, oracles)
     finally:
         store.close()
 
@@ -244,25 +261,17 @@ def test_a_claim_ahead_that_lost_its_swap_resumes_the_stores_record(cls, store_u
     remembered it: its swap ahead loses, and its opening still resumes what
     the other process wrote; the other windows are claimed as before."""
     store = _store(store_url)
-    windows = [fresh_window("lost") for _ in range(3)]
-    oracles = {w: _oracle() for w in windows}
     try:
-        _warm(cls, store, windows, oracles)
+        windows, oracles = _warmed(cls, store, "lost", 3)
         other = stores.open_store(store_url)
         _warm(cls, other, windows[1:2], oracles, values="xyz")
         other.close()
         batch = stores.Batch(store)
         batch.expect(windows)
         for w in windows:
-            e = _open(cls, store, w, batch=batch)
-            assert len(e) == len(oracles[w].items) and e.query() == oracles[w].query()
-            assert e.push(("q",)) == oracles[w].push(("q",))
-            e.checkpoint()
-            e.close()
+            _micro_batch(_open(cls, store, w, batch=batch), oracles[w], "q")
         batch.commit()
-        settle_background()
-        for w in windows:
-            _resumes(cls, store_url, w, oracles[w])
+        _all_resume(cls, store_url, windows, oracles)
     finally:
         store.close()
 
