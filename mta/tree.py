@@ -160,7 +160,8 @@ class LevelEngine(Engine):
         resumes exactly this state (``resume=version`` picks an older retained
         one) and finds ``label`` (a small value the store's codec encodes) in
         :attr:`resumed_label`.  Raises ``stores.FencingError`` if a newer
-        owner took the window over."""
+        owner took the window over (where the storage defers the write to a
+        batch of windows, the batch's commit raises it)."""
         if self._storage is None:
             raise TypeError(f"{type(self).__name__}.checkpoint() needs an engine built with store=")
         self._check_usable()  # never make a half-updated window durable

@@ -95,6 +95,8 @@ def task_windows(spec: WindowSpec, run: str, passed: list[str], group_keys: pass
                 finally:
                     window.close()
                 held += results[-1].num_rows
+                if batch.waiting >= stores.batch.CHUNK:  # a waiting checkpoint holds its record
+                    batch.commit()
                 if held >= _OUTPUT_ROWS:
                     yield from _synced(store, batch, results, target)
                     results, held = [], 0

@@ -244,9 +244,9 @@ class Store(Retrying, MetaCas):
         from .window import WindowStorage
 
         batch = options.get("batch")
-        if batch is not None and getattr(batch, "defers", False):
+        if batch is not None and getattr(batch, "store", None) is self and batch.defers:
             return batch.open(check_window(window), options)
-        return WindowStorage(self, check_window(window), **options)
+        return WindowStorage(self, check_window(window), **options)  # which refuses another store's batch
 
     def open_fifo(self, window: str, *, buffer_size: int = DEFAULT_BUFFER_SIZE,
                   cache_size: int = DEFAULT_CACHE_SIZE):

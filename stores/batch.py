@@ -59,6 +59,7 @@ class _Waiting(NamedTuple):
     durable: bool
     finish: Callable[[Any, list], None]  #: finish(new token, epochs listed) once written
     refused: Callable[[], Exception]  #: the error for a refused compare-and-set
+    lost: Callable[[BaseException], None]  #: told a commit failed before saying if it was written
 
 
 class Batch:
@@ -68,6 +69,7 @@ class Batch:
     def __init__(self, store) -> None:
         self.store = store
         self._waiting: list[_Waiting] = []
+        self._waiting_windows: set[str] = set()
         self._expected: list[str] = []
         self._at: dict[str, int] = {}  # window -> its place in _expected
         self._ahead: dict[str, tuple] = {}  # window -> (storage or None, error or None, its options)
@@ -91,7 +93,7 @@ class Batch:
         O(waiting checkpoints)."""
         from .window import WindowStorage
 
-        if any(w.window == window for w in self._waiting):
+        if window in self._waiting_windows:
             self.commit()  # its claim must see the checkpoint it made before
         if window not in self._ahead and window in self._at:
             self._claim_ahead(window, options)
@@ -115,12 +117,11 @@ class Batch:
         at = self._at[window]
         built = []
         active = []  # (storage, its claim's steps, the request it makes)
-        waiting = {w.window for w in self._waiting}  # claimed at their opening, after the commit
         for name in self._expected[at:at + CHUNK]:
-            if name in self._ahead or name not in self._at or name in waiting:
-                continue
+            if name in self._ahead or name not in self._at or name in self._waiting_windows:
+                continue  # a window with a checkpoint waiting is claimed at its opening, after the commit
             try:
-                storage = WindowStorage(self.store, name, **options, claim=False)
+                storage = WindowStorage(self.store, name, **options, _claim_later=True)
                 steps = storage.claiming(*storage.claim_options)
                 active.append((storage, steps, next(steps)))
             except StopIteration:  # pragma: no cover - a claim always asks the store something
@@ -191,27 +192,44 @@ class Batch:
         """Checkpoints waiting for :meth:`commit`.  O(1)."""
         return len(self._waiting)
 
-    def defer(self, window: str, expected: Any, value: bytes, durable: bool,
-              finish: Callable[[Any, list], None], refused: Callable[[], Exception]) -> None:
+    def defer(self, window: str, expected: Any, value: bytes, durable: bool, finish: Callable[[Any, list], None],
+              refused: Callable[[], Exception], lost: Callable[[BaseException], None]) -> None:
         """Wait to write ``value`` over the record of ``window`` (token
-        ``expected``) until :meth:`commit`.  O(1)."""
-        self._waiting.append(_Waiting(window, expected, value, durable, finish, refused))
+        ``expected``) until :meth:`commit`, which calls ``finish(token,
+        epochs)`` once it is written, ``refused()`` for the error if the
+        record changed, or ``lost(error)`` if the commit failed before it
+        could tell.  O(1)."""
+        self._waiting.append(_Waiting(window, expected, value, durable, finish, refused, lost))
+        self._waiting_windows.add(window)
 
     def commit(self) -> None:
         """Write every waiting record by compare-and-set (a round trip per
         :data:`CHUNK` where the store pipelines them), finish each
-        checkpoint written, then raise the first refused one's error.
-        Nothing waits afterwards, whatever is raised.  O(waiting)."""
-        waiting, self._waiting = self._waiting, []
-        refused = []
+        checkpoint written, then raise the first error: a refused window's
+        :class:`~stores.errors.FencingError`, or what failed a round trip
+        (its windows then cannot tell if they were written, and take no
+        more checkpoints) or a checkpoint's clean-up.  Every window is
+        dealt with, and nothing waits afterwards, whatever is raised.
+        O(waiting)."""
+        waiting, self._waiting, self._waiting_windows = self._waiting, [], set()
+        errors: list[BaseException] = []
         for start in range(0, len(waiting), CHUNK):
             part = waiting[start:start + CHUNK]
-            results = self.store.swap_meta_many([(w.window, w.expected, None, w.value) for w in part], listing=True,
-                                                durable=any(w.durable for w in part))
+            try:
+                results = self.store.swap_meta_many([(w.window, w.expected, None, w.value) for w in part],
+                                                    listing=True, durable=any(w.durable for w in part))
+            except Exception as exc:  # noqa: BLE001 - raised once every window is dealt with
+                for w in part:
+                    w.lost(exc)
+                errors.append(exc)
+                continue
             for w, (done, token, epochs) in zip(part, results):
-                if done:
-                    w.finish(token, epochs)
-                else:
-                    refused.append(w.refused())
-        if refused:
-            raise refused[0]
+                try:
+                    if done:
+                        w.finish(token, epochs)
+                    else:
+                        errors.append(w.refused())
+                except Exception as exc:  # noqa: BLE001 - a clean-up's failure, raised after the others
+                    errors.append(exc)
+        if errors:
+            raise errors[0]

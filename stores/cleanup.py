@@ -23,9 +23,11 @@ def level_marks(levels: list) -> list[tuple]:
     return [(q.level, q.lo, q.written, q.segments) for q in levels]
 
 
-def collect_garbage(storage: "WindowStorage", marks: list[tuple], listed: list[int]) -> None:
+def collect_garbage(storage: "WindowStorage", marks: list[tuple], written: dict[int, int],
+                    listed: list[int]) -> None:
     """After a checkpoint of levels ``marks`` (:func:`level_marks`) of
-    ``storage``: delete pairs below
+    ``storage``, whose levels had written ``written`` pairs (level ->
+    pairs, the discarded levels' too, ``WindowStorage._written``): delete pairs below
     the head of the live levels and of every retained checkpoint, and drop
     epochs nothing references (``listed``: the epochs the store held pairs
     of when the checkpoint committed).  One ``delete_pairs`` per level and
@@ -40,7 +42,7 @@ def collect_garbage(storage: "WindowStorage", marks: list[tuple], listed: list[i
     for level, lo, _, segments in marks:
         heads[level] = lo >> 1
         live_epochs.update(e for e, _ in segments)
-    ends = dict(storage._written)  # level -> pairs possibly written
+    ends = dict(written)  # level -> pairs possibly written
     for _, _, records, _ in meta["checkpoints"]:
         for m, rec in enumerate(records):
             heads[m] = min(heads.get(m, rec["lo"] >> 1), rec["lo"] >> 1)

@@ -236,20 +236,24 @@ class RedisConnection(Store):
         loaded first if the server does not have it (a restarted server)."""
         return self._evalsha_many(script, [(keys, args)])[0]
 
-    def _evalsha_many(self, script: Any, calls: list[tuple[list, list]]) -> list:
+    def _evalsha_many(self, script: Any, calls: list[tuple[list, list]], again: list | None = None) -> list:
         """``script`` run for each ``(keys, args)`` of ``calls``, in one
-        round trip (:meth:`_evalsha`); loaded first and sent again if the
-        server does not have it (then none of them ran)."""
+        round trip (:meth:`_evalsha`); loaded and sent again if the server
+        does not have it, as ``again`` (default ``calls``): the calls as a
+        retry sends them, since a flush of the server's scripts between two
+        calls of the round trip leaves the first ones run."""
         from redis.exceptions import NoScriptError, ResponseError
 
-        packed = [command(b"EVALSHA", script.sha, len(keys), *keys, *args) for keys, args in calls]
+        def packed(these: list) -> list[bytes]:
+            return [command(b"EVALSHA", script.sha, len(keys), *keys, *args) for keys, args in these]
+
         try:
-            return self._raw(packed)
+            return self._raw(packed(calls))
         except ResponseError as exc:
             if not isinstance(exc, NoScriptError) and not str(exc).startswith("NOSCRIPT"):
                 raise
-        self.client().script_load(script.script)  # not run: it was unknown, so run it now
-        return self._raw(packed)
+        self.client().script_load(script.script)
+        return self._raw(packed(calls if again is None else again))
 
     def _close(self) -> None:
         client = self._client_obj

@@ -255,7 +255,8 @@ class RedisStore(RedisConnection):
 
     def _swap_meta_many(self, calls: list, *, listing: bool = False, durable: bool = True) -> list:
         self.client()
-        replies = self._evalsha_many(self._cas_script, [self._swap_call(*c, listing) for c in calls])
+        replies = self._evalsha_many(self._cas_script, [self._swap_call(*c, listing) for c in calls],
+                                     [self._swap_call(w, e, v, True, old, listing) for w, e, v, _, old in calls])
         return [_swapped(reply, c[4], listing) for reply, c in zip(replies, calls)]
 
     def _swap_call(self, window: str, expected: Token, value: bytes, retry: bool, old: Optional[bytes],

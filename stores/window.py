@@ -53,7 +53,7 @@ from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
 from .background import Decoded, ready, submit
 from .batch import Batch
-from .errors import CasMismatch
+from .errors import CasMismatch, StoreError
 from .level_queue import TAIL_KEPT, StoreLevelQueue
 from .meta_cache import cache_of
 from .cleanup import collect_garbage, level_marks
@@ -84,9 +84,9 @@ class WindowStorage(Ownership, MetaPacking):
     ``store.sync()`` before relying on them (a Spark task, before it ends).
     ``batch``: a :class:`stores.batch.Batch` whose ``commit()`` writes this
     window's checkpoints, with other windows', in one round trip; a
-    checkpoint then counts from that commit.  ``claim=False``: built
-    without its claim, which the caller makes by driving
-    ``claiming(*claim_options)`` (a batch's claim-ahead) before any other use.
+    checkpoint then counts from that commit.  (``_claim_later``: built
+    without its claim, which :class:`~stores.batch.Batch` makes by driving
+    ``claiming(*claim_options)`` before any other use.)
     """
 
     def __init__(
@@ -104,12 +104,14 @@ class WindowStorage(Ownership, MetaPacking):
         background: bool = True,
         durable: bool = True,
         batch: Batch | None = None,
-        claim: bool = True,
+        _claim_later: bool = False,
     ) -> None:
         if type(retain) is not int or retain < 1:
             raise ValueError(f"retain must be a positive int, got {retain!r}")
         if batch is not None and (not isinstance(batch, Batch) or batch.store is not store):
-            raise ValueError(f"batch must be a stores.Batch of this window's store, got {batch!r}")
+            given = f"one of {batch.store.url}" if isinstance(batch, Batch) else repr(batch)
+            raise ValueError(f"window {window!r}: batch must be a stores.Batch of the window's own store "
+                             f"({store.url}, this store object), got {given}")
         self.store = store
         self.window = window
         self.engine = engine
@@ -124,6 +126,7 @@ class WindowStorage(Ownership, MetaPacking):
         self.durable = durable
         self._batch = batch  # commits this window's checkpoints with others (stores.batch)
         self._waiting = False  # a checkpoint handed to the batch and not committed yet
+        self._unknown: BaseException | None = None  # why a batch could not tell if its checkpoint landed
         self.counters = StoreStats()
         self._queues: list[StoreLevelQueue] = []  # live levels (their cache hits are counted there)
         self._orphans: list = []  # prefetches nobody needs any more, still running
@@ -142,7 +145,7 @@ class WindowStorage(Ownership, MetaPacking):
         self._elements: dict[int, tuple] = {}  # id(tail element) -> (element, its payload), newest checkpoint's
         #: what :meth:`claiming` takes: ``(resume, pairs per stored value)``
         self.claim_options = (resume, max(1, min(group_size, buffer_size)))
-        if claim:
+        if not _claim_later:
             self._claim(*self.claim_options)
 
     # -- levels -------------------------------------------------------------
@@ -208,6 +211,9 @@ class WindowStorage(Ownership, MetaPacking):
         waits in it."""
         if self._waiting:
             self._batch.commit()
+        if self._unknown is not None:
+            raise StoreError(f"window {self.window!r} in {self.store.url}: whether its last checkpoint was "
+                             f"written is unknown ({self._unknown}); open the window again") from self._unknown
         self._wait_orphans()  # no write of a dropped level may land after the clean-up
         for q in levels:
             q.flush_all()
@@ -225,13 +231,13 @@ class WindowStorage(Ownership, MetaPacking):
         else:
             meta.pop("tags", None)
         value = self._encode_meta(meta)
-        marks = level_marks(levels)
+        marks, written = level_marks(levels), dict(self._written)
 
         def committed(token, listed: list[int]) -> None:
             self._waiting = False
             self._token, self._meta, self.version = token, meta, version
             self.counters.checkpoints += 1
-            collect_garbage(self, marks, listed)
+            collect_garbage(self, marks, written, listed)
             self._remember(value, meta)
 
         if self._batch is not None and self._batch.defers:
@@ -241,7 +247,7 @@ class WindowStorage(Ownership, MetaPacking):
             cache_of(self.store).forget(self.window, self._token)
             untrack((meta, self._packed, self._elements))
             self._waiting, self._meta = True, meta
-            self._batch.defer(self.window, self._token, value, self.durable, committed, self._refused)
+            self._batch.defer(self.window, self._token, value, self.durable, committed, self._refused, self._lost)
             return version
         try:
             # the store's epochs come with the write (one round trip where it can) for the clean-up
@@ -259,18 +265,29 @@ class WindowStorage(Ownership, MetaPacking):
         cache_of(self.store).forget(self.window, self._token)
         return self._fenced("checkpoint")
 
+    def _lost(self, error: BaseException) -> None:
+        """A batch's commit failed before it could tell whether this
+        window's checkpoint landed: the window takes no more checkpoints
+        (its record may hold the checkpoint or not; opening the window
+        again reads which)."""
+        self._waiting, self._unknown = False, error
+
     def close(self, levels: list[StoreLevelQueue], delete: bool = False) -> None:
         """Wait for the levels' background I/O; with ``delete``, remove the
         window (metadata and every epoch's pairs) from the store.  A
-        checkpoint waiting in a batch stays there (it needs none of this
-        but the levels it holds), unless the window is deleted."""
-        if delete and self._waiting:
-            self._batch.commit()
-        for q in levels:
-            q.settle()
-        self._wait_orphans()
-        if self._channel is not None:
-            self._channel.close()
+        checkpoint waiting in a batch stays there (its clean-up reads only
+        what it noted at the checkpoint), unless the window is deleted: the
+        batch is committed first (and if that fails the window is closed
+        without deleting it)."""
+        try:
+            if delete and self._waiting:
+                self._batch.commit()
+        finally:
+            for q in levels:
+                q.settle()
+            self._wait_orphans()
+            if self._channel is not None:
+                self._channel.close()
         if delete:
             self._delete()
         self._release()
@@ -282,6 +299,7 @@ class WindowStorage(Ownership, MetaPacking):
         per key would leave it one per key to collect."""
         self._count_hits()
         self._queues, self.wanted, self.leaf, self.levels = [], [], None, None
+        self._heads_ahead = {}
 
     def discarded(self, q: StoreLevelQueue) -> None:
         """A level was removed: remember how far it wrote, for the clean-up."""
@@ -294,7 +312,11 @@ class WindowStorage(Ownership, MetaPacking):
     # -- store calls --------------------------------------------------------
     def start_write(self, level: int, group: int, blobs: list, pairs: int):
         """Start writing the blobs of groups ``group, group + 1, ...``
-        (``pairs`` pairs): a future or :class:`~stores.background.Pending` (result: None)."""
+        (``pairs`` pairs): a future or :class:`~stores.background.Pending` (result: None).
+        A checkpoint of this window waiting in a batch is committed first:
+        its clean-up reads the levels as the checkpoint left them."""
+        if self._waiting:
+            self._batch.commit()
         if self._channel is not None:
             self.counters.round_trips += 1
             self.counters.pairs_written += pairs

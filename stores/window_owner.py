@@ -71,8 +71,9 @@ class Ownership:
         sent its reply: :data:`READ` (the record's ``(blob, token)``,
         :meth:`stores.base.Store.read_meta`) or ``(token, old blob, new
         blob)``, a compare-and-set of the record (``old`` ``None``: on the
-        token alone), not durable (a :class:`~stores.base.Swap`, as
-        :meth:`stores.base.Store.swap_meta_many` gives it).  :meth:`_claim`
+        token alone), not durable, whose outcome it is sent as a
+        :class:`~stores.base.Swap` (what :meth:`stores.base.Store.swap_meta_many`
+        returns for it).  :meth:`_claim`
         makes each request at once, a batch's claim-ahead those of many
         windows in one round trip (:mod:`stores.batch`).
 

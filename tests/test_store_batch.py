@@ -71,6 +71,16 @@ def _micro_batch(e, oracle, values) -> None:
     e.close()
 
 
+def _through_a_batch(cls, store, windows, oracles, values) -> None:
+    """One micro-batch of every window (:func:`_micro_batch`), as a task
+    runs them: a batch told the windows, committed at the end."""
+    batch = stores.Batch(store)
+    batch.expect(windows)
+    for w in windows:
+        _micro_batch(_open(cls, store, w, batch=batch), oracles[w], values)
+    batch.commit()
+
+
 def _all_resume(cls, url, windows, oracles) -> None:
     settle_background()
     for w in windows:
@@ -91,6 +101,7 @@ def test_what_a_commit_wrote_resumes_exactly(cls, store_url, steps):  # noqa: F8
     windows = [fresh_window("batch") for _ in range(3)]
     oracles = [_oracle() for _ in windows]
     batch = stores.Batch(store)
+    batch.expect([windows[which] for which, _, _ in steps])  # the first opening claims the others ahead
     try:
         for which, values, commit in steps:
             e = _open(cls, store, windows[which], batch=batch)
@@ -126,14 +137,15 @@ def test_a_stale_window_is_refused_at_the_commit_and_the_others_stand(cls, store
         for w, e in engines.items():
             for v in "xyz":
                 assert e.push((v,)) == oracles[w].push((v,))
-        engines[fine].checkpoint()
         other = stores.open_store(store_url)
         newer = _open(cls, other, stale)  # claims it: the engine above is now stale
         if not batch.defers:
             with pytest.raises(FencingError):
                 engines[stale].checkpoint()
+            engines[fine].checkpoint()
         else:
-            engines[stale].checkpoint()  # waits: refused at the commit
+            engines[stale].checkpoint()  # waits, ahead of the fine one: refused at the commit
+            engines[fine].checkpoint()
             with pytest.raises(FencingError, match="checkpoint refused"):
                 batch.commit()
         assert batch.waiting == 0
@@ -145,6 +157,46 @@ def test_a_stale_window_is_refused_at_the_commit_and_the_others_stand(cls, store
         _resumes(cls, store_url, stale, _oracle())  # nothing of the stale engine's
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("cls", ENGINES)
+@settings(sane_settings(max_examples=25))
+@given(steps=st.lists(st.tuples(st.lists(st.sampled_from(["", "a", "b"]), max_size=12), st.booleans(), st.booleans()),
+                      min_size=1, max_size=8))
+def test_a_window_written_past_a_waiting_checkpoint_resumes_it(cls, store_url, steps):  # noqa: F811
+    """One window kept open: values pushed (groups written to the store)
+    while a checkpoint waits in the batch, checkpoints and commits at random
+    points, then a last commit and a close without a checkpoint: another
+    store object resumes exactly what the window held at its last
+    checkpoint (nothing the clean-up of a waiting checkpoint deletes or
+    forgets is needed by it or by what was written after it)."""
+    store = _store(store_url)
+    window, oracle, checkpointed = fresh_window("open"), _oracle(), _oracle()
+    batch = stores.Batch(store)
+    try:
+        e = _open(cls, store, window, batch=batch)
+        for values, checkpoint, commit in steps:
+            for v in values:
+                assert e.push((v,)) == oracle.push((v,))
+            if checkpoint:
+                e.checkpoint()
+                checkpointed = _copy(oracle)
+            if commit:
+                batch.commit()
+        batch.commit()
+        e.close()
+        settle_background()
+        _resumes(cls, store_url, window, checkpointed)
+    finally:
+        store.close()
+
+
+def _copy(oracle):
+    """A new oracle holding what ``oracle`` holds now."""
+    copy = _oracle()
+    for item in oracle.items:
+        copy.push(item)
+    return copy
 
 
 def test_a_window_whose_checkpoint_waits_commits_before_its_next(store_url):  # noqa: F811
@@ -266,11 +318,7 @@ def test_a_claim_ahead_that_lost_its_swap_resumes_the_stores_record(cls, store_u
         other = stores.open_store(store_url)
         _warm(cls, other, windows[1:2], oracles, values="xyz")
         other.close()
-        batch = stores.Batch(store)
-        batch.expect(windows)
-        for w in windows:
-            _micro_batch(_open(cls, store, w, batch=batch), oracles[w], "q")
-        batch.commit()
+        _through_a_batch(cls, store, windows, oracles, "q")
         _all_resume(cls, store_url, windows, oracles)
     finally:
         store.close()
@@ -333,11 +381,108 @@ def test_windows_opened_otherwise_are_built_alone(store_url):  # noqa: F811
         store.close()
 
 
-def test_a_batch_takes_windows_of_its_own_store(store_url, tmp_path):  # noqa: F811
-    store, elsewhere = _store(store_url), stores.open_store(f"file://{tmp_path}")
+def test_a_batch_takes_windows_of_its_own_store(store_url):  # noqa: F811
+    """A batch of another store object (here of the same URL, so one that
+    defers where this one would) is refused, before anything is claimed."""
+    store, elsewhere = _store(store_url), stores.open_store(store_url)
+    window = fresh_window()
     try:
-        with pytest.raises(ValueError, match="stores.Batch of this window's store"):
-            _open(AmortizedMTA, store, fresh_window(), batch=stores.Batch(elsewhere))
+        with pytest.raises(ValueError, match="a stores.Batch of the window's own store"):
+            _open(AmortizedMTA, store, window, batch=stores.Batch(elsewhere))
+        assert store.read_meta(window) == (None, None)
     finally:
         store.close()
         elsewhere.close()
+
+
+def test_window_names_are_those_of_the_windows_a_key_opens(store_url):  # noqa: F811
+    """spark_ops.windows.window_names (what a task tells its batch) names
+    the windows open_key_window opens, one per size."""
+    from spark_ops.spec import WindowSpec
+    from spark_ops.windows import open_key_window, window_names
+
+    for size in ({"range": 5.0}, {"range": [5.0, 60.0, 3600.0]}):
+        spec = WindowSpec.build(key="k", time="t", value="v", aggs=["max"], store=store_url, **size)
+        opened = open_key_window(spec, "host-1", "run", streaming=True)
+        windows = getattr(opened, "windows", [opened])
+        try:
+            assert window_names(spec, "host-1", "run") == [w.window.engine._storage.window for w in windows]
+        finally:
+            opened.close()
+
+
+@pytest.mark.parametrize("cls", ENGINES)
+def test_more_windows_than_a_chunk_are_claimed_and_committed_in_chunks(cls, store_url, monkeypatch):  # noqa: F811
+    """Five windows with chunks of two: claims ahead and commits go two
+    windows at a time (three round trips each on a deferring store), and
+    every window resumes exactly."""
+    monkeypatch.setattr(stores.batch, "CHUNK", 2)
+    store = _store(store_url)
+    try:
+        windows, oracles = _warmed(cls, store, "chunks", 5)
+        batch = stores.Batch(store)
+        batch.expect(windows)
+        for w in windows:
+            _micro_batch(_open(cls, store, w, batch=batch), oracles[w], "xy")
+        assert batch.waiting == (5 if batch.defers else 0)
+        before = store.stats.round_trips
+        batch.commit()
+        assert store.stats.round_trips - before >= (3 if batch.defers else 0)
+        _all_resume(cls, store_url, windows, oracles)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("cls", ENGINES)
+def test_windows_read_their_own_heads_when_the_read_ahead_fails(cls, store_url, monkeypatch):  # noqa: F811
+    """The heads read ahead fails (the store went away for it): each window
+    reads its own at its first miss, and resumes exactly."""
+    store = _store(store_url)
+    try:
+        windows, oracles = _warmed(cls, store, "heads", 3)
+        for w in windows:  # enough for levels in the store
+            _micro_batch(_open(cls, store, w), oracles[w], [str(i % 3) for i in range(40)])
+
+        def unavailable(ranges):
+            raise stores.StoreUnavailable("the store went away for the heads")
+
+        monkeypatch.setattr(store, "read_ranges", unavailable)
+        _through_a_batch(cls, store, windows, oracles, "xy")
+        _all_resume(cls, store_url, windows, oracles)
+    finally:
+        store.close()
+
+
+def test_a_commit_that_fails_leaves_its_windows_unsure(redis_url, monkeypatch):
+    """A commit whose round trip fails (standalone Redis, where a batch
+    defers): the failure is raised after every window is dealt with; the
+    windows of that round trip take no more checkpoints (whether theirs
+    was written is unknown) and open again from whatever their record
+    holds."""
+    store = _store(redis_url)
+    try:
+        windows, oracles = _warmed(AmortizedMTA, store, "unsure", 2)
+        batch = stores.Batch(store)
+        engines = [_open(AmortizedMTA, store, w, batch=batch) for w in windows]
+        committed = {w: _copy(oracles[w]) for w in windows}
+        for w, e in zip(windows, engines):
+            for v in "pq":
+                assert e.push((v,)) == oracles[w].push((v,))
+            e.checkpoint()
+
+        def broken(requests, **options):
+            raise stores.StoreError("the connection broke mid-commit")
+
+        monkeypatch.setattr(store, "swap_meta_many", broken)
+        with pytest.raises(stores.StoreError, match="broke mid-commit"):
+            batch.commit()
+        monkeypatch.undo()
+        assert batch.waiting == 0
+        with pytest.raises(stores.StoreError, match="is unknown"):
+            engines[0].checkpoint()
+        for e in engines:
+            e.close()
+        for w in windows:  # nothing was written: each resumes its last committed checkpoint
+            _resumes(AmortizedMTA, redis_url, w, committed[w])
+    finally:
+        store.close()

@@ -976,6 +976,32 @@ def test_redis_swaps_sent_again_after_a_lost_reply_land_once(redis_url, monkeypa
     s.close()
 
 
+def test_redis_swaps_of_which_some_landed_are_each_reported_as_they_are(redis_url, monkeypatch):
+    """The connection dropped after the server ran the first of two
+    pipelined compare-and-sets: sent again, told they may have landed, the
+    first is reported done (it landed), the second done too (it lands now),
+    and a third, stale, still lost."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    s = open_store(redis_url, backoff=0.001)
+    ta, tb, tc = (s.cas_meta(w, None, w.encode()) for w in "abc")
+    real, calls = RedisStore._swap_meta_many, []
+
+    def first_landed_only(self, batch, **options):
+        calls.append(len(batch))
+        if len(calls) == 1:
+            real(self, batch[:1], **options)
+            raise RedisConnectionError("connection dropped after the first command")
+        return real(self, batch, **options)
+
+    monkeypatch.setattr(RedisStore, "_swap_meta_many", first_landed_only)
+    out = s.swap_meta_many([("a", ta, None, b"a2"), ("b", tb, None, b"b2"), ("c", tc + 5, None, b"c2")])
+    assert calls == [3, 3]
+    assert out == [(True, ta + 1, None), (True, tb + 1, None), (False, tc, None)]
+    assert [s.read_meta(w)[0] for w in "abc"] == [b"a2", b"b2", b"c"]
+    s.close()
+
+
 def test_redis_cas_script_is_loaded_again_when_the_server_forgot_it(redis_url, redis_server):
     """The compare-and-set script runs by its SHA; a server that lost its
     scripts (restarted, SCRIPT FLUSH) gets it again, and the write lands once."""
