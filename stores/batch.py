@@ -34,7 +34,11 @@ task commits, syncs, then lets its output go).  Fencing is unchanged: a
 stale window's compare-and-set is refused, and :meth:`Batch.commit`
 raises its :class:`~stores.errors.FencingError` once every other window of
 the batch is finished.  A window whose checkpoint waits commits the batch
-before anything that must see it (its next checkpoint, its deletion).
+before anything that must see it or that its clean-up must not: the
+window's next checkpoint, its deletion, its opening again, a write of its
+pairs.  A commit that fails part-way still deals with every window: those
+whose round trip failed cannot tell if their checkpoint landed and take
+no more checkpoints (opening the window again reads its record).
 """
 
 from __future__ import annotations
