@@ -69,9 +69,10 @@ class MetaCas:
         data = as_blob(value)
         if expected is not None:
             self._check_token(window, expected)
+        lazy = {} if durable or not self.SYNCS_META else {"durable": False}
         try:
-            token = self._run("cas_meta", window, self._cas_meta_attempts(durable), window,
-                              expected, data)
+            token = self._run("cas_meta", window, told_retries(
+                lambda retry: self._cas_meta(window, expected, data, retry, **lazy)))
         except CasMismatch:
             self.stats.add(round_trips=1, cas_failures=1)
             raise
@@ -165,15 +166,9 @@ class MetaCas:
             calls.append((window, expected, as_blob(value), None if old is None else as_blob(old)))
         if not self.pipelines_windows or len(calls) < 2:
             return [self._swap_one(*call, listing, durable) for call in calls]
-        attempt = [0]
-
-        def call() -> list[tuple[bool, Token, Any]]:
-            retry = attempt[0] > 0
-            attempt[0] += 1
-            return self._swap_meta_many([(w, e, v, retry, o) for w, e, v, o in calls], listing=listing,
-                                        durable=durable)
-
-        out = self._run(f"cas_meta of {len(calls)} windows", None, call)
+        out = self._run(f"cas_meta of {len(calls)} windows", None, told_retries(
+            lambda retry: self._swap_meta_many([(w, e, v, retry, o) for w, e, v, o in calls], listing=listing,
+                                               durable=durable)))
         done = [c for c, r in zip(calls, out) if r[0]]
         self.stats.add(round_trips=1, meta_writes=len(done), bytes_written=sum(len(c[2]) for c in done),
                        cas_failures=len(calls) - len(done), bytes_read=sum(len(r[2] or b"") for r in out if not r[0]))
@@ -197,14 +192,8 @@ class MetaCas:
     def _swap(self, window: str, expected: Token, data: bytes, old: Optional[bytes], listing: bool,
               durable: bool) -> tuple[bool, Token, Any]:
         """One :meth:`_swap_meta` call, retried and counted like :meth:`cas_meta`."""
-        attempt = [0]
-
-        def call() -> tuple[bool, Token, Any]:
-            retry = attempt[0] > 0
-            attempt[0] += 1
-            return self._swap_meta(window, expected, data, retry, old=old, listing=listing, durable=durable)
-
-        out = self._run("cas_meta", window, call)
+        out = self._run("cas_meta", window, told_retries(
+            lambda retry: self._swap_meta(window, expected, data, retry, old=old, listing=listing, durable=durable)))
         if out[0]:
             self.stats.add(round_trips=1, meta_writes=1, bytes_written=len(data))
         else:
@@ -230,16 +219,20 @@ class MetaCas:
             self.stats.add(cas_failures=1)
             raise cas_mismatch(window, expected, self.read_meta(window)[1])
 
-    def _cas_meta_attempts(self, durable: bool = True) -> Callable[..., Token]:
-        attempt = [0]
-        lazy = {} if durable or not self.SYNCS_META else {"durable": False}
 
-        def call(window: str, expected: Token, value: bytes) -> Token:
-            retry = attempt[0] > 0
-            attempt[0] += 1
-            return self._cas_meta(window, expected, value, retry, **lazy)
 
-        return call
+def told_retries(send: Callable[[bool], Any]) -> Callable[[], Any]:
+    """``send(retry)`` as the call a store's retries repeat
+    (:meth:`stores.retry.Retrying._run`): ``retry`` is true from the
+    second attempt on, whose first may have landed (a compare-and-set then
+    accepts the record as it left it instead of reporting a lost race)."""
+    attempts = [0]
+
+    def call() -> Any:
+        attempts[0] += 1
+        return send(attempts[0] > 1)
+
+    return call
 
 
 class Swap(NamedTuple):

@@ -56,14 +56,9 @@ class Ownership:
         while request is not None:
             if request is READ:
                 reply = self._call(self.store.read_meta, self.window)
-            elif request[1] is not None:
-                reply = self._call(self.store.swap_meta, self.window, *request, durable=False)
-            else:
-                try:
-                    reply = Swap(True, self._call(self.store.cas_meta, self.window, request[0], request[2],
-                                                  durable=False), None)
-                except CasMismatch as exc:
-                    reply = Swap(False, exc.actual, None)
+            else:  # one request: swap_meta or cas_meta, as a batch's claim-ahead makes many
+                reply = Swap._make(self._call(self.store.swap_meta_many, [(self.window, *request)],
+                                              durable=False)[0])
             request = answer(steps, reply)
 
     def claiming(self, resume: bool | int | Before, group: int) -> Generator:
