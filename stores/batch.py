@@ -46,7 +46,7 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple, Sequence
 
 from .meta_cas import Swap
-from .window_owner import READ, answer
+from .window_owner import CLAIM_DURABLE, READ, answer
 
 __all__ = ["CHUNK", "Batch"]
 
@@ -142,7 +142,7 @@ class Batch:
                 replies = self.store.read_meta_many([storage.window for storage, _, _ in reads]) if reads else []
                 if writes:
                     replies += map(Swap._make, self.store.swap_meta_many(
-                        [(storage.window, *request) for storage, _, request in writes], durable=False))
+                        [(storage.window, *request) for storage, _, request in writes], durable=CLAIM_DURABLE))
             except Exception as exc:  # noqa: BLE001 - raised by the opening of each window
                 for storage, _, _ in active:
                     self._ahead[storage.window] = (None, exc, options)

@@ -288,9 +288,11 @@ class WindowStorage(Ownership, MetaPacking):
             self._wait_orphans()
             if self._channel is not None:
                 self._channel.close()
-        if delete:
-            self._delete()
-        self._release()
+        try:
+            if delete:
+                self._delete()
+        finally:
+            self._release()
 
     def _release(self) -> None:
         """Let go of the levels (their cache hits counted first): a level

@@ -23,10 +23,16 @@ from .steps import Before, label_of, resume_point
 from .window_meta import clock_of, decode_meta, delete_fenced, new_meta, owner
 from .window_packing import claimed_payloads
 
-__all__ = ["READ", "Ownership", "answer"]
+__all__ = ["CLAIM_DURABLE", "READ", "Ownership", "answer"]
 
 #: What :meth:`Ownership.claiming` yields to have the window's record read.
 READ = "read the record"
+
+#: A claim's compare-and-sets are not synced: a claim lost to a power loss
+#: goes with every write after it (the store orders them), and what makes
+#: the checkpoint that commits those writes durable (its own sync, or the
+#: Store.sync after a batch of them) syncs it too.
+CLAIM_DURABLE = False
 
 #: A stale engine's refused write, at WARNING (the ``stores`` package's logger;
 #: named after :mod:`stores.window`, whose storage it fences).
@@ -58,7 +64,7 @@ class Ownership:
                 reply = self._call(self.store.read_meta, self.window)
             else:  # one request: swap_meta or cas_meta, as a batch's claim-ahead makes many
                 reply = Swap._make(self._call(self.store.swap_meta_many, [(self.window, *request)],
-                                              durable=False)[0])
+                                              durable=CLAIM_DURABLE)[0])
             request = answer(steps, reply)
 
     def claiming(self, resume: bool | int | Before, group: int) -> Generator:
@@ -66,7 +72,7 @@ class Ownership:
         sent its reply: :data:`READ` (the record's ``(blob, token)``,
         :meth:`stores.base.Store.read_meta`) or ``(token, old blob, new
         blob)``, a compare-and-set of the record (``old`` ``None``: on the
-        token alone), not durable, whose outcome it is sent as a
+        token alone), not durable (:data:`CLAIM_DURABLE`), whose outcome it is sent as a
         :class:`~stores.base.Swap` (what :meth:`stores.base.Store.swap_meta_many`
         returns for it).  :meth:`_claim`
         makes each request at once, a batch's claim-ahead those of many
@@ -111,9 +117,6 @@ class Ownership:
             meta["epochs"] = sorted(set(meta["epochs"]) | {meta["epoch"]})
             meta.update(used=clock_of(self.store)(), owner=owner())
             value = self._encode_meta(meta)
-            # not synced: a claim lost to a power loss goes with every write after it (the
-            # store orders them), and what makes the checkpoint that commits those writes
-            # durable (its own sync, or the Store.sync after a batch of them) syncs it too
             if swap:
                 done = yield token, blob, value
                 cache.observed(done.done)
