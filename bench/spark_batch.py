@@ -23,6 +23,9 @@ window, in the same Spark session on the same cached data:
   key inside ``applyInPandas`` (count windows), or ``rolling("<W>s")`` on
   the times as a ``TimedeltaIndex`` (time windows: the rows in ``(t - W,
   t]``, as ``range=W``);
+* ``pandas rolling max, ties in input order``: the same with rows of equal
+  time in input order, ``sliding_window``'s answer (the plain method takes
+  the shuffle's order): rows numbered before ``groupBy``, sorted on ``(t, number)``;
 * ``..., Spark's byte check``: the columnar max and pandas rolling max jobs
   with ``spark.sql.execution.arrow.maxBytesPerBatch`` at Spark's default
   (the benchmark's session, like every session of this project, turns the
@@ -85,6 +88,7 @@ MTA_TOP2 = "MTA top-2 (user monoid)"
 SQL_DEFAULT = "SQL max, default frame"
 SQL_TREE = "SQL max, segment tree"
 PANDAS = "pandas rolling max"
+PANDAS_TIES = "pandas rolling max, ties in input order"
 PIPELINE = "pipeline alone (no window)"
 PLAN_FLOOR = "plan alone, values as results"
 PANDAS_FLOOR = "applyInPandas alone, sorted, values as results"
@@ -95,8 +99,8 @@ PANDAS_CHECKED = "pandas rolling max, Spark's byte check"
 #: The methods run with Spark's Arrow byte check on, and the method each repeats.
 BYTE_CHECKED = {COLUMNAR_CHECKED: COLUMNAR, PANDAS_CHECKED: PANDAS}
 BYTE_LIMIT = next(iter(ARROW_BATCH_CONF))  # the setting this project's sessions give Int.MaxValue
-METHODS = [COLUMNAR, MTA, MTA_FILE, MTA_TOP2, SQL_DEFAULT, SQL_TREE, PANDAS, COLUMNAR_CHECKED, PANDAS_CHECKED,
-           PIPELINE, PLAN_FLOOR, PANDAS_FLOOR]
+METHODS = [COLUMNAR, MTA, MTA_FILE, MTA_TOP2, SQL_DEFAULT, SQL_TREE, PANDAS, PANDAS_TIES, COLUMNAR_CHECKED,
+           PANDAS_CHECKED, PIPELINE, PLAN_FLOOR, PANDAS_FLOOR]
 
 
 # -- the user monoid: the two largest values ----------------------------------------
@@ -166,19 +170,32 @@ def _sql(spark, df, w, frame, segment_tree: bool):
                      "PRECEDING AND CURRENT ROW) AS max FROM readings")
 
 
-def _pandas(df, w, frame_kind="rows"):
-    def rolling(frame):
-        import pandas as pd
+def _pandas(df, w, frame_kind="rows", ties: bool = False):
+    """Pandas rolling max per key in ``applyInPandas`` (:func:`_rolling_max`);
+    with ``ties``, the rows numbered before the shuffle."""
+    from pyspark.sql import functions as F
 
-        frame = frame.sort_values("t", kind="stable")
-        if frame_kind == "rows":
-            frame["max"] = frame["v"].rolling(w, min_periods=1).max()
-        else:
-            by_time = pd.Series(frame["v"].to_numpy(), index=pd.to_timedelta(frame["t"].to_numpy(), unit="s"))
-            frame["max"] = by_time.rolling(f"{w}s").max().to_numpy()
-        return frame
+    numbered = df.withColumn("n", F.monotonically_increasing_id()) if ties else df
+    return numbered.groupBy("k").applyInPandas(lambda frame: _rolling_max(frame, w, frame_kind, ties),
+                                               "k int, t double, v double, max double")
 
-    return df.groupBy("k").applyInPandas(rolling, "k int, t double, v double, max double")
+
+def _rolling_max(frame, w, frame_kind: str, ties: bool):
+    """One key's rows with their rolling max over the newest ``w`` rows
+    (``frame_kind="rows"``) or ``w`` seconds, sorted by time; with
+    ``ties``, rows of equal time in the order of their number ``n``
+    (dropped), as ``sliding_window`` orders them."""
+    import pandas as pd
+
+    frame = frame.sort_values(["t", "n"] if ties else "t", kind="stable")
+    if ties:
+        frame = frame.drop(columns="n")
+    if frame_kind == "rows":
+        frame["max"] = frame["v"].rolling(w, min_periods=1).max()
+    else:
+        by_time = pd.Series(frame["v"].to_numpy(), index=pd.to_timedelta(frame["t"].to_numpy(), unit="s"))
+        frame["max"] = by_time.rolling(f"{w}s").max().to_numpy()
+    return frame
 
 
 def _plan_without_windows(df, fn):
@@ -228,7 +245,8 @@ def run(cfg: RunConfig) -> dict:
         f"{p['keys']} keys x {p['rows_per_key']:,} rows for every W; one reading a second per key, "
         "so a time window of W seconds holds W rows.",
         f"The default frame is O(W) per row: it runs only up to W = {p['default_frame_max']:,}.",
-        "pandas rolling: by count, or by time on a TimedeltaIndex of the times (time windows).",
+        "pandas rolling: by count, or by time on a TimedeltaIndex of the times (time windows); \"ties in input "
+        "order\": rows numbered before the shuffle, each key sorted on (time, number), as sliding_window orders them.",
         "columnar max: sliding_window's default engine='auto', which runs this job on the columnar engine.",
         "MTA windows: Amortized MTA, buffer and cache of 512 pairs per level (the defaults).",
         "The session cuts Arrow batches by rows alone (spark.sql.execution.arrow.maxBytesPerBatch=2147483647, "
@@ -250,6 +268,7 @@ def run(cfg: RunConfig) -> dict:
                 if w <= p["default_frame_max"]:
                     jobs[SQL_DEFAULT] = lambda: _sql(spark, df, w, frame, False)
                 jobs[PANDAS] = lambda: _pandas(df, w, frame)
+                jobs[PANDAS_TIES] = lambda: _pandas(df, w, frame, ties=True)
                 jobs.update({checked: jobs[method] for checked, method in BYTE_CHECKED.items()})
                 if frame == "rows":
                     jobs.update({PLAN_FLOOR: lambda: _plan_floor(df), PANDAS_FLOOR: lambda: _pandas_floor(df)})
@@ -347,6 +366,7 @@ def tables(data: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     out = []
     for frame in cfg["frames"]:
         ratios = [(COLUMNAR, SQL_TREE, "columnar/segtree"), (COLUMNAR, PANDAS, "columnar/pandas"),
+                  (COLUMNAR, PANDAS_TIES, "columnar/pandas, ties in input order"),
                   (COLUMNAR_CHECKED, PANDAS_CHECKED, "columnar/pandas, byte check"),
                   (MTA, SQL_DEFAULT, "MTA/default"), (MTA, SQL_TREE, "MTA/segtree")]
         head = ["W"] + methods + [label for _, _, label in ratios]
@@ -372,6 +392,17 @@ def summary_lines(data: dict) -> list[str]:
                      f"{ceiling:,.0f} rows/s; the best columnar max run reaches {best[COLUMNAR] / ceiling:.2f} "
                      f"of it, the best MTA max run {best[MTA] / ceiling:.2f}")
     lines.extend(floor_lines(data))
+    same = []
+    for frame in data["config"]["frames"]:
+        ratios = [(_rate(data, COLUMNAR, w, frame), _rate(data, PANDAS_TIES, w, frame))
+                  for w in data["config"]["windows"]]
+        if all(a and b for a, b in ratios):
+            same.append(f"{'count' if frame == 'rows' else 'time'} windows "
+                        + "/".join(f"{a / b:.2f}" for a, b in ratios) + "x")
+    if same:
+        lines.append("columnar max against pandas rolling max giving sliding_window's answer at equal times (rows "
+                     "numbered before the shuffle, each key sorted on time and number), W = "
+                     + ", ".join(f"{w:,}" for w in data["config"]["windows"]) + ": " + "; ".join(same))
     lines.append(f"checksums of the max methods agree: {'yes' if data.get('checksums_agree') else 'NO'}")
     for key, v in (data.get("summary") or summarize(data)).items():
         lines.append(f"[target] {key}: {v.get('ratio', v.get('max_over_min')):.2f}, target {v['target']}: "

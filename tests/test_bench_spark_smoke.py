@@ -54,6 +54,43 @@ def test_spark_batch(tmp_path):
         assert r["arrow_max_bytes_per_batch"] == expected, r
 
 
+def test_pandas_baseline_with_ties_in_input_order_gives_sliding_windows_answer():
+    """spark-batch's "ties in input order" pandas baseline (and
+    sliding_window) on keys with six rows per time, against brute force
+    over each key's rows in input order: a key's window is its newest W
+    rows in (time, input order)."""
+    import random
+
+    from bench import sparkbench
+    from spark_ops import sliding_window
+
+    rng, w = random.Random(7), 4
+    rows = [(k, float(i // 6), rng.random()) for i in range(60) for k in (1, 2, 3)]
+    rng.shuffle(rows)  # input order: a key's rows of one time in no particular value order
+    expected = []
+    for key in (1, 2, 3):
+        ordered = sorted((r for r in rows if r[0] == key), key=lambda r: r[1])  # stable: input order at ties
+        expected += [(k, t, v, max(x[2] for x in ordered[max(0, i - w + 1):i + 1]))
+                     for i, (k, t, v) in enumerate(ordered)]
+    spark = sparkbench.session(RunConfig(profile="tiny"), 4)
+    try:
+        df = spark.createDataFrame(rows, "k int, t double, v double")
+        got = sorted(tuple(r) for r in spark_batch._pandas(df, w, "rows", ties=True).collect())
+        ours = sorted(tuple(r) for r in sliding_window(df, key="k", time="t", value="v", aggs=["max"], rows=w)
+                      .select("k", "t", "v", "max").collect())
+    finally:
+        spark.stop()
+    assert got == sorted(expected)
+    assert ours == sorted(expected)
+    # a local shuffle keeps input order: a key's rows shuffled here show the sort on (time, number) at work
+    import pandas as pd
+
+    key_rows = [(k, t, v, n) for n, (k, t, v) in enumerate(rows) if k == 1]
+    frame = pd.DataFrame(rng.sample(key_rows, len(key_rows)), columns=["k", "t", "v", "n"])
+    assert list(spark_batch._rolling_max(frame, w, "rows", ties=True).itertuples(index=False, name=None)) == \
+        [e for e in expected if e[0] == 1]
+
+
 def test_cpu_meter_counts_a_process_that_exits_during_the_block():
     """A child that burns CPU and exits inside the block is counted (as a
     Python worker that Spark stops mid-job, reaped by the kernel, must
