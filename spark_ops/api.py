@@ -87,9 +87,10 @@ def sliding_window(df, key: str | list[str], time: str, value: str | list[str], 
     of your own, see :mod:`spark_ops.columnar`) computes a batch of
     rows at a time in NumPy, the windows in executor memory; ``"auto"``
     (the default) is columnar where it can run and the Amortized MTA
-    elsewhere.  A batch job's windows go to ``store`` only with
+    elsewhere.  A batch job's windows go to ``store`` only on an MTA:
     ``engine="amta"`` or ``"lmta"`` (for windows larger than executor
-    memory); :func:`choose_engine` says which engine a job gets and why.
+    memory), or the one ``"auto"`` falls back to; :func:`choose_engine`
+    says which engine a job gets and why.
 
     ``on_bad_row``: ``"error"`` raises naming the row; ``"flag"`` passes it
     through with null aggregations and the reason in a ``rejected`` column.
@@ -269,9 +270,9 @@ def choose_engine(spec: WindowSpec, df) -> tuple[str, str]:
     """The engine ``spec``'s job over ``df`` runs on, ``"columnar"``,
     ``"amta"`` or ``"lmta"``, and why, in a sentence.  ``"auto"``: the
     columnar engine where it can run, else the Amortized MTA; a batch job's
-    store keeps its windows only on an MTA asked for by name (``"amta"``,
-    ``"lmta"``), for windows larger than executor memory.  ``"columnar"``
-    where it cannot run is an error."""
+    store keeps its windows only on an MTA (``"amta"`` or ``"lmta"`` by
+    name, for windows larger than executor memory, or ``"auto"``'s
+    fallback).  ``"columnar"`` where it cannot run is an error."""
     from pyspark.sql.types import FractionalType
 
     return engine_for(spec, streaming=df.isStreaming, fractional=_per_value_column(df, spec, FractionalType))

@@ -1,7 +1,9 @@
 """``mta_sliding_window``: :func:`spark_ops.sliding_window` as a SQL table
 function, for SQL and dbt users::
 
-    spark_ops.register_sql(spark)
+    from spark_ops.sql import register_sql
+
+    register_sql(spark)
     spark.sql('''
         SELECT * FROM mta_sliding_window(
             TABLE(readings) PARTITION BY host ORDER BY ts,
