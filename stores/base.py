@@ -151,11 +151,7 @@ class Store(Retrying, MetaCas):
         where the backend reads many windows' pairs at once
         (:attr:`pipelines_windows`), else one per window
         (:meth:`read_pairs_many`).  O(pairs read)."""
-        ranges = [tuple(r) for r in ranges]
-        for r in ranges:
-            if len(r) != 5:
-                raise TypeError(f"read_ranges takes (window, epoch, level, first, count) ranges, got {r!r}")
-            check_pairs(*r)
+        ranges = _checked_ranges("read_ranges", ranges)
         if not self.pipelines_windows or len({r[0] for r in ranges}) < 2:
             out, at = [None] * len(ranges), {}
             for i, r in enumerate(ranges):
@@ -169,6 +165,19 @@ class Store(Retrying, MetaCas):
         found = [b for blobs in out for b in blobs if b is not None]
         self.stats.add(round_trips=1, pairs_read=len(found), bytes_read=sum(map(len, found)))
         return out
+
+    def delete_ranges(self, ranges: Sequence[tuple[str, int, int, int, int]]) -> None:
+        """:meth:`delete_pairs` of each ``(window, epoch, level, first,
+        count)`` of ``ranges``: one round trip where the backend sends many
+        windows' requests at once (:attr:`pipelines_windows`), else one per
+        range.  Missing pairs are fine.  O(pairs)."""
+        ranges = [r for r in _checked_ranges("delete_ranges", ranges) if r[4]]
+        if not self.pipelines_windows or len(ranges) < 2:
+            for r in ranges:
+                self.delete_pairs(*r)
+            return
+        self._run(f"delete_pairs of {len(ranges)} ranges", None, self._delete_ranges, ranges)
+        self.stats.add(round_trips=1, pairs_deleted=sum(r[4] for r in ranges))
 
     @property
     def pipelines_windows(self) -> bool:
@@ -398,6 +407,10 @@ class Store(Retrying, MetaCas):
         in one round trip, where :attr:`pipelines_windows`."""
         raise NotImplementedError
 
+    def _delete_ranges(self, ranges: list[tuple[str, int, int, int, int]]) -> None:
+        """``_delete_pairs`` of each range in one round trip, where :attr:`pipelines_windows`."""
+        raise NotImplementedError
+
     def _sync(self) -> None:
         """What :meth:`sync` does on a backend that syncs metadata writes."""
         raise NotImplementedError
@@ -420,3 +433,13 @@ class Store(Retrying, MetaCas):
 
     def _close(self) -> None:
         pass
+
+
+def _checked_ranges(name: str, ranges) -> list[tuple]:
+    """``ranges`` as tuples, each a valid ``(window, epoch, level, first, count)``."""
+    out = [tuple(r) for r in ranges]
+    for r in out:
+        if len(r) != 5:
+            raise TypeError(f"{name} takes (window, epoch, level, first, count) ranges, got {r!r}")
+        check_pairs(*r)
+    return out

@@ -12,7 +12,11 @@ round trip per :data:`CHUNK` windows on standalone Redis; a store that
 cannot pipeline them has each window write its own, :attr:`Batch.defers`),
 then finishes each checkpoint as it would have finished alone:
 the window's new token, its clean-up, its record remembered
-(:mod:`stores.meta_cache`).
+(:mod:`stores.meta_cache`).  The clean-ups' deletions of pairs no
+checkpoint reads any more go out together after the last window is
+finished (:meth:`~stores.base.Store.delete_ranges`: one round trip on
+standalone Redis); one that fails is raised like a failed clean-up (the
+records written still count, and the next clean-up deletes them again).
 
 Claims go the same way.  A window's claim swaps the record this process
 remembers (:mod:`stores.meta_cache`): a round trip per key and micro-batch.
@@ -77,6 +81,7 @@ class Batch:
         self._expected: list[str] = []
         self._at: dict[str, int] = {}  # window -> its place in _expected
         self._ahead: dict[str, tuple] = {}  # window -> (storage or None, error or None, its options)
+        self._deletes: list | None = None  # the clean-up's deletions of the commit running, if one runs
 
     def expect(self, windows: Sequence[str]) -> None:
         """The windows the caller will open with this batch, in that order
@@ -217,6 +222,34 @@ class Batch:
         O(waiting)."""
         waiting, self._waiting, self._waiting_windows = self._waiting, [], set()
         errors: list[BaseException] = []
+        self._deletes = []
+        try:
+            self._commit(waiting, errors)
+        finally:
+            deletes, self._deletes = self._deletes, None
+        if deletes:
+            try:
+                self.store.delete_ranges([request for request, _ in deletes])
+            except Exception as exc:  # noqa: BLE001 - a clean-up's failure, raised after the others
+                for _, undo in deletes:
+                    undo()
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+    def deleting(self, request: tuple, undo: Callable[[], None]) -> bool:
+        """Take a clean-up's deletion ``(window, epoch, level, first group,
+        groups)`` to send with the others of the commit running now, after
+        every window of it is finished (one round trip where the store
+        sends many windows' requests at once), ``undo()`` called if that
+        fails; ``False`` when no commit runs.  O(1)."""
+        if self._deletes is None:
+            return False
+        self._deletes.append((request, undo))
+        return True
+
+    def _commit(self, waiting: list, errors: list) -> None:
+        """:meth:`commit`'s compare-and-sets and finishes, each error added to ``errors``."""
         for start in range(0, len(waiting), CHUNK):
             part = waiting[start:start + CHUNK]
             try:
@@ -235,5 +268,3 @@ class Batch:
                         errors.append(w.refused())
                 except Exception as exc:  # noqa: BLE001 - a clean-up's failure, raised after the others
                     errors.append(exc)
-        if errors:
-            raise errors[0]

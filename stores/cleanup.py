@@ -31,7 +31,8 @@ def collect_garbage(storage: "WindowStorage", marks: list[tuple], written: dict[
     the head of the live levels and of every retained checkpoint, and drop
     epochs nothing references (``listed``: the epochs the store held pairs
     of when the checkpoint committed).  One ``delete_pairs`` per level and
-    epoch whose head moved past a group, one ``drop_epoch`` per epoch
+    epoch whose head moved past a group (sent with the other windows' in
+    one round trip where a batch commits them), one ``drop_epoch`` per epoch
     dropped; O(levels x retained checkpoints) otherwise.
 
     The clean-up is committed with the next checkpoint; repeating it
@@ -57,7 +58,7 @@ def collect_garbage(storage: "WindowStorage", marks: list[tuple], written: dict[
             first, stop = gc[m] // storage.group, end // storage.group  # groups wholly below end
             for epoch in meta["epochs"]:
                 if epoch in live_epochs and first < stop:
-                    storage._call(storage.store.delete_pairs, storage.window, epoch, m, first, stop - first)
+                    storage.clean_pairs(epoch, m, first, stop - first)
             storage.counters.pairs_deleted += end - gc[m]
             gc[m] = end
     # The store's own list, not the record's: an epoch it does not list

@@ -208,6 +208,11 @@ class RedisStore(RedisConnection):
             pipe.hdel(key, *range(start, min(end, start + CHUNK)))
         pipe.execute()
 
+    def _delete_ranges(self, ranges: list) -> None:
+        self._raw([command(b"HDEL", self.pairs_key(window, epoch, level),
+                           *range(start, min(first + count, start + CHUNK)))
+                   for window, epoch, level, first, count in ranges for start in range(first, first + count, CHUNK)])
+
     def _drop_epoch(self, window: str, epoch: int, ranges: Any) -> int:
         client = self.client()
         levels_key = self.levels_key(window, epoch)

@@ -258,6 +258,18 @@ class WindowStorage(Ownership, MetaPacking):
         committed(token, listed)
         return version
 
+    def clean_pairs(self, epoch: int, level: int, first: int, count: int) -> None:
+        """Delete groups ``[first, first + count)`` of a level's pairs for the
+        clean-up: now, or within a batch's commit with every window's of
+        the commit, in one round trip (:meth:`stores.batch.Batch.commit`);
+        if that fails, the window takes back the clean-up marks it had
+        (:func:`~stores.cleanup.collect_garbage` sets the new ones after
+        this), so that its next clean-up deletes these pairs again."""
+        meta, marks = self._meta, list(self._meta["gc"])
+        if self._batch is None or not self._batch.deleting((self.window, epoch, level, first, count),
+                                                          lambda: meta.__setitem__("gc", marks)):
+            self._call(self.store.delete_pairs, self.window, epoch, level, first, count)
+
     def _refused(self) -> Exception:
         """The error of a checkpoint whose compare-and-set lost: a newer
         owner holds the window."""

@@ -486,3 +486,94 @@ def test_a_commit_that_fails_leaves_its_windows_unsure(redis_url, monkeypatch):
             _resumes(AmortizedMTA, redis_url, w, committed[w])
     finally:
         store.close()
+
+
+def _stored_groups(store, window, levels: int = 8, groups: int = 24) -> list:
+    """Which groups of pairs ``window`` holds in the store: per epoch (in
+    order, numbered from 0) and level, the indices of the groups present."""
+    out = []
+    for n, epoch in enumerate(sorted(store.list_epochs(window))):
+        for level in range(levels):
+            present = [g for g, blob in enumerate(store.read_pairs(window, epoch, level, 0, groups)) if blob is not None]
+            if present:
+                out.append((n, level, present))
+    return out
+
+
+def _counting_deletions(store, monkeypatch) -> list:
+    """A list that gets, per call of the store's deletion hooks (a round
+    trip each), the hook's name."""
+    calls = []
+    for hook in ("_delete_pairs", "_delete_ranges"):
+        real = getattr(store, hook)
+        monkeypatch.setattr(store, hook, lambda *a, _real=real, _hook=hook: (calls.append(_hook), _real(*a))[1])
+    return calls
+
+
+@pytest.mark.parametrize("cls", ENGINES)
+def test_a_commit_deletes_what_each_clean_up_deletes_alone(cls, store_url, monkeypatch):  # noqa: F811
+    """Three windows through a batch and three twins without, the same
+    values in six micro-batches of 40 (enough for clean-ups to delete
+    groups of pairs): the store holds the same groups of each twin (the
+    clean-up alone is the oracle), each resumes exactly, and on standalone
+    Redis each commit deletes its windows' groups in at most one round
+    trip, which it took at least once."""
+    store = _store(store_url)
+    try:
+        batched, alone = [fresh_window("cleaned") for _ in range(3)], [fresh_window("alone") for _ in range(3)]
+        oracles = {w: _oracle() for w in batched + alone}
+        calls = _counting_deletions(store, monkeypatch)
+        per_commit = []
+        for step in range(6):
+            values = [str((step + i) % 3) for i in range(40)]
+            for w in alone:
+                _micro_batch(_open(cls, store, w), oracles[w], values)
+            del calls[:]
+            _through_a_batch(cls, store, batched, oracles, values)
+            per_commit.append(list(calls))
+        settle_background()
+        for b, a in zip(batched, alone):
+            assert _stored_groups(store, b) == _stored_groups(store, a)
+        assert any(_stored_groups(store, a) for a in alone)
+        if stores.Batch(store).defers:
+            assert all(len(c) <= 1 for c in per_commit), per_commit
+            assert ["_delete_ranges"] in per_commit, per_commit
+        _all_resume(cls, store_url, batched + alone, oracles)
+    finally:
+        store.close()
+
+
+def test_a_commit_whose_deletions_fail_leaves_them_to_the_next_clean_up(redis_url, monkeypatch):
+    """A commit (standalone Redis) whose deletions fail raises after its
+    checkpoints were written; its windows keep their clean-up marks, so
+    that the next micro-batch's clean-up deletes those groups: the store
+    then holds what twins that never failed hold."""
+    store = _store(redis_url)
+    try:
+        batched, alone = [fresh_window("retried") for _ in range(2)], [fresh_window("twin") for _ in range(2)]
+        oracles = {w: _oracle() for w in batched + alone}
+
+        def broken(*request):
+            raise stores.StoreError("the deletions broke")
+
+        failed = 0
+        for step in range(8):
+            values = [str((step + i) % 3) for i in range(40)]
+            for w in alone:
+                _micro_batch(_open(AmortizedMTA, store, w), oracles[w], values)
+            if not failed:  # until a commit has deletions to make
+                monkeypatch.setattr(store, "_delete_ranges", broken)
+                monkeypatch.setattr(store, "_delete_pairs", broken)
+            try:
+                _through_a_batch(AmortizedMTA, store, batched, oracles, values)
+            except stores.StoreError as exc:
+                assert "deletions broke" in str(exc)
+                failed = step
+            monkeypatch.undo()
+        assert 0 < failed < 7  # a micro-batch with deletions to make followed the failed one
+        settle_background()
+        for b, a in zip(batched, alone):
+            assert _stored_groups(store, b) == _stored_groups(store, a)
+        _all_resume(AmortizedMTA, redis_url, batched + alone, oracles)
+    finally:
+        store.close()

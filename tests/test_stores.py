@@ -381,6 +381,31 @@ def test_read_ranges_reads_many_windows_pairs(store):
     assert store.read_ranges([]) == []
 
 
+def test_delete_ranges_deletes_many_windows_pairs(store):
+    """delete_ranges deletes what delete_pairs of each range would (missing
+    pairs fine, an empty range nothing, a range longer than a Redis command
+    takes in chunks), across windows, and leaves every other pair; one
+    round trip where the store pipelines many windows' requests; a
+    malformed range is refused before anything is deleted."""
+    from stores.redis_wire import CHUNK
+
+    store.write_pairs("a", 1, 0, 0, blobs(CHUNK + 6, b"a"))
+    store.write_pairs("b", 2, 3, 10, blobs(4, b"b"))
+    with pytest.raises(TypeError, match="delete_ranges takes"):
+        store.delete_ranges([("a", 1, 0, 0, 2), ("b", 2, 3)])
+    with pytest.raises(ValueError):
+        store.delete_ranges([("a", 1, 0, 0, 2), ("b", 2, 3, -1, 2)])
+    assert store.read_pairs("a", 1, 0, 0, 2) == [b"a0", b"a1"]
+    before = store.stats.round_trips
+    store.delete_ranges([("a", 1, 0, 1, CHUNK + 2), ("b", 2, 3, 12, 5), ("c", 0, 0, 0, 3), ("a", 1, 0, 0, 0)])
+    trips = store.stats.round_trips - before
+    assert store.read_pairs("a", 1, 0, 0, CHUNK + 6) == [b"a0"] + [None] * (CHUNK + 2) + \
+        [b"a%d" % i for i in range(CHUNK + 3, CHUNK + 6)]
+    assert store.read_pairs("b", 2, 3, 10, 4) == [b"b0", b"b1", None, None]
+    assert trips == 1 if store.pipelines_windows else trips >= 3
+    store.delete_ranges([])
+
+
 def test_cas_meta_epochs_lists_the_epochs_with_pairs(store):
     t1, listed = store.cas_meta_epochs("w", None, b"one")
     assert listed == []
