@@ -222,18 +222,23 @@ class Batch:
         O(waiting)."""
         waiting, self._waiting, self._waiting_windows = self._waiting, [], set()
         errors: list[BaseException] = []
-        self._deletes = []
-        try:
+        if self._deletes is not None:  # within a commit: its deletions join that one's
             self._commit(waiting, errors)
-        finally:
-            deletes, self._deletes = self._deletes, None
-        if deletes:
+        else:
+            self._deletes = deletes = []
+            sent = False
             try:
-                self.store.delete_ranges([request for request, _ in deletes])
+                self._commit(waiting, errors)
+                if deletes:
+                    self.store.delete_ranges([request for request, _ in deletes])
+                sent = True
             except Exception as exc:  # noqa: BLE001 - a clean-up's failure, raised after the others
-                for _, undo in deletes:
-                    undo()
                 errors.append(exc)
+            finally:
+                self._deletes = None
+                if not sent:  # the windows keep their marks: their next clean-ups delete these
+                    for _, undo in deletes:
+                        undo()
         if errors:
             raise errors[0]
 

@@ -49,7 +49,8 @@ class Remembered(NamedTuple):
 
     token: Any  #: the record's token after the write
     blob: bytes  #: the record's content, as written
-    meta: dict  #: the metadata the window holds (clean-up marks included); never mutated
+    meta: dict  #: the metadata the window holds (clean-up marks included); never mutated, but for
+    #: the marks a batch's failed clean-up gives back (:meth:`stores.window.WindowStorage.clean_pairs`)
     packed: dict  #: id(checkpoint entry) -> (entry, its msgpack payload), for re-encoding
     elements: dict  #: id(tail element) -> (element, its payload): the newest checkpoint's, for the next one
 

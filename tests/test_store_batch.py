@@ -543,34 +543,36 @@ def test_a_commit_deletes_what_each_clean_up_deletes_alone(cls, store_url, monke
         store.close()
 
 
-def test_a_commit_whose_deletions_fail_leaves_them_to_the_next_clean_up(redis_url, monkeypatch):
-    """A commit (standalone Redis) whose deletions fail raises after its
-    checkpoints were written; its windows keep their clean-up marks, so
-    that the next micro-batch's clean-up deletes those groups: the store
-    then holds what twins that never failed hold."""
+@pytest.mark.parametrize("error", [stores.StoreError, KeyboardInterrupt])
+def test_a_commit_whose_deletions_fail_leaves_them_to_the_next_clean_up(redis_url, monkeypatch, error):
+    """A commit (standalone Redis) whose deletions fail (a store error, or
+    an interrupt) raises after its checkpoints were written; its windows
+    keep their clean-up marks, so that the next micro-batch's clean-up
+    deletes those groups: the store then holds what twins that never
+    failed hold."""
     store = _store(redis_url)
     try:
         batched, alone = [fresh_window("retried") for _ in range(2)], [fresh_window("twin") for _ in range(2)]
         oracles = {w: _oracle() for w in batched + alone}
 
         def broken(*request):
-            raise stores.StoreError("the deletions broke")
+            raise error("the deletions broke")
 
-        failed = 0
+        failed = None
         for step in range(8):
             values = [str((step + i) % 3) for i in range(40)]
             for w in alone:
                 _micro_batch(_open(AmortizedMTA, store, w), oracles[w], values)
-            if not failed:  # until a commit has deletions to make
+            if failed is None:  # until a commit has deletions to make
                 monkeypatch.setattr(store, "_delete_ranges", broken)
                 monkeypatch.setattr(store, "_delete_pairs", broken)
             try:
                 _through_a_batch(AmortizedMTA, store, batched, oracles, values)
-            except stores.StoreError as exc:
+            except error as exc:
                 assert "deletions broke" in str(exc)
                 failed = step
             monkeypatch.undo()
-        assert 0 < failed < 7  # a micro-batch with deletions to make followed the failed one
+        assert failed is not None and failed < 7  # micro-batches with deletions to make followed it
         settle_background()
         for b, a in zip(batched, alone):
             assert _stored_groups(store, b) == _stored_groups(store, a)
