@@ -214,7 +214,8 @@ class Batch:
     def commit(self) -> None:
         """Write every waiting record by compare-and-set (a round trip per
         :data:`CHUNK` where the store pipelines them), finish each
-        checkpoint written, then raise the first error: a refused window's
+        checkpoint written, send their clean-ups' deletions (one round trip
+        where it pipelines them), then raise the first error: a refused window's
         :class:`~stores.errors.FencingError`, or what failed a round trip
         (its windows then cannot tell if they were written, and take no
         more checkpoints) or a checkpoint's clean-up.  Every window is

@@ -265,10 +265,11 @@ class WindowStorage(Ownership, MetaPacking):
         if that fails, the window takes back the clean-up marks it had
         (:func:`~stores.cleanup.collect_garbage` sets the new ones after
         this), so that its next clean-up deletes these pairs again."""
-        meta, marks = self._meta, list(self._meta["gc"])
-        if self._batch is None or not self._batch.deleting((self.window, epoch, level, first, count),
-                                                          lambda: meta.__setitem__("gc", marks)):
-            self._call(self.store.delete_pairs, self.window, epoch, level, first, count)
+        if self._batch is not None:
+            meta, marks = self._meta, list(self._meta["gc"])
+            if self._batch.deleting((self.window, epoch, level, first, count), lambda: meta.__setitem__("gc", marks)):
+                return
+        self._call(self.store.delete_pairs, self.window, epoch, level, first, count)
 
     def _refused(self) -> Exception:
         """The error of a checkpoint whose compare-and-set lost: a newer

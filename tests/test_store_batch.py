@@ -494,7 +494,8 @@ def _stored_groups(store, window, levels: int = 8, groups: int = 24) -> list:
     out = []
     for n, epoch in enumerate(sorted(store.list_epochs(window))):
         for level in range(levels):
-            present = [g for g, blob in enumerate(store.read_pairs(window, epoch, level, 0, groups)) if blob is not None]
+            blobs = store.read_pairs(window, epoch, level, 0, groups)
+            present = [g for g, blob in enumerate(blobs) if blob is not None]
             if present:
                 out.append((n, level, present))
     return out
