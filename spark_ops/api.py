@@ -191,6 +191,9 @@ def _periodic(df, spec: WindowSpec, name, expire_after):
         raise SlidingWindowError("expire_after is for per-row streaming queries without a watermark; a slide= "
                                  "query drops a key's state once the watermark has passed its windows")
     periodic.window_end_type(spec, df.schema[spec.time].dataType)  # checked before any job
+    if periodic.WINDOW_END in spec.keys:
+        raise SlidingWindowError(f"key column {periodic.WINDOW_END!r} has the name of slide='s output column of "
+                                 "the windows' ends; rename it")
     if spec.on_bad_row == "flag":
         if df.isStreaming:
             raise SlidingWindowError("on_bad_row='flag' with slide= is for batch jobs (bad rows left out of the "

@@ -51,9 +51,16 @@ WINDOW_END = "window_end"
 
 def window_end_type(spec: WindowSpec, time_type) -> str:
     """The Spark type of ``window_end``: the time column's type; an
-    integral time column needs whole-second sizes and slide."""
-    from pyspark.sql.types import IntegralType
+    integral time column needs whole-second sizes and slide; a date,
+    decimal or float (32-bit) time column is refused (a date holds no
+    time of day, a decimal's scale is the input's, a float holds today's
+    epoch seconds to about two minutes)."""
+    from pyspark.sql.types import DateType, DecimalType, FloatType, IntegralType
 
+    if isinstance(time_type, (DateType, DecimalType, FloatType)):
+        raise SlidingWindowError(f"time column {spec.time!r} is {time_type.simpleString()}, which cannot hold the "
+                                 "windows' ends (window_end has the time column's type): cast it to a timestamp "
+                                 "or a double of seconds for slide=")
     if isinstance(time_type, IntegralType):
         whole = all(float(s).is_integer() for s in [*spec.size_values, spec.slide])
         if not whole:

@@ -44,6 +44,9 @@ from .values import on_columns, python_values
 #: (:meth:`spark_ops.panes.PaneWindows.state`) and the rows waiting for the
 #: watermark (an Arrow IPC stream, :mod:`spark_ops.event_time`).
 STATE_SCHEMA = "job string, windows binary, waiting binary"
+#: What a bad row's error tells to do in a streaming ``slide=`` query, which takes ``on_bad_row="error"`` only.
+REMEDY = ("filter such rows out before sliding_window; a late row cannot be filtered there, and a restart runs "
+          "its micro-batch again: start the query from a new checkpoint location with a longer withWatermark delay")
 
 
 class MonoidPeriodicWindow:
@@ -53,8 +56,9 @@ class MonoidPeriodicWindow:
     interface: ``push`` and ``close`` give ``(ends_us, results)``, results
     per aggregation and size (aggregation-major) as lists of Python values."""
 
-    def __init__(self, spec: WindowSpec, key, ranges_us: list[int], slide_us: int, state: bytes | None = None):
-        self.spec, self.key = spec, key
+    def __init__(self, spec: WindowSpec, key, ranges_us: list[int], slide_us: int, state: bytes | None = None,
+                 remedy: str = rows.FLAG_IT):
+        self.spec, self.key, self.remedy = spec, key, remedy  # remedy: what a bad row's error tells to do
         self.panes = PaneWindows(product(*on_columns([agg for _, agg, _ in spec.aggs], spec.reads)),
                                  ranges_us, slide_us, state)
         self._sizes = len(ranges_us)
@@ -78,7 +82,7 @@ class MonoidPeriodicWindow:
                 panes.push(round(t * MICROS), v)
             except LiftError as exc:
                 raise rows.rejected(self.spec, rows.cannot_lift(exc), self.key,
-                                    shown[i].as_py() if shown is not None else t, v) from None
+                                    shown[i].as_py() if shown is not None else t, v, self.remedy) from None
 
     def emit(self, until_us: int | None):
         """The windows ending at or before ``until_us`` not emitted yet
@@ -140,16 +144,16 @@ def _windows_of_key(spec: WindowSpec, target, group_keys: passthrough.GroupKeys)
         waiting = event_time.unpack_waiting(blob)
         blobs = [b for frame in frames for b in frame[PACKED]]
         watermark_ms = state.getCurrentWatermarkMs()
-        window = MonoidPeriodicWindow(spec, k, ranges_us, slide_us, windows)
+        window = MonoidPeriodicWindow(spec, k, ranges_us, slide_us, windows, REMEDY)
         new = passthrough.unpack(blobs) if blobs else waiting.slice(0, 0) if waiting is not None else None
         if new is not None:
             if new.num_rows and rows.null_key(k):
                 raise rows.rejected(spec, rows.NULL_KEY, k, new.column(spec.time)[0].as_py(),
-                                    new.column(VALUE)[0].as_py())
+                                    new.column(VALUE)[0].as_py(), REMEDY)
             leaving, problems, ready, waiting = event_time.split(new, waiting, watermark_ms / 1000)
             if leaving.num_rows:  # slide= takes on_bad_row="error" only
                 raise rows.rejected(spec, problems[0], k, leaving.column(spec.time)[0].as_py(),
-                                    leaving.column(VALUE)[0].as_py())
+                                    leaving.column(VALUE)[0].as_py(), REMEDY)
             window.add(ready.column(TIME), ready.column(VALUE), ready.column(spec.time))
         ends, results = window.emit(watermark_ms * 1000)
         windows = window.panes.state()

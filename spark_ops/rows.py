@@ -170,9 +170,13 @@ def rejected_text(spec: WindowSpec, problem: str, key, t, v) -> str:
     return f"row rejected ({problem}): {spec.key_text(key)}, {spec.time}={t!r}, {value_columns.value_text(spec, v)}"
 
 
-def rejected(spec: WindowSpec, problem: str, key, t, v) -> SlidingWindowError:
-    """The error that names a rejected row (``on_bad_row="error"``)."""
-    return SlidingWindowError(f"{rejected_text(spec, problem, key, t, v)}; fix the input or pass on_bad_row='flag'")
+#: What a rejected row's error tells to do where ``on_bad_row="flag"`` is taken.
+FLAG_IT = "fix the input or pass on_bad_row='flag'"
+
+
+def rejected(spec: WindowSpec, problem: str, key, t, v, remedy: str = FLAG_IT) -> SlidingWindowError:
+    """The error that names a rejected row (``on_bad_row="error"``) and ``remedy``."""
+    return SlidingWindowError(f"{rejected_text(spec, problem, key, t, v)}; {remedy}")
 
 
 def settle(spec: WindowSpec, key, accepted: list, problems: Sequence | None, times, values,

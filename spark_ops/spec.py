@@ -136,7 +136,7 @@ class WindowSpec:
                 raise SlidingWindowError(f"column {column!r} is both a key column and the {role} column; "
                                          "a window's key cannot be its " + role)
         if slide is not None:
-            slide = _slide(slide, range, rows, frame)
+            slide = _slide(slide, range, rows, frame, sizes)
         resolved, reads = values.resolve(aggs, tuple(value_fields), integral,
                                          single=None if value_fields else value)
         spec = cls(key=key, time=time, value=value, value_fields=tuple(value_fields), reads=reads,
@@ -403,10 +403,9 @@ def _sizes(given, what: str, parse) -> tuple:
 MICROS = 1_000_000
 
 
-def _slide(slide, range, rows, frame: str):
-    """``slide=`` in seconds, checked against the window (see
-    :mod:`spark_ops.periodic`; ``on_bad_row="flag"`` with it:
-    :mod:`spark_ops.excluded`)."""
+def _slide(slide, range, rows, frame: str, sizes: tuple = ()):
+    """``slide=`` in seconds, checked against each size of the window (see
+    :mod:`spark_ops.periodic`; ``on_bad_row="flag"``: :mod:`spark_ops.excluded`)."""
     if range is None:
         raise SlidingWindowError("slide= is for time windows: give range= (the windows' length), not rows= or "
                                  "policy=")
@@ -414,14 +413,14 @@ def _slide(slide, range, rows, frame: str):
     if frame != "default":
         raise SlidingWindowError("slide= windows are [end - range, end), as Spark's window(); frame= is for "
                                  "the per-row output")
-    slide_us, range_us = round(slide * MICROS), round(range * MICROS)
+    slide_us = round(slide * MICROS)
     if slide_us < 1:
         raise SlidingWindowError(f"slide= must be at least one microsecond, got {slide!r}")
-    if slide_us > range_us or range_us % slide_us:
-        # Spark's window() starts windows at the multiples of the slide, so its
-        # ends are there too only when the slide divides the range
-        raise SlidingWindowError(f"slide= must divide the range (windows end at the multiples of the slide and "
-                                 f"hold [end - range, end)); got slide {slide!r} and range {range!r}")
+    for label, size in sizes or ((None, range),):  # Spark's window() starts windows at the multiples of the
+        if slide_us > round(size * MICROS) or round(size * MICROS) % slide_us:  # slide: they end there only then
+            raise SlidingWindowError(f"slide= must divide the range{'' if label is None else f' {label!r}'} "
+                                     "(windows end at the multiples of the slide and hold [end - range, end)); "
+                                     f"got slide {slide!r} and range {size!r}")
     return slide
 
 

@@ -170,7 +170,8 @@ def _check_job(spec: WindowSpec, k, job, fingerprint: str) -> None:
     if job is not None and job != fingerprint:
         raise SlidingWindowError(
             f"{spec.key_text(k)}: the query's windows were built by another job ({job}), not by this one "
-            f"({fingerprint}); restart a changed query with a new name= and checkpoint location")
+            f"({fingerprint}); restart a changed query with a new checkpoint location (and a new name= if it "
+            "has one)")
 
 
 def _in_order(rows):

@@ -282,6 +282,8 @@ def test_late_row_fails_the_query_naming_it(spark, tmp_path):
         stream.run([late])
     message = str(info.value)
     assert "is behind the watermark" in message and f"k={late['k']!r}" in message, message[:3000]
+    # what to do, and not the on_bad_row="flag" a streaming slide= query refuses
+    assert "longer withWatermark delay" in message and "on_bad_row='flag'" not in message, message[:3000]
 
 
 def test_null_key_fails_the_query_naming_it(spark, tmp_path):

@@ -392,6 +392,8 @@ def _explodes(batches):
 
 
 def test_errors_raise_before_any_job(spark, tmp_path):
+    from pyspark.sql import functions as F
+
     from tests.spark_fixtures import joined
 
     df = spark.range(1).mapInArrow(_explodes, "id long, k string, t double, v double, n long")
@@ -414,6 +416,15 @@ def test_errors_raise_before_any_job(spark, tmp_path):
         (df, dict(ok, rows=10, slide=5), "slide= is for time windows"),
         (df, dict(ok, range=10, slide=4), "slide= must divide the range"),
         (df, dict(ok, range=10, slide=20), "slide= must divide the range"),
+        (df, dict(ok, range=[300, 600], slide=200), "slide= must divide the range 300"),
+        (df, dict(ok, range={"5m": 300, "10m": 600}, slide=120), "slide= must divide the range '5m'"),
+        (df.withColumn("d", F.to_date(F.lit("2026-11-27"))), dict(ok, time="d", range=86400, slide=3600),
+         "cast it to a timestamp"),
+        (df.withColumn("f", F.col("t").cast("float")), dict(ok, time="f", range=10, slide=5), "is float"),
+        (df.withColumn("c", F.col("t").cast("decimal(12,3)")), dict(ok, time="c", range=10, slide=5),
+         "is decimal(12,3)"),
+        (df.withColumn("window_end", F.col("k")), dict(ok, key="window_end", range=10, slide=5),
+         "key column 'window_end'"),
         (df, dict(ok, range=10, slide=5, frame="sql"), "frame= is for"),
         (df, dict(ok, aggs=[("joined", joined(), "string")], range=10, slide=5, engine="columnar"),
          "engine='columnar' cannot run this job"),
