@@ -107,12 +107,18 @@ def periodic_streaming_plan(df, spec: WindowSpec):
     end (append mode)."""
     from pyspark.sql.streaming.state import GroupStateTimeout
 
+    from pyspark.sql.types import TimestampNTZType, TimestampType
+
     delay = event_time.watermark_delay(df, spec.time)
     if delay is None:
-        raise SlidingWindowError(
-            "slide= in streaming emits a window once the watermark passes its end: the input needs a watermark "
-            f"on the time column, e.g. df.withWatermark({spec.time!r}, '10 minutes') (the delay: how late a "
-            "row may arrive)")
+        t = spec.time
+        how = (f"df.withWatermark({t!r}, '10 minutes')"
+               if isinstance(df.schema[t].dataType, (TimestampType, TimestampNTZType)) else
+               f"Spark puts watermarks on timestamps only, so make one of {t!r}: df.withColumn('ts', "
+               f"F.timestamp_seconds({t!r})).withWatermark('ts', '10 minutes') and time='ts'")
+        raise SlidingWindowError("slide= in streaming emits a window once the watermark passes its end: the input "
+                                 f"needs a watermark on the time column, e.g. {how} (the delay: how late a row may "
+                                 "arrive)")
     types = {f.name: f.dataType for f in df.schema.fields}
     schema = periodic.output_schema(spec, types)
     target = output_arrow_schema(df.sparkSession, schema)

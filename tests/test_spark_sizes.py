@@ -431,6 +431,7 @@ def test_errors_raise_before_any_job(spark, tmp_path):
         (df, dict(ok, time="n", range=10, slide=2.5), "whole seconds"),
         (df, dict(ok, aggs=["max", "window_end"], range=10, slide=5), "unknown aggregation"),
         (stream, dict(ok, range=10, slide=5, store=f"file://{tmp_path}", name="n"), "needs a watermark"),
+        (stream, dict(ok, range=10, slide=5), "F.timestamp_seconds('t')).withWatermark('ts'"),
     ]
     for frame, kwargs, words in calls:
         with pytest.raises(SlidingWindowError) as info:
