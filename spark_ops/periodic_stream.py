@@ -106,7 +106,6 @@ def periodic_streaming_plan(df, spec: WindowSpec):
     per aggregation and size)``, each once, when the watermark passes its
     end (append mode)."""
     from pyspark.sql.streaming.state import GroupStateTimeout
-
     from pyspark.sql.types import TimestampNTZType, TimestampType
 
     delay = event_time.watermark_delay(df, spec.time)

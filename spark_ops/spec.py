@@ -416,8 +416,10 @@ def _slide(slide, range, rows, frame: str, sizes: tuple = ()):
     slide_us = round(slide * MICROS)
     if slide_us < 1:
         raise SlidingWindowError(f"slide= must be at least one microsecond, got {slide!r}")
-    for label, size in sizes or ((None, range),):  # Spark's window() starts windows at the multiples of the
-        if slide_us > round(size * MICROS) or round(size * MICROS) % slide_us:  # slide: they end there only then
+    # Spark's window() starts windows at the multiples of the slide: they end there only if it divides the size
+    for label, size in sizes or ((None, range),):
+        size_us = round(size * MICROS)
+        if slide_us > size_us or size_us % slide_us:
             raise SlidingWindowError(f"slide= must divide the range{'' if label is None else f' {label!r}'} "
                                      "(windows end at the multiples of the slide and hold [end - range, end)); "
                                      f"got slide {slide!r} and range {size!r}")

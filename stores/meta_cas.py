@@ -220,7 +220,6 @@ class MetaCas:
             raise cas_mismatch(window, expected, self.read_meta(window)[1])
 
 
-
 def told_retries(send: Callable[[bool], Any]) -> Callable[[], Any]:
     """``send(retry)`` as the call a store's retries repeat
     (:meth:`stores.retry.Retrying._run`): ``retry`` is true from the
