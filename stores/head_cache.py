@@ -28,7 +28,7 @@ from .background import ready
 if TYPE_CHECKING:
     from .window import WindowStorage
 
-__all__ = ["DRAIN_CHECKS", "MISS_BATCH", "HeadCache"]
+__all__ = ["DRAIN_CHECKS", "MISS_BATCH", "HeadCache", "snapshot"]
 
 #: Pairs read synchronously on a cache miss before the background refill.
 MISS_BATCH = 8
@@ -121,6 +121,22 @@ class HeadCache:
         end = self.segment_end(first)
         return first, min(count, end - first) if end is not None else count
 
+    def adopt(self, cache_lo: int, values: list) -> None:
+        """Take as the cache the elements ``values`` from position
+        ``cache_lo`` that this level's cache held when the checkpoint it
+        was restored from was taken (:func:`snapshot`), if they hold every
+        pair :meth:`head_range` would read: the heads need no read then.
+        Pairs are never rewritten once stored, and a head the engine
+        recomputed in its cache is what it would have gone on with.  O(cache)."""
+        wanted = self.head_range()
+        if wanted is None:
+            return
+        first, count = wanted
+        start = first << 1
+        if cache_lo <= start and start + 2 * count <= cache_lo + len(values):
+            end = min(cache_lo + len(values), self.stored << 1)
+            self.fill_head(first, values[start - cache_lo:end - cache_lo])
+
     def fill_head(self, first: int, values: list) -> None:
         """The elements of the pairs from ``first`` read for
         :meth:`head_range` become the cache.  O(1)."""
@@ -204,3 +220,19 @@ class HeadCache:
         else:
             return
         self._ahead = min(2 * self._ahead, self._w.cache_size)  # the head reached it: read further ahead
+
+
+def snapshot(levels: list) -> dict:
+    """``level -> (first position, elements)``: the pairs each level's cache
+    holds from its head's pair on, as many as :meth:`HeadCache.adopt` takes
+    when this state is resumed (:data:`MISS_BATCH` pairs to the end of their
+    group), for the levels whose cache holds them all.  O(levels x group)."""
+    heads = {}
+    for q in levels:
+        cache, first = q._cache, q.lo >> 1
+        start = 2 * first - q._cache_lo
+        if cache and first < q.stored and 0 <= start:
+            end = start + 2 * q._to_group_end(first, MISS_BATCH)
+            if end <= len(cache):
+                heads[q.level] = (q._cache_lo + start, cache[start:end])
+    return heads

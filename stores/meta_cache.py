@@ -18,6 +18,14 @@ records are seldom current (:meth:`MetaCache.swapping`), claims read the
 record first instead, and still skip decoding it when it is the one
 remembered.
 
+A record remembered from a checkpoint also keeps its levels' head caches
+(:func:`stores.head_cache.snapshot`): a claim that finds the record current
+and resumes that checkpoint takes them (:meth:`stores.head_cache.HeadCache.adopt`)
+instead of reading every level's head, which a resumed window's first
+eviction needs.  Stored pairs are never rewritten, so what the process read
+(checked) or wrote then is what the store holds; a pair damaged in the store
+since is found by the next process that reads it.
+
 Entries are never changed once stored: a claim copies the remembered
 metadata before raising its epoch, and the checkpoint entries in it are
 immutable lists (see :class:`stores.window.WindowStorage`).  So they are
@@ -39,8 +47,10 @@ from .codec import untrack
 
 #: Windows remembered per store object.  A remembered record costs its blob,
 #: its decoded metadata and the payloads kept for re-encoding: about 15 KB
-#: for a window of the streaming benchmark (retain=2, three levels), so
-#: about 30 MB per store and Python worker when full.
+#: for a fresh window of the streaming benchmark (retain=2, three levels),
+#: 55 KB for a full one (an hour of readings, six levels), whose levels'
+#: head caches hold 30 KB more; so up to about 170 MB per store and Python
+#: worker when full of such windows.
 SIZE = 2048
 
 
@@ -53,6 +63,7 @@ class Remembered(NamedTuple):
     #: the marks a batch's failed clean-up gives back (:meth:`stores.window.WindowStorage.clean_pairs`)
     packed: dict  #: id(checkpoint entry) -> (entry, its msgpack payload), for re-encoding
     elements: dict  #: id(tail element) -> (element, its payload): the newest checkpoint's, for the next one
+    heads: Optional[dict] = None  #: the levels' head caches at the newest checkpoint (stores.head_cache.snapshot)
 
 
 class MetaCache:
@@ -90,7 +101,7 @@ class MetaCache:
         """Remember ``entry`` for ``window``, its metadata and payloads
         untracked by the cyclic garbage collector (:func:`stores.codec.untrack`:
         entries never change).  O(size of the entry)."""
-        untrack((entry.meta, entry.packed, entry.elements))
+        untrack((entry.meta, entry.packed, entry.elements, entry.heads))
         with self._lock:
             self._entries[window] = entry
             self._entries.move_to_end(window)

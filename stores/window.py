@@ -54,6 +54,7 @@ from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 from .background import Decoded, ready, submit
 from .batch import Batch
 from .errors import CasMismatch, StoreError
+from .head_cache import snapshot
 from .level_queue import TAIL_KEPT, StoreLevelQueue
 from .meta_cache import cache_of
 from .cleanup import collect_garbage, level_marks
@@ -231,21 +232,21 @@ class WindowStorage(Ownership, MetaPacking):
         else:
             meta.pop("tags", None)
         value = self._encode_meta(meta)
-        marks, written = level_marks(levels), dict(self._written)
+        marks, written, heads = level_marks(levels), dict(self._written), snapshot(levels)
 
         def committed(token, listed: list[int]) -> None:
             self._waiting = False
             self._token, self._meta, self.version = token, meta, version
             self.counters.checkpoints += 1
             collect_garbage(self, marks, written, listed)
-            self._remember(value, meta)
+            self._remember(value, meta, heads)
 
         if self._batch is not None and self._batch.defers:
             # what the window held goes now, not at the commit, and what it will hold is
             # untracked now, as the cache untracks it: a task's windows waiting in a batch
             # would otherwise keep two records each alive, and the collector walking one
             cache_of(self.store).forget(self.window, self._token)
-            untrack((meta, self._packed, self._elements))
+            untrack((meta, self._packed, self._elements, heads))
             self._waiting, self._meta = True, meta
             self._batch.defer(self.window, self._token, value, self.durable, committed, self._refused, self._lost)
             return version

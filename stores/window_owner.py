@@ -144,6 +144,11 @@ class Ownership:
             if records:
                 self.levels = [StoreLevelQueue.restore(self, m, rec) for m, rec in enumerate(records)]
                 self.heads_due = True
+                if not decoded and known.heads and self.version == known.meta["version"]:
+                    # the record is the one this process wrote at this checkpoint: so are the head caches
+                    for q in self.levels:
+                        if q.level in known.heads:
+                            q.adopt(*known.heads[q.level])
 
     def _checkpoint_to_resume(self, meta: dict, resume: bool | int | Before) -> list | None:
         """The retained ``[version, parent, records, engine]`` that ``resume``
@@ -183,13 +188,15 @@ class Ownership:
             )
         return checkpoint
 
-    def _remember(self, blob: bytes, meta: dict) -> None:
+    def _remember(self, blob: bytes, meta: dict, heads: dict | None = None) -> None:
         """The record now holds ``blob`` (token ``self._token``): the next
-        claim in this process may swap it without reading it.  ``meta`` (what
-        the window holds, the clean-up's marks included) is never mutated
-        after this."""
+        claim in this process may swap it without reading it, and resuming
+        its newest checkpoint may take ``heads`` (the levels' head caches
+        then, :func:`stores.head_cache.snapshot`) instead of reading them.
+        ``meta`` (what the window holds, the clean-up's marks included) is
+        never mutated after this."""
         self._meta = meta
-        cache_of(self.store).put(self.window, Remembered(self._token, blob, meta, self._packed, self._elements))
+        cache_of(self.store).put(self.window, Remembered(self._token, blob, meta, self._packed, self._elements, heads))
 
     def _delete(self) -> None:
         """Remove the window, fenced like a checkpoint: a stale engine must

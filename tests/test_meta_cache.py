@@ -97,7 +97,7 @@ def test_a_remembered_record_is_claimed_without_reading_it(cls, mode, store_url)
 @pytest.mark.parametrize("cls", ENGINES)
 def test_remembered_records_are_untracked_by_the_collector_and_resume_exactly(cls, store_url):  # noqa: F811
     """What the cache keeps of a record (its metadata, the payloads kept for
-    re-encoding) is untracked by the cyclic garbage collector, so the full
+    re-encoding, the levels' head caches) is untracked by the cyclic garbage collector, so the full
     collections of a reused Spark worker do not walk it, and is never
     changed afterwards (what makes untracking it safe: the next claim and
     checkpoint leave it as it was); the key's next micro-batches, through
@@ -110,7 +110,7 @@ def test_remembered_records_are_untracked_by_the_collector_and_resume_exactly(cl
             assert codec.encode(earlier[0][2:]) == earlier[1]
         remembered = cache_of(store).get(window)
         earlier = remembered, codec.encode(remembered[2:])
-        parts = [remembered.meta, remembered.packed, remembered.elements]
+        parts = [remembered.meta, remembered.packed, remembered.elements, remembered.heads]
         while parts:
             part = parts.pop()
             assert not gc.is_tracked(part), type(part)

@@ -37,6 +37,7 @@ default-sized buffer and cache.
 
 from __future__ import annotations
 
+import gc
 import random
 from typing import Any, Callable
 
@@ -49,7 +50,9 @@ from mta.amortized_mta import AmortizedMTA
 from mta.log_mta import LogMTA
 from mta.monoid import product_monoid
 from mta.policies import COUNT_MONOID, AllOf, AnyOf, Count, TimeRange
+from stores import codec
 from stores.level_queue import MISS_BATCH
+from stores.meta_cache import cache_of
 from tests.oracle import CONCAT, BruteForceWindow
 from tests.store_fixtures import fresh_window, settle_background, store_url  # noqa: F401  (fixture)
 from tests.strategies import (AFFINE, CONCAT_SPEC, PrefixOracle, Wsp, apply_operation, drain_against_oracle, operations,
@@ -102,8 +105,10 @@ class StoreRun:
     """A window in a store, its current engine and the oracle, plus what the
     checkpoints committed so far hold."""
 
-    def __init__(self, cls: type, monoid, wsp, url: str, make: Callable[[Any, int], Any]) -> None:
+    def __init__(self, cls: type, monoid, wsp, url: str, make: Callable[[Any, int], Any],
+                 process: str = "cold") -> None:
         self.cls, self.monoid, self.wsp, self.url, self.make = cls, monoid, wsp, url, make
+        self.warm = process == "warm"  # every engine on one store object: claims through its memory of the record
         self.window = fresh_window("prop")
         self.oracle = BruteForceWindow(monoid, wsp)
         self.opened: list = []  # every store object, closed by close()
@@ -118,8 +123,9 @@ class StoreRun:
 
     # -- engines ----------------------------------------------------------
     def open(self, resume, options: dict):
-        store = stores.open_store(self.url)
-        self.opened.append(store)
+        if not (self.warm and self.opened):
+            self.opened.append(stores.open_store(self.url))
+        store = self.opened[-1]
         engine = self.cls(self.monoid, self.wsp, store=store, window_id=self.window, resume=resume, **options)
         self.retain = options.get("retain", 2)
         return engine
@@ -243,16 +249,24 @@ def run_segments(run: StoreRun, options: dict, segs) -> None:
         run.close()
 
 
+#: Where each new engine object runs: a process of its own (a store object of
+#: its own), or the process that checkpointed the window (one store object:
+#: claims through its memory of the record, levels' heads from the caches
+#: the checkpoint left, stores.meta_cache).
+PROCESSES = ["cold", "warm"]
+
+
+@pytest.mark.parametrize("process", PROCESSES)
 @pytest.mark.parametrize("cls", ENGINES)
 @sane_settings(50)
 @given(data=st.data())
-def test_concat_random_operations_on_store(cls, store_url, data):  # noqa: F811
+def test_concat_random_operations_on_store(cls, process, store_url, data):  # noqa: F811
     """CONCAT with count / sum / time WSPs; identity values included."""
     spec = CONCAT_SPEC
     wsp = data.draw(spec.wsps, label="wsp")
     options = data.draw(storage_options, label="options")
     segs = data.draw(segments(spec.raws), label="segments")
-    run_segments(StoreRun(cls, spec.monoid, wsp, store_url, spec.make), options, segs)
+    run_segments(StoreRun(cls, spec.monoid, wsp, store_url, spec.make, process), options, segs)
 
 
 @pytest.mark.parametrize("cls", ENGINES)
@@ -280,6 +294,7 @@ def test_ready_policies_on_store(cls, store_url, data):  # noqa: F811
     run_segments(StoreRun(cls, monoid, wsp, store_url, make), options, segs)
 
 
+@pytest.mark.parametrize("process", PROCESSES)
 @pytest.mark.parametrize("cls", ENGINES)
 @sane_settings(12)
 @given(
@@ -288,7 +303,7 @@ def test_ready_policies_on_store(cls, store_url, data):  # noqa: F811
     keep=st.integers(0, 200),
     options=storage_options,
 )
-def test_long_windows_on_store(cls, store_url, seed, n, keep, options):  # noqa: F811
+def test_long_windows_on_store(cls, process, store_url, seed, n, keep, options):  # noqa: F811
     """Deeper trees than the operation lists reach (as test_engines'
     test_long_windows): hundreds of elements, bulk evictions of whole
     subtrees whose heads were rewritten while their pairs sat in the store,
@@ -302,7 +317,8 @@ def test_long_windows_on_store(cls, store_url, seed, n, keep, options):  # noqa:
     opened = [stores.open_store(store_url)]
 
     def engine(resume):
-        opened.append(stores.open_store(store_url))
+        if process == "cold":
+            opened.append(stores.open_store(store_url))
         return cls(monoid, wsp, store=opened[-1], window_id=window, resume=resume, **options)
 
     def value():
@@ -577,8 +593,9 @@ def test_a_resumed_window_reads_ahead_only_as_far_as_it_goes(cls, url_kind, tmp_
 @pytest.mark.parametrize("cls", ENGINES)
 def test_a_resumed_window_reads_its_levels_heads_in_one_round_trip(cls, url_kind, tmp_path, request):
     """A full window resumed for two pushes at a time
-    (:func:`_resumed_full_windows`): the engine's reads on its own thread
-    are one read of several levels' heads per open
+    (:func:`_resumed_full_windows`) in a process that does not remember
+    its record (:mod:`stores.meta_cache`): the engine's reads on its own
+    thread are one read of several levels' heads per open
     (Store.read_pairs_many), not a read per level."""
     import threading
 
@@ -596,9 +613,51 @@ def test_a_resumed_window_reads_its_levels_heads_in_one_round_trip(cls, url_kind
         setattr(store, name, counted)
     opts = dict(store=store, window_id=fresh_window("heads"), buffer_size=512, cache_size=512)
     ranges = []
-    for _ in _resumed_full_windows(cls, opts, 13, opened=calls.clear):
+
+    def opened():
+        calls.clear()
+        cache_of(store).forget(opts["window_id"])
+
+    for _ in _resumed_full_windows(cls, opts, 13, opened=opened):
         assert [c for c in calls if c[0] == "read_pairs"] == [], calls
         assert len(calls) <= 1, calls
         ranges += [c[1] for c in calls]
     assert ranges and max(ranges) > 1, ranges  # the heads of several levels were read at once
+    store.close()
+
+
+@pytest.mark.parametrize("url_kind", ["memory", "file", "redis"])
+@pytest.mark.parametrize("cls", ENGINES)
+def test_a_window_resumed_where_it_was_checkpointed_reads_no_heads(cls, url_kind, tmp_path, request):
+    """A full window resumed for two pushes at a time
+    (:func:`_resumed_full_windows`, which checks every open against the
+    oracle) by the process that checkpointed it: each open takes its
+    levels' heads from the caches the checkpoint left
+    (:func:`stores.head_cache.snapshot`), so no open reads any, while the
+    same opens in a process that does not remember the record read them
+    every time (the test above)."""
+    if url_kind == "redis":
+        url = request.getfixturevalue("redis_url")
+    else:
+        url = "memory://" if url_kind == "memory" else f"file://{tmp_path}"
+    import threading
+
+    store = stores.open_store(url)
+    main, reads = threading.get_ident(), []
+    for name in ("read_pairs", "read_pairs_many"):
+        def counted(*args, _name=name, _read=getattr(store, name)):
+            if threading.get_ident() == main:
+                reads.append(_name)
+            return _read(*args)
+        setattr(store, name, counted)
+    opts = dict(store=store, window_id=fresh_window("warm-heads"), buffer_size=512, cache_size=512)
+    opens = 0
+    for r, height in _resumed_full_windows(cls, opts, 17, opened=reads.clear):
+        assert reads == []
+        opens += 1
+        heads = cache_of(store).get(opts["window_id"]).heads
+        assert heads and len(heads) <= height
+        if codec.PACKS_IN_C:  # kept untracked by the collector, as the rest of the record (test_meta_cache)
+            assert not any(gc.is_tracked(part) for level in heads.values() for part in (level, level[1]))
+    assert opens == 6
     store.close()
