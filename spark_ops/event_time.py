@@ -130,6 +130,17 @@ def timeout_ms(waiting) -> int:
     return max(math.ceil(pc.min(waiting.column(TIME)).as_py() * 1000) - 1, 1)
 
 
+def expiry_ms(newest: float, size: float, watermark: float) -> int:
+    """The event-time timeout after which a time window whose newest row is
+    at ``newest`` (seconds; ``size``, the largest window's) holds none of
+    its rows for any row still to come, so the key's window and state can
+    go: a row is accepted only after the watermark, and once the watermark
+    is past ``newest + size`` every such row's window starts after
+    ``newest``.  At least the current watermark (``watermark``, seconds),
+    which Spark requires."""
+    return max(math.floor((newest + size) * 1000) + 1, math.floor(watermark * 1000) + 1, 1)
+
+
 def _utc(seconds: float) -> str:
     import datetime as dt
 

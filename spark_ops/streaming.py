@@ -109,7 +109,11 @@ def event_time_windows(spec: WindowSpec, run: str, passed: list[str], group_keys
         _check_job(spec, k, job, fingerprint)
         waiting = event_time.unpack_waiting(blob)
         blobs = [blob for frame in frames for blob in frame[PACKED]]
-        if not blobs and waiting is None:  # timed out with nothing waiting
+        if not blobs and waiting is None:  # timed out with nothing waiting: the window's rows are all too old
+            if spec.range is not None and state.exists:  # for any row still to come (event_time.expiry_ms)
+                # opened afresh, as key_windows' expiry: a replay finds the window deleted already
+                open_key_window(spec, k, run, streaming=True, resume=False).expire()
+                state.remove()
             return
         new = passthrough.unpack(blobs) if blobs else waiting.slice(0, 0)
         watermark = state.getCurrentWatermarkMs() / 1000
@@ -128,6 +132,8 @@ def event_time_windows(spec: WindowSpec, run: str, passed: list[str], group_keys
         state.update((version, newest, fingerprint, event_time.pack_waiting(waiting)))
         if waiting.num_rows:
             state.setTimeoutTimestamp(event_time.timeout_ms(waiting))
+        elif spec.range is not None and newest is not None:
+            state.setTimeoutTimestamp(event_time.expiry_ms(newest, spec.range, watermark))
         for result in results:
             yield passthrough.frame(passthrough.pack(result))
 

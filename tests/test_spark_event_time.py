@@ -199,6 +199,54 @@ def late_rows(rows: list[dict], first_id: int) -> tuple[list[dict], dict]:
     return late, {r["id"]: "is behind the watermark" for r in late}
 
 
+def test_idle_keys_leave_the_store_and_the_state_once_the_watermark_passes_their_windows(spark, tmp_path):
+    """Keys whose rows stop: once the watermark passes a key's newest row
+    plus the range, no row still to come can share a window with its rows,
+    so the key's window is deleted from the store and its Spark state
+    dropped (at the watermark's next advance: the two closing rows); rows
+    that come for those keys later start new windows, and every output is
+    the oracle's over all the rows, as if the windows had been kept."""
+    import stores
+
+    rows = out_of_order(5, keys=4)
+    stream = Stream(spark, str(tmp_path))
+    store = stores.open_store(f"file://{tmp_path}/store")
+    first = closing_row(rows, len(rows))
+    stream.run(rows + [first])
+    assert len(store.window_names()) >= 1  # the keys' windows, until the watermark moves on
+    second = {**closing_row(rows + [first], len(rows) + 1), "k": "zz-second"}
+    stream.run([second])
+    # the first closing row entered its window at this advance; every other key's window went
+    assert len(store.window_names()) == 1
+    assert stream.progress[-1]["stateOperators"][0]["numRowsTotal"] == 2  # the closing keys
+    later = [at(second["t"] + 1 + i, len(rows) + 2 + i, r["k"], float(i % 3)) for i, r in enumerate(rows[:9])]
+    everything = rows + [first, second] + later
+    got = stream.run(later + [closing_row(everything, len(everything))])
+    assert_outputs(got, everything, oracle(everything), NAMES)
+    assert stream.dropped_by_spark() == 0
+    store.close()
+
+
+def test_a_key_resting_less_than_its_range_keeps_its_window(spark, tmp_path):
+    """The expiry waits for the watermark to pass the newest row plus the
+    whole range: key A rests while another key's rows move the watermark
+    past A's newest row plus half the range (micro-batches that time out
+    keys without rows), then A's next row, still within the range of its
+    old rows, must find them in its window."""
+    a = [at(float(t), t, "A", float(t + 1)) for t in range(6)]
+    stream = Stream(spark, str(tmp_path))
+    stream.run(a, per_file=len(a))
+    b1 = at(5 + DELAY + 7, 6, "B", 50.0)  # the watermark then: newest of A + 7
+    b2 = at(5 + DELAY + 8.5, 7, "B", 60.0)  # and then newest of A + 8.5 (the range is 10)
+    assert RANGE / 2 < 7 < 8.5 < RANGE
+    stream.run([b1])
+    stream.run([b2])
+    back = at(14.0, 8, "A", 70.0)  # after the watermark, within the range of A's rows from 5
+    everything = a + [b1, b2, back]
+    got = stream.run([back, closing_row(everything, len(everything))], per_file=2)
+    assert_outputs(got, everything, oracle(everything), NAMES)
+
+
 def test_late_rows_are_flagged_and_leave_the_windows_unchanged(spark, tmp_path):
     """on_bad_row="flag": rows behind the watermark come out at once with
     null aggregations and the reason; Spark drops none of them itself; the
