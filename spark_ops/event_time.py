@@ -18,6 +18,13 @@ the window, so it cannot; it follows ``on_bad_row`` (error, or flagged in
 the output with the reason), as do rows that no window can take (a null
 time or value), which leave at once.
 
+When no row waits, a time window's key (``range=``) gets a timeout at its
+newest row plus the range (:func:`expiry_ms`): past it, no row still to
+come can share a window with the key's rows, so the timed-out call deletes
+the window and drops the key's state (a later row starts a new window,
+with the output the old one would have given).  A key left with nothing
+(its rows all late) keeps neither window nor state.
+
 Spark drops rows behind the watermark before an event-time timeout
 operator sees them, silently, when its input carries the watermarked
 column.  The plan's input to that operator is the key and the packed rows

@@ -8,9 +8,10 @@ The rows reach the per-key function and leave it as Arrow IPC bytes
 would otherwise change them (an integer column with a null becomes
 float64), so every value, and every aggregation's input, stays exact.
 
-Each key's level queues stay in the shared store between micro-batches;
-Spark's own state holds only the key's checkpoint version, newest time and
-the job's fingerprint.  A micro-batch replayed after a failure resumes that
+Each key's level queues stay in the shared store between micro-batches
+(with a watermark, until no row to come can share a window with them,
+:func:`spark_ops.event_time.expiry_ms`); Spark's own state holds only the
+key's checkpoint version, newest time and the job's fingerprint.  A micro-batch replayed after a failure resumes that
 version (retained by the store even if the failed attempt checkpointed past
 it), so nothing is lost or counted twice.
 """
@@ -127,13 +128,22 @@ def event_time_windows(spec: WindowSpec, run: str, passed: list[str], group_keys
                         results.append(_pushed(window, part, part_problems, spec, passed))
                 if ready.num_rows:
                     version, newest = window.checkpoint(), window.newest
-            finally:
+            except BaseException:
                 window.close()
-        state.update((version, newest, fingerprint, event_time.pack_waiting(waiting)))
-        if waiting.num_rows:
-            state.setTimeoutTimestamp(event_time.timeout_ms(waiting))
-        elif spec.range is not None and newest is not None:
-            state.setTimeoutTimestamp(event_time.expiry_ms(newest, spec.range, watermark))
+                raise
+            if version is None:  # opened afresh for rows that all left flagged: no window to keep
+                window.expire()
+            else:
+                window.close()
+        if version is None and not waiting.num_rows:  # nothing of the key's to keep (a late row of a gone key)
+            if state.exists:
+                state.remove()
+        else:
+            state.update((version, newest, fingerprint, event_time.pack_waiting(waiting)))
+            if waiting.num_rows:
+                state.setTimeoutTimestamp(event_time.timeout_ms(waiting))
+            elif spec.range is not None and newest is not None:
+                state.setTimeoutTimestamp(event_time.expiry_ms(newest, spec.range, watermark))
         for result in results:
             yield passthrough.frame(passthrough.pack(result))
 

@@ -126,8 +126,10 @@ class HeadCache:
         ``cache_lo`` that this level's cache held when the checkpoint it
         was restored from was taken (:func:`snapshot`), if they hold every
         pair :meth:`head_range` would read: the heads need no read then.
-        Pairs are never rewritten once stored, and a head the engine
-        recomputed in its cache is what it would have gone on with.  O(cache)."""
+        Pairs are never rewritten once stored; a head the engine recomputed
+        in its cache differs from the stored pair, and is what the engine
+        would have gone on with (it recomputes heads before reading them,
+        :mod:`stores.meta_cache`).  O(cache)."""
         wanted = self.head_range()
         if wanted is None:
             return

@@ -23,8 +23,13 @@ A record remembered from a checkpoint also keeps its levels' head caches
 and resumes that checkpoint takes them (:meth:`stores.head_cache.HeadCache.adopt`)
 instead of reading every level's head, which a resumed window's first
 eviction needs.  Stored pairs are never rewritten, so what the process read
-(checked) or wrote then is what the store holds; a pair damaged in the store
-since is found by the next process that reads it.
+(checked) or wrote then is what the store holds, but for a level's head
+value the engine recomputed in its cache after a bulk eviction (never
+written back): neither engine reads a head above level 0 without
+recomputing it first (``mta.tree.recompute_spine``; the Amortized MTA's
+split reads only the element after each head), so either value gives the
+same results.  A pair damaged in the store since is found by the next
+process that reads it.
 
 Entries are never changed once stored: a claim copies the remembered
 metadata before raising its epoch, and the checkpoint entries in it are

@@ -203,13 +203,15 @@ def test_idle_keys_leave_the_store_and_the_state_once_the_watermark_passes_their
     """Keys whose rows stop: once the watermark passes a key's newest row
     plus the range, no row still to come can share a window with its rows,
     so the key's window is deleted from the store and its Spark state
-    dropped (at the watermark's next advance: the two closing rows); rows
-    that come for those keys later start new windows, and every output is
-    the oracle's over all the rows, as if the windows had been kept."""
+    dropped (at the watermark's next advance: the two closing rows); a
+    late row of such a key (or of a key never seen) leaves flagged and
+    leaves nothing behind; rows that come for those keys later start new
+    windows, and every output is the oracle's over all the rows, as if the
+    windows had been kept."""
     import stores
 
     rows = out_of_order(5, keys=4)
-    stream = Stream(spark, str(tmp_path))
+    stream = Stream(spark, str(tmp_path), on_bad_row="flag")
     store = stores.open_store(f"file://{tmp_path}/store")
     first = closing_row(rows, len(rows))
     stream.run(rows + [first])
@@ -219,10 +221,16 @@ def test_idle_keys_leave_the_store_and_the_state_once_the_watermark_passes_their
     # the first closing row entered its window at this advance; every other key's window went
     assert len(store.window_names()) == 1
     assert stream.progress[-1]["stateOperators"][0]["numRowsTotal"] == 2  # the closing keys
-    later = [at(second["t"] + 1 + i, len(rows) + 2 + i, r["k"], float(i % 3)) for i, r in enumerate(rows[:9])]
-    everything = rows + [first, second] + later
+    # a late row of a key whose window went, and of a key never seen: flagged, and nothing kept for them
+    late = [at(rows[0]["t"], len(rows) + 2, rows[0]["k"], 5.0), at(rows[0]["t"], len(rows) + 3, "never-seen", 5.0)]
+    stream.run(late, per_file=2)
+    assert len(store.window_names()) == 1
+    assert stream.progress[-1]["stateOperators"][0]["numRowsTotal"] == 2
+    later = [at(second["t"] + 1 + i, len(rows) + 4 + i, r["k"], float(i % 3)) for i, r in enumerate(rows[:9])]
+    everything = rows + [first, second] + late + later
     got = stream.run(later + [closing_row(everything, len(everything))])
-    assert_outputs(got, everything, oracle(everything), NAMES)
+    rejected = {r["id"]: "is behind the watermark" for r in late}
+    assert_outputs(got, everything, oracle(everything, rejected), NAMES, flag=True)
     assert stream.dropped_by_spark() == 0
     store.close()
 
