@@ -589,14 +589,10 @@ def test_a_resumed_window_reads_ahead_only_as_far_as_it_goes(cls, url_kind, tmp_
     store.close()
 
 
-@pytest.mark.parametrize("url_kind", ["memory", "file", "redis"])
-@pytest.mark.parametrize("cls", ENGINES)
-def test_a_resumed_window_reads_its_levels_heads_in_one_round_trip(cls, url_kind, tmp_path, request):
-    """A full window resumed for two pushes at a time
-    (:func:`_resumed_full_windows`) in a process that does not remember
-    its record (:mod:`stores.meta_cache`): the engine's reads on its own
-    thread are one read of several levels' heads per open
-    (Store.read_pairs_many), not a read per level."""
+def _store_counting_reads(url_kind: str, tmp_path, request) -> tuple:
+    """A store of ``url_kind`` and the list its reads of pairs made on this
+    thread go to, as ``(method, ranges)`` (the engine's own reads: a
+    background prefetch runs on another thread)."""
     import threading
 
     if url_kind == "redis":
@@ -611,6 +607,18 @@ def test_a_resumed_window_reads_its_levels_heads_in_one_round_trip(cls, url_kind
                 calls.append((_name, len(args[1]) if _name == "read_pairs_many" else 1))
             return _read(*args)
         setattr(store, name, counted)
+    return store, calls
+
+
+@pytest.mark.parametrize("url_kind", ["memory", "file", "redis"])
+@pytest.mark.parametrize("cls", ENGINES)
+def test_a_resumed_window_reads_its_levels_heads_in_one_round_trip(cls, url_kind, tmp_path, request):
+    """A full window resumed for two pushes at a time
+    (:func:`_resumed_full_windows`) in a process that does not remember
+    its record (:mod:`stores.meta_cache`): the engine's reads on its own
+    thread are one read of several levels' heads per open
+    (Store.read_pairs_many), not a read per level."""
+    store, calls = _store_counting_reads(url_kind, tmp_path, request)
     opts = dict(store=store, window_id=fresh_window("heads"), buffer_size=512, cache_size=512)
     ranges = []
 
@@ -636,20 +644,7 @@ def test_a_window_resumed_where_it_was_checkpointed_reads_no_heads(cls, url_kind
     (:func:`stores.head_cache.snapshot`), so no open reads any, while the
     same opens in a process that does not remember the record read them
     every time (the test above)."""
-    if url_kind == "redis":
-        url = request.getfixturevalue("redis_url")
-    else:
-        url = "memory://" if url_kind == "memory" else f"file://{tmp_path}"
-    import threading
-
-    store = stores.open_store(url)
-    main, reads = threading.get_ident(), []
-    for name in ("read_pairs", "read_pairs_many"):
-        def counted(*args, _name=name, _read=getattr(store, name)):
-            if threading.get_ident() == main:
-                reads.append(_name)
-            return _read(*args)
-        setattr(store, name, counted)
+    store, reads = _store_counting_reads(url_kind, tmp_path, request)
     opts = dict(store=store, window_id=fresh_window("warm-heads"), buffer_size=512, cache_size=512)
     opens = 0
     for r, height in _resumed_full_windows(cls, opts, 17, opened=reads.clear):
