@@ -11,9 +11,10 @@ float64), so every value, and every aggregation's input, stays exact.
 Each key's level queues stay in the shared store between micro-batches
 (with a watermark, until no row to come can share a window with them,
 :func:`spark_ops.event_time.expiry_ms`); Spark's own state holds only the
-key's checkpoint version, newest time and the job's fingerprint.  A micro-batch replayed after a failure resumes that
-version (retained by the store even if the failed attempt checkpointed past
-it), so nothing is lost or counted twice.
+key's checkpoint version, newest time and the job's fingerprint.  A
+micro-batch replayed after a failure resumes that version (retained by the
+store even if the failed attempt checkpointed past it), so nothing is lost
+or counted twice.
 """
 
 from __future__ import annotations
