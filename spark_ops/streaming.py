@@ -19,8 +19,6 @@ or counted twice.
 
 from __future__ import annotations
 
-import stores
-
 from . import event_time, passthrough, traffic, worker_gc
 from .plan import (ARRIVAL, INTERNAL, PACKED, ROW_ORDER, TIME, VALUE, InputTimes, column, output_arrow_schema,
                    output_schema, with_time_and_value)
@@ -73,7 +71,9 @@ def key_windows(spec: WindowSpec, run: str, passed: list[str], group_keys: passt
     def one_key(key, frames, state):
         k = key_value(spec, group_keys.value(key))
         if state.hasTimedOut:  # no rows for expire_after: the window goes
-            _expire(spec, k, run, state.get[0])
+            # opened afresh, not at the version in the state: a replay of an expiry whose
+            # state removal Spark never committed finds the window deleted already
+            open_key_window(spec, k, run, streaming=True, resume=False).expire()
             state.remove()
             return
         rows = _in_order(passthrough.unpack(blob for frame in frames for blob in frame[PACKED]))
@@ -113,7 +113,8 @@ def event_time_windows(spec: WindowSpec, run: str, passed: list[str], group_keys
         blobs = [blob for frame in frames for blob in frame[PACKED]]
         if not blobs and waiting is None:  # timed out with nothing waiting: the window's rows are all too old
             if spec.range is not None and state.exists:  # for any row still to come (event_time.expiry_ms)
-                _expire(spec, k, run, version)
+                # opened afresh, as key_windows' expiry: a replay finds the window deleted already
+                open_key_window(spec, k, run, streaming=True, resume=False).expire()
                 state.remove()
             return
         new = passthrough.unpack(blobs) if blobs else waiting.slice(0, 0)
@@ -165,16 +166,6 @@ def _counted(one_key, spec: WindowSpec, count):
             yield from one_key(key, frames, state)
 
     return windows_of_key
-
-
-def _expire(spec: WindowSpec, k, run: str, version) -> None:
-    """Delete key ``k``'s windows, gone idle at checkpoint ``version`` (Spark's
-    state's).  Opened afresh (:class:`stores.Expiring`), not at the version:
-    a replay of an expiry whose state removal Spark never committed finds
-    them deleted already and goes on; an attempt that a later micro-batch
-    overtook (the window checkpointed past ``version``) is refused with a
-    FencingError and deletes nothing."""
-    open_key_window(spec, k, run, streaming=True, resume=stores.Expiring(version or 0)).expire()
 
 
 def _resume(spec: WindowSpec, k, run: str, version, newest):

@@ -22,7 +22,7 @@ __all__ = ["KeyWindow", "PolicyWindow", "RejectingWindow", "SizesWindow", "Strea
 
 
 def open_key_window(spec: WindowSpec, key: Any, run: str, *, streaming: bool = False,
-                    resume: bool | int | stores.Before | stores.Expiring = False, newest: float | None = None,
+                    resume: bool | int | stores.Before = False, newest: float | None = None,
                     durable: bool = True, batch: stores.Batch | None = None) -> KeyWindow:
     """The window of ``key`` in run ``run`` (its windows' names in the store).
 
@@ -33,8 +33,7 @@ def open_key_window(spec: WindowSpec, key: Any, run: str, *, streaming: bool = F
     :class:`PolicyWindow`; every one is deleted when closed.  Streaming: a
     :class:`PolicyWindow` kept in the store, fresh or resumed at checkpoint
     version ``resume`` (or as of before a micro-batch, a
-    :class:`stores.Before`; or afresh to be deleted, a :class:`stores.Expiring`)
-    with its newest time ``newest``; ``durable=False``:
+    :class:`stores.Before`) with its newest time ``newest``; ``durable=False``:
     its checkpoints wait for the task's ``store.sync()``; ``batch``: they
     are written at its ``commit()``, with the other keys' (:mod:`stores.batch`)."""
     if streaming:
@@ -164,8 +163,7 @@ class SizesWindow(RowWindow):
         windows = []
         try:
             windows.append(PolicyWindow(sizes[0], key, size_run(run, 0), resume=resume, **kept))
-            # an expiry is checked on size 0 alone: whoever checkpoints the sizes does size 0 last
-            others = [False if isinstance(resume, stores.Expiring) else resume] * (len(sizes) - 1)
+            others = [resume] * (len(sizes) - 1)
             if by_version and windows[0].resumed_label is not None:
                 others = _size_versions(windows[0].resumed_label, len(others), key)
             for i, (one, version) in enumerate(zip(sizes[1:], others), 1):

@@ -43,7 +43,7 @@ from .errors import (CasMismatch, CodecRegistrationError, CorruptValue, FencingE
                      StoreError, StoreUnavailable)
 from .pool import pooled_store
 from .runs import Progress, check_run, finish_run
-from .steps import Before, Expiring
+from .steps import Before
 from .urls import normalize_url, redact_url, scheme_of, typo_hint
 from .window import WindowStorage
 
@@ -106,7 +106,7 @@ def open_store(url: str, **options: Any) -> Store:
 
 __all__ = [
     "FencingError",
-    "WindowStorage", "Batch", "Before", "Expiring", "Progress", "check_run", "finish_run",
+    "WindowStorage", "Batch", "Before", "Progress", "check_run", "finish_run",
     "open_store", "register_backend", "normalize_url", "redact_url", "scheme_of", "pooled_store",
     "Store", "StoreStats", "Token", "MAX_WINDOW_BYTES",
     "encode", "decode", "register_codec", "unregister_codec", "registered_codecs",

@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Before", "Expiring", "label_of", "resume_point", "retained_tags"]
+__all__ = ["Before", "label_of", "resume_point", "retained_tags"]
 
 
 @dataclass(frozen=True)
@@ -55,24 +55,6 @@ class Before:
             raise ValueError(f"Before: run must be a non-empty str, got {self.run!r}")
         if type(self.step) is not int or self.step < 0:
             raise ValueError(f"Before: step must be an int >= 0, got {self.step!r}")
-
-
-@dataclass(frozen=True)
-class Expiring:
-    """``resume=`` for a window opened to be deleted because its key went
-    idle, as decided from ``version``, the checkpoint the caller's state
-    holds for it: the window starts empty (deleting it then needs nothing
-    of it), and the opening is refused with a
-    :class:`~stores.errors.FencingError` when the window holds a checkpoint
-    past ``version``: the caller is a stale attempt that a later
-    micro-batch overtook, whose window must stay.  A replay of an expiry
-    that deleted the window already finds none and goes on."""
-
-    version: int
-
-    def __post_init__(self) -> None:
-        if type(self.version) is not int or self.version < 0:
-            raise ValueError(f"Expiring: version must be an int >= 0, got {self.version!r}")
 
 
 def resume_point(meta: dict, before: Before) -> tuple[int | None, int | None]:

@@ -66,7 +66,7 @@ from .window_packing import MetaPacking
 __all__ = ["GROUP_SIZE", "META_FORMAT", "WindowStorage", "clock_of", "decode_meta", "delete_fenced", "group_place",
            "new_meta", "owner"]
 from .stats import StoreStats
-from .steps import Before, Expiring, retained_tags
+from .steps import Before, retained_tags
 
 #: Pairs per stored value, for new windows (capped by their buffer size).
 GROUP_SIZE = 16
@@ -80,8 +80,7 @@ class WindowStorage(Ownership, MetaPacking):
     newest checkpoint, a version number for that checkpoint, a
     :class:`stores.steps.Before` for the checkpoint of a run's latest earlier
     step, or ``False`` to start empty (the window's old data is cleaned up
-    by later checkpoints; a :class:`stores.steps.Expiring` also starts empty,
-    to delete the window, unless it was checkpointed past a version).  ``durable=False``: checkpoints are not synced to
+    by later checkpoints).  ``durable=False``: checkpoints are not synced to
     disk one by one; the caller makes a batch of them durable with one
     ``store.sync()`` before relying on them (a Spark task, before it ends).
     ``batch``: a :class:`stores.batch.Batch` whose ``commit()`` writes this
@@ -101,7 +100,7 @@ class WindowStorage(Ownership, MetaPacking):
         buffer_size: int = DEFAULT_BUFFER_SIZE,
         cache_size: int = DEFAULT_CACHE_SIZE,
         group_size: int = GROUP_SIZE,
-        resume: bool | int | Before | Expiring = True,
+        resume: bool | int | Before = True,
         retain: int = 2,
         background: bool = True,
         durable: bool = True,

@@ -19,7 +19,7 @@ from .errors import CasMismatch, FencingError, MissingData, StoreError
 from .meta_cas import Swap
 from .level_queue import StoreLevelQueue
 from .meta_cache import Remembered, cache_of
-from .steps import Before, Expiring, label_of, resume_point
+from .steps import Before, label_of, resume_point
 from .window_meta import clock_of, decode_meta, delete_fenced, new_meta, owner
 from .window_packing import claimed_payloads
 
@@ -54,7 +54,7 @@ class Ownership:
     _elements: dict
     label: Any
 
-    def _claim(self, resume: bool | int | Before | Expiring, group: int) -> None:
+    def _claim(self, resume: bool | int | Before, group: int) -> None:
         """Become the window's owner: raise its epoch by compare-and-set
         (:meth:`claiming`, its requests made here one by one)."""
         steps = self.claiming(resume, group)
@@ -67,7 +67,7 @@ class Ownership:
                                               durable=CLAIM_DURABLE)[0])
             request = answer(steps, reply)
 
-    def claiming(self, resume: bool | int | Before | Expiring, group: int) -> Generator:
+    def claiming(self, resume: bool | int | Before, group: int) -> Generator:
         """The claim, as a generator of the store requests it needs, each
         sent its reply: :data:`READ` (the record's ``(blob, token)``,
         :meth:`stores.base.Store.read_meta`) or ``(token, old blob, new
@@ -150,16 +150,9 @@ class Ownership:
                         if q.level in known.heads:
                             q.adopt(*known.heads[q.level])
 
-    def _checkpoint_to_resume(self, meta: dict, resume: bool | int | Before | Expiring) -> list | None:
+    def _checkpoint_to_resume(self, meta: dict, resume: bool | int | Before) -> list | None:
         """The retained ``[version, parent, records, engine]`` that ``resume``
         asks for (``None``: start empty), or a StoreError saying why not."""
-        if isinstance(resume, Expiring):  # empty, unless a later step checkpointed it (stores.steps)
-            if meta["version"] > resume.version:
-                raise FencingError(
-                    f"window {self.window!r} in {self.store.url}: an expiry decided at checkpoint {resume.version} "
-                    f"cannot delete it, it holds checkpoint {meta['version']} (a stale attempt of an older "
-                    "micro-batch, overtaken by a later one)")
-            return None
         if isinstance(resume, Before):  # the run's latest step before this one (stores.steps)
             version, later = resume_point(meta, resume)
             if later is not None:

@@ -427,112 +427,51 @@ def test_streaming_restart_with_another_job_is_refused(spark, tmp_path):
 
 
 class _TimedOutState:
-    """Spark's GroupState of a key whose timeout fired (processing time, or
-    ``event_time``: the watermark plan's state, nothing waiting)."""
+    """Spark's GroupState of a key whose processing-time timeout fired."""
 
     hasTimedOut = exists = True
 
-    def __init__(self, version: int, event_time: bool = False) -> None:
-        self.get = (version, 5.0, None, None) if event_time else (version, 5.0, None)
+    def __init__(self, version: int) -> None:
+        self.get = (version, 5.0, None)
         self.removed = False
 
     def remove(self) -> None:
         self.removed = True
 
 
-def _expiring_key(size, plan: str):
-    """A store-backed spec of ``size``, key k1's window names and the per-key
-    function of ``plan`` ("expire_after" or "watermark"), whose timed-out
-    call deletes the key's windows."""
+@pytest.mark.parametrize("size", [10, [3, 10]], ids=["one size", "two sizes"])
+def test_an_expiry_replayed_after_a_failure_finds_the_window_gone_and_goes_on(size):
+    """expire_after's timeout deletes the key's windows; when the task dies
+    before Spark commits the state's removal, the replay (the same state,
+    the same version) finds them deleted already, and goes on instead of
+    failing the query on every retry."""
+    import pyarrow as pa
     from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 
+    import stores
     from spark_ops import passthrough
     from spark_ops.spec import WindowSpec
-    from spark_ops.streaming import event_time_windows, key_windows
+    from spark_ops.streaming import key_windows
+    from spark_ops.windows import open_key_window
 
     spec = WindowSpec.build(key="k", time="t", value="v", aggs=["count"], range=size,
                             store=f"memory://expiry-{uuid.uuid4().hex}")
-    names = [spec.window_id("k1", f"run~{i}") for i in range(2)] if isinstance(size, list) \
-        else [spec.window_id("k1", "run")]
-    group_keys = passthrough.GroupKeys(StructType([StructField("k", StringType()), StructField("t", DoubleType()),
-                                                   StructField("v", DoubleType())]), ["k"])
-    per_key = key_windows(spec, "run", ["k", "t", "v"], group_keys, 60.0) if plan == "expire_after" \
-        else event_time_windows(spec, "run", ["k", "t", "v"], group_keys)
-    return spec, names, per_key
-
-
-def _pushed_and_checkpointed(spec, resume, times: list) -> int:
-    import pyarrow as pa
-
-    from spark_ops.windows import open_key_window
-
-    window = open_key_window(spec, "k1", "run", streaming=True, resume=resume)
-    window.push(pa.array(times), pa.array([1.0] * len(times)), None)
+    window = open_key_window(spec, "k1", "run", streaming=True, resume=False)
+    window.push(pa.array([1.0, 2.0]), pa.array([1.0, 1.0]), None)
     version = window.checkpoint()
     window.close()
-    return version
-
-
-EXPIRING = [pytest.param("expire_after", id="expire_after"), pytest.param("watermark", id="watermark")]
-SIZES = [pytest.param(10, id="one size"), pytest.param([3, 10], id="two sizes")]
-
-
-@pytest.mark.parametrize("plan", EXPIRING)
-@pytest.mark.parametrize("size", SIZES)
-def test_an_expiry_replayed_after_a_failure_finds_the_window_gone_and_goes_on(size, plan):
-    """An idle key's timeout deletes its windows (expire_after's, or the
-    watermark's once it passed the window); when the task dies before
-    Spark commits the state's removal, the replay (the same state, the same
-    version) finds them deleted already, and goes on instead of failing the
-    query on every retry.  With several sizes, only size 0's version (the
-    one Spark's state holds) is checked."""
-    import stores
-
-    from spark_ops.windows import PolicyWindow, size_run
-
-    spec, names, per_key = _expiring_key(size, plan)
-    version = _pushed_and_checkpointed(spec, False, [1.0, 2.0])
-    if isinstance(size, list):  # an attempt died between the sizes' checkpoints: size 1's version is ahead
-        ahead = PolicyWindow(spec.one_size(size[1]), "k1", size_run("run", 1), resume=True, keep=True)
-        assert ahead.checkpoint() > version
-        ahead.close()
     store = stores.pooled_store(spec.store)
+    names = [spec.window_id("k1", f"run~{i}") for i in range(2)] if isinstance(size, list) \
+        else [spec.window_id("k1", "run")]
     assert all(store.read_meta(name)[0] is not None for name in names)
+    group_keys = passthrough.GroupKeys(StructType([StructField("k", StringType()), StructField("t", DoubleType()),
+                                                   StructField("v", DoubleType())]), ["k"])
+    per_key = key_windows(spec, "run", ["k", "t", "v"], group_keys, 60.0)
     for attempt in range(2):  # the second: a replay of the first, whose state removal Spark never committed
-        state = _TimedOutState(version, event_time=plan == "watermark")
+        state = _TimedOutState(version)
         assert list(per_key(("k1",), iter([]), state)) == []
         assert state.removed, attempt
         assert all(store.read_meta(name)[0] is None for name in names), attempt
-    store.close()
-
-
-@pytest.mark.parametrize("plan", EXPIRING)
-@pytest.mark.parametrize("size", SIZES)
-def test_a_stale_expiry_is_refused_and_leaves_the_window(size, plan):
-    """An attempt of an older micro-batch times the key out after a later
-    micro-batch checkpointed its windows (a task left running on a lost
-    executor): its expiry is refused with a FencingError before it deletes
-    anything, its state is not removed, and the later micro-batch's windows
-    resume whole."""
-    import pyarrow as pa
-
-    import stores
-    from spark_ops.windows import open_key_window
-
-    spec, names, per_key = _expiring_key(size, plan)
-    stale = _pushed_and_checkpointed(spec, False, [1.0, 2.0])
-    later = _pushed_and_checkpointed(spec, stale, [3.0])
-    state = _TimedOutState(stale, event_time=plan == "watermark")
-    with pytest.raises(stores.FencingError, match=f"decided at checkpoint {stale}"):
-        list(per_key(("k1",), iter([]), state))
-    assert not state.removed
-    store = stores.pooled_store(spec.store)
-    assert all(store.read_meta(name)[0] is not None for name in names)
-    window = open_key_window(spec, "k1", "run", streaming=True, resume=later)
-    sizes = size if isinstance(size, list) else [size]
-    want = [[sum(1 for t in (1.0, 2.0, 3.0, 4.0) if t > 4.0 - s)] for s in sizes]  # each size's (t - s, t]
-    assert [c.to_pylist() for c in window.push(pa.array([4.0]), pa.array([1.0]), None)] == want
-    window.close()
     store.close()
 
 
