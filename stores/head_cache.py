@@ -136,8 +136,7 @@ class HeadCache:
         first, count = wanted
         start = first << 1
         if cache_lo <= start and start + 2 * count <= cache_lo + len(values):
-            end = min(cache_lo + len(values), self.stored << 1)
-            self.fill_head(first, values[start - cache_lo:end - cache_lo])
+            self.fill_head(first, values[start - cache_lo:start - cache_lo + 2 * count])
 
     def fill_head(self, first: int, values: list) -> None:
         """The elements of the pairs from ``first`` read for
