@@ -183,7 +183,8 @@ class Store(Retrying, MetaCas):
     def pipelines_windows(self) -> bool:
         """Whether requests of many windows go to the backend in one round
         trip (:meth:`read_ranges`, :meth:`read_meta_many`,
-        :meth:`swap_meta_many`): standalone Redis."""
+        :meth:`swap_meta_many`): the file store (one transaction,
+        :mod:`stores.sqlite_windows`) and standalone Redis."""
         return self._swap_meta_many is not None
 
     @property

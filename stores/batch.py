@@ -8,15 +8,16 @@ of its window's record: a round trip per key on a server.  A window opened
 with ``batch=`` (:class:`stores.window.WindowStorage`) hands that
 compare-and-set to its :class:`Batch` instead, and :meth:`Batch.commit`
 sends every one waiting (:meth:`~stores.base.Store.swap_meta_many`: one
-round trip per :data:`CHUNK` windows on standalone Redis; a store that
-cannot pipeline them has each window write its own, :attr:`Batch.defers`),
-then finishes each checkpoint as it would have finished alone:
-the window's new token, its clean-up, its record remembered
-(:mod:`stores.meta_cache`).  The clean-ups' deletions of pairs no
-checkpoint reads any more go out together after the last window is
-finished (:meth:`~stores.base.Store.delete_ranges`: one round trip on
-standalone Redis); one that fails is raised like a failed clean-up (the
-records written still count, and the next clean-up deletes them again).
+round trip per :data:`CHUNK` windows on the file store, one transaction,
+and on standalone Redis; a store that cannot pipeline them has each window
+write its own, :attr:`Batch.defers`), then finishes each checkpoint as it
+would have finished alone: the window's new token, its clean-up, its
+record remembered (:mod:`stores.meta_cache`).  The clean-ups' deletions of
+pairs no checkpoint reads any more go out together after the last window
+is finished (:meth:`~stores.base.Store.delete_ranges`: one round trip on
+the file store and standalone Redis); one that fails is raised like a
+failed clean-up (the records written still count, and the next clean-up
+deletes them again).
 
 Claims go the same way.  A window's claim swaps the record this process
 remembers (:mod:`stores.meta_cache`): a round trip per key and micro-batch.

@@ -14,7 +14,10 @@ compare-and-set, done as ``UPDATE ... WHERE version = ?`` inside
 ``BEGIN IMMEDIATE``; ``swap_meta`` adds ``AND blob = ?`` and reads the
 current record back when that fails, ``cas_meta_epochs`` lists the epochs
 in the same transaction).  A batch of pairs is one ``executemany`` in one
-transaction: one round trip.
+transaction: one round trip.  Many windows' compare-and-sets share one
+transaction, their records and heads are read by one statement
+(:mod:`stores.sqlite_windows`: a streaming task's claims and checkpoints,
+:mod:`stores.batch`).
 
 Concurrency: several threads and several processes of one host may share a
 directory.  Each thread has its own connection; writers serialize on
@@ -60,6 +63,7 @@ from typing import Any, Optional
 
 from .base import STORE_OPTIONS, Store, Token, TRANSIENT, cas_mismatch
 from .errors import FormatVersionError, MissingData, StoreClosed, StoreConfigError, StoreError
+from .sqlite_windows import SQLiteWindows
 from .urls import parse_file_url
 from .writer_lock import WriterLock, open_writer_lock
 
@@ -75,12 +79,6 @@ _SCHEMA = (
     " version INTEGER NOT NULL, blob BLOB NOT NULL)",
     "CREATE TABLE IF NOT EXISTS info (key TEXT PRIMARY KEY NOT NULL, value)",
 )
-
-#: One range of :meth:`SQLiteStore._read_pairs_many`, tagged with its place in the request.
-_RANGE_SELECT = ("SELECT ?, idx, blob FROM pairs WHERE window = ? AND epoch = ? AND level = ?"
-                 " AND idx >= ? AND idx < ?")
-#: Ranges per compound SELECT (SQLite allows at most 500 terms in one).
-_RANGES_PER_SELECT = 100
 
 #: The epochs a window has pairs under, each found by one seek in the primary key.
 _LIST_EPOCHS = (
@@ -108,7 +106,7 @@ class _Connection(sqlite3.Connection):
     release: Any = None
 
 
-class SQLiteStore(Store):
+class SQLiteStore(SQLiteWindows, Store):
     scheme = "file"
     SYNCS_META = True
 
@@ -318,19 +316,6 @@ class SQLiteStore(Store):
             out[idx - first] = blob
         return out
 
-    def _read_pairs_many(self, window: str, ranges: list) -> list[list[Optional[bytes]]]:
-        # one statement per _RANGES_PER_SELECT ranges, each range one seek in the primary key
-        conn = self._conn()
-        out: list[list[Optional[bytes]]] = [[None] * r[3] for r in ranges]
-        for start in range(0, len(ranges), _RANGES_PER_SELECT):
-            part = ranges[start:start + _RANGES_PER_SELECT]
-            sql = " UNION ALL ".join([_RANGE_SELECT] * len(part))
-            args = [a for k, (epoch, level, first, count) in enumerate(part, start)
-                    for a in (k, window, epoch, level, first, first + count)]
-            for k, idx, blob in conn.execute(sql, args):
-                out[k][idx - ranges[k][2]] = blob
-        return out
-
     def _delete_pairs(self, window: str, epoch: int, level: int, first: int,
                       count: int) -> None:
         self._write(self._conn(), "DELETE FROM pairs WHERE window = ? AND epoch = ? AND level = ?"
@@ -353,38 +338,6 @@ class SQLiteStore(Store):
         if not done:
             raise cas_mismatch(window, expected, token)
         return token
-
-    def _swap_meta(self, window: str, expected: Token, value: bytes, retry: bool, *, old: Optional[bytes] = None,
-                   listing: bool = False, durable: bool = True) -> tuple[bool, Token, Any]:
-        # one transaction: a failed attempt is rolled back, so a retry needs no check of its own
-        conn = self._conn()
-
-        def swap() -> tuple[bool, Token, Any]:
-            if expected is None:
-                cur = conn.execute("INSERT INTO meta (window, version, blob) VALUES (?, 1, ?)"
-                                   " ON CONFLICT (window) DO NOTHING", (window, value))
-            elif old is None:
-                cur = conn.execute("UPDATE meta SET version = version + 1, blob = ?"
-                                   " WHERE window = ? AND version = ?", (value, window, expected))
-            else:
-                cur = conn.execute("UPDATE meta SET version = version + 1, blob = ?"
-                                   " WHERE window = ? AND version = ? AND blob = ?", (value, window, expected, old))
-            if cur.rowcount == 1:
-                return True, (expected or 0) + 1, self._list_epochs(window) if listing else None
-            row = conn.execute("SELECT version, blob FROM meta WHERE window = ?", (window,)).fetchone()
-            if row is None:
-                return False, None, None
-            return False, row[0], row[1] if old is not None else None
-
-        sync_changed = durable and self._sync_meta != self._sync_data
-        if sync_changed:
-            conn.execute(f"PRAGMA synchronous = {self._sync_meta}")
-        try:
-            out = self._tx(conn, swap)
-        finally:
-            if sync_changed:
-                conn.execute(f"PRAGMA synchronous = {self._sync_data}")
-        return out
 
     def _sync(self) -> None:
         # fsync of the WAL makes every transaction committed before it durable, as

@@ -5,7 +5,8 @@ accumulator, :mod:`spark_ops.traffic`), summed on the driver and printed in
 The oracle replays the job's windows in this process, key by key in time
 order through the same window class with a fresh store of the same kind,
 and counts the requests that store served: the plan must report exactly
-that many (each key's rows are one Arrow batch there, as in the replay).
+that many (each key's rows are one Arrow batch there, as in the replay; a
+streaming task's keys share one :class:`stores.Batch` in both).
 """
 
 from __future__ import annotations
@@ -20,39 +21,64 @@ import pytest
 import stores
 from spark_ops import cli, sliding_window, traffic
 from spark_ops.spec import WindowSpec
-from spark_ops.windows import open_key_window
+from spark_ops.windows import open_key_window, window_names
 from tests.spark_fixtures import (SCHEMA, as_tuples, assert_outputs, expected, random_rounds, random_rows, read_sink,
                                   run_available_now, ship_by_value, stream_source, write_parquet)
 
 ship_by_value(sys.modules[__name__])
 
 
-def replayed_round_trips(data, store_url: str, *, streaming: bool = False, tasks: int = 0, **job) -> int:
-    """``tasks``: a streaming micro-batch's tasks, each of which reads its
-    progress record (:func:`stores.check_run`) before its keys, and stamps
-    it (:func:`stores.finish_run`) and syncs the store
+def replayed_round_trips(data, store_url: str, *, streaming: bool = False, tasks=None, **job) -> int:
+    """``tasks``: a streaming micro-batch's tasks, each a list of its keys:
+    each task reads its progress record (:func:`stores.check_run`) before
+    its keys, opens their windows through one :class:`stores.Batch` told
+    them in advance (claims and checkpoints sent together where the store
+    pipelines windows), and commits it, stamps the record
+    (:func:`stores.finish_run`) and syncs the store
     (:meth:`stores.Store.sync`) after them."""
     import pyarrow as pa
 
     spec = WindowSpec.build(key="k", time="t", value="v", store=store_url, **job)
     store = stores.pooled_store(store_url)
     before = store.stats.round_trips
-    for task in range(tasks):
-        stores.finish_run(store, "replay", 0, stores.check_run(store, f"replay/~task-{task}", "replay", 0))
-        store.sync()
     by_key: dict = {}
     for arrival, r in enumerate(data):
         by_key.setdefault(r["k"], []).append((r["t"], arrival, r["v"]))
-    for key, items in by_key.items():
-        items.sort()
-        window = open_key_window(spec, key, "replay", streaming=streaming)
+
+    def replay(key, batch=None):
+        items = sorted(by_key[key])
+        window = open_key_window(spec, key, "replay", streaming=streaming,
+                                 **({} if batch is None else dict(durable=False, batch=batch)))
         try:
             window.push(pa.array([t for t, _, _ in items]), pa.array([v for _, _, v in items]), None)
             if streaming:
                 window.checkpoint()
         finally:
             window.close()
+
+    if tasks is None:
+        for key in by_key:
+            replay(key)
+    for task, keys in enumerate(tasks or []):
+        progress = stores.check_run(store, f"replay/~task-{task}", "replay", 0)
+        batch = stores.Batch(store)
+        batch.expect([name for key in keys for name in window_names(spec, key, "replay")])
+        for key in keys:
+            replay(key, batch)
+        batch.commit()
+        stores.finish_run(store, "replay", 0, progress)
+        store.sync()
     return store.stats.round_trips - before
+
+
+def keys_by_task(spark, keys, tasks: int) -> list[list]:
+    """The keys of each of the ``tasks`` partitions Spark's repartition by
+    key gives them (as the streaming plan's), sorted as a task takes them."""
+    from pyspark.sql import functions as F
+
+    found = spark.createDataFrame([(k,) for k in keys], "k string").repartition(tasks, "k") \
+        .select("k", F.spark_partition_id().alias("p")).collect()
+    return [sorted(r.k for r in found if r.p == task) for task in range(tasks)]
 
 
 @pytest.mark.parametrize("job", [dict(aggs=["max", "mean"], range=7.0, engine="amta", buffer_size=2, cache_size=2),
@@ -82,7 +108,8 @@ def test_streaming_micro_batch_counts_the_round_trips_of_its_keys(spark, tmp_pat
     run_available_now(out, str(tmp_path / "out"), str(tmp_path / "ckpt"))
     counted = traffic.round_trips(spark) - before
     tasks = int(spark.conf.get("spark.sql.shuffle.partitions"))  # the plan's repartition by key
-    assert counted == replayed_round_trips(rows, f"file://{tmp_path}/b", streaming=True, tasks=tasks, **job) > 0
+    assert counted == replayed_round_trips(rows, f"file://{tmp_path}/b", streaming=True,
+                                           tasks=keys_by_task(spark, {r["k"] for r in rows}, tasks), **job) > 0
 
 
 def test_streaming_on_redis_sends_a_tasks_windows_requests_together(spark, tmp_path, redis_url):

@@ -350,7 +350,7 @@ def test_swap_meta_many_does_what_each_would_alone(store, backend):
                                 ("b", tb, None, b"b3"),  # stale too
                                 ("c", None, None, b"c1")],  # creation
                                listing=True, durable=False)
-    assert store.pipelines_windows == (backend in ("redis", "redis-tls"))
+    assert store.pipelines_windows == (backend in ("file", "redis", "redis-tls"))
     trips = store.stats.round_trips - before
     assert trips == 1 if store.pipelines_windows else trips >= len(out)
     ta2, tb2 = store.read_meta("a")[1], store.read_meta("b")[1]
@@ -363,6 +363,23 @@ def test_swap_meta_many_does_what_each_would_alone(store, backend):
     with pytest.raises(StoreConfigError, match="needs the token"):
         store.swap_meta_many([("a", None, b"a4", b"a5")])
     assert store.read_meta("a")[0] == b"a4"
+
+
+def test_read_meta_many_reads_many_windows_records(store):
+    """read_meta_many returns what read_meta of each window would, in order
+    (an absent record (None, None), a window named twice twice); one round
+    trip where the store pipelines many windows' requests."""
+    ta = store.cas_meta("a", None, b"a1")
+    store.cas_meta("a", ta, b"a2")
+    store.cas_meta("b", None, b"b1")
+    windows = ["b", "x", "a", "b"] + [f"w{i}" for i in range(600)]  # more than one statement takes
+    before = store.stats.round_trips
+    out = store.read_meta_many(windows)
+    trips = store.stats.round_trips - before
+    assert out == [store.read_meta(w) for w in windows]
+    assert [blob for blob, _ in out[:4]] == [b"b1", None, b"a2", b"b1"] and out[1] == (None, None)
+    assert trips == 1 if store.pipelines_windows else trips == len(windows)
+    assert store.read_meta_many([]) == []
 
 
 def test_read_ranges_reads_many_windows_pairs(store):
