@@ -86,20 +86,31 @@ static int length(Reader *r, int w, Py_ssize_t *n) {
 
 static PyObject *value(Reader *r);
 
-/* n items into a new list */
-static PyObject *items(Reader *r, Py_ssize_t n) {
+/* n items into a new list, or a new tuple (as_tuple): built in place, and
+ * untracked by the cyclic GC when every item is (an atomic value or an
+ * untracked container), as CPython untracks such a tuple at the first
+ * collection it survives; decoding a window's record or level group builds
+ * thousands, which the young collections would otherwise walk first */
+static PyObject *items(Reader *r, Py_ssize_t n, int as_tuple) {
     if (n > r->end - r->p) return malformed("truncated payload");  /* each item takes a byte at least */
-    PyObject *list = PyList_New(n);
-    if (!list) return NULL;
+    PyObject *out = as_tuple ? PyTuple_New(n) : PyList_New(n);
+    if (!out) return NULL;
+    int untracked = 1;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *v = value(r);
         if (!v) {
-            Py_DECREF(list);
+            Py_DECREF(out);
             return NULL;
         }
-        PyList_SET_ITEM(list, i, v);
+        if (as_tuple) {
+            untracked &= !PyObject_GC_IsTracked(v);
+            PyTuple_SET_ITEM(out, i, v);
+        } else {
+            PyList_SET_ITEM(out, i, v);
+        }
     }
-    return list;
+    if (as_tuple && untracked && PyObject_GC_IsTracked(out)) PyObject_GC_UnTrack(out);
+    return out;
 }
 
 static PyObject *map(Reader *r, Py_ssize_t n) {
@@ -125,8 +136,9 @@ fail:
     return NULL;
 }
 
-/* the items of the one array an extension's payload [p, p + n) holds */
-static PyObject *ext_items(Reader *r, const unsigned char *p, Py_ssize_t n) {
+/* the items of the one array an extension's payload [p, p + n) holds, as a
+ * list or a tuple */
+static PyObject *ext_items(Reader *r, const unsigned char *p, Py_ssize_t n, int as_tuple) {
     Reader in = {p, p + n, r->hook, r->limit, r->levels, r->too_deep};
     if (n < 1) return malformed("empty extension payload");
     unsigned char b = *in.p++;
@@ -138,7 +150,7 @@ static PyObject *ext_items(Reader *r, const unsigned char *p, Py_ssize_t n) {
     } else {
         return malformed("extension payload is not an array");
     }
-    PyObject *list = items(&in, count);
+    PyObject *list = items(&in, count, as_tuple);
     if (list && in.p != in.end) {
         Py_DECREF(list);
         return malformed("extra data in an extension payload");
@@ -156,11 +168,10 @@ static PyObject *ext(Reader *r, int code, Py_ssize_t n) {
             return NULL;
         }
         r->levels++;
-        PyObject *list = ext_items(r, p, n);
+        PyObject *list = ext_items(r, p, n, code == EXT_TUPLE);
         r->levels--;
-        if (!list) return NULL;
-        PyObject *out = code == EXT_TUPLE ? PyList_AsTuple(list)
-                        : code == EXT_SET ? PySet_New(list) : PyFrozenSet_New(list);
+        if (!list || code == EXT_TUPLE) return list;
+        PyObject *out = code == EXT_SET ? PySet_New(list) : PyFrozenSet_New(list);
         Py_DECREF(list);
         return out;
     }
@@ -172,7 +183,7 @@ static PyObject *sized(Reader *r, int w, int kind) {
     /* kind 0: str, 1: bin, 2: array, 3: map */
     Py_ssize_t n;
     if (length(r, w, &n) < 0) return NULL;
-    if (kind == 2) return items(r, n);
+    if (kind == 2) return items(r, n, 0);
     if (kind == 3) return map(r, n);
     if (need(r, n) < 0) return NULL;
     const char *s = (const char *)r->p;
@@ -186,7 +197,7 @@ static PyObject *value_of(Reader *r) {
     if (b <= 0x7f) return PyLong_FromLong(b);
     if (b >= 0xe0) return PyLong_FromLong((long)(signed char)b);
     if ((b & 0xf0) == 0x80) return map(r, b & 0x0f);
-    if ((b & 0xf0) == 0x90) return items(r, b & 0x0f);
+    if ((b & 0xf0) == 0x90) return items(r, b & 0x0f, 0);
     if ((b & 0xe0) == 0xa0) {
         Py_ssize_t n = b & 0x1f;
         if (need(r, n) < 0) return NULL;
