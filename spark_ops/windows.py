@@ -212,7 +212,16 @@ class SizesWindow(RowWindow):
         _on_every(self.windows, lambda window: window.close())
 
     def expire(self) -> None:
-        _on_every(self.windows, lambda window: window.expire())
+        """Every size's window deleted, size 0's first: its delete is
+        fenced as the key's (its checkpoint label names the other sizes'
+        versions), so when it is refused, a newer attempt having claimed
+        the key since, the others are closed and kept for that attempt."""
+        try:
+            self.windows[0].expire()
+        except BaseException:
+            _on_every(self.windows[1:], lambda window: window.close())
+            raise
+        _on_every(self.windows[1:], lambda window: window.expire())
 
 
 def _on_every(windows: list, act) -> None:

@@ -228,6 +228,37 @@ def test_sizes_resumed_by_version_from_a_record_without_their_versions(monkeypat
     stores.pooled_store(spec.store).close()
 
 
+def test_a_refused_expiry_of_size_0_deletes_no_other_size(tmp_path):
+    """An idle key's expiry deletes every size's window, fenced as size 0's
+    delete is (its checkpoint label names the other sizes' versions): when
+    a newer attempt has claimed size 0 since this one opened the key, and
+    is about to open the other sizes, the delete is refused and they are
+    kept: the newer attempt resumes every size at that version and goes on
+    as brute force says."""
+    import pyarrow as pa
+
+    import stores
+    from spark_ops.windows import PolicyWindow, open_key_window, size_run
+
+    sizes = [2.0, 100.0]
+    spec = WindowSpec.build(key="k", time="t", value="v", aggs=["count"], range=sizes, store=f"file://{tmp_path}")
+    window = open_key_window(spec, "k1", "run", streaming=True, resume=False)
+    window.push(pa.array([1.0, 2.0]), pa.array([1.0, 1.0]), None)
+    version = window.checkpoint("label")
+    window.close()
+    stale = open_key_window(spec, "k1", "run", streaming=True, resume=version)
+    newer = PolicyWindow(spec.one_size(sizes[0]), "k1", size_run("run", 0), resume=version, keep=True)
+    with pytest.raises(stores.StoreError):
+        stale.expire()
+    newer.close()
+    window = open_key_window(spec, "k1", "run", streaming=True, resume=version)
+    out = window.push(pa.array([3.5]), pa.array([1.0]), None)
+    window.close()
+    times = [1.0, 2.0, 3.5]
+    assert [column.to_pylist() for column in out] == [[sum(1 for t in times if t > 3.5 - size)] for size in sizes]
+    stores.pooled_store(spec.store).close()
+
+
 # -- periodic output --------------------------------------------------------------------
 def _periodic_oracle(rows, aggs, r, s):
     """(k, window end) -> {aggregation: value}: every multiple e of s with a
