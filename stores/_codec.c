@@ -87,10 +87,12 @@ static int length(Reader *r, int w, Py_ssize_t *n) {
 static PyObject *value(Reader *r);
 
 /* n items into a new list, or a new tuple (as_tuple): built in place, and
- * untracked by the cyclic GC when every item is (an atomic value or an
- * untracked container), as CPython untracks such a tuple at the first
- * collection it survives; decoding a window's record or level group builds
- * thousands, which the young collections would otherwise walk first */
+ * untracked by the cyclic GC when every item is an atomic value or an
+ * untracked tuple, as CPython untracks such a tuple at the first collection
+ * it survives (not one holding a dict, even an untracked one: a dict is
+ * tracked again once a tracked value is put in it, the tuple would not be);
+ * decoding a window's record or level group builds thousands, which the
+ * young collections would otherwise walk first */
 static PyObject *items(Reader *r, Py_ssize_t n, int as_tuple) {
     if (n > r->end - r->p) return malformed("truncated payload");  /* each item takes a byte at least */
     PyObject *out = as_tuple ? PyTuple_New(n) : PyList_New(n);
@@ -103,7 +105,7 @@ static PyObject *items(Reader *r, Py_ssize_t n, int as_tuple) {
             return NULL;
         }
         if (as_tuple) {
-            untracked &= !PyObject_GC_IsTracked(v);
+            untracked &= !PyObject_IS_GC(v) || (PyTuple_CheckExact(v) && !PyObject_GC_IsTracked(v));
             PyTuple_SET_ITEM(out, i, v);
         } else {
             PyList_SET_ITEM(out, i, v);

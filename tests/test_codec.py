@@ -540,21 +540,39 @@ def _containers(value):
 @SETTINGS
 @given(values | st.lists(long_values, max_size=3).map(tuple))
 def test_the_c_decoder_builds_untracked_the_tuples_the_collector_would_untrack(value):
-    """A tuple whose items are all untracked (atomic values, such tuples)
-    comes out of the C decoder untracked, as CPython's collector leaves it
-    after the first collection it survives (a window's record and level
-    groups hold thousands, which young collections would walk first); a
-    tuple holding a tracked item stays tracked; the value is unchanged.
-    The collector is off while decoding, so only the decoder untracks."""
+    """A tuple whose items are all atomic values or untracked tuples comes
+    out of the C decoder untracked, as CPython's collector leaves it after
+    the first collection it survives (a window's record and level groups
+    hold thousands, which young collections would walk first); a tuple
+    holding any other container stays tracked, a dict too, even one
+    untracked for now (a tracked value put in it later tracks it again,
+    never the tuple); the value is unchanged.  The collector is off while
+    decoding, so only the decoder untracks.  A cycle through a decoded
+    tuple's dict is collected."""
     gc.disable()
     try:
         decoded = decode(encode(value))
         for c in _containers(decoded):
             if type(c) is tuple:
-                assert gc.is_tracked(c) is any(gc.is_tracked(item) for item in c), c
+                safe = all(not gc.is_tracked(item) and type(item) not in (list, dict, set, frozenset)
+                           for item in c)
+                assert gc.is_tracked(c) is not safe, c
     finally:
         gc.enable()
     assert same(decoded, value)
+
+
+@needs_c
+def test_a_cycle_through_a_decoded_tuples_dict_is_collected():
+    import weakref
+
+    held = decode(encode(({}, 1.5)))
+    node = _Tracked()
+    held[0]["node"], node.back = node, held
+    gone = weakref.ref(node)
+    del held, node
+    gc.collect()
+    assert gone() is None
 
 
 class _Tracked:
