@@ -27,8 +27,9 @@ same order.
 
 The task's windows are not claimed, written and synced one by one: a
 :class:`stores.Batch` told the task's windows claims them ahead, many in
-one round trip, and its commit writes their checkpoints together (on a
-server that pipelines them, :mod:`stores.batch`); one ``Store.sync()``
+one round trip, and its commit writes their checkpoints together (where
+the store pipelines them: the file store, standalone Redis;
+:mod:`stores.batch`); one ``Store.sync()``
 makes them durable before the output rows they stand behind leave the
 task (one fsync per task on the file store).  A task
 holds its partition's rows of one micro-batch in memory (Arrow) while it

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from mta.level_queue import LevelQueue
 
-from .background import Pending
 from .codec import decode, encode
 from .errors import CorruptValue, FormatVersionError, MissingData
 from .head_cache import DRAIN_CHECKS, MISS_BATCH, HeadCache
@@ -206,11 +205,7 @@ class StoreLevelQueue(HeadCache, LevelQueue):
             value = (start, recent[2 * (start - first) : 2 * (end - first)])
             blobs.append(encode(value, bind=w.place(w.epoch, self.level, g)))
             start = end
-        if w.background:
-            future = w.start_write(self.level, first // size, blobs, count)
-        else:
-            future = Pending.of(w.write, self.level, first // size, blobs, count)
-        self._flush = (future, count)
+        self._flush = (w.start_write(self.level, first // size, blobs, count), count)
         self._rebase()
         self._note_written(first, count)
         if not w.background:

@@ -7,11 +7,15 @@ A streaming task claims and checkpoints every key of its partition
 own: the writers' lock, ``BEGIN IMMEDIATE``, ``COMMIT``.  Here the
 compare-and-sets of many windows share one transaction, each checked on
 its own as :meth:`_swap_meta` checks it (one lost race is returned and the
-others stand); the records of many windows are read by one statement, the
-ranges of many windows' pairs by one compound ``SELECT`` (one seek in the
-primary key per range), and many ranges are deleted in one transaction.
-A transaction that fails is rolled back whole, so the retry of a call
-finds none of its writes landed.
+others stand); the records of up to 500 windows are read by one
+statement, up to 100 ranges of many windows' pairs by one compound
+``SELECT`` (one seek in the primary key per range), and many ranges are
+deleted in one transaction.  A transaction that fails is rolled back
+whole, so the retry of a call finds none of its writes landed; a
+statement that fails for good (a full disk) fails every window of its
+transaction, as a lost round trip fails every window of a Redis pipeline:
+a batch's windows then cannot tell if their checkpoint landed
+(:meth:`stores.batch.Batch.commit`).
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ from typing import Any
 
 from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
-from .background import Decoded, ready, submit
+from .background import Decoded, Pending, ready, submit
 from .batch import Batch
 from .errors import CasMismatch, StoreError
 from .head_cache import snapshot
@@ -328,11 +328,14 @@ class WindowStorage(Ownership, MetaPacking):
     # -- store calls --------------------------------------------------------
     def start_write(self, level: int, group: int, blobs: list, pairs: int):
         """Start writing the blobs of groups ``group, group + 1, ...``
-        (``pairs`` pairs): a future or :class:`~stores.background.Pending` (result: None).
-        A checkpoint of this window waiting in a batch is committed first:
-        its clean-up reads the levels as the checkpoint left them."""
+        (``pairs`` pairs): a future or :class:`~stores.background.Pending` (result: None),
+        written already without ``background``.  A checkpoint of this window
+        waiting in a batch is committed first: its clean-up reads the levels
+        as the checkpoint left them."""
         if self._waiting:
             self._batch.commit()
+        if not self.background:
+            return Pending.of(self.write, level, group, blobs, pairs)
         if self._channel is not None:
             self.counters.round_trips += 1
             self.counters.pairs_written += pairs

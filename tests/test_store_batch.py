@@ -2,15 +2,16 @@
 
 A window opened with ``batch=`` hands its checkpoint's compare-and-set to
 the batch, whose commit writes every one waiting in one round trip where
-the store pipelines them (standalone Redis), and claims ahead the windows
+the store pipelines them (the file store, in one transaction, and
+standalone Redis), and claims ahead the windows
 its task said it would open.  These tests check that nothing of a window's
 meaning changes: what a commit wrote resumes exactly (brute-force oracle,
 non-commutative monoid), nothing is written before the commit, a stale
 window is still refused (and the others of its batch committed), a claim
 ahead whose remembered record went stale still resumes the store's
 record, and an error of one window's claim is raised by its own opening.
-On the memory and file stores a batch defers nothing: each window writes
-at its checkpoint, as without one.
+On the memory store and a Redis Cluster a batch defers nothing: each
+window writes at its checkpoint, as without one.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from mta.log_mta import LogMTA
 from stores import FencingError
 from stores.meta_cache import cache_of
 from tests.oracle import CONCAT, BruteForceWindow
-from tests.store_fixtures import fresh_window, settle_background, store_url  # noqa: F401  (fixture)
+from tests.store_fixtures import fresh_window, persistent_url, settle_background, store_url  # noqa: F401  (fixtures)
 from tests.strategies import sane_settings
 
 ENGINES = [pytest.param(LogMTA, id="LogMTA"), pytest.param(AmortizedMTA, id="AmortizedMTA")]
@@ -160,21 +161,23 @@ def test_a_stale_window_is_refused_at_the_commit_and_the_others_stand(cls, store
 
 
 @pytest.mark.parametrize("cls", ENGINES)
+@pytest.mark.parametrize("background", [True, False])
 @settings(sane_settings(max_examples=25))
 @given(steps=st.lists(st.tuples(st.lists(st.sampled_from(["", "a", "b"]), max_size=12), st.booleans(), st.booleans()),
                       min_size=1, max_size=8))
-def test_a_window_written_past_a_waiting_checkpoint_resumes_it(cls, store_url, steps):  # noqa: F811
-    """One window kept open: values pushed (groups written to the store)
-    while a checkpoint waits in the batch, checkpoints and commits at random
-    points, then a last commit and a close without a checkpoint: another
-    store object resumes exactly what the window held at its last
-    checkpoint (nothing the clean-up of a waiting checkpoint deletes or
-    forgets is needed by it or by what was written after it)."""
+def test_a_window_written_past_a_waiting_checkpoint_resumes_it(cls, background, store_url, steps):  # noqa: F811
+    """One window kept open: values pushed (groups written to the store,
+    in background threads or not) while a checkpoint waits in the batch,
+    checkpoints and commits at random points, then a last commit and a
+    close without a checkpoint: another store object resumes exactly what
+    the window held at its last checkpoint (nothing the clean-up of a
+    waiting checkpoint deletes or forgets is needed by it or by what was
+    written after it)."""
     store = _store(store_url)
     window, oracle, checkpointed = fresh_window("open"), _oracle(), _oracle()
     batch = stores.Batch(store)
     try:
-        e = _open(cls, store, window, batch=batch)
+        e = _open(cls, store, window, batch=batch, background=background)
         for values, checkpoint, commit in steps:
             for v in values:
                 assert e.push((v,)) == oracle.push((v,))
@@ -249,7 +252,7 @@ def _warmed(cls, store, prefix: str, count: int) -> tuple[list, dict]:
 @pytest.mark.parametrize("cls", ENGINES)
 def test_expected_windows_are_claimed_ahead_in_one_round_trip(cls, store_url):  # noqa: F811
     """A batch told five windows claims all of them when the first opens:
-    one round trip for their swaps on standalone Redis, none more to open
+    one round trip for their swaps where the store pipelines windows, none more to open
     the other four; each resumes exactly its last checkpoint."""
     store = _store(store_url)
     try:
@@ -276,7 +279,7 @@ def test_expected_windows_are_claimed_ahead_in_one_round_trip(cls, store_url):  
 def test_a_batch_saves_three_round_trips_per_window(cls, store_url):  # noqa: F811
     """The same micro-batch on two sets of five windows holding 40 values
     each (levels in the store, heads to read at the first eviction): with a
-    batch, on standalone Redis, the claims, the heads and the checkpoints of
+    batch, where the store pipelines windows, the claims, the heads and the checkpoints of
     the five cost one round trip each instead of five; both resume exactly."""
     store = _store(store_url)
     sets = [[fresh_window(f"set{i}") for _ in range(5)] for i in range(2)]
@@ -453,13 +456,13 @@ def test_windows_read_their_own_heads_when_the_read_ahead_fails(cls, store_url, 
         store.close()
 
 
-def test_a_commit_that_fails_leaves_its_windows_unsure(redis_url, monkeypatch):
-    """A commit whose round trip fails (standalone Redis, where a batch
-    defers): the failure is raised after every window is dealt with; the
+def test_a_commit_that_fails_leaves_its_windows_unsure(persistent_url, monkeypatch):  # noqa: F811
+    """A commit whose round trip fails (the file store and standalone
+    Redis, where a batch defers): the failure is raised after every window is dealt with; the
     windows of that round trip take no more checkpoints (whether theirs
     was written is unknown) and open again from whatever their record
     holds."""
-    store = _store(redis_url)
+    store = _store(persistent_url)
     try:
         windows, oracles = _warmed(AmortizedMTA, store, "unsure", 2)
         batch = stores.Batch(store)
@@ -483,7 +486,7 @@ def test_a_commit_that_fails_leaves_its_windows_unsure(redis_url, monkeypatch):
         for e in engines:
             e.close()
         for w in windows:  # nothing was written: each resumes its last committed checkpoint
-            _resumes(AmortizedMTA, redis_url, w, committed[w])
+            _resumes(AmortizedMTA, persistent_url, w, committed[w])
     finally:
         store.close()
 
@@ -545,13 +548,14 @@ def test_a_commit_deletes_what_each_clean_up_deletes_alone(cls, store_url, monke
 
 
 @pytest.mark.parametrize("error", [stores.StoreError, KeyboardInterrupt])
-def test_a_commit_whose_deletions_fail_leaves_them_to_the_next_clean_up(redis_url, monkeypatch, error):
-    """A commit (standalone Redis) whose deletions fail (a store error, or
+def test_a_commit_whose_deletions_fail_leaves_them_to_the_next_clean_up(persistent_url, monkeypatch,  # noqa: F811
+                                                                          error):
+    """A commit (the file store, standalone Redis) whose deletions fail (a store error, or
     an interrupt) raises after its checkpoints were written; its windows
     keep their clean-up marks, so that the next micro-batch's clean-up
     deletes those groups: the store then holds what twins that never
     failed hold."""
-    store = _store(redis_url)
+    store = _store(persistent_url)
     try:
         batched, alone = [fresh_window("retried") for _ in range(2)], [fresh_window("twin") for _ in range(2)]
         oracles = {w: _oracle() for w in batched + alone}
@@ -577,6 +581,6 @@ def test_a_commit_whose_deletions_fail_leaves_them_to_the_next_clean_up(redis_ur
         settle_background()
         for b, a in zip(batched, alone):
             assert _stored_groups(store, b) == _stored_groups(store, a)
-        _all_resume(AmortizedMTA, redis_url, batched + alone, oracles)
+        _all_resume(AmortizedMTA, persistent_url, batched + alone, oracles)
     finally:
         store.close()

@@ -338,8 +338,9 @@ def test_swap_meta_many_does_what_each_would_alone(store, backend):
     """swap_meta_many makes each request as swap_meta (``old`` given) or
     cas_meta_epochs would alone, in order (a request may build on an
     earlier one), a lost one returned with the record's token (and blob,
-    for a swap) while the others stand; one round trip on a standalone
-    Redis server, which pipelines them."""
+    for a swap) while the others stand; one round trip where the store
+    pipelines windows (the file store, in one transaction, and standalone
+    Redis)."""
     ta = store.cas_meta("a", None, b"a1")
     tb = store.cas_meta("b", None, b"b1")
     store.write_pairs("b", 3, 0, 0, [b"p"])
@@ -372,12 +373,14 @@ def test_read_meta_many_reads_many_windows_records(store):
     ta = store.cas_meta("a", None, b"a1")
     store.cas_meta("a", ta, b"a2")
     store.cas_meta("b", None, b"b1")
+    store.cas_meta("w599", None, b"last")
     windows = ["b", "x", "a", "b"] + [f"w{i}" for i in range(600)]  # more than one statement takes
     before = store.stats.round_trips
     out = store.read_meta_many(windows)
     trips = store.stats.round_trips - before
     assert out == [store.read_meta(w) for w in windows]
     assert [blob for blob, _ in out[:4]] == [b"b1", None, b"a2", b"b1"] and out[1] == (None, None)
+    assert out[-1][0] == b"last"
     assert trips == 1 if store.pipelines_windows else trips == len(windows)
     assert store.read_meta_many([]) == []
 
@@ -396,6 +399,8 @@ def test_read_ranges_reads_many_windows_pairs(store):
     assert out[:2] == [[None, b"b0", b"b1", None], [b"a1", b"a2"]]
     assert trips == 1 if store.pipelines_windows else trips >= 3
     assert store.read_ranges([]) == []
+    many = [("a", 1, 0, i % 4, 1 + i % 3) for i in range(150)] + [("b", 2, 3, 11, 2)]  # more than one SELECT takes
+    assert store.read_ranges(many) == [store.read_pairs(*r) for r in many]
 
 
 def test_delete_ranges_deletes_many_windows_pairs(store):
