@@ -214,12 +214,18 @@ class SizesWindow(RowWindow):
     def expire(self) -> None:
         """Every size's window deleted, size 0's first: its delete is
         fenced as the key's (its checkpoint label names the other sizes'
-        versions), so when it is refused, a newer attempt having claimed
-        the key since, the others are closed and kept for that attempt."""
+        versions), so when it fails (refused, a newer attempt having
+        claimed the key since, or stopped part-way) the others are closed
+        and kept, for that attempt or the next expiry, and its error is
+        the one raised."""
         try:
             self.windows[0].expire()
         except BaseException:
-            _on_every(self.windows[1:], lambda window: window.close())
+            for window in self.windows[1:]:
+                try:
+                    window.close()
+                except Exception:  # noqa: BLE001 - size 0's error is the one to report
+                    pass
             raise
         _on_every(self.windows[1:], lambda window: window.expire())
 

@@ -12,7 +12,7 @@ Per level, :class:`StoreLevelQueue` keeps in process memory
 
 A level talks to its window's storage (:class:`stores.window.WindowStorage`)
 through the storage's public methods only: ``start_write``, ``start_read``,
-``read``, ``write``, ``opened``, ``closed``, ``discarded``, ``want_prefetch``,
+``read``, ``opened``, ``closed``, ``discarded``, ``want_prefetch``,
 ``start_prefetches``, ``orphan``, ``note_written`` and its ``counters``;
 the storage calls a level's ``prefetch_ahead``, ``settle``, ``elements``,
 ``take_hits``, ``record`` and ``restore``.

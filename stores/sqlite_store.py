@@ -15,9 +15,9 @@ compare-and-set, done as ``UPDATE ... WHERE version = ?`` inside
 current record back when that fails, ``cas_meta_epochs`` lists the epochs
 in the same transaction).  A batch of pairs is one ``executemany`` in one
 transaction: one round trip.  Many windows' compare-and-sets share one
-transaction, their records and heads are read by one statement
-(:mod:`stores.sqlite_windows`: a streaming task's claims and checkpoints,
-:mod:`stores.batch`).
+transaction, their records are read by one statement per 500 and their
+heads by one per 100 ranges (:mod:`stores.sqlite_windows`: a streaming
+task's claims and checkpoints, :mod:`stores.batch`).
 
 Concurrency: several threads and several processes of one host may share a
 directory.  Each thread has its own connection; writers serialize on

@@ -288,10 +288,14 @@ def test_a_changed_frame_is_another_job():
 
 
 @pytest.mark.parametrize("step", ["close", "expire"])
-def test_a_size_that_fails_to_close_leaves_no_other_size_open(store_url, step):  # noqa: F811
+@pytest.mark.parametrize("close_fails_too", [False, True])
+def test_a_size_that_fails_to_close_leaves_no_other_size_open(store_url, step, close_fails_too):  # noqa: F811
     """A window of several sizes whose size 0 raises on close or expire:
-    every other size is still closed (or deleted from the store), and the
-    error reaches the caller."""
+    every other size is still closed, and size 0's error reaches the
+    caller, even when another size's close fails too.  A failed expire
+    (size 0's delete, which is fenced as the key's) deletes no other size:
+    they are closed and kept, for the attempt that claimed the key or the
+    next expiry; a close closes them all."""
     spec = WindowSpec.build(key="k", time="t", value="v", aggs=["count"], range=[1.0, 2.0, 4.0], store=store_url)
     run = fresh_window("sizes")
     window = open_key_window(spec, "k", run, streaming=True)
@@ -299,15 +303,18 @@ def test_a_size_that_fails_to_close_leaves_no_other_size_open(store_url, step): 
     window.checkpoint()
     done = []
     for i, size in enumerate(window.windows):
-        real = getattr(size, step)
+        for name in ("close", "expire"):
+            real = getattr(size, name)
 
-        def act(real=real, i=i):
-            done.append(i)
-            if i == 0:
-                raise OSError("size 0 failed")
-            real()
+            def act(real=real, i=i, name=name):
+                done.append((name, i))
+                if i == 0 and name == step:
+                    raise OSError("size 0 failed")
+                real()
+                if i == 1 and name == "close" and close_fails_too:
+                    raise RuntimeError("size 1 failed to close")
 
-        setattr(size, step, act)
+            setattr(size, name, act)
     with pytest.raises(OSError, match="size 0 failed"):
         getattr(window, step)()
-    assert done == [0, 1, 2]
+    assert done == [(step, 0), ("close", 1), ("close", 2)]
