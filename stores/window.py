@@ -294,15 +294,15 @@ class WindowStorage(Ownership, MetaPacking):
         batch is committed first (and if that fails the window is closed
         without deleting it)."""
         try:
-            if delete and self._waiting:
-                self._batch.commit()
-        finally:
-            for q in levels:
-                q.settle()
-            self._wait_orphans()
-            if self._channel is not None:
-                self._channel.close()
-        try:
+            try:
+                if delete and self._waiting:
+                    self._batch.commit()
+            finally:
+                for q in levels:
+                    q.settle()
+                self._wait_orphans()
+                if self._channel is not None:
+                    self._channel.close()
             if delete:
                 self._delete()
         finally:
@@ -357,19 +357,30 @@ class WindowStorage(Ownership, MetaPacking):
             epoch = q.epoch_of(first)
             request = self._channel.read_pairs(self.window, epoch, q.level, group, groups)
             return Decoded(request, q, first, count, group, epoch)
-        return submit(self.read, q, first, count)
+        return submit(self.read, q, first, count, self._reads(q, first, count))
 
-    def read(self, q: StoreLevelQueue, first: int, count: int) -> list:
-        """The elements of ``q``'s pairs ``[first, first + count)``."""
+    def read(self, q: StoreLevelQueue, first: int, count: int, reads: list | None = None) -> list:
+        """The elements of ``q``'s pairs ``[first, first + count)``, one
+        round trip per owner segment crossed (``reads``: :meth:`_reads`,
+        worked out on the engine's thread for a read in the background,
+        where a checkpoint's clean-up may trim the level's segments meanwhile)."""
         out: list = []
-        while count > 0:  # one round trip per epoch segment crossed
-            epoch = q.epoch_of(first)
+        for epoch, start, n in reads if reads is not None else self._reads(q, first, count):
+            group, groups = self._groups(start, n)
+            blobs = self._call(self.store.read_pairs, self.window, epoch, q.level, group, groups)
+            out += q.elements(start, n, group, blobs, epoch)
+            self.counters.pairs_read += n
+        return out
+
+    @staticmethod
+    def _reads(q: StoreLevelQueue, first: int, count: int) -> list[tuple[int, int, int]]:
+        """``(epoch, first pair, pairs)`` of each owner segment of ``q`` that
+        pairs ``[first, first + count)`` cross.  O(segments)."""
+        out = []
+        while count > 0:
             end = q.segment_end(first)
             n = min(count, end - first) if end is not None else count
-            group, groups = self._groups(first, n)
-            blobs = self._call(self.store.read_pairs, self.window, epoch, q.level, group, groups)
-            out += q.elements(first, n, group, blobs, epoch)
-            self.counters.pairs_read += n
+            out.append((q.epoch_of(first), first, n))
             first += n
             count -= n
         return out

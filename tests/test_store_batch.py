@@ -491,6 +491,29 @@ def test_a_commit_that_fails_leaves_its_windows_unsure(persistent_url, monkeypat
         store.close()
 
 
+def test_a_delete_whose_commit_fails_still_lets_go_of_the_levels(persistent_url, monkeypatch):  # noqa: F811
+    """Deleting a window whose checkpoint waits commits the batch first;
+    when that fails, the window is closed without being deleted, raises
+    the commit's error, and still lets go of its levels (a level refers to
+    its storage: a cycle a task would leave per key)."""
+    store = _store(persistent_url)
+    try:
+        (window,), _ = _warmed(AmortizedMTA, store, "undeleted", 1)
+        batch = stores.Batch(store)
+        e = _open(AmortizedMTA, store, window, batch=batch)
+        e.push(("p",))
+        e.checkpoint()
+        monkeypatch.setattr(store, "swap_meta_many", lambda requests, **options: 1 / 0)
+        storage = e._storage
+        with pytest.raises(ZeroDivisionError):
+            e.close(delete=True)
+        monkeypatch.undo()
+        assert storage._queues == [] and storage.levels is None
+        assert store.read_meta(window)[0] is not None  # not deleted
+    finally:
+        store.close()
+
+
 def _stored_groups(store, window, levels: int = 8, groups: int = 24) -> list:
     """Which groups of pairs ``window`` holds in the store: per epoch (in
     order, numbered from 0) and level, the indices of the groups present."""

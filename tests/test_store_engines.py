@@ -55,8 +55,8 @@ from stores.level_queue import MISS_BATCH
 from stores.meta_cache import cache_of
 from tests.oracle import CONCAT, BruteForceWindow
 from tests.store_fixtures import fresh_window, settle_background, store_url  # noqa: F401  (fixture)
-from tests.strategies import (AFFINE, CONCAT_SPEC, PrefixOracle, Wsp, apply_operation, drain_against_oracle, operations,
-                              sane_settings)
+from tests.strategies import (AFFINE, CONCAT_SPEC, NEVER, PrefixOracle, Wsp, apply_operation, drain_against_oracle,
+                              operations, sane_settings)
 from tests.test_engines import churn_both, insert_both
 
 ENGINES = [pytest.param(LogMTA, id="LogMTA"), pytest.param(AmortizedMTA, id="AmortizedMTA")]
@@ -656,3 +656,55 @@ def test_a_window_resumed_where_it_was_checkpointed_reads_no_heads(cls, url_kind
             assert not any(gc.is_tracked(part) for level in heads.values() for part in (level, level[1]))
     assert opens == 6
     store.close()
+
+
+def test_a_background_read_keeps_the_epochs_it_was_started_with(tmp_path, monkeypatch):
+    """A read of a level's pairs in the background (a prefetch) takes each
+    pair's epoch from the level's owner segments as they were when it
+    started, on the engine's thread: a checkpoint's clean-up may trim the
+    segments while the read waits for the store.  Two owners wrote level 0
+    (two segments); the read across both is held at its first round trip
+    while the segments lose an entry, and still returns the pairs a read
+    made alone returns."""
+    import threading
+
+    url = f"file://{tmp_path}"
+    first_owner, second_owner = stores.open_store(url), stores.open_store(url)
+    try:
+        e = AmortizedMTA(CONCAT, NEVER, store=first_owner, window_id="w", buffer_size=2, cache_size=1)
+        for i in range(40):
+            e.push((str(i % 7),))
+        e.checkpoint()
+        e.close()
+        settle_background()
+        e = AmortizedMTA(CONCAT, NEVER, store=second_owner, window_id="w", buffer_size=2, cache_size=1)
+        for i in range(40):
+            e.push((str(i % 5),))
+        e.checkpoint()
+        storage = e._storage
+        q = next(q for q in storage._queues if len(q.segments) > 1 and q.stored > q.segments[1][1])
+        first, count = q.lo >> 1, q.stored - (q.lo >> 1)
+        assert first < q.segments[1][1] < first + count  # the read crosses both owners' pairs
+        alone = storage.read(q, first, count)
+        held, release, real = threading.Event(), threading.Event(), second_owner.read_pairs
+
+        def read_pairs(*request):
+            held.set()
+            assert release.wait(30)
+            return real(*request)
+
+        monkeypatch.setattr(second_owner, "read_pairs", read_pairs)
+        pending = storage.start_read(q, first, count)
+        assert held.wait(30)
+        segments = [list(s) for s in q.segments]
+        del q.segments[1:]  # a walk of the list while a clean-up trims it may miss an entry so
+        release.set()
+        got = pending.result()
+        q.segments[:] = segments
+        monkeypatch.undo()
+        assert got == alone
+        e.close()
+        settle_background()
+    finally:
+        first_owner.close()
+        second_owner.close()
