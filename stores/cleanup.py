@@ -49,7 +49,7 @@ def collect_garbage(storage: "WindowStorage", marks: list[tuple], written: dict[
             heads[m] = min(heads.get(m, rec["lo"] >> 1), rec["lo"] >> 1)
             ends[m] = max(ends.get(m, 0), rec["stored"])
             live_epochs.update(e for e, _ in rec["segments"])
-    gc = list(meta["gc"])
+    gc, deleted = list(meta["gc"]), 0
     for m in range(max([len(gc)] + [m + 1 for m in ends])):
         if m == len(gc):
             gc.append(0)
@@ -59,8 +59,9 @@ def collect_garbage(storage: "WindowStorage", marks: list[tuple], written: dict[
             for epoch in meta["epochs"]:
                 if epoch in live_epochs and first < stop:
                     storage.clean_pairs(epoch, m, first, stop - first)
-            storage.counters.pairs_deleted += end - gc[m]
+            deleted += end - gc[m]
             gc[m] = end
+    storage.counters.pairs_deleted += deleted  # after every clean_pairs: a batch's undo takes it back whole
     # The store's own list, not the record's: an epoch it does not list
     # holds no pairs (a claim that never wrote leaves nothing to drop),
     # and a zombie owner may have written again under an epoch this

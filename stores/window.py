@@ -260,15 +260,15 @@ class WindowStorage(Ownership, MetaPacking):
         return version
 
     def clean_pairs(self, epoch: int, level: int, first: int, count: int) -> None:
-        """Delete groups ``[first, first + count)`` of a level's pairs for the
-        clean-up: now, or within a batch's commit with every window's of
-        the commit, in one round trip (:meth:`stores.batch.Batch.commit`);
-        if that fails, the window takes back the clean-up marks it had
-        (:func:`~stores.cleanup.collect_garbage` sets the new ones after
-        this), so that its next clean-up deletes these pairs again."""
+        """Delete groups ``[first, first + count)`` of a level's pairs for the clean-up: now, or with
+        every window's of a batch's commit in one round trip (:meth:`stores.batch.Batch.commit`); if
+        that fails, the window takes back its clean-up marks and the pairs it counted (set and counted
+        by :func:`~stores.cleanup.collect_garbage` after this): its next clean-up does both again, once."""
         if self._batch is not None:
-            meta, marks = self._meta, list(self._meta["gc"])
-            if self._batch.deleting((self.window, epoch, level, first, count), lambda: meta.__setitem__("gc", marks)):
+            meta, marks, counters = self._meta, list(self._meta["gc"]), self.counters
+            counted = counters.pairs_deleted
+            undo = lambda: (meta.__setitem__("gc", marks), setattr(counters, "pairs_deleted", counted))  # noqa: E731
+            if self._batch.deleting((self.window, epoch, level, first, count), undo):
                 return
         self._call(self.store.delete_pairs, self.window, epoch, level, first, count)
 

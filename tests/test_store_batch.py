@@ -573,15 +573,22 @@ def test_a_commit_deletes_what_each_clean_up_deletes_alone(cls, store_url, monke
 @pytest.mark.parametrize("error", [stores.StoreError, KeyboardInterrupt])
 def test_a_commit_whose_deletions_fail_leaves_them_to_the_next_clean_up(persistent_url, monkeypatch,  # noqa: F811
                                                                           error):
-    """A commit (the file store, standalone Redis) whose deletions fail (a store error, or
-    an interrupt) raises after its checkpoints were written; its windows
-    keep their clean-up marks, so that the next micro-batch's clean-up
-    deletes those groups: the store then holds what twins that never
-    failed hold."""
+    """A commit (the file store, standalone Redis) whose deletions fail (a
+    store error, or an interrupt) raises after its checkpoints were
+    written; its windows keep their clean-up marks, so that the next
+    micro-batch's clean-up deletes those groups: the store then holds what
+    twins that never failed hold, and the windows' counters (summed over
+    their openings) count the pairs deleted as the twins' do, once."""
     store = _store(persistent_url)
     try:
         batched, alone = [fresh_window("retried") for _ in range(2)], [fresh_window("twin") for _ in range(2)]
         oracles = {w: _oracle() for w in batched + alone}
+        counted = []  # (window, its counters) per opening, read once every commit has finished
+
+        def opened(w, **options):
+            e = _open(AmortizedMTA, store, w, **options)
+            counted.append((w, e.store_stats))
+            return e
 
         def broken(*request):
             raise error("the deletions broke")
@@ -590,12 +597,16 @@ def test_a_commit_whose_deletions_fail_leaves_them_to_the_next_clean_up(persiste
         for step in range(8):
             values = [str((step + i) % 3) for i in range(40)]
             for w in alone:
-                _micro_batch(_open(AmortizedMTA, store, w), oracles[w], values)
+                _micro_batch(opened(w), oracles[w], values)
             if failed is None:  # until a commit has deletions to make
                 monkeypatch.setattr(store, "_delete_ranges", broken)
                 monkeypatch.setattr(store, "_delete_pairs", broken)
+            batch = stores.Batch(store)
+            batch.expect(batched)
             try:
-                _through_a_batch(AmortizedMTA, store, batched, oracles, values)
+                for w in batched:
+                    _micro_batch(opened(w, batch=batch), oracles[w], values)
+                batch.commit()
             except error as exc:
                 assert "deletions broke" in str(exc)
                 failed = step
@@ -604,6 +615,9 @@ def test_a_commit_whose_deletions_fail_leaves_them_to_the_next_clean_up(persiste
         settle_background()
         for b, a in zip(batched, alone):
             assert _stored_groups(store, b) == _stored_groups(store, a)
+        deleted = {w: sum(c.pairs_deleted for v, c in counted if v == w) for w in batched + alone}
+        for b, a in zip(batched, alone):
+            assert deleted[b] == deleted[a] > 0
         _all_resume(AmortizedMTA, persistent_url, batched + alone, oracles)
     finally:
         store.close()
