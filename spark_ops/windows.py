@@ -169,11 +169,7 @@ class SizesWindow(RowWindow):
             for i, (one, version) in enumerate(zip(sizes[1:], others), 1):
                 windows.append(PolicyWindow(one, key, size_run(run, i), resume=version, **kept))
         except BaseException:
-            for window in windows:
-                try:
-                    window.close()
-                except Exception:  # noqa: BLE001 - the opening's own error is the one to report
-                    pass
+            _close_quietly(windows)  # the opening's own error is the one to report
             raise
         return cls(spec, key, windows, by_version)
 
@@ -221,11 +217,7 @@ class SizesWindow(RowWindow):
         try:
             self.windows[0].expire()
         except BaseException:
-            for window in self.windows[1:]:
-                try:
-                    window.close()
-                except Exception:  # noqa: BLE001 - size 0's error is the one to report
-                    pass
+            _close_quietly(self.windows[1:])  # size 0's error is the one to report
             raise
         _on_every(self.windows[1:], lambda window: window.expire())
 
@@ -241,6 +233,16 @@ def _on_every(windows: list, act) -> None:
             error = exc if error is None else error
     if error is not None:
         raise error
+
+
+def _close_quietly(windows: list) -> None:
+    """Close each of ``windows`` while another error is on its way: a
+    close's own error is dropped for it."""
+    for window in windows:
+        try:
+            window.close()
+        except Exception:  # noqa: BLE001 - the caller raises the error that matters
+            pass
 
 
 def _size_versions(label, count: int, key) -> list[int]:
