@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spark_ops import rows
 
@@ -65,6 +67,25 @@ def test_check_columns_integer_columns_have_no_nan_or_inf():
                              pa.array([None, 5, 6], pa.int32()))
     assert got == [rows.NULL_VALUE, rows.NULL_KEY, rows.NULL_TIME]
     assert rows.check_columns(pa.array([1], pa.int64()), pa.array([1], pa.int64()), pa.array([7], pa.int64())) is None
+
+
+#: One column's cells: numbers, then the ones a rule reads (NaN, +-inf, null).
+CELLS = st.one_of(st.floats(-1e3, 1e3, allow_nan=False), st.sampled_from([NAN, INF, -INF, None]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 6).flatmap(lambda n: st.tuples(*[st.lists(CELLS, min_size=n, max_size=n)] * 5)),
+       st.booleans(), st.booleans())
+def test_check_columns_agrees_with_check_row_on_any_cells(table, composite, several):
+    """Batches that are clean, or bad in one place only (a NaN without a
+    null beside it, an infinite time alone) get the rows' own reasons: the
+    check that finds a batch clean without building masks misses none."""
+    k, k2, t, v, v2 = table
+    keys = [pa.array(k, pa.float64()), pa.array(k2, pa.float64())] if composite else pa.array(k, pa.float64())
+    values = (pa.StructArray.from_arrays([pa.array(v, pa.float64()), pa.array(v2, pa.float64())], ["v0", "v1"])
+              if several else pa.array(v, pa.float64()))
+    want = _row_reasons(list(zip(k, k2, t, v, v2)), composite, several)
+    assert rows.check_columns(keys, pa.array(t, pa.float64()), values) == (want if any(want) else None)
 
 
 def test_check_row_names_a_value_that_is_not_a_number():

@@ -31,6 +31,8 @@ import sys
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spark_ops import SlidingWindowError, sliding_window
 from tests.spark_fixtures import (assert_outputs, expected, joined, read_sink, run_available_now, ship_by_value,
@@ -411,6 +413,24 @@ def test_single_key_names_unchanged_and_composite_names_distinct():
     ids = {two.window_id(k, "q") for a, b in STRING_PAIRS for k in [(a, b)]}
     assert len(ids) == len(STRING_PAIRS)
     assert two.key_text(("eu", None)) == "dc='eu', host=None"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([0, 1, 2, float("nan"), None]), max_size=12), st.booleans())
+def test_runs_of_one_numeric_key_column(cells, integral):
+    """Runs of one key column: a new run where the key changes, each null
+    or NaN a run of its own, whatever path finds them (NumPy for a numeric
+    column without nulls, Arrow else)."""
+    import pyarrow as pa
+
+    from spark_ops.batch import runs
+
+    if integral:
+        cells = [c for c in cells if c is None or c == c]
+    column = pa.array(cells, pa.int64() if integral else pa.float64())
+    starts = [i for i, c in enumerate(cells) if i == 0 or c is None or c != c or cells[i - 1] is None
+              or c != cells[i - 1]]
+    assert runs(column) == list(zip(starts, starts[1:] + [len(cells)]))
 
 
 def test_runs_and_trailing_peers_over_several_key_columns():
