@@ -9,7 +9,9 @@ row, the monoid's order kept, so it need not be commutative); a window is
 the panes inside it, combined oldest first.  Only the panes that a window
 not yet emitted can hold are kept, O(largest R / S) values, which is what a
 streaming key keeps in Spark's state between micro-batches
-(:meth:`PaneWindows.state`); nothing here imports pyspark.
+(:meth:`PaneWindows.state`, encoded by :mod:`stores.codec`, never
+pickled: the state store is read back as data); nothing here imports
+pyspark.
 
 This is the path of aggregations the columnar kernels do not compute (a
 user :class:`mta.Aggregator`, e.g. a non-commutative one) and of every
@@ -19,13 +21,13 @@ one product aggregator, so a row is lifted once.
 
 from __future__ import annotations
 
-import pickle
-
 from mta import Aggregator
 from mta.markers import EMPTY
+from stores.codec import decode, encode
+from stores.errors import CorruptValue, FormatVersionError
 
 #: The layout of :meth:`PaneWindows.state` (a change must be readable or refused).
-STATE_FORMAT = 1
+STATE_FORMAT = 2
 
 
 class PaneWindows:
@@ -49,17 +51,24 @@ class PaneWindows:
         self._panes: list = []  # [pane index, combined value], by index
         self._done = None  # the pane index of the last window end emitted
         if state is not None:
-            fmt, self._done, self._panes = pickle.loads(state)
+            try:
+                fmt, self._done, self._panes = decode(state)
+            except (CorruptValue, FormatVersionError, TypeError, ValueError) as exc:
+                raise ValueError(f"periodic window state this version cannot read ({exc}); restart the query "
+                                 "from a new checkpoint location") from None
             if fmt != STATE_FORMAT:
-                raise ValueError(f"window state of format {fmt}, this version reads {STATE_FORMAT}")
+                raise ValueError(f"periodic window state of format {fmt}, this version reads {STATE_FORMAT}; "
+                                 "restart the query from a new checkpoint location")
 
     def state(self) -> bytes | None:
         """What a later :class:`PaneWindows` resumes from (``None`` when no
-        window is left to emit).  The values are pickled, so a user
-        aggregation's values must pickle.  O(kept panes)."""
+        window is left to emit).  The values are encoded by
+        :func:`stores.codec.encode`, so a user aggregation's values are of
+        its types or registered with :func:`stores.codec.register_codec`, as
+        in a store's windows.  O(kept panes)."""
         if not self._panes:
             return None
-        return pickle.dumps((STATE_FORMAT, self._done, self._panes), protocol=pickle.HIGHEST_PROTOCOL)
+        return encode((STATE_FORMAT, self._done, self._panes))
 
     def push(self, t_us: int, value) -> None:
         """One row, not older than the rows before it and after every window

@@ -782,6 +782,16 @@ def test_no_pickle_anywhere_in_stores():
     assert not offenders, offenders
 
 
+def test_no_pickle_in_the_spark_windows_state():
+    """Window state Spark's state store keeps (periodic panes, waiting rows)
+    is data read back from a store: spark_ops encodes it, never pickles."""
+    files = sorted((STORES_DIR.parent / "spark_ops").rglob("*.py"))
+    assert any(f.name == "panes.py" for f in files)
+    offenders = [f"{f.name}: {m.group(0).strip()}" for f in files
+                 for m in PICKLE_RE.finditer(f.read_text())]
+    assert not offenders, offenders
+
+
 def test_codec_and_local_stores_do_not_load_pickle():
     code = ("import sys, tempfile\n"
             "import stores\n"

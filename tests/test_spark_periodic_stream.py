@@ -131,6 +131,30 @@ def test_pane_windows_equal_brute_force(steps, slide, widths, cuts, resume):
     assert windows.state() is None
 
 
+def test_pane_state_is_encoded_data_never_pickle():
+    """The panes' state (kept in Spark's state store) is the store codec's
+    data: a state that is not (a pickle, a truncated blob) is refused with
+    what to do, a value of a type the codec does not know is refused when
+    the state is written, naming register_codec."""
+    import pickle
+
+    windows = PaneWindows(NON_COMMUTATIVE, [4], 2)
+    windows.push(1, 3)
+    state = windows.state()
+    assert PaneWindows(NON_COMMUTATIVE, [4], 2, state).emit(None) == windows.emit(None)
+    for bad in (pickle.dumps((1, None, [[0, "3"]])), state[:-2]):
+        with pytest.raises(ValueError, match="new checkpoint location"):
+            PaneWindows(NON_COMMUTATIVE, [4], 2, bad)
+
+    class Opaque:
+        pass
+
+    odd = PaneWindows(Aggregator(Monoid(lambda a, b: b, None), lift=lambda v: Opaque()), [4], 2)
+    odd.push(1, 3)
+    with pytest.raises(TypeError, match="register_codec"):
+        odd.state()
+
+
 # -- batch -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("seed", [1, 2])
 def test_batch_user_monoid_equals_brute_force(spark, seed):
