@@ -141,19 +141,24 @@ class Batch:
                 continue
             self._ahead[name] = (storage, None, options)
             built.append(storage)
-        while active:
-            reads = [a for a in active if a[2] is READ]
-            writes = [a for a in active if a[2] is not READ]
-            try:
-                replies = self.store.read_meta_many([storage.window for storage, _, _ in reads]) if reads else []
-                if writes:
-                    replies += map(Swap._make, self.store.swap_meta_many(
-                        [(storage.window, *request) for storage, _, request in writes], durable=CLAIM_DURABLE))
-            except Exception as exc:  # noqa: BLE001 - raised by the opening of each window
-                for storage, _, _ in active:
-                    self._ahead[storage.window] = (None, exc, options)
-                return
-            active = self._answered(reads + writes, replies, options)
+        try:
+            while active:
+                reads = [a for a in active if a[2] is READ]
+                writes = [a for a in active if a[2] is not READ]
+                try:
+                    replies = self.store.read_meta_many([storage.window for storage, _, _ in reads]) if reads else []
+                    if writes:
+                        replies += map(Swap._make, self.store.swap_meta_many(
+                            [(storage.window, *request) for storage, _, request in writes], durable=CLAIM_DURABLE))
+                except Exception as exc:  # noqa: BLE001 - raised by the opening of each window
+                    for storage, _, _ in active:
+                        self._ahead[storage.window] = (None, exc, options)
+                    return
+                active = self._answered(reads + writes, replies, options)
+        except BaseException:  # an interrupt: no window opens half-claimed, each is claimed at its opening
+            for storage, _, _ in active:
+                self._ahead.pop(storage.window, None)
+            raise
         self._read_heads([storage for storage in built if self._ahead[storage.window][0] is storage])
 
     def _answered(self, active: list, replies: list, options: dict) -> list:
@@ -256,22 +261,33 @@ class Batch:
         return True
 
     def _commit(self, waiting: list, errors: list) -> None:
-        """:meth:`commit`'s compare-and-sets and finishes, each error added to ``errors``."""
-        for start in range(0, len(waiting), CHUNK):
-            part = waiting[start:start + CHUNK]
-            try:
-                results = self.store.swap_meta_many([(w.window, w.expected, None, w.value) for w in part],
-                                                    listing=True, durable=any(w.durable for w in part))
-            except Exception as exc:  # noqa: BLE001 - raised once every window is dealt with
-                for w in part:
-                    w.lost(exc)
-                errors.append(exc)
-                continue
-            for w, (done, token, epochs) in zip(part, results):
+        """:meth:`commit`'s compare-and-sets and finishes, each error added
+        to ``errors``; an interrupt (an error not an ``Exception``:
+        ``KeyboardInterrupt``) leaves the windows not dealt with unsure,
+        as a failed round trip does, and is raised at once."""
+        dealt = 0  # the windows of ``waiting`` dealt with
+        try:
+            for start in range(0, len(waiting), CHUNK):
+                part = waiting[start:start + CHUNK]
                 try:
-                    if done:
-                        w.finish(token, epochs)
-                    else:
-                        errors.append(w.refused())
-                except Exception as exc:  # noqa: BLE001 - a clean-up's failure, raised after the others
+                    results = self.store.swap_meta_many([(w.window, w.expected, None, w.value) for w in part],
+                                                        listing=True, durable=any(w.durable for w in part))
+                except Exception as exc:  # noqa: BLE001 - raised once every window is dealt with
+                    for w in part:
+                        w.lost(exc)
                     errors.append(exc)
+                    dealt += len(part)
+                    continue
+                for w, (done, token, epochs) in zip(part, results):
+                    try:
+                        if done:
+                            w.finish(token, epochs)
+                        else:
+                            errors.append(w.refused())
+                    except Exception as exc:  # noqa: BLE001 - a clean-up's failure, raised after the others
+                        errors.append(exc)
+                    dealt += 1
+        except BaseException as exc:  # whether their records were written is unknown
+            for w in waiting[dealt:]:
+                w.lost(exc)
+            raise

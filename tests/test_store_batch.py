@@ -491,6 +491,74 @@ def test_a_commit_that_fails_leaves_its_windows_unsure(persistent_url, monkeypat
         store.close()
 
 
+@pytest.mark.parametrize("landed", [False, True])
+def test_an_interrupted_commit_leaves_every_window_unsure(persistent_url, monkeypatch, landed):  # noqa: F811
+    """An interrupt (``KeyboardInterrupt``, not an ``Exception``) out of the
+    first of a commit's two round trips, before or after the store wrote its
+    records: it is raised at once, and every window of both is left unsure
+    (no more checkpoints, whose refusal says why, never a fencing error
+    against the window's own claim) and opens again from its record."""
+    monkeypatch.setattr(stores.batch, "CHUNK", 2)
+    store = _store(persistent_url)
+    try:
+        windows, oracles = _warmed(AmortizedMTA, store, "interrupted", 4)
+        batch = stores.Batch(store)
+        engines = [_open(AmortizedMTA, store, w, batch=batch) for w in windows]
+        committed = {w: _copy(oracles[w]) for w in windows}
+        for w, e in zip(windows, engines):
+            for v in "pq":
+                assert e.push((v,)) == oracles[w].push((v,))
+            e.checkpoint()
+        real = store.swap_meta_many
+
+        def interrupted(requests, **options):
+            if landed:
+                real(requests, **options)
+            raise KeyboardInterrupt
+
+        store.swap_meta_many = interrupted
+        with pytest.raises(KeyboardInterrupt):
+            batch.commit()
+        store.swap_meta_many = real
+        assert batch.waiting == 0
+        for e in engines:
+            with pytest.raises(stores.StoreError, match="is unknown"):
+                e.checkpoint()
+            e.close()
+        for i, w in enumerate(windows):  # the first round trip's records landed or not; the second never went
+            _resumes(AmortizedMTA, persistent_url, w, oracles[w] if landed and i < 2 else committed[w])
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("stage", ["read_meta_many", "swap_meta_many"])
+def test_an_interrupted_claim_ahead_claims_each_window_at_its_opening(persistent_url, stage):  # noqa: F811
+    """An interrupt out of the round trip that claims expected windows
+    ahead (the stores that pipeline windows): none of them is left looking
+    claimed; each opened afterwards is claimed then, resumes its
+    checkpoint and checkpoints on."""
+    store = _store(persistent_url)
+    assert store.pipelines_windows
+    try:
+        windows, oracles = _warmed(AmortizedMTA, store, "claim-interrupted", 3)
+        cache_of(store)._current = 0.0 if stage == "read_meta_many" else 1.0  # claims read, or swap, first
+        batch = stores.Batch(store)
+        batch.expect(windows)
+        real = getattr(store, stage)
+        setattr(store, stage, lambda *args, **options: (_ for _ in ()).throw(KeyboardInterrupt()))
+        with pytest.raises(KeyboardInterrupt):
+            _open(AmortizedMTA, store, windows[0], batch=batch)
+        setattr(store, stage, real)
+        for w in windows:
+            e = _open(AmortizedMTA, store, w, batch=batch)
+            assert len(e) == len(oracles[w].items) and e.query() == oracles[w].query()
+            _micro_batch(e, oracles[w], "r")
+        batch.commit()
+        _all_resume(AmortizedMTA, persistent_url, windows, oracles)
+    finally:
+        store.close()
+
+
 def test_a_delete_whose_commit_fails_still_lets_go_of_the_levels(persistent_url, monkeypatch):  # noqa: F811
     """Deleting a window whose checkpoint waits commits the batch first;
     when that fails, the window is closed without being deleted, raises
