@@ -256,6 +256,9 @@ class WindowStorage(Ownership, MetaPacking):
                                        durable=self.durable)
         except CasMismatch:
             raise self._refused() from None
+        except BaseException as exc:  # the write may have landed or not
+            self._lost(exc)
+            raise
         committed(token, listed)
         return version
 
@@ -280,10 +283,8 @@ class WindowStorage(Ownership, MetaPacking):
         return self._fenced("checkpoint")
 
     def _lost(self, error: BaseException) -> None:
-        """A batch's commit failed before it could tell whether this
-        window's checkpoint landed: the window takes no more checkpoints
-        (its record may hold the checkpoint or not; opening the window
-        again reads which)."""
+        """The write of this window's checkpoint (its own, or a batch's commit) failed before it could
+        tell whether it landed: no more checkpoints (opening the window again reads what its record holds)."""
         self._waiting, self._unknown = False, error
 
     def close(self, levels: list[StoreLevelQueue], delete: bool = False) -> None:
@@ -430,9 +431,8 @@ class WindowStorage(Ownership, MetaPacking):
 
     def _groups(self, first: int, count: int) -> tuple[int, int]:
         """The first group holding pairs ``[first, first + count)``, and how many."""
-        size = self.group
-        group = first // size
-        return group, (first + count - 1) // size - group + 1
+        group = first // self.group
+        return group, (first + count - 1) // self.group - group + 1
 
     def _call(self, fn, *args, **options):
         with _stats_lock:

@@ -531,6 +531,40 @@ def test_an_interrupted_commit_leaves_every_window_unsure(persistent_url, monkey
         store.close()
 
 
+@pytest.mark.parametrize("landed", [False, True])
+@pytest.mark.parametrize("error", [KeyboardInterrupt, stores.StoreError])
+def test_a_checkpoint_whose_write_fails_leaves_its_window_unsure(store_url, landed, error):  # noqa: F811
+    """Without a batch: a checkpoint whose write fails (a store error past
+    its retries, or an interrupt), before or after the store wrote it,
+    leaves its window unsure, as a batch's failed commit does: the next
+    checkpoint is refused saying so (never a fencing error against the
+    window's own claim), and the window opens again from its record."""
+    store = _store(store_url)
+    try:
+        (w,), oracles = _warmed(AmortizedMTA, store, "alone", 1)
+        committed = _copy(oracles[w])
+        e = _open(AmortizedMTA, store, w)
+        for v in "pq":
+            assert e.push((v,)) == oracles[w].push((v,))
+        real = store.cas_meta_epochs
+
+        def failing(*args, **options):
+            if landed:
+                real(*args, **options)
+            raise error("the reply was lost")
+
+        store.cas_meta_epochs = failing
+        with pytest.raises(error, match="the reply was lost"):
+            e.checkpoint()
+        store.cas_meta_epochs = real
+        with pytest.raises(stores.StoreError, match="is unknown"):
+            e.checkpoint()
+        e.close()
+        _resumes(AmortizedMTA, store_url, w, oracles[w] if landed else committed)
+    finally:
+        store.close()
+
+
 @pytest.mark.parametrize("stage", ["read_meta_many", "swap_meta_many"])
 def test_an_interrupted_claim_ahead_claims_each_window_at_its_opening(persistent_url, stage):  # noqa: F811
     """An interrupt out of the round trip that claims expected windows
