@@ -128,11 +128,12 @@ def sliding_window(df, key: str | list[str], time: str, value: str | list[str], 
     streaming the input needs a watermark on the time column: a window is
     emitted once the watermark reaches its end, once (append mode); its
     state lives in Spark's state store, so ``store=`` and ``name=`` are not
-    needed, and a late row fails the query naming it
-    (:mod:`spark_ops.periodic_stream`).  ``on_bad_row="flag"`` (batch
-    only: no output row carries a flag) leaves each bad row out of the
-    windows, counts it (:func:`spark_ops.excluded.rejected_rows`) and logs
-    the count at WARNING (:mod:`spark_ops.excluded`).
+    needed, and a late row (behind the watermark when it arrives) is a bad
+    row (:mod:`spark_ops.periodic_stream`).  With ``slide=`` no output row
+    can carry a flag: ``on_bad_row="flag"`` leaves each bad row (a late
+    one too) out of every window, counts it
+    (:func:`spark_ops.excluded.rejected_rows`) and logs the count at
+    WARNING (:mod:`spark_ops.excluded`).
 
     ``name`` names the windows in the store: required for streaming, where
     a restarted query finds its windows by it, and each query needs its own.
@@ -195,11 +196,7 @@ def _periodic(df, spec: WindowSpec, name, expire_after):
         raise SlidingWindowError(f"key column {periodic.WINDOW_END!r} has the name of slide='s output column of "
                                  "the windows' ends; rename it")
     if spec.on_bad_row == "flag":
-        if df.isStreaming:
-            raise SlidingWindowError("on_bad_row='flag' with slide= is for batch jobs (bad rows left out of the "
-                                     "windows and counted); a streaming slide= query fails on a bad row, since a "
-                                     "late row cannot enter windows already written: use on_bad_row='error'")
-        df = excluded.exclude(df, spec)
+        df = excluded.exclude(df, spec)  # streaming: late rows are left out by the per-key function
     why_not = columnar.ineligible(spec, _per_value_column(df, spec, FractionalType))
     if df.isStreaming:
         if spec.engine == "columnar":

@@ -14,10 +14,14 @@ first bad row.  Nothing is dropped unseen.
 rows are checked a batch at a time with :func:`spark_ops.rows.check_columns`
 and, when an aggregation may reject a number (``geomean``, a user
 aggregator), each remaining row's value is lifted once by the job's
-aggregations (O(rows) lifts; a pass the error mode does not make).  As with any
-accumulator updated in a transformation, a task that runs again (a retry, a
-speculative attempt) counts its rows again.  Streaming ``slide=`` keeps
-``on_bad_row="error"``: a late row cannot enter windows already written.
+aggregations (O(rows) lifts; a pass the error mode does not make).  In
+streaming the same pass runs on each micro-batch, and a late row (behind
+the watermark when it arrives: windows it belongs to may be written
+already) is left out of every window, counted and logged by the per-key
+function (:func:`left_out`), so a query runs on through late data.  As with
+any accumulator updated in a transformation, a task that runs again (a
+retry, a speculative attempt, a micro-batch replayed after a restart)
+counts its rows again.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import logging
 
 from .counters import SessionCounter
 
-__all__ = ["accumulator", "exclude", "rejected_rows"]
+__all__ = ["accumulator", "exclude", "left_out", "rejected_rows"]
 
 _REJECTED = SessionCounter()
 
@@ -42,6 +46,15 @@ def rejected_rows(spark) -> int:
     """The bad rows that ``slide=`` jobs run in ``spark``'s context left out
     of their windows so far (0 before the first such job)."""
     return _REJECTED.value(spark)
+
+
+def left_out(count, found: int, first: str) -> None:
+    """``found`` bad rows left out of the windows: counted in ``count``
+    (:func:`accumulator`) and logged at WARNING naming ``first`` (its
+    :func:`spark_ops.rows.rejected_text`)."""
+    count.add(found)
+    _log.warning("sliding_window slide=: %d bad row%s left out of the windows (on_bad_row='flag'), first: %s",
+                 found, "s" * (found != 1), first)
 
 
 def exclude(df, spec):
@@ -95,8 +108,6 @@ def exclude(df, spec):
                 batch = batch.filter(pa.array([p is None for p in problems]))
             yield batch
         if found:
-            count.add(found)
-            _log.warning("sliding_window slide=: %d bad row%s left out of the windows (on_bad_row='flag'), "
-                         "first: %s", found, "s" * (found != 1), first)
+            left_out(count, found, first)
 
     return checked.mapInArrow(keep_good, checked.schema).drop(TIME, VALUE)

@@ -12,10 +12,10 @@ column.  Each key's rows wait for it as the per-row output's do (one
 release rule, :func:`spark_ops.event_time.split`), enter the key's panes in
 ``(time, arrival)`` order, and each window whose end the watermark has
 reached (``end <= watermark``) is emitted once, in append mode.  A row that
-arrives behind the watermark (late) fails the query naming it, as any bad
-row does in a streaming ``slide=`` query: ``on_bad_row="flag"`` is refused
-there (a late row cannot enter windows already written; a batch job leaves
-bad rows out and counts them, :mod:`spark_ops.excluded`).
+arrives behind the watermark (late: windows it belongs to may be written
+already) is a bad row: ``on_bad_row="error"`` fails the query naming it,
+``"flag"`` leaves it out of every window, counted and logged, as the other
+bad rows (:mod:`spark_ops.excluded`), and the query runs on.
 
 Exactly once: the key's open windows (their panes, O(largest range /
 slide) values) and its waiting rows are the key's state in Spark's own
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from mta import LiftError, product
 
-from . import event_time, passthrough, periodic, rows, worker_gc
+from . import event_time, excluded, passthrough, periodic, rows, worker_gc
 from .plan import PACKED, TIME, VALUE, column, output_arrow_schema, with_time_and_value
 from .panes import PaneWindows
 from .spec import MICROS, SlidingWindowError, WindowSpec
@@ -44,9 +44,9 @@ from .values import on_columns, python_values
 #: (:meth:`spark_ops.panes.PaneWindows.state`) and the rows waiting for the
 #: watermark (an Arrow IPC stream, :mod:`spark_ops.event_time`).
 STATE_SCHEMA = "job string, windows binary, waiting binary"
-#: What a bad row's error tells to do in a streaming ``slide=`` query, which takes ``on_bad_row="error"`` only.
-REMEDY = ("filter such rows out before sliding_window; a late row cannot be filtered there, and a restart runs "
-          "its micro-batch again: start the query from a new checkpoint location with a longer withWatermark delay")
+#: What a bad row's error tells to do in a streaming ``slide=`` query.
+REMEDY = ("pass on_bad_row='flag' to leave such rows out of the windows, counted and logged (a restart runs the "
+          "micro-batch again, which fails again without it)")
 
 
 class MonoidPeriodicWindow:
@@ -126,16 +126,19 @@ def periodic_streaming_plan(df, spec: WindowSpec):
     packed = ordered.mapInArrow(passthrough.pack_by_key(group_keys, numbered=True),
                                 f"{group_keys.ddl}, {PACKED} binary")
     packed = event_time.with_marker(packed, delay)
+    count = excluded.accumulator(df.sparkSession) if spec.on_bad_row == "flag" else None
     return (packed.groupBy(*[column(c) for c in spec.keys])
-                  .applyInPandasWithState(worker_gc.settling(_windows_of_key(spec, target, group_keys)),
+                  .applyInPandasWithState(worker_gc.settling(_windows_of_key(spec, target, group_keys, count)),
                                           f"{PACKED} binary", STATE_SCHEMA, "append",
                                           GroupStateTimeout.EventTimeTimeout)
                   .mapInArrow(passthrough.unpack_batches(target), schema))
 
 
-def _windows_of_key(spec: WindowSpec, target, group_keys: passthrough.GroupKeys):
+def _windows_of_key(spec: WindowSpec, target, group_keys: passthrough.GroupKeys, count=None):
     """The per-key function: this micro-batch's rows join the waiting ones,
-    those the watermark passed enter the panes, the windows it passed leave."""
+    those the watermark passed enter the panes, the windows it passed leave.
+    ``count``: with ``on_bad_row="flag"``, the accumulator of the rows left
+    out (late ones: the others never reach the function), else ``None``."""
     fingerprint = f"{spec.fingerprint()}; slide={spec.slide!r}"  # the panes' length is the slide
     slide_us = round(spec.slide * MICROS)
     ranges_us = [round(r * MICROS) for r in spec.size_values]
@@ -156,9 +159,11 @@ def _windows_of_key(spec: WindowSpec, target, group_keys: passthrough.GroupKeys)
                 raise rows.rejected(spec, rows.NULL_KEY, k, new.column(spec.time)[0].as_py(),
                                     new.column(VALUE)[0].as_py(), REMEDY)
             leaving, problems, ready, waiting = event_time.split(new, waiting, watermark_ms / 1000)
-            if leaving.num_rows:  # slide= takes on_bad_row="error" only
-                raise rows.rejected(spec, problems[0], k, leaving.column(spec.time)[0].as_py(),
-                                    leaving.column(VALUE)[0].as_py(), REMEDY)
+            if leaving.num_rows:
+                first = (problems[0], k, leaving.column(spec.time)[0].as_py(), leaving.column(VALUE)[0].as_py())
+                if count is None:
+                    raise rows.rejected(spec, *first, REMEDY)
+                excluded.left_out(count, leaving.num_rows, rows.rejected_text(spec, *first))
             window.add(ready.column(TIME), ready.column(VALUE), ready.column(spec.time))
         ends, results = window.emit(watermark_ms * 1000)
         windows = window.panes.state()

@@ -364,7 +364,6 @@ def test_stream_slide_writes_each_window_once_the_watermark_passes_it(spark, tmp
     gives over every row that end at or before the final watermark (the
     newest time minus the delay), each once."""
     import datetime as dt
-    import math
 
     base = dt.datetime(2026, 1, 1)
     incoming, out, ckpt = tmp_path / "incoming", tmp_path / "out", tmp_path / "ckpt"
@@ -387,6 +386,15 @@ def test_stream_slide_writes_each_window_once_the_watermark_passes_it(spark, tmp
     got = [((r["key"], (r["window_end"] - base).total_seconds()), (r["max"], r["count"]))
            for r in spark.read.parquet(str(out)).collect()]
     assert len(got) == len(dict(got)), "a window was written twice"
+    want = _slide_windows(rows)
+    assert dict(got) == want
+    assert 0 < first < len(want)
+
+
+def _slide_windows(rows) -> dict:
+    """Brute force for ``--range 10 --slide 5s --watermark 5s``: (key,
+    window end in seconds) -> (max, count) of every window holding rows
+    that ends at or before the final watermark (the newest time minus 5)."""
     watermark = max(t for _, t, _ in rows) - 5
     want = {}
     for k in {r[0] for r in rows}:
@@ -395,8 +403,36 @@ def test_stream_slide_writes_each_window_once_the_watermark_passes_it(spark, tmp
             inside = [v for key, t, v in rows if key == k and e - 10 <= t < e]
             if inside:
                 want[(k, float(e))] = (max(inside), len(inside))
-    assert dict(got) == want
-    assert 0 < first < len(want)
+    return want
+
+
+def test_stream_slide_flag_leaves_a_late_row_out_and_counts_it(spark, tmp_path, capsys, caplog):
+    """--slide --on-bad-row flag: a row behind the watermark when it arrives
+    is left out of every window; the summary and a warning count it, and
+    the windows written are those of the other rows."""
+    import datetime as dt
+
+    base = dt.datetime(2026, 1, 1)
+    incoming, out = tmp_path / "incoming", tmp_path / "out"
+    incoming.mkdir()
+    rows = sorted(make_rows(60, keys=2, seed=5, t_hi=40), key=lambda r: r[1])
+    late = (rows[0][0], max(t for _, t, _ in rows[:30]) - 6, 999.0)  # the second micro-batch's watermark is past it
+    args = ["stream", "--input", incoming, "--output", out, "--checkpoint", tmp_path / "ckpt", "--schema",
+            "key STRING, t TIMESTAMP, v DOUBLE", "--format", "csv", "--key", "key", "--time", "t", "--value", "v",
+            "--agg", "max,count", "--range", "10", "--slide", "5s", "--watermark", "5s", "--on-bad-row", "flag"]
+    for name, part in (("part-1.csv", rows[:30]), ("part-2.csv", [late] + rows[30:])):
+        with open(incoming / name, "w") as f:
+            f.write("key,t,v\n" + "".join(f"{k},{base + dt.timedelta(seconds=t)},{v!r}\n" for k, t, v in part))
+        capsys.readouterr()
+        with caplog.at_level(logging.WARNING, logger="spark_ops"):
+            assert run_cli(spark, *args) == 0
+    assert "1 row rejected (left out of the windows);" in capsys.readouterr().out
+    warnings = [r.getMessage() for r in caplog.records if r.name.startswith("spark_ops.cli")]
+    assert warnings == [f"mta-spark stream: 1 of 31 rows rejected (left out of the windows of {out})"], warnings
+    got = [((r["key"], (r["window_end"] - base).total_seconds()), (r["max"], r["count"]))
+           for r in spark.read.parquet(str(out)).collect()]
+    assert len(got) == len(dict(got)), "a window was written twice"
+    assert dict(got) == _slide_windows(rows)
 
 
 def test_stream_slide_usage_errors(tmp_path, capsys):

@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from spark_ops import SlidingWindowError, sliding_window
+from spark_ops import sliding_window
 from spark_ops.excluded import rejected_rows
 from tests.spark_fixtures import ORACLE, SCHEMA, _close, as_tuples, joined, random_rows, ship_by_value
 
@@ -101,11 +101,7 @@ def test_several_value_columns(spark):
     assert all(by_window[w][c] == want[w][c] for w in want for c in want[w])  # sum of longs: exact
 
 
-def test_error_mode_still_names_the_row_and_streaming_refuses_flag(spark, tmp_path):
+def test_error_mode_still_names_the_row(spark):
     df = spark.createDataFrame([(0, "a", 1.0, 2.0), (1, "a", 2.0, None)], SCHEMA)
     with pytest.raises(Exception, match=r"row rejected \(null or NaN value\): k='a', t=2.0"):
         sliding_window(df, key="k", time="t", value="v", aggs=["max"], range=RANGE, slide=SLIDE).collect()
-    stream = spark.readStream.schema("id long, k string, ts timestamp, v double").parquet(str(tmp_path))
-    with pytest.raises(SlidingWindowError, match="'flag' with slide= is for batch jobs"):
-        sliding_window(stream.withWatermark("ts", "1 minute"), key="k", time="ts", value="v", aggs=["max"],
-                       range=RANGE, slide=SLIDE, on_bad_row="flag")

@@ -306,8 +306,37 @@ def test_late_row_fails_the_query_naming_it(spark, tmp_path):
         stream.run([late])
     message = str(info.value)
     assert "is behind the watermark" in message and f"k={late['k']!r}" in message, message[:3000]
-    # what to do, and not the on_bad_row="flag" a streaming slide= query refuses
-    assert "longer withWatermark delay" in message and "on_bad_row='flag'" not in message, message[:3000]
+    assert "pass on_bad_row='flag' to leave such rows out of the windows" in message, message[:3000]
+    # as the message says: the query restarted from its checkpoint with on_bad_row="flag" runs on
+    flagged = Stream.__new__(Stream)
+    flagged.__dict__.update(stream.__dict__)
+    df = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(stream.source)
+          .withWatermark("ts", f"{DELAY} seconds"))
+    flagged.out = flagged.windows(df, str(tmp_path), aggs(), on_bad_row="flag")
+    got = by_window(flagged.run([closing_row(rows, len(rows) + 1)]), seconds)
+    assert_windows(got, periodic_oracle(rows, NAMES, RANGE, SLIDE), NAMES)
+
+
+def test_flag_leaves_late_and_bad_rows_out_counted_and_the_query_runs_on(spark, tmp_path):
+    """on_bad_row="flag": a late row (behind the watermark when it arrives),
+    a row with a null value and one with a null key are left out of every
+    window and counted, and the query runs on through them (a restart from
+    the checkpoint included): every window is the oracle's over the other
+    rows, each once."""
+    from spark_ops.excluded import rejected_rows
+
+    rows = out_of_order(17, keys=3)
+    cut = len(rows) // 2
+    newest = max(r["t"] for r in rows[:cut])
+    bad = [at(newest - DELAY - 1, len(rows), rows[0]["k"], 8.0),  # late: the first run's watermark is past it
+           {**at(newest, len(rows) + 1, rows[1]["k"], 1.0), "v": None},
+           {**at(newest, len(rows) + 2, rows[2]["k"], 1.0), "k": None}]
+    stream = Stream(spark, str(tmp_path), on_bad_row="flag")
+    before = rejected_rows(spark)
+    stream.run(rows[:cut])
+    got = by_window(stream.run(bad + rows[cut:] + [closing_row(rows, len(rows) + 3)]), seconds)
+    assert rejected_rows(spark) - before == len(bad)
+    assert_windows(got, periodic_oracle(rows, NAMES, RANGE, SLIDE), NAMES)
 
 
 def test_null_key_fails_the_query_naming_it(spark, tmp_path):
@@ -329,7 +358,6 @@ def test_streaming_configuration_errors(spark, tmp_path):
         (source, ok, "needs a watermark on the time column"),
         (source.withWatermark("ts", "1 minute"), dict(ok, expire_after="1h"), "expire_after"),
         (source.withWatermark("ts", "1 minute"), dict(ok, engine="columnar"), "engine='columnar' is for batch"),
-        (source.withWatermark("ts", "1 minute"), dict(ok, on_bad_row="flag"), "'flag' with slide= is for batch jobs"),
     ]
     for df, kwargs, words in calls:
         with pytest.raises(SlidingWindowError, match=words):

@@ -215,8 +215,8 @@ def window_options(p: argparse.ArgumentParser, *, store_required: bool, store_no
                            "is not a number, a value an aggregation cannot take (geomean of a value <= 0), or, streaming, a time older "
                            "than its key's newest in an earlier micro-batch: 'error' stops the job naming the "
                            "row; 'flag' keeps it with null aggregations and the reason in a 'rejected' column "
-                           "(run --slide: leaves it out of the windows, counted in the summary and logged; "
-                           "stream --slide takes 'error' only) (default: %(default)s)")
+                           "(--slide: leaves it out of the windows, counted in the summary and logged; with "
+                           "stream --slide a row behind the watermark too) (default: %(default)s)")
     cols.add_argument("--engine", choices=ENGINE_CHOICES, default="auto", help=engine_help())
     store_sizes(cols)
     store_help = ("where the windows' level queues live: file:DIR (embedded SQLite), "

@@ -96,17 +96,20 @@ def run(args, spark=None) -> int:
             writer = writer.trigger(processingTime=f"{args.trigger} milliseconds")
         what = ("until the files there are done" if isinstance(args.trigger, str)
                 else f"every {args.trigger / 1000:g} s until interrupted (Ctrl-C stops cleanly)")
-        from .. import traffic
+        from .. import excluded, traffic
 
-        before = traffic.round_trips(spark)
+        before, left_out = traffic.round_trips(spark), excluded.rejected_rows(spark)
         with progress.stage("streaming", None, f"{args.input} -> {args.output} ({describe(spec)}), {what}"):
             query = writer.start()
             total, batches, stopped, rejected = _watch(query, progress)
         trips = traffic.round_trips(spark) - before
-    flagged = f", {rows(rejected)} rejected (flagged in column 'rejected')" if args.on_bad_row == "flag" else ""
+        left_out = excluded.rejected_rows(spark) - left_out
+    where = "left out of the windows" if spec.slide is not None else "flagged in column 'rejected'"
+    if spec.slide is not None:  # no output row carries a flag: the rows left out are counted
+        rejected = left_out
+    flagged = f", {rows(rejected)} rejected ({where})" if args.on_bad_row == "flag" else ""
     if rejected:
-        _log.warning("%s stream: %d of %d rows rejected (flagged in column 'rejected' of %s)",
-                     PROG, rejected, total, args.output)
+        _log.warning("%s stream: %d of %d rows rejected (%s of %s)", PROG, rejected, total, where, args.output)
     print(f"processed {rows(total)} in {batches} micro-batch{'es' * (batches != 1)}"
           f"{' (stopped on request)' if stopped else ''}{flagged}; output {args.output} (Parquet: "
           f"{', '.join(out.columns)}), checkpoint {args.checkpoint}, "
