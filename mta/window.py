@@ -23,6 +23,11 @@ from .policies import SlidePolicy
 class LiftError(MTAError, ValueError):
     """A raw input could not be lifted; the window is unchanged."""
 
+    @classmethod
+    def of(cls, who: str, raw: Any, exc: Exception) -> "LiftError":
+        """The error of ``who`` (an aggregator or policy, named) failing to lift ``raw`` with ``exc``."""
+        return cls(f"{who} cannot lift raw value {short_repr(raw)}: {type(exc).__name__}: {exc}")
+
 
 #: The product monoids of recent windows, by their two components' identity:
 #: a task opens a window per key with the same aggregator and policy, and a
@@ -96,7 +101,7 @@ class Window:
             value = (a, self.policy.lift(raw))
         except Exception as exc:
             who = f"aggregator {self.aggregator.name}" if a is EMPTY else f"slide policy {self.policy.name}"
-            raise LiftError(f"{who} cannot lift raw value {short_repr(raw)}: {type(exc).__name__}: {exc}") from exc
+            raise LiftError.of(who, raw, exc) from exc
         if self._checker is not None:
             self._checker.observe(raw, value)
         return value

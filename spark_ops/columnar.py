@@ -84,7 +84,7 @@ class ColumnarKeyWindow(RowWindow):
         import pyarrow as pa
 
         if self._positive:
-            problems = self._not_positive(values, problems)
+            problems = not_positive(self.spec, self.window.names, values, problems)
         if problems is not None and any(problems):
             keep = pa.array([p is None for p in problems])
             times, values = times.filter(keep), values.filter(keep)
@@ -93,35 +93,37 @@ class ColumnarKeyWindow(RowWindow):
         results = self.window.push(times.to_numpy(), value_columns.numpy_values(values))
         return [pa.array(a, mask=null, type=t) for (a, null), t in zip(results, self.types)], problems
 
-    def _not_positive(self, values, problems):
-        """``problems`` with the rows whose value ``geomean`` cannot take
-        (not > 0), each with the reason the MTA's lift gives for it."""
-        import pyarrow.compute as pc
-
-        if self.spec.value_fields:  # the columns geomean reads
-            read = {r for (name, r) in zip(self.window.names, self.spec.reads) if name == "geomean"}
-            columns = [pc.struct_field(values, [r]) for r in sorted(read)]
-        else:
-            columns = [values]
-        bad = None
-        for column in columns:  # a null value has its problem already
-            not_positive = pc.invert(pc.fill_null(pc.greater(column, 0), True))
-            bad = not_positive if bad is None else pc.or_(bad, not_positive)
-        if not pc.any(bad).as_py():
-            return problems
-        problems = list(problems) if problems is not None else [None] * len(values)
-        lift = self.spec.value_aggregator().lift
-        python = value_columns.python_values(values) if self.spec.value_fields else None
-        for i in pc.indices_nonzero(bad).to_pylist():
-            if problems[i] is None:
-                try:
-                    lift(python[i] if python is not None else values[i].as_py())
-                except Exception as exc:  # noqa: BLE001 - the row is rejected with the reason
-                    problems[i] = row_rules.cannot_lift(exc)
-        return problems
-
     def close(self) -> None:
         self.window.close()
+
+
+def not_positive(spec, names, values, problems):
+    """``problems`` (per row of an Arrow batch, or ``None``) with the rows
+    whose value ``geomean`` (one of the kernels ``names``) cannot take (not
+    > 0), each with the reason the MTA's lift gives for it.  O(rows)."""
+    import pyarrow.compute as pc
+
+    if spec.value_fields:  # the columns geomean reads
+        read = {r for (name, r) in zip(names, spec.reads) if name == "geomean"}
+        columns = [pc.struct_field(values, [r]) for r in sorted(read)]
+    else:
+        columns = [values]
+    bad = None
+    for column in columns:  # a null value has its problem already
+        below = pc.invert(pc.fill_null(pc.greater(column, 0), True))
+        bad = below if bad is None else pc.or_(bad, below)
+    if not pc.any(bad).as_py():
+        return problems
+    problems = list(problems) if problems is not None else [None] * len(values)
+    lift = spec.value_aggregator().lift
+    python = value_columns.python_values(values) if spec.value_fields else None
+    for i in pc.indices_nonzero(bad).to_pylist():
+        if problems[i] is None:
+            try:
+                lift(python[i] if python is not None else values[i].as_py())
+            except Exception as exc:  # noqa: BLE001 - the row is rejected with the reason
+                problems[i] = row_rules.cannot_lift(exc)
+    return problems
 
 
 class ColumnarWindow:

@@ -21,7 +21,7 @@ one product aggregator, so a row is lifted once.
 
 from __future__ import annotations
 
-from mta import Aggregator
+from mta import Aggregator, LiftError
 from mta.markers import EMPTY
 from stores.codec import decode, encode
 from stores.errors import CorruptValue, FormatVersionError
@@ -73,8 +73,12 @@ class PaneWindows:
     def push(self, t_us: int, value) -> None:
         """One row, not older than the rows before it and after every window
         emitted (its end is past the row's time).  One lift, at most one
-        combine.  The lift's exception leaves the windows unchanged."""
-        lifted = self._lift(value)
+        combine.  A lift that raises leaves the windows unchanged and raises
+        :class:`mta.LiftError` from it."""
+        try:
+            lifted = self._lift(value)
+        except Exception as exc:
+            raise LiftError.of(f"aggregator {self.aggregator.name}", value, exc) from exc
         p = t_us // self.slide_us
         panes = self._panes
         if panes and panes[-1][0] == p:

@@ -105,3 +105,16 @@ def test_error_mode_still_names_the_row(spark):
     df = spark.createDataFrame([(0, "a", 1.0, 2.0), (1, "a", 2.0, None)], SCHEMA)
     with pytest.raises(Exception, match=r"row rejected \(null or NaN value\): k='a', t=2.0"):
         sliding_window(df, key="k", time="t", value="v", aggs=["max"], range=RANGE, slide=SLIDE).collect()
+
+
+@pytest.mark.parametrize("engine", ["auto", "amta", "lmta"])
+@pytest.mark.parametrize("v", [-1.0, 0.0])
+def test_a_value_geomean_cannot_take_fails_the_job_naming_the_row(spark, engine, v):
+    """geomean of a value <= 0 with slide=: on the columnar kernels as on
+    the monoids, the job fails naming the row and the lift's reason (never a
+    NaN or 0 window), as without slide=."""
+    df = spark.createDataFrame([(0, "a", 1.0, 4.0), (1, "a", 2.0, v), (2, "a", 3.0, 9.0)], SCHEMA)
+    with pytest.raises(Exception, match=r"row rejected \(the aggregations cannot take the value: ValueError: "
+                                        rf"geomean: inputs must be positive, got {v}\): k='a', t=2.0"):
+        sliding_window(df, key="k", time="t", value="v", aggs=["max", "geomean"], range=RANGE, slide=SLIDE,
+                       engine=engine).collect()
