@@ -41,7 +41,8 @@ from . import aggregations, rows, worker_gc
 from .columnar import aggregate, not_positive
 from .batch import runs
 from .kernels import KERNELS, Rows
-from .plan import ARRIVAL, column, key_reader, key_time_ordered, lean_columns, output_arrow_schema, quoted, seconds
+from .plan import (ARRIVAL, column, key_reader, key_time_ordered, lean_columns, micros, output_arrow_schema, quoted,
+                   seconds)
 from .spec import MICROS, SlidingWindowError, WindowSpec
 from .values import numpy_values
 
@@ -154,11 +155,11 @@ def periodic_plan(df, spec: WindowSpec, run: str):
                     window = (PeriodicWindow(kernels, ranges_us, slide_us, spec.reads) if columnar
                               else MonoidPeriodicWindow(spec, key, ranges_us, slide_us))
                 n = end - start
+                t_us = micros(batch.column(time_at).slice(start, n))
                 if columnar:
-                    emit(key, *window.push(times.slice(start, n).to_numpy(), numpy_values(values.slice(start, n))))
+                    emit(key, *window.push(t_us, numpy_values(values.slice(start, n))))
                 else:
-                    emit(key, *window.push(times.slice(start, n), values.slice(start, n),
-                                           batch.column(shown_at).slice(start, n)))
+                    emit(key, *window.push(t_us, values.slice(start, n), batch.column(shown_at).slice(start, n)))
             yield from out
             out.clear()
         if window is not None:
@@ -209,13 +210,11 @@ class PeriodicWindow:
         self._x = None
         self._done = None  # the last window end emitted (microseconds)
 
-    def push(self, times: np.ndarray, values: np.ndarray):
-        """The windows the rows complete: their ends (microseconds) and per
-        aggregation and size (aggregation-major) the results and null mask."""
-        return self.push_us(np.round(times * MICROS).astype(np.int64), values)
-
-    def push_us(self, t_us: np.ndarray, values: np.ndarray):
-        """:meth:`push` with the times already in integer microseconds."""
+    def push(self, t_us: np.ndarray, values: np.ndarray):
+        """The windows the rows (times in integer microseconds,
+        :func:`spark_ops.plan.micros`) complete: their ends (microseconds)
+        and per aggregation and size (aggregation-major) the results and
+        null mask."""
         self._t = np.concatenate((self._t, t_us))
         self._x = values if self._x is None else np.concatenate((self._x, values))
         return self._windows(complete_before=int(t_us[-1]) if len(t_us) else None)

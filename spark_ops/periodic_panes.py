@@ -16,9 +16,10 @@ aggregation per pane, then a final one per window).  The plan:
   columnar kernels: a window's max is the max of its panes' maxes, its
   count and sum the sum of their counts and sums, its mean their ratio).
 
-Times are taken as the row plan takes them (:func:`spark_ops.plan.time_sql`,
-then whole microseconds rounded half to even), so the windows and their
-rows are the same.  Bad rows are not dropped by the aggregation: each
+Times are taken as the row plan takes them, in whole microseconds
+(:func:`spark_ops.plan.micros_sql`, the SQL of :func:`spark_ops.plan.micros`:
+a timestamp's or a date's exactly, a number's rounded half to even), so
+the windows and their rows are the same.  Bad rows are not dropped by the aggregation: each
 pane also carries whether it holds one and, if so, one such row's key,
 time and value (``min_by``, fixed-width, so Spark keeps its hash
 aggregation), and the worker raises :func:`spark_ops.rows.rejected` for it
@@ -34,7 +35,7 @@ import numpy as np
 
 from . import rows, values as value_columns, worker_gc
 from .batch import runs
-from .plan import column, key_reader, quoted, seconds as time_seconds, time_sql
+from .plan import column, key_reader, micros_sql, quoted, seconds as time_seconds, time_sql
 from .spec import MICROS, WindowSpec
 
 PANE = "__mta_pane"
@@ -159,7 +160,7 @@ def pane_plan(df, spec: WindowSpec, schema: str, arrow_schema):
     bad = " OR ".join(f"({condition})" for condition, _ in rows.column_rules_sql(
         [(quoted(c), isinstance(types[c], FractionalType)) for c in spec.keys], seconds, list(zip(parts, floating))))
     slide_us = round(spec.slide * MICROS)
-    t_us = f"CAST(rint(({seconds}) * {float(MICROS)!r}) AS BIGINT)"
+    t_us = micros_sql(spec.time, types[spec.time])
     pane = f"CASE WHEN {bad} THEN NULL ELSE ({t_us} - pmod({t_us}, {slide_us})) div {slide_us} END"
     order = f"CASE WHEN {bad} THEN 0 END"  # min_by's ordering: any bad row, the same one for each column
 
@@ -241,7 +242,7 @@ def pane_plan(df, spec: WindowSpec, schema: str, arrow_schema):
                         emit(current, *window.close())
                     started, current = True, key
                     window = PeriodicWindow(kernels, ranges_us, slide_us, tuple(reads))
-                emit(key, *window.push_us(pane_at[start:end] * slide_us, partials(batch, start, end - start)))
+                emit(key, *window.push(pane_at[start:end] * slide_us, partials(batch, start, end - start)))
             yield from out
             out.clear()
         if window is not None:

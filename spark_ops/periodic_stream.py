@@ -34,7 +34,7 @@ from __future__ import annotations
 from mta import LiftError, product
 
 from . import event_time, excluded, passthrough, periodic, rows, worker_gc
-from .plan import PACKED, TIME, VALUE, column, output_arrow_schema, with_time_and_value
+from .plan import PACKED, TIME, VALUE, column, micros, output_arrow_schema, with_time_and_value
 from .panes import PaneWindows
 from .spec import MICROS, SlidingWindowError, WindowSpec
 from .streaming import _check_job, key_value
@@ -63,26 +63,27 @@ class MonoidPeriodicWindow:
                                  ranges_us, slide_us, state)
         self._sizes = len(ranges_us)
 
-    def push(self, times, values, shown=None):
+    def push(self, t_us, values, shown=None):
         """:meth:`add` the rows, then the windows they complete: those ending
         at or before the last row's time (a batch key's rows come sorted)."""
-        self.add(times, values, shown)
-        if not len(times):
+        self.add(t_us, values, shown)
+        if not len(t_us):
             return [], self._columns([])
-        return self.emit(round(times[len(times) - 1].as_py() * MICROS))
+        return self.emit(int(t_us[-1]))
 
-    def add(self, times, values, shown=None) -> None:
-        """The rows (Arrow arrays, in ``(time, arrival)`` order; ``shown``:
-        their times as the input has them, for messages).  A value no
-        aggregation can lift fails the job naming the row.  O(rows) lifts
-        and combines."""
+    def add(self, t_us, values, shown=None) -> None:
+        """The rows in ``(time, arrival)`` order: their times in integer
+        microseconds (:func:`spark_ops.plan.micros`), their values and
+        times as the input has them, for messages (Arrow arrays).  A value
+        no aggregation can lift fails the job naming the row.  O(rows)
+        lifts and combines."""
         panes = self.panes
-        for i, (t, v) in enumerate(zip(times.to_pylist(), python_values(values))):
+        for i, (t, v) in enumerate(zip(t_us.tolist(), python_values(values))):
             try:
-                panes.push(round(t * MICROS), v)
+                panes.push(t, v)
             except LiftError as exc:
                 raise rows.rejected(self.spec, rows.cannot_lift(exc), self.key,
-                                    shown[i].as_py() if shown is not None else t, v, self.remedy) from None
+                                    shown[i].as_py() if shown is not None else t / MICROS, v, self.remedy) from None
 
     def emit(self, until_us: int | None):
         """The windows ending at or before ``until_us`` not emitted yet
@@ -164,7 +165,7 @@ def _windows_of_key(spec: WindowSpec, target, group_keys: passthrough.GroupKeys,
                 if count is None:
                     raise rows.rejected(spec, *first, REMEDY)
                 excluded.left_out(count, leaving.num_rows, rows.rejected_text(spec, *first))
-            window.add(ready.column(TIME), ready.column(VALUE), ready.column(spec.time))
+            window.add(*_exact_order(ready, spec.time))
         ends, results = window.emit(watermark_ms * 1000)
         windows = window.panes.state()
         if windows is None and (waiting is None or not waiting.num_rows):
@@ -178,6 +179,21 @@ def _windows_of_key(spec: WindowSpec, target, group_keys: passthrough.GroupKeys,
                 yield pd.DataFrame({PACKED: [blob]})
 
     return windows_of_key
+
+
+def _exact_order(ready, time: str) -> tuple:
+    """``(microseconds, values, times)`` of the released rows, in the order
+    of their exact times: the release sorts on double seconds, which merge
+    distinct microseconds far from 1970 (then arrival decides), where the
+    panes take rows in time order.  A stable sort: rows of equal time keep
+    their order.  O(n), O(n log n) only when such rows come out of order."""
+    import numpy as np
+
+    t_us = micros(ready.column(time))
+    if len(t_us) > 1 and (np.diff(t_us) < 0).any():
+        order = np.argsort(t_us, kind="stable")
+        ready, t_us = ready.take(order), t_us[order]
+    return t_us, ready.column(VALUE), ready.column(time)
 
 
 def _timeout_ms(window: MonoidPeriodicWindow, waiting) -> int:

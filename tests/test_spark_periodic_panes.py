@@ -174,3 +174,28 @@ def test_property_panes_equal_brute_force(spark, data, slide, widths):
     out = sliding_window(df, key="k", time="t", value="v", aggs=PANE_AGGS, range=sizes,
                          slide=slide).collect()
     _assert_same({(g.k, g.window_end): g.asDict() for g in out}, _oracle(rows, PANE_AGGS, sizes, slide))
+
+
+@pytest.mark.parametrize("year", [1500, 2026, 2500, 9000])
+def test_timestamps_far_from_1970_fall_in_spark_windows(spark, year):
+    """Times 1 and 3 microseconds around a window end, in years whose
+    microseconds a double cannot all hold (beyond 2^53 us from 1970): each
+    plan (panes, the columnar rows, the monoids) puts every row in the
+    windows Spark's window() puts it in."""
+    from pyspark.sql import functions as F
+
+    base = (dt.datetime(year, 1, 1) - dt.datetime(1970, 1, 1)) // dt.timedelta(microseconds=1)
+    df = (spark.createDataFrame([("a", float(i), base + off) for i, off in enumerate((-1, 1, -3, 3))],
+                                "k string, v double, tu long").withColumn("ts", F.expr("timestamp_micros(tu)")))
+    windows = (df.groupBy("k", F.window("ts", "2 seconds", "1 second"))
+               .agg(F.count("v").alias("count"), F.max("v").alias("max"), F.min("v").alias("min"),
+                    F.min_by("v", "ts").alias("first")))
+    want = {r.end - base: r for r in windows.select(F.expr("unix_micros(window.end)").alias("end"), "*").collect()}
+    assert sorted(want) == [0, 1_000_000, 2_000_000]
+    for aggs, engine in ((["count", "max", "min"], "auto"), (["count", "max", "first"], "auto"),
+                         (["count", "max", "first"], "amta")):
+        out = sliding_window(df, key="k", time="ts", value="v", aggs=aggs, range="2 seconds", slide="1 second",
+                             engine=engine)
+        got = {r.end - base: r for r in out.select(F.expr("unix_micros(window_end)").alias("end"), *aggs).collect()}
+        assert {e: tuple(r[a] for a in aggs) for e, r in got.items()} == \
+            {e: tuple(r[a] for a in aggs) for e, r in want.items()}, (aggs, engine, _plan(out))

@@ -339,6 +339,23 @@ def test_flag_leaves_late_and_bad_rows_out_counted_and_the_query_runs_on(spark, 
     assert_windows(got, periodic_oracle(rows, NAMES, RANGE, SLIDE), NAMES)
 
 
+def test_timestamps_far_from_1970_give_spark_windows(spark, tmp_path):
+    """Rows of the year 2500 microseconds around a window end, the later
+    times first (the release's double seconds merge these times): every
+    window is Spark's batch hopping window over the same rows."""
+    far = BASE.replace(year=2500)
+    rows = [{"id": i, "k": "a", "t": 0.0, "ts": far + dt.timedelta(microseconds=off), "v": float(i + 1)}
+            for i, off in enumerate((3, 1, -1, -3))]
+    closing = {"id": 4, "k": "zz", "t": 0.0, "ts": far + dt.timedelta(seconds=10 * DELAY), "v": 0.0}
+    stream = Stream(spark, str(tmp_path))
+    got = by_window(stream.run(rows + [closing], per_file=len(rows)), seconds)
+    want = spark_hopping(spark, rows)
+    assert sorted(got) == sorted(want) and all(got[w][a] == want[w][a] for w in want for a in ("count", "max"))
+    # ending 3 us after the first row's time, 5 s later, 5 s later again: the earliest row first in each
+    assert [(got[w]["count"], got[w]["first"], got[w]["last"]) for w in sorted(got)] == \
+        [(2, 4.0, 3.0), (4, 4.0, 1.0), (2, 2.0, 1.0)]
+
+
 def test_null_key_fails_the_query_naming_it(spark, tmp_path):
     """A row with a null key has no window to enter: the query fails naming
     it (never a window of key None)."""

@@ -406,7 +406,7 @@ def test_windows_pushed_in_pieces_equal_brute_force(seed):
                                        for result, null in results]
 
     for a, b in _pieces(rng, len(times)):
-        collect(*periodic.push(times[a:b], values[a:b]))
+        collect(*periodic.push(np.round(times[a:b] * 1_000_000).astype(np.int64), values[a:b]))
     collect(*periodic.close())
     want = {}
     for end in range(0, int(times.max()) + max(ranges) + slide + 1, slide):
