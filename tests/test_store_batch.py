@@ -456,6 +456,21 @@ def test_windows_read_their_own_heads_when_the_read_ahead_fails(cls, store_url, 
         store.close()
 
 
+def _waiting_in_a_batch(store, prefix: str, count: int) -> tuple:
+    """``count`` warmed windows (:func:`_warmed`) opened with one batch,
+    each pushed two values and checkpointed into it: ``(windows, oracles
+    (holding the pushes), batch, engines, oracles as last committed)``."""
+    windows, oracles = _warmed(AmortizedMTA, store, prefix, count)
+    batch = stores.Batch(store)
+    engines = [_open(AmortizedMTA, store, w, batch=batch) for w in windows]
+    committed = {w: _copy(oracles[w]) for w in windows}
+    for w, e in zip(windows, engines):
+        for v in "pq":
+            assert e.push((v,)) == oracles[w].push((v,))
+        e.checkpoint()
+    return windows, oracles, batch, engines, committed
+
+
 def test_a_commit_that_fails_leaves_its_windows_unsure(persistent_url, monkeypatch):  # noqa: F811
     """A commit whose round trip fails (the file store and standalone
     Redis, where a batch defers): the failure is raised after every window is dealt with; the
@@ -464,14 +479,7 @@ def test_a_commit_that_fails_leaves_its_windows_unsure(persistent_url, monkeypat
     holds."""
     store = _store(persistent_url)
     try:
-        windows, oracles = _warmed(AmortizedMTA, store, "unsure", 2)
-        batch = stores.Batch(store)
-        engines = [_open(AmortizedMTA, store, w, batch=batch) for w in windows]
-        committed = {w: _copy(oracles[w]) for w in windows}
-        for w, e in zip(windows, engines):
-            for v in "pq":
-                assert e.push((v,)) == oracles[w].push((v,))
-            e.checkpoint()
+        windows, oracles, batch, engines, committed = _waiting_in_a_batch(store, "unsure", 2)
 
         def broken(requests, **options):
             raise stores.StoreError("the connection broke mid-commit")
@@ -501,14 +509,7 @@ def test_an_interrupted_commit_leaves_every_window_unsure(persistent_url, monkey
     monkeypatch.setattr(stores.batch, "CHUNK", 2)
     store = _store(persistent_url)
     try:
-        windows, oracles = _warmed(AmortizedMTA, store, "interrupted", 4)
-        batch = stores.Batch(store)
-        engines = [_open(AmortizedMTA, store, w, batch=batch) for w in windows]
-        committed = {w: _copy(oracles[w]) for w in windows}
-        for w, e in zip(windows, engines):
-            for v in "pq":
-                assert e.push((v,)) == oracles[w].push((v,))
-            e.checkpoint()
+        windows, oracles, batch, engines, committed = _waiting_in_a_batch(store, "interrupted", 4)
         real = store.swap_meta_many
 
         def interrupted(requests, **options):
