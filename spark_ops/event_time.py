@@ -16,14 +16,17 @@ micro-batch with no rows for it if need be.  A row that arrives with
 ``t <= watermark`` is late: rows of that time may already have entered
 the window, so it cannot; it follows ``on_bad_row`` (error, or flagged in
 the output with the reason), as do rows that no window can take (a null
-time or value), which leave at once.
+or NaN key, time or value), which leave at once.  Times and the
+watermark are compared in the time column's exact microseconds, as Spark
+compares them (double seconds would merge microseconds far from 1970).
 
 When no row waits, a time window's key (``range=``) gets a timeout at its
 newest row plus the range (:func:`expiry_ms`): past it, no row still to
 come can share a window with the key's rows, so the timed-out call deletes
 the window and drops the key's state (a later row starts a new window,
 with the output the old one would have given).  A key left with nothing
-(its rows all late) keeps neither window nor state.
+(its rows all late, or none a window could take) keeps neither window nor
+state.
 
 Spark drops rows behind the watermark before an event-time timeout
 operator sees them, silently, when its input carries the watermarked
@@ -41,7 +44,7 @@ from __future__ import annotations
 import math
 
 from . import rows
-from .plan import ROW_ORDER, TIME, VALUE
+from .plan import ARRIVAL, TIME, VALUE, micros
 from .spec import SlidingWindowError
 
 #: Where Spark records a column's watermark delay (in milliseconds).
@@ -73,36 +76,41 @@ def with_marker(packed, delay: float):
     return packed.select("*", marker)
 
 
-def split(new, waiting, watermark: float):
+def split(new, waiting, watermark_ms: int, time: str, null_key: bool = False):
     """The rows that leave now and the rows that wait.
 
     ``new``: this micro-batch's rows of the key (an Arrow table with the
-    plan's columns; no rows when the key timed out); ``waiting``: the rows that waited so far (``None`` for
-    none), in order; ``watermark``: seconds.  Returns ``(leaving, problems,
-    ready, waiting)``: the rows that leave at once with their problems (late,
-    or no window can take them), the rows whose time the watermark passed
-    in ``(time, arrival)`` order (earlier micro-batches first at equal
-    times), and the rows that still wait, in that order."""
+    plan's columns; no rows when the key timed out); ``waiting``: the rows
+    that waited so far (``None`` for none), in order; ``watermark_ms``:
+    Spark's; ``time``: the time column (a timestamp: Spark's watermarks are
+    on timestamps), compared and ordered in its exact microseconds
+    (:func:`spark_ops.plan.micros`), as a batch job sorts on it;
+    ``null_key``: the key is null or NaN (its rows leave at once, as a null
+    time's do).  Returns ``(leaving, problems, ready, waiting)``: the rows
+    that leave at once with their problems (late, or no window can take
+    them), the rows whose time the watermark passed in ``(time, arrival)``
+    order (earlier micro-batches first at equal times), and the rows that
+    still wait, in that order."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     n = new.num_rows
-    # a null or NaN key is the window's rule, like a null time's or value's
-    problems = rows.check_columns(pa.repeat(pa.scalar(0, pa.int8()), n), new.column(TIME), new.column(VALUE))
+    keys = pa.nulls(n, pa.int8()) if null_key else pa.repeat(pa.scalar(0, pa.int8()), n)
+    problems = rows.check_columns(keys, new.column(TIME), new.column(VALUE))
     problems = list(problems) if problems is not None else [None] * n
-    times = new.column(TIME).to_pylist()
-    for i, t in enumerate(times):
-        if problems[i] is None and t <= watermark:
-            problems[i] = rows.behind_watermark(_utc(t), _utc(watermark))
+    watermark_us = watermark_ms * 1000
+    for i, t in enumerate(micros(new.column(time)).tolist() if n else ()):
+        if problems[i] is None and t <= watermark_us:
+            problems[i] = rows.behind_watermark(_utc(t), _utc(watermark_us))
     leaves = pa.array([p is not None for p in problems], type=pa.bool_())
     leaving = new.filter(leaves)
     kept = new.filter(pc.invert(leaves))
-    kept = kept.take(pc.sort_indices(kept, ROW_ORDER))
+    kept = kept.take(pc.sort_indices(kept, [(time, "ascending"), (ARRIVAL, "ascending")]))
     if waiting is not None and waiting.num_rows:
         # a stable sort by time keeps earlier micro-batches' rows first at equal times
         both = pa.concat_tables([waiting, kept.select(waiting.column_names).cast(waiting.schema)])
-        kept = both.take(pc.sort_indices(both, [(TIME, "ascending")]))
-    due = pc.less_equal(kept.column(TIME), watermark)
+        kept = both.take(pc.sort_indices(both, [(time, "ascending")]))
+    due = pa.array(micros(kept.column(time)) <= watermark_us, type=pa.bool_())
     return (leaving, [p for p in problems if p is not None], kept.filter(due), kept.filter(pc.invert(due)))
 
 
@@ -126,15 +134,14 @@ def unpack_waiting(blob: bytes | None):
     return pa.ipc.open_stream(blob).read_all().combine_chunks() if blob else None
 
 
-def timeout_ms(waiting) -> int:
-    """The event-time timeout that calls the key once the watermark passes
-    its oldest waiting row (Spark times a timeout out when the watermark
-    passes it; the result is at least the current watermark, which is below
-    every waiting row's time)."""
-    import pyarrow.compute as pc
-
+def timeout_ms(waiting, time: str) -> int:
+    """The event-time timeout that calls the key once the watermark reaches
+    its oldest waiting row (``time``: the time column; Spark times a
+    timeout out when the watermark passes it; the result is at least the
+    current watermark, which is below every waiting row's time)."""
+    oldest_us = int(micros(waiting.column(time)).min())
     # Spark takes only positive timestamps; a row that waits is after the first watermark (0)
-    return max(math.ceil(pc.min(waiting.column(TIME)).as_py() * 1000) - 1, 1)
+    return max(-(-oldest_us // 1000) - 1, 1)
 
 
 def expiry_ms(newest: float, size: float, watermark: float) -> int:
@@ -148,7 +155,7 @@ def expiry_ms(newest: float, size: float, watermark: float) -> int:
     return max(math.floor((newest + size) * 1000) + 1, math.floor(watermark * 1000) + 1, 1)
 
 
-def _utc(seconds: float) -> str:
+def _utc(us: int) -> str:
     import datetime as dt
 
-    return (dt.datetime(1970, 1, 1) + dt.timedelta(seconds=seconds)).isoformat(sep=" ") + " UTC"
+    return (dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=us)).isoformat(sep=" ") + " UTC"

@@ -159,20 +159,20 @@ def _windows_of_key(spec: WindowSpec, target, group_keys: passthrough.GroupKeys,
             if new.num_rows and rows.null_key(k):
                 raise rows.rejected(spec, rows.NULL_KEY, k, new.column(spec.time)[0].as_py(),
                                     new.column(VALUE)[0].as_py(), REMEDY)
-            leaving, problems, ready, waiting = event_time.split(new, waiting, watermark_ms / 1000)
+            leaving, problems, ready, waiting = event_time.split(new, waiting, watermark_ms, spec.time)
             if leaving.num_rows:
                 first = (problems[0], k, leaving.column(spec.time)[0].as_py(), leaving.column(VALUE)[0].as_py())
                 if count is None:
                     raise rows.rejected(spec, *first, REMEDY)
                 excluded.left_out(count, leaving.num_rows, rows.rejected_text(spec, *first))
-            window.add(*_exact_order(ready, spec.time))
+            window.add(micros(ready.column(spec.time)), ready.column(VALUE), ready.column(spec.time))
         ends, results = window.emit(watermark_ms * 1000)
         windows = window.panes.state()
         if windows is None and (waiting is None or not waiting.num_rows):
             state.remove()
         else:
             state.update((fingerprint, windows, event_time.pack_waiting(waiting)))
-            state.setTimeoutTimestamp(_timeout_ms(window, waiting))
+            state.setTimeoutTimestamp(_timeout_ms(window, waiting, spec.time))
         if ends:
             batch = periodic.windows_batch(spec, target, k, ends, results)
             for blob in passthrough.pack(batch):
@@ -181,22 +181,7 @@ def _windows_of_key(spec: WindowSpec, target, group_keys: passthrough.GroupKeys,
     return windows_of_key
 
 
-def _exact_order(ready, time: str) -> tuple:
-    """``(microseconds, values, times)`` of the released rows, in the order
-    of their exact times: the release sorts on double seconds, which merge
-    distinct microseconds far from 1970 (then arrival decides), where the
-    panes take rows in time order.  A stable sort: rows of equal time keep
-    their order.  O(n), O(n log n) only when such rows come out of order."""
-    import numpy as np
-
-    t_us = micros(ready.column(time))
-    if len(t_us) > 1 and (np.diff(t_us) < 0).any():
-        order = np.argsort(t_us, kind="stable")
-        ready, t_us = ready.take(order), t_us[order]
-    return t_us, ready.column(VALUE), ready.column(time)
-
-
-def _timeout_ms(window: MonoidPeriodicWindow, waiting) -> int:
+def _timeout_ms(window: MonoidPeriodicWindow, waiting, time: str) -> int:
     """When Spark calls the key without rows: once the watermark reaches
     its next window's end or passes its oldest waiting row (Spark times a
     key out when the watermark passes the timestamp)."""
@@ -205,5 +190,5 @@ def _timeout_ms(window: MonoidPeriodicWindow, waiting) -> int:
     if end_us is not None:
         at.append(max(-(-end_us // 1000) - 1, 1))
     if waiting is not None and waiting.num_rows:
-        at.append(event_time.timeout_ms(waiting))
+        at.append(event_time.timeout_ms(waiting, time))
     return min(at)

@@ -19,7 +19,7 @@ or counted twice.
 
 from __future__ import annotations
 
-from . import event_time, passthrough, traffic, worker_gc
+from . import event_time, passthrough, rows, traffic, worker_gc
 from .plan import (ARRIVAL, INTERNAL, PACKED, ROW_ORDER, TIME, VALUE, InputTimes, column, output_arrow_schema,
                    output_schema, with_time_and_value)
 from .spec import SlidingWindowError, WindowSpec
@@ -118,8 +118,9 @@ def event_time_windows(spec: WindowSpec, run: str, passed: list[str], group_keys
                 state.remove()
             return
         new = passthrough.unpack(blobs) if blobs else waiting.slice(0, 0)
-        watermark = state.getCurrentWatermarkMs() / 1000
-        leaving, problems, ready, waiting = event_time.split(new, waiting, watermark)
+        watermark_ms = state.getCurrentWatermarkMs()
+        watermark = watermark_ms / 1000
+        leaving, problems, ready, waiting = event_time.split(new, waiting, watermark_ms, spec.time, rows.null_key(k))
         results = []
         if leaving.num_rows or ready.num_rows:
             window = _resume(spec, k, run, version, newest)
@@ -127,8 +128,8 @@ def event_time_windows(spec: WindowSpec, run: str, passed: list[str], group_keys
                 for part, part_problems in ((leaving, problems), (ready, None)):
                     if part.num_rows:
                         results.append(_pushed(window, part, part_problems, spec, passed))
-                if ready.num_rows:
-                    version, newest = window.checkpoint(), window.newest
+                if ready.num_rows and (version is not None or window.newest is not None):
+                    version, newest = window.checkpoint(), window.newest  # else no row entered: nothing to keep
             except BaseException:
                 window.close()
                 raise
@@ -142,7 +143,7 @@ def event_time_windows(spec: WindowSpec, run: str, passed: list[str], group_keys
         else:
             state.update((version, newest, fingerprint, event_time.pack_waiting(waiting)))
             if waiting.num_rows:
-                state.setTimeoutTimestamp(event_time.timeout_ms(waiting))
+                state.setTimeoutTimestamp(event_time.timeout_ms(waiting, spec.time))
             elif spec.range is not None and newest is not None:
                 state.setTimeoutTimestamp(event_time.expiry_ms(newest, spec.range, watermark))
         for result in results:

@@ -189,6 +189,62 @@ def test_times_past_pandas_range_wait_and_enter_in_order(spark, tmp_path):
         assert stream.dropped_by_spark() == 0
 
 
+def test_rows_a_microsecond_around_the_watermark_far_from_1970(spark, tmp_path):
+    """In the year 3000, whose double seconds no longer tell microseconds
+    apart: a row 1 us behind the watermark and one at it are late, one 1 us
+    after it waits and enters in time order (the watermark and the times
+    are compared in exact microseconds, as Spark compares them)."""
+    far = dt.datetime(3000, 1, 1, tzinfo=dt.timezone.utc)
+    first = at(100.0, 0, "Z", 1.0)  # then the watermark is at 100 - DELAY
+    mark = 100.0 - DELAY
+    edge = [at(mark + off, i + 1, "A", float(i + 2)) for i, off in enumerate((-1e-6, 0.0, 1e-6, 3e-5, 0.5))]
+    everything = [first] + edge
+    everything.append(closing_row(everything, len(everything)))
+    for r in everything:
+        r["ts"] = far + dt.timedelta(microseconds=round(r["t"] * 1e6))
+    stream = Stream(spark, str(tmp_path), on_bad_row="flag")
+    stream.run([first])
+    got = stream.run(everything[1:], per_file=len(everything))
+    rejected = {1: "is behind the watermark", 2: "is behind the watermark"}
+    assert_outputs(got, everything[:-1], oracle(everything[:-1], rejected), NAMES, flag=True)
+
+
+def _no_404(v):
+    """The ``joined`` lift, refusing the value 404."""
+    if v == 404.0:
+        raise ValueError("404 is no value")
+    return f"{v:g},"
+
+
+def test_keys_whose_rows_no_window_takes_leave_nothing_behind(spark, tmp_path):
+    """on_bad_row="flag": a null key's rows leave flagged at once (no wait
+    for the watermark), a key whose only row the aggregations cannot take
+    leaves flagged when the watermark passes it; neither keeps a window in
+    the store nor Spark state, and every output is the oracle's."""
+    import stores
+
+    rows = out_of_order(5, keys=4)
+    newest = max(r["t"] for r in rows)
+    bad = [at(rows[3]["t"], len(rows), None, 1.0), at(newest, len(rows) + 1, "only-bad", 404.0)]
+    everything = rows[:10] + bad[:1] + rows[10:] + bad[1:]
+    stream = Stream(spark, str(tmp_path), on_bad_row="flag", lift=_no_404)
+    stream.run(everything[:11], per_file=11)  # the null key's row comes out in its own micro-batch
+    assert [g["id"] for g in read_sink(spark, stream.sink) if g["k"] is None] == [len(rows)]
+    closings = []
+    for name in ("zz-first", "zz-second"):
+        closings.append({**closing_row(everything + closings, len(everything) + len(closings)), "k": name})
+    stream.run(everything[11:] + closings[:1])
+    stream.run(closings[1:])
+    store = stores.open_store(f"file://{tmp_path}/store")
+    assert store.window_names() == [n for n in store.window_names() if "zz-first" in n] and store.window_names()
+    store.close()
+    assert stream.progress[-1]["stateOperators"][0]["numRowsTotal"] == 2  # the closing keys
+    last = closing_row(everything + closings, len(everything) + 2)
+    got = stream.run([last])
+    rejected = {len(rows): "null or NaN key", len(rows) + 1: "404 is no value"}
+    assert_outputs(got, everything + closings, oracle(everything + closings, rejected), NAMES, flag=True)
+
+
 def late_rows(rows: list[dict], first_id: int) -> tuple[list[dict], dict]:
     """Rows behind the watermark once ``rows`` are in: one at the oldest
     time of a key, one just behind the watermark, each of a key with rows
