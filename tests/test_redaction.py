@@ -74,6 +74,7 @@ def test_demo_prints_no_password(spark, guarded, tmp_path, capfd):
 @pytest.mark.parametrize("query, expect", [
     ("?socket_timout=3", "unknown Redis URL parameter 'socket_timout'"),
     ("?socket_timeout=soon", "socket_timeout='soon' is not a number"),
+    (f"?password={ENV_SECRET}", "unknown Redis URL parameter 'password'"),  # a secret in the query, refused
 ])
 def test_bad_store_url_error_names_it_redacted(guarded, csv, tmp_path, capfd, query, expect):
     from spark_ops import cli
@@ -82,7 +83,7 @@ def test_bad_store_url_error_names_it_redacted(guarded, csv, tmp_path, capfd, qu
     printed = capfd.readouterr()
     line = one_error_line(printed.err)
     assert expect in line and "redis://:***@127.0.0.1" in line
-    _assert_clean(printed.out + printed.err)
+    _assert_clean(printed.out + printed.err, SECRET, ENV_SECRET)
 
 
 def test_wrong_password_error_prints_neither(guarded, csv, tmp_path, capfd, monkeypatch):

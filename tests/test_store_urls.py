@@ -45,6 +45,13 @@ def test_redact_url():
     assert redact_url("couchbase://admin@h/b") == "couchbase://admin@h/b"
     assert redact_url("redis://h:1/0") == "redis://h:1/0"
     assert redact_url("file:///a@b") == "file:///a@b"
+    # a password with an unescaped @ or /: all of it up to the last @ before the query
+    assert redact_url("redis://u:s3c@ret/pw@h:1/0") == "redis://u:***@h:1/0"
+    assert redact_url("redis://h/0?x=a@b") == "redis://h/0?x=a@b"
+    # secrets passed as query parameters, whatever the case, beside others kept
+    assert redact_url("redis://h:1/0?password=s3cret") == "redis://h:1/0?password=***"
+    assert redact_url("redis://u:p@h/0?socket_timeout=1&Password=x&auth_token=t#f") == \
+        "redis://u:***@h/0?socket_timeout=1&Password=***&auth_token=***#f"
     with pytest.raises(StoreConfigError) as e:
         normalize_url("file://u:s3cret@otherhost/x")
     assert "s3cret" not in str(e.value)
