@@ -819,6 +819,27 @@ def test_subprocess_failing_job_prints_one_line(tmp_path):
 
 
 @pytest.mark.slow
+def test_subprocess_run_with_a_schema(tmp_path):
+    """--schema in a process with no Spark session before mta-spark starts
+    one (the console script's case): the input is read with it, and a bad
+    one is a usage error naming it."""
+    from pyspark.sql import Row
+    import pyarrow.parquet as pq
+
+    rows = make_rows(40, keys=2, seed=6)
+    src, out = tmp_path / "in.csv", tmp_path / "out"
+    write_csv(src, rows)
+    args = [*_run_args(src, out, agg="max,count"), "--master", "local[1]", "--partitions", "1"]
+    done = _subprocess(*args, "--schema", "key STRING, t DOUBLE, v DOUBLE")
+    assert done.returncode == 0, done.stderr
+    assert_matches([Row(**r) for r in pq.read_table(out).to_pylist()], rows, ["max", "count"], range=10)
+    done = _subprocess(*args, "--overwrite", "--schema", "key STRING, t DOUBLE, v")
+    assert done.returncode == 2, done.stderr
+    err = "\n".join(line for line in done.stderr.splitlines() if not line.startswith("WARNING: Using incubator"))
+    assert "bad --schema 'key STRING, t DOUBLE, v'" in one_error_line(err)
+
+
+@pytest.mark.slow
 def test_subprocess_conf_and_store_sizes(tmp_path):
     """--conf reaches the session mta-spark starts (one shuffle partition:
     one output file), and --buffer-size/--cache-size of 1 pair send nearly

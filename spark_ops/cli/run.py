@@ -38,7 +38,6 @@ def add_arguments(p) -> None:
 
 def run(args, spark=None) -> int:
     spec = window_spec(args)
-    schema = inputs.parse_schema(args.schema) if args.schema is not None else None
     local = inputs.check_input(args.input)
     fmt = inputs.format_of(args.input, local, args.format)
     out_local = inputs.local_path(args.output)
@@ -52,6 +51,8 @@ def run(args, spark=None) -> int:
         from .. import excluded, traffic
         from ..api import choose_engine
 
+        # Spark parses the DDL: in a session (a console script has none before it)
+        schema = inputs.parse_schema(args.schema) if args.schema is not None else None
         before, left_out = traffic.round_trips(spark), excluded.rejected_rows(spark)
         t0 = time.monotonic()
         with progress.stage("reading input", spark, f"{fmt} {args.input}"):
