@@ -24,12 +24,12 @@ on the same files, interleaved (old, new, old, new, ...):
   (:data:`USER_AGGS`: not the ready ones, so not fused and no native
   combine): the MTA path of user monoids;
 * ``SQL table function``: the same job through ``mta_sliding_window``
-  (:mod:`spark_ops.sql`, ``PARTITION BY host ORDER BY (ts, seq)``, ``seq``
-  the input order, which breaks ties as the DataFrame call does), which Spark
+  (:mod:`spark_ops.sql`, ``order => 'seq'``, ``seq`` the input order,
+  which breaks ties as the DataFrame call does), which Spark
   feeds one row at a time; the same engine choice (columnar);
 * ``UDTF hand-over alone``, pickled and Arrow: a Python UDTF that returns
-  each row as it came, called like the SQL function (``PARTITION BY host
-  ORDER BY ts``): what Spark's row-at-a-time hand-over to a Python table
+  each row as it came, its table partitioned and ordered as the SQL
+  function asks for its own (``PARTITION BY host ORDER BY ts``): what Spark's row-at-a-time hand-over to a Python table
   function costs before any window, with rows pickled (as
   ``mta_sliding_window`` takes them) and with Spark's Arrow transport;
 * ``pipeline alone``: the same stage with the windows left out: the
@@ -148,7 +148,7 @@ def _sql_stage(spark, input_dir: str, out_dir: str) -> None:
     # readings of one host at the same time enter its window in input order, as in the DataFrame call
     readings = spark.read.parquet(input_dir).withColumn("seq", F.monotonically_increasing_id())
     readings.createOrReplaceTempView("readings")
-    spark.sql(f"""SELECT * EXCEPT (seq) FROM mta_sliding_window(TABLE(readings) PARTITION BY host ORDER BY (ts, seq),
+    spark.sql(f"""SELECT * EXCEPT (seq) FROM mta_sliding_window(TABLE(readings), order => 'seq',
                   key => 'host', time => 'ts', value => 'mem_mb', aggs => '{",".join(AGGS)}', range => 3600)""") \
          .write.mode("overwrite").parquet(out_dir)
 

@@ -6,19 +6,19 @@ function, for SQL and dbt users::
     register_sql(spark)
     spark.sql('''
         SELECT * FROM mta_sliding_window(
-            TABLE(readings) PARTITION BY host ORDER BY ts,
+            TABLE(readings),
             key => 'host', time => 'ts', value => 'mem',
             aggs => 'max,mean', range => 3600)''')
 
 The result has the table's columns and one column per aggregation, one row
 per input row, exactly as the DataFrame call gives them (every value exact;
-``on_bad_row => 'flag'`` adds ``rejected``).  ``PARTITION BY`` the key and
-``ORDER BY`` the time are required: each key's rows reach one instance of
-the function in time order, which checks both and names the clause that is
-missing.  Rows with equal times enter the window in the order they arrive,
-which is the order of the ``ORDER BY``'s further columns (``ORDER BY (ts,
-seq)``, in parentheses as Spark requires); the DataFrame call orders them
-by their position in the input.
+``on_bad_row => 'flag'`` adds ``rejected``).  The function asks Spark to
+partition its table by the key and order it by the time (its ``analyze``
+returns them: a call with its own ``PARTITION BY`` is refused by Spark), so
+all of a key's rows reach one instance, in time order, whatever the call.
+A table has no input order, so rows of equal time come in the order of
+the columns ``order =>`` names (``order => 'seq'``), else in any order;
+the DataFrame call orders them by their position in the input.
 
 The function is a Python UDTF: Spark hands it one row at a time, and it
 pushes a key's rows through the key's window
@@ -48,12 +48,13 @@ a function returning the table's own columns needs.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import decimal
 import math
 import uuid
 from typing import Any
 
-from pyspark.sql.udtf import AnalyzeResult, SelectedColumn
+from pyspark.sql.udtf import AnalyzeResult, OrderingColumn, PartitioningColumn, SelectedColumn
 
 from . import columnar, frames, rows, values
 from .plan import TIME, VALUE, quoted, time_sql
@@ -69,7 +70,7 @@ FUNCTION_NAME = "mta_sliding_window"
 CHUNK = 4096
 #: The arguments the function takes besides its table, and their defaults.
 ARGUMENTS = {"key": None, "time": None, "value": None, "aggs": None, "range": None, "rows": None,
-             "frame": "default", "engine": "auto", "store": None, "on_bad_row": "error"}
+             "frame": "default", "engine": "auto", "store": None, "on_bad_row": "error", "order": None}
 
 
 def register_sql(spark, name: str = FUNCTION_NAME) -> None:
@@ -102,8 +103,7 @@ class SlidingWindowFunction:
         from .api import check_columns, check_output_names, engine_for
 
         if not getattr(table, "isTable", False):
-            raise SlidingWindowError(f"{FUNCTION_NAME}'s first argument is the input: TABLE(name) PARTITION BY "
-                                     "<key> ORDER BY <time>")
+            raise SlidingWindowError(f"{FUNCTION_NAME}'s first argument is the input: TABLE(name)")
         given = _constants(arguments)
         missing = [a for a in ("key", "time", "value", "aggs") if given.get(a) is None]
         if missing:
@@ -122,6 +122,11 @@ class SlidingWindowFunction:
                                 engine=given["engine"], on_bad_row=given["on_bad_row"],
                                 integral=values.per_column(types, IntegralType), value_fields=fields)
         check_output_names(spec, schema.names)
+        order = given["order"] or []
+        unknown = [c for c in order if c not in schema.names]
+        if unknown:
+            raise SlidingWindowError(f"{FUNCTION_NAME}'s order => names {unknown[0]!r}, not a column of the table "
+                                     f"({', '.join(schema.names)})")
         engine, _ = engine_for(spec, streaming=False, fractional=values.per_column(types, FractionalType))
         # the kernels found here, on the driver, as the DataFrame call does (aggs renamed by a map)
         spec = dataclasses.replace(spec, engine=engine,
@@ -139,7 +144,8 @@ class SlidingWindowFunction:
         value_type = (pa.struct([pa.field(f"v{i}", t) for i, t in enumerate(taken)]) if spec.value_fields
                       else taken[0])
         return _Analyzed(schema=out, select=select, spec=spec, run=f"sql-{uuid.uuid4().hex[:12]}",
-                         value_type=value_type)
+                         value_type=value_type, partitionBy=[PartitioningColumn(quoted(k)) for k in spec.keys],
+                         orderBy=[OrderingColumn(quoted(c)) for c in [spec.time, *order]])
 
     def __init__(self, analyze_result=None) -> None:
         self.spec: WindowSpec = analyze_result.spec
@@ -182,10 +188,7 @@ class SlidingWindowFunction:
             self.flush_at = len(self.buffer) + CHUNK  # rows held back wait for a chunk more
 
     def _clauses(self) -> str:
-        keys = ", ".join(map(quoted, self.spec.keys))
-        partition = keys if len(self.spec.keys) == 1 else f"({keys})"  # several in parentheses, as Spark requires
-        return (f"call it with TABLE(...) PARTITION BY {partition} ORDER BY {quoted(self.spec.time)} "
-                "(ties broken by further columns: ORDER BY (time, seq))")
+        return "the function asks Spark to partition its table by the key and order it by the time"
 
     def terminate(self):
         """The key's last rows."""
@@ -230,21 +233,29 @@ def _constants(arguments: dict) -> dict:
             raise SlidingWindowError(f"{FUNCTION_NAME}'s {name} => must be a constant")
         value = argument.value
         if name in ("range", "rows"):
-            value = _sizes(value)
-        if name in ("key", "value"):  # 'dc,host' or array('dc', 'host'): several columns, as the CLI takes them
+            value = _sizes(value, counts=name == "rows")
+        if name in ("key", "value", "order"):  # 'dc,host' or array('dc', 'host'): several columns, as the CLI takes
             value = split_columns(value) if isinstance(value, str) else list(value) if isinstance(
                 value, (list, tuple)) else value
         given[name] = float(value) if isinstance(value, decimal.Decimal) else value
     return given
 
 
-def _sizes(value):
-    """``range =>`` or ``rows =>`` as :func:`spark_ops.sliding_window` takes
-    it: several sizes as ``'5m,1h'`` or ``array(300, 3600)`` (a list,
+def _sizes(value, counts: bool = False):
+    """``range =>`` or ``rows =>`` (``counts``) as :func:`spark_ops.sliding_window`
+    takes it: several sizes as ``'5m,1h'`` or ``array(300, 3600)`` (a list,
     labelled by their text) or ``map('5m', 300, '1h', 3600)`` (a dict of
-    labels); SQL's decimal literals as seconds."""
+    labels); SQL's decimal literals and intervals (``INTERVAL '10'
+    MINUTE``) as seconds, counts typed as text (``'10,100'``) as ints."""
     def one(v):
-        return float(v) if isinstance(v, decimal.Decimal) else v.strip() if isinstance(v, str) else v
+        if isinstance(v, decimal.Decimal):
+            return float(v)
+        if isinstance(v, datetime.timedelta):
+            return v.total_seconds()
+        if isinstance(v, str):
+            v = v.strip()
+            return int(v) if counts and v.isdigit() else v
+        return v
 
     if isinstance(value, str) and "," in value:
         return [one(v) for v in value.split(",")]
@@ -253,7 +264,7 @@ def _sizes(value):
             one(v) for v in value]
     if isinstance(value, dict):
         return {label: one(v) for label, v in value.items()}
-    return value
+    return one(value)
 
 
 def _label(v) -> str:

@@ -223,8 +223,8 @@ class _Row(dict):
 
 # -- the SQL table function ------------------------------------------------------------
 def test_sql_function_composite_key(spark):
-    """``key => array('a', 'b')`` with ``PARTITION BY (a, b)``: the oracle's
-    rows; ``PARTITION BY a`` alone is an error naming both key columns."""
+    """``key => array('a', 'b')``: the oracle's rows (the function
+    partitions its table by both key columns itself)."""
     from spark_ops.sql import register_sql
 
     register_sql(spark)
@@ -232,15 +232,10 @@ def test_sql_function_composite_key(spark):
     spark.createDataFrame(_tuples(rows), SCHEMA).createOrReplaceTempView("keyed")
     aggs = ["max", "mean", "first", "last", "count"]
 
-    def call(partition):
-        return spark.sql(f"""SELECT * FROM mta_sliding_window(TABLE(keyed) PARTITION BY {partition} ORDER BY (t, id),
-                             key => array('a', 'b'), time => 't', value => 'v', aggs => '{','.join(aggs)}',
-                             range => 10)""").collect()
-
-    got = call("(a, b)")
+    got = spark.sql(f"""SELECT * FROM mta_sliding_window(TABLE(keyed), order => 'id',
+                        key => array('a', 'b'), time => 't', value => 'v', aggs => '{','.join(aggs)}',
+                        range => 10)""").collect()
     assert_outputs(as_oracle_output(got), oracle_rows(rows), expected(oracle_rows(rows), aggs, range=10), aggs)
-    with pytest.raises(Exception, match=r"in one partition: call it with TABLE\(...\) PARTITION BY \(`a`, `b`\)"):
-        call("a")
 
 
 # -- a date time column ------------------------------------------------------------

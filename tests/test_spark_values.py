@@ -280,7 +280,7 @@ def test_sql_function_takes_a_struct_value(spark):
     rows = random_rows(random.Random(8), keys=2)
     df = _frame(spark, rows).selectExpr("id", "k", "t", "named_struct('cpu', cpu, 'mem', mem) AS s")
     df.createOrReplaceTempView("values_struct")
-    sql = spark.sql("SELECT * FROM mta_sliding_window(TABLE(values_struct) PARTITION BY k ORDER BY (t, id), "
+    sql = spark.sql("SELECT * FROM mta_sliding_window(TABLE(values_struct), order => 'id', "
                     "key => 'k', time => 't', value => 's', aggs => 'max(cpu),sum(mem)', range => 10)").collect()
     frame = sliding_window(df, key="k", time="t", value="s", aggs=["max(cpu)", "sum(mem)"], range=10).collect()
     assert sql and sorted(map(repr, map(tuple, sql))) == sorted(map(repr, map(tuple, frame)))

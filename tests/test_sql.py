@@ -29,10 +29,12 @@ def spark():
     session.stop()
 
 
-def _call(table: str, *, order: str = "t, id", partition: str = "k", **arguments) -> str:
+def _call(table: str, *, order: str | None = "id", **arguments) -> str:
+    """The function over ``table``, rows of equal time ordered by ``order``
+    (the ids: the arrival order), ``arguments`` as constants."""
+    arguments = {**arguments, "order": order} if order else arguments
     args = ", ".join(f"{name} => {value!r}" for name, value in arguments.items())
-    clauses = (f" PARTITION BY {partition}" if partition else "") + (f" ORDER BY ({order})" if order else "")
-    return f"SELECT * FROM mta_sliding_window(TABLE({table}){clauses}, {args})"
+    return f"SELECT * FROM mta_sliding_window(TABLE({table}), {args})"
 
 
 def _table(spark, rows, name="readings", schema=SCHEMA):
@@ -42,8 +44,8 @@ def _table(spark, rows, name="readings", schema=SCHEMA):
 
 @pytest.mark.parametrize("engine", ["auto", "amta", "lmta"])
 def test_time_window_every_ready_aggregation(spark, engine):
-    """Ties broken by ORDER BY t, id: the ids are the arrival order, which is
-    the oracle's (and the DataFrame call's) order of equal times."""
+    """Ties ordered by order => 'id': the ids are the arrival order, which
+    is the oracle's (and the DataFrame call's) order of equal times."""
     rows = random_rows(random.Random(11))
     got = spark.sql(_call(_table(spark, rows), key="k", time="t", value="v", aggs=",".join(NAMES), range=10,
                           engine=engine)).collect()
@@ -72,7 +74,7 @@ def test_same_rows_as_the_dataframe_call(spark, time_type):
     df = spark.createDataFrame(rows, f"id long, host string, ts {time_type}, n long, note string")
     df.createOrReplaceTempView("counts")
     aggs = ["max", "min", "first", "last", "count", "mean"]
-    sql = spark.sql(_call("counts", partition="host", order="ts, id", key="host", time="ts", value="n",
+    sql = spark.sql(_call("counts", key="host", time="ts", value="n",
                           aggs=",".join(aggs), range=60)).collect()
     frame = sliding_window(df, key="host", time="ts", value="n", aggs=aggs, range=60).collect()
     assert sql[0].__fields__ == frame[0].__fields__
@@ -89,7 +91,7 @@ def test_several_sizes_in_one_call(spark, sizes, labels):
     rows = random_rows(random.Random(15), keys=4)
     aggs = ["max", "count", "first"]
     table = _table(spark, rows)
-    got = spark.sql(f"SELECT * FROM mta_sliding_window(TABLE({table}) PARTITION BY k ORDER BY (t, id), key => 'k', "
+    got = spark.sql(f"SELECT * FROM mta_sliding_window(TABLE({table}), order => 'id', key => 'k', "
                     f"time => 't', value => 'v', aggs => 'max,count,first', range => {sizes})").collect()
     values = [float(v) for v in labels] if labels[0] != "short" else [5.0, 12.5]
     assert list(got[0].__fields__)[4:] == [f"{a}_{label}" for a in aggs for label in labels]
@@ -103,6 +105,22 @@ def test_several_sizes_in_one_call(spark, sizes, labels):
     assert canonical(got) == canonical(frame.collect())
 
 
+def test_counts_as_text_and_an_interval_range(spark):
+    """rows => '3,10' (counts typed as text, as the command line's --rows)
+    and range => INTERVAL '10' SECOND: each equals the oracle."""
+    rows = random_rows(random.Random(19), keys=3)
+    table = _table(spark, rows)
+    got = spark.sql(f"SELECT * FROM mta_sliding_window(TABLE({table}), order => 'id', key => 'k', time => 't', "
+                    "value => 'v', aggs => 'count,max', rows => '3,10')").collect()
+    for n in (3, 10):
+        picked = [{**{c: g[c] for c in ("id", "k", "t", "v")}, "count": g[f"count_{n}"], "max": g[f"max_{n}"]}
+                  for g in got]
+        assert_outputs(picked, rows, expected(rows, ["count", "max"], count=n), ["count", "max"])
+    got = spark.sql(f"SELECT * FROM mta_sliding_window(TABLE({table}), order => 'id', key => 'k', time => 't', "
+                    "value => 'v', aggs => 'count,max', range => INTERVAL '10' SECOND)").collect()
+    assert_outputs(got, rows, expected(rows, ["count", "max"], range=10), ["count", "max"])
+
+
 def test_a_fractional_range_literal(spark):
     """A SQL literal such as 2.5 is a decimal; the range takes it as seconds."""
     rows = random_rows(random.Random(14), keys=3)
@@ -110,18 +128,22 @@ def test_a_fractional_range_literal(spark):
     assert_outputs(got, rows, expected(rows, ["max", "count"], range=2.5), ["max", "count"])
 
 
-@pytest.mark.parametrize("call, messages", [
-    (dict(partition=None, order=None), ("in one partition", "out of time order")),
-    (dict(order=None), ("out of time order",)),
-    (dict(order="id"), ("out of time order",)),
-])
-def test_a_missing_clause_is_named(spark, call, messages):
-    """Without PARTITION BY (Spark allows no ORDER BY then) or ORDER BY."""
-    rows = random_rows(random.Random(15), keys=4, per_key=(30, 40))
-    query = _call(_table(spark, rows), key="k", time="t", value="v", aggs="max", range=5, **call)
-    with pytest.raises(Exception) as info:
-        spark.sql(query).collect()
-    assert any(m in str(info.value) for m in messages) and "PARTITION BY `k` ORDER BY `t`" in str(info.value)
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_the_function_partitions_and_orders_its_table_itself(spark, partitions):
+    """However the table is partitioned (one key spread over several
+    partitions, rows in no order), each key's rows reach one instance in
+    time order: the oracle's rows (distinct times: without order => ties
+    come in any order).  A call with its own PARTITION BY is refused by
+    Spark, naming the clause."""
+    rng = random.Random(15)
+    rows = [{"id": i, "k": "k0", "t": i + rng.random() / 2, "v": float(rng.randrange(100))} for i in range(70)]
+    shuffled = random.Random(1).sample(rows, len(rows))
+    spark.createDataFrame(as_tuples(shuffled), SCHEMA).repartition(partitions).createOrReplaceTempView("one_key")
+    got = spark.sql(_call("one_key", order=None, key="k", time="t", value="v", aggs="count,max", range=5)).collect()
+    assert_outputs(got, rows, expected(rows, ["count", "max"], range=5), ["count", "max"])
+    with pytest.raises(Exception, match="PARTITION BY clause; please remove"):
+        spark.sql("SELECT * FROM mta_sliding_window(TABLE(one_key) PARTITION BY k ORDER BY t, key => 'k', "
+                  "time => 't', value => 'v', aggs => 'max', range => 5)").collect()
 
 
 @pytest.mark.parametrize("arguments, message", [
@@ -131,6 +153,7 @@ def test_a_missing_clause_is_named(spark, call, messages):
     (dict(key="k", time="t", value="v", aggs="max"), "exactly one of range="),
     (dict(key="k", time="t", value="v", aggs="maximum", range=5), "maximum"),
     (dict(key="k", time="t", value="k", aggs="max", range=5), "not numeric"),
+    (dict(key="k", time="t", value="v", aggs="max", range=5, order="id,seq"), "order => names 'seq'"),
 ])
 def test_bad_arguments_fail_at_analysis(spark, arguments, message):
     from pyspark.errors import AnalysisException
@@ -146,7 +169,7 @@ def test_an_argument_must_be_a_constant(spark):
 
     _table(spark, random_rows(random.Random(17), keys=2))
     with pytest.raises(AnalysisException) as info:
-        spark.sql("SELECT * FROM mta_sliding_window(TABLE(readings) PARTITION BY k ORDER BY t, key => 'k', "
+        spark.sql("SELECT * FROM mta_sliding_window(TABLE(readings), key => 'k', "
                   "time => 't', value => 'v', aggs => 'max', range => rand())")
     assert "range => must be a constant" in str(info.value)
 
@@ -204,7 +227,7 @@ def test_several_value_columns_equal_the_oracle_and_the_dataframe_call(spark, va
 
     rows = usage_rows(random.Random(31), nulls=0.1)
     df = _values_table(spark, rows)
-    sql = spark.sql("SELECT * FROM mta_sliding_window(TABLE(usage) PARTITION BY k ORDER BY (t, id), key => 'k', "
+    sql = spark.sql("SELECT * FROM mta_sliding_window(TABLE(usage), order => 'id', key => 'k', "
                     f"time => 't', value => {value}, aggs => '{','.join(VALUE_AGGS)}', range => 7, "
                     f"engine => '{engine}', on_bad_row => 'flag')").collect()
     names = names_of(VALUE_AGGS)
@@ -226,7 +249,7 @@ def test_struct_value_and_several_sizes(spark):
 
     rows = usage_rows(random.Random(32), keys=4)
     df = _values_table(spark, rows)
-    sql = spark.sql("SELECT * FROM mta_sliding_window(TABLE(usage) PARTITION BY k ORDER BY (t, id), key => 'k', "
+    sql = spark.sql("SELECT * FROM mta_sliding_window(TABLE(usage), order => 'id', key => 'k', "
                     "time => 't', value => 's', aggs => array('max(cpu)', 'min(mem)'), "
                     "rows => array(3, 10))").collect()
     assert list(sql[0].__fields__)[-4:] == ["max_cpu_3", "max_cpu_10", "min_mem_3", "min_mem_10"]
@@ -254,7 +277,7 @@ def test_several_value_columns_mistakes_fail_at_analysis(spark, arguments, messa
     _values_table(spark, usage_rows(random.Random(33), keys=2))
     with pytest.raises(AnalysisException) as info:
         if isinstance(arguments["aggs"], dict):
-            spark.sql("SELECT * FROM mta_sliding_window(TABLE(usage) PARTITION BY k ORDER BY t, key => 'k', "
+            spark.sql("SELECT * FROM mta_sliding_window(TABLE(usage), key => 'k', "
                       "time => 't', value => 'cpu,mem', aggs => map('peak', 'max(cpu)'), range => 5)")
         spark.sql(_call("usage", key="k", time="t", range=5, **arguments))
     assert message in str(info.value)
