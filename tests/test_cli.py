@@ -557,6 +557,18 @@ def test_run_slide_gives_one_row_per_key_and_window(spark, tmp_path, capsys):
     assert "--keep-columns" in one_error_line(capsys.readouterr().err)
 
 
+def test_run_output_that_cannot_be_written_names_the_cause(spark, tmp_path, capsys):
+    """An output directory Spark cannot create: the one error line is the
+    JVM's root cause (what failed and where), not Py4J's name of the call."""
+    src = tmp_path / "in.csv"
+    write_csv(src, make_rows(20, keys=2, seed=9))
+    capsys.readouterr()
+    assert run_cli(spark, *_run_args(src, "/proc/mta-no-such-output")) == 1
+    line = one_error_line(capsys.readouterr().err)
+    assert "Mkdirs failed to create file:/proc/mta-no-such-output" in line, line
+    assert "An error occurred while calling" not in line, line
+
+
 def _run_args(src, out, *extra, agg="max", size=("--range", "10")):
     return ["run", "--input", str(src), "--output", str(out), "--key", "key", "--time", "t",
             "--value", "v", "--agg", agg, *size, *extra]

@@ -164,10 +164,26 @@ def _spark_message(exc: BaseException) -> tuple[str, int]:
     except ImportError:
         usage = False
     first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+    root = _java_root_cause(exc)
+    if root is not None:  # Py4J's own first line only names the JVM method that failed
+        first = root
     first = re.sub(r"\s*SQLSTATE: \w+\.?$", "", first)
     if not usage:
         first = f"{type(exc).__name__}: {first}"
     return _clean(first), (EXIT_USAGE if usage else EXIT_FAILED)
+
+
+def _java_root_cause(exc: BaseException) -> str | None:
+    """The innermost cause of a Py4J error's Java exception (class: message), or ``None``."""
+    java = getattr(exc, "java_exception", None)
+    if java is None:
+        return None
+    try:
+        while java.getCause() is not None:
+            java = java.getCause()
+        return str(java.toString())
+    except Exception:  # noqa: BLE001 - the JVM may be gone: the Python message stands
+        return None
 
 
 def _clean(message: str) -> str:
