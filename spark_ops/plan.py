@@ -129,15 +129,17 @@ def micros(times):
     microseconds since the epoch, an int64 NumPy array: a timestamp's and a
     date's exactly (double seconds tell microseconds apart only within
     about 140 years of 1970), a number of seconds rounded to the
-    microsecond.  O(n)."""
+    microsecond.  A null time gives 0 (a bad row: callers leave it out).
+    O(n)."""
     import numpy as np
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     kind = times.type
-    if pa.types.is_timestamp(kind):
-        return times.cast(pa.timestamp("us", tz=kind.tz)).cast(pa.int64()).to_numpy(zero_copy_only=False)
+    if pa.types.is_timestamp(kind):  # nulls filled first: NumPy would make the column floats
+        return pc.fill_null(times.cast(pa.timestamp("us", tz=kind.tz)).cast(pa.int64()), 0).to_numpy()
     if pa.types.is_date32(kind):
-        return times.cast(pa.int32()).to_numpy(zero_copy_only=False).astype(np.int64) * 86_400_000_000
+        return pc.fill_null(times.cast(pa.int32()), 0).to_numpy().astype(np.int64) * 86_400_000_000
     return np.round(seconds(times).to_numpy(zero_copy_only=False) * 1e6).astype(np.int64)
 
 

@@ -25,9 +25,17 @@ batches = st.lists(st.lists(st.one_of(st.integers(0, 40).map(float), st.none()),
 
 
 def table(times, first_id):
+    """Rows of times in seconds: the timestamp column ``ts`` (what the
+    watermark is on) and the plan's double seconds beside it."""
     return pa.table({"id": pa.array(range(first_id, first_id + len(times)), pa.int64()),
                      ARRIVAL: pa.array(range(len(times)), pa.int64()),
+                     "ts": pa.array([None if t is None else round(t * 1e6) for t in times], pa.timestamp("us", "UTC")),
                      TIME: pa.array(times, pa.float64()), VALUE: pa.array([1.0] * len(times))})
+
+
+def split(new, waiting, watermark: float):
+    """:func:`event_time.split` with the watermark in seconds."""
+    return event_time.split(new, waiting, round(watermark * 1000), "ts")
 
 
 @settings(max_examples=300, deadline=None)
@@ -44,7 +52,7 @@ def test_released_rows_are_the_timely_rows_in_time_order(batches, delay):
                 expect_late.add(next_id + i)
             else:
                 timely.append((t, len(timely), next_id + i))
-        leaving, problems, ready, waiting = event_time.split(new, waiting, watermark)
+        leaving, problems, ready, waiting = split(new, waiting, watermark)
         assert leaving.num_rows == len(problems)
         left.update(zip(leaving.column("id").to_pylist(), problems))
         released += ready.column("id").to_pylist()
@@ -57,7 +65,7 @@ def test_released_rows_are_the_timely_rows_in_time_order(batches, delay):
             watermark = max(watermark, newest - delay)
         next_id += len(times)
     # the rows still waiting would be released by a later watermark, in order
-    leaving, problems, ready, rest = event_time.split(table([], next_id), waiting, float("inf"))
+    leaving, problems, ready, rest = split(table([], next_id), waiting, 1e12)
     assert not leaving.num_rows and not rest.num_rows
     released += ready.column("id").to_pylist()
     assert released == [i for _, _, i in sorted(timely)]
@@ -67,18 +75,32 @@ def test_released_rows_are_the_timely_rows_in_time_order(batches, delay):
 
 
 def test_waiting_rows_survive_their_state_form():
-    _, _, ready, waiting = event_time.split(table([5.0, 3.0, 9.0], 0), None, 2.0)
+    _, _, ready, waiting = split(table([5.0, 3.0, 9.0], 0), None, 2.0)
     assert not ready.num_rows and waiting.column("id").to_pylist() == [1, 0, 2]
-    _, _, ready, waiting = event_time.split(table([], 3), waiting, 4.0)  # no rows: the timeout's call
+    _, _, ready, waiting = split(table([], 3), waiting, 4.0)  # no rows: the timeout's call
     assert ready.column("id").to_pylist() == [1]
     blob = event_time.pack_waiting(waiting)
     assert isinstance(blob, bytes) and event_time.pack_waiting(waiting.slice(0, 0)) is None
     assert event_time.unpack_waiting(blob).equals(waiting) and event_time.unpack_waiting(None) is None
     # the timeout calls the key once the watermark passes its oldest waiting row (5 s), not before
-    assert event_time.timeout_ms(waiting) == 4999
+    assert event_time.timeout_ms(waiting, "ts") == 4999
 
 
-@pytest.mark.parametrize("t, watermark", [(0.0005, 0.0), (1e-9, 0.0)])
+@pytest.mark.parametrize("t, watermark", [(0.0005, 0.0), (1e-6, 0.0)])
 def test_timeout_is_a_timestamp_spark_takes(t, watermark):
-    _, _, _, waiting = event_time.split(table([t], 0), None, watermark)
-    assert event_time.timeout_ms(waiting) >= 1
+    _, _, _, waiting = split(table([t], 0), None, watermark)
+    assert event_time.timeout_ms(waiting, "ts") >= 1
+
+
+def test_times_are_exact_microseconds_beside_a_null_time():
+    """In the year 9999 (double seconds there are 30 us apart), a row 1 us
+    after the watermark waits, beside a row with a null time in the same
+    micro-batch, which leaves with its own reason."""
+    far_ms = 253_402_300_000_000  # 9999-12-31 23:06:40 UTC
+    new = pa.table({"id": pa.array([0, 1], pa.int64()), ARRIVAL: pa.array([0, 1], pa.int64()),
+                    "ts": pa.array([None, far_ms * 1000 + 1], pa.timestamp("us", "UTC")),
+                    TIME: pa.array([None, far_ms / 1000], pa.float64()), VALUE: pa.array([1.0, 1.0])})
+    leaving, problems, ready, waiting = event_time.split(new, None, far_ms, "ts")
+    assert leaving.column("id").to_pylist() == [0] and problems == [rows.NULL_TIME]
+    assert not ready.num_rows and waiting.column("id").to_pylist() == [1]
+    assert event_time.timeout_ms(waiting, "ts") == far_ms
