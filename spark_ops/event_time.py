@@ -76,7 +76,7 @@ def with_marker(packed, delay: float):
     return packed.select("*", marker)
 
 
-def split(new, waiting, watermark_ms: int, time: str, null_key: bool = False):
+def split(new, waiting, watermark_ms: int, time: str, null_key: bool = False, peers: bool = False):
     """The rows that leave now and the rows that wait.
 
     ``new``: this micro-batch's rows of the key (an Arrow table with the
@@ -86,7 +86,9 @@ def split(new, waiting, watermark_ms: int, time: str, null_key: bool = False):
     on timestamps), compared and ordered in its exact microseconds
     (:func:`spark_ops.plan.micros`), as a batch job sorts on it;
     ``null_key``: the key is null or NaN (its rows leave at once, as a null
-    time's do).  Returns ``(leaving, problems, ready, waiting)``: the rows
+    time's do); ``peers``: rows the windows take as of one time (equal
+    double seconds, ``frame="sql"``) leave together, so the due rows that
+    share the first waiting row's double wait with it.  Returns ``(leaving, problems, ready, waiting)``: the rows
     that leave at once with their problems (late, or no window can take
     them), the rows whose time the watermark passed in ``(time, arrival)``
     order (earlier micro-batches first at equal times), and the rows that
@@ -110,7 +112,11 @@ def split(new, waiting, watermark_ms: int, time: str, null_key: bool = False):
         # a stable sort by time keeps earlier micro-batches' rows first at equal times
         both = pa.concat_tables([waiting, kept.select(waiting.column_names).cast(waiting.schema)])
         kept = both.take(pc.sort_indices(both, [(time, "ascending")]))
-    due = pa.array(micros(kept.column(time)) <= watermark_us, type=pa.bool_())
+    due = micros(kept.column(time)) <= watermark_us
+    if peers and 0 < due.sum() < len(due):  # due is a prefix: its tail may share the next row's double
+        seconds = kept.column(TIME).to_numpy()
+        due &= seconds != seconds[int(due.sum())]
+    due = pa.array(due, type=pa.bool_())
     return (leaving, [p for p in problems if p is not None], kept.filter(due), kept.filter(pc.invert(due)))
 
 

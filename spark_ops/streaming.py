@@ -120,7 +120,8 @@ def event_time_windows(spec: WindowSpec, run: str, passed: list[str], group_keys
         new = passthrough.unpack(blobs) if blobs else waiting.slice(0, 0)
         watermark_ms = state.getCurrentWatermarkMs()
         watermark = watermark_ms / 1000
-        leaving, problems, ready, waiting = event_time.split(new, waiting, watermark_ms, spec.time, rows.null_key(k))
+        leaving, problems, ready, waiting = event_time.split(new, waiting, watermark_ms, spec.time, rows.null_key(k),
+                                                             spec.peers)
         results = []
         if leaving.num_rows or ready.num_rows:
             window = _resume(spec, k, run, version, newest)
@@ -143,7 +144,8 @@ def event_time_windows(spec: WindowSpec, run: str, passed: list[str], group_keys
         else:
             state.update((version, newest, fingerprint, event_time.pack_waiting(waiting)))
             if waiting.num_rows:
-                state.setTimeoutTimestamp(event_time.timeout_ms(waiting, spec.time))
+                # a peer held back at the watermark (event_time.split's peers) is not below it
+                state.setTimeoutTimestamp(max(event_time.timeout_ms(waiting, spec.time), watermark_ms))
             elif spec.range is not None and newest is not None:
                 state.setTimeoutTimestamp(event_time.expiry_ms(newest, spec.range, watermark))
         for result in results:

@@ -104,3 +104,20 @@ def test_times_are_exact_microseconds_beside_a_null_time():
     assert leaving.column("id").to_pylist() == [0] and problems == [rows.NULL_TIME]
     assert not ready.num_rows and waiting.column("id").to_pylist() == [1]
     assert event_time.timeout_ms(waiting, "ts") == far_ms
+
+
+@pytest.mark.parametrize("peers", [False, True])
+def test_peers_of_one_double_leave_together(peers):
+    """Two rows 1 us apart in the year 9000, whose double seconds are
+    equal, the watermark exactly at the first: with peers (frame="sql",
+    rows of one time sharing an output) both wait for the second, else the
+    first leaves alone."""
+    at_us = 221_845_392_000_000_000  # 9000-01-01 00:00:00 UTC
+    new = pa.table({"id": pa.array([0, 1], pa.int64()), ARRIVAL: pa.array([0, 1], pa.int64()),
+                    "ts": pa.array([at_us, at_us + 1], pa.timestamp("us", "UTC")),
+                    TIME: pa.array([at_us / 1e6, (at_us + 1) / 1e6], pa.float64()), VALUE: pa.array([1.0, 2.0])})
+    assert new.column(TIME)[0].as_py() == new.column(TIME)[1].as_py()
+    _, _, ready, waiting = event_time.split(new, None, 0, "ts", peers=peers)  # both wait
+    _, _, ready, waiting = event_time.split(new.slice(0, 0), waiting, at_us // 1000, "ts", peers=peers)
+    assert ready.column("id").to_pylist() == ([] if peers else [0])
+    assert waiting.column("id").to_pylist() == ([0, 1] if peers else [1])

@@ -209,6 +209,22 @@ def test_rows_a_microsecond_around_the_watermark_far_from_1970(spark, tmp_path):
     assert_outputs(got, everything[:-1], oracle(everything[:-1], rejected), NAMES, flag=True)
 
 
+def test_frame_sql_peers_of_one_double_leave_together_far_from_1970(spark, tmp_path):
+    """frame="sql" in the year 9000: two rows 1 us apart, which the windows
+    take as one time (equal double seconds), the watermark moving exactly
+    onto the first: they leave together and share one output (the second
+    was refused as a peer of an output already given)."""
+    far = dt.datetime(9000, 1, 1, tzinfo=dt.timezone.utc)
+    rows = [{"id": 0, "k": "A", "t": 0.0, "ts": far, "v": 1.0},
+            {"id": 1, "k": "A", "t": 0.0, "ts": far + dt.timedelta(microseconds=1), "v": 2.0},
+            {"id": 2, "k": "Z", "t": 6.0, "ts": far + dt.timedelta(seconds=DELAY), "v": 0.0}]  # watermark: far
+    closing = {"id": 3, "k": "Z", "t": 20.0, "ts": far + dt.timedelta(seconds=20), "v": 0.0}
+    stream = Stream(spark, str(tmp_path), frame="sql")
+    stream.run(rows, per_file=len(rows))
+    got = stream.run([closing])
+    assert sorted((g["id"], g["sum"], g["count"]) for g in got if g["k"] == "A") == [(0, 3.0, 2), (1, 3.0, 2)]
+
+
 def _no_404(v):
     """The ``joined`` lift, refusing the value 404."""
     if v == 404.0:
