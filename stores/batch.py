@@ -127,21 +127,23 @@ class Batch:
         at = self._at[window]
         built = []
         active = []  # (storage, its claim's steps, the request it makes)
-        for name in self._expected[at:at + CHUNK]:
-            if name in self._ahead or name not in self._at or name in self._waiting_windows:
-                continue  # a window with a checkpoint waiting is claimed at its opening, after the commit
-            try:
-                storage = WindowStorage(self.store, name, **options, _claim_later=True)
-                steps = storage.claiming(*storage.claim_options)
-                active.append((storage, steps, next(steps)))
-            except StopIteration:  # pragma: no cover - a claim always asks the store something
-                pass
-            except Exception as exc:  # noqa: BLE001 - raised by the opening of that window
-                self._ahead[name] = (None, exc, options)
-                continue
-            self._ahead[name] = (storage, None, options)
-            built.append(storage)
+        added = []  # the windows this call put in _ahead
         try:
+            for name in self._expected[at:at + CHUNK]:
+                if name in self._ahead or name not in self._at or name in self._waiting_windows:
+                    continue  # a window with a checkpoint waiting is claimed at its opening, after the commit
+                added.append(name)
+                try:
+                    storage = WindowStorage(self.store, name, **options, _claim_later=True)
+                    steps = storage.claiming(*storage.claim_options)
+                    active.append((storage, steps, next(steps)))
+                except StopIteration:  # pragma: no cover - a claim always asks the store something
+                    pass
+                except Exception as exc:  # noqa: BLE001 - raised by the opening of that window
+                    self._ahead[name] = (None, exc, options)
+                    continue
+                self._ahead[name] = (storage, None, options)
+                built.append(storage)
             while active:
                 reads = [a for a in active if a[2] is READ]
                 writes = [a for a in active if a[2] is not READ]
@@ -156,8 +158,8 @@ class Batch:
                     return
                 active = self._answered(reads + writes, replies, options)
         except BaseException:  # an interrupt: no window opens half-claimed, each is claimed at its opening
-            for storage, _, _ in active:
-                self._ahead.pop(storage.window, None)
+            for name in added:
+                self._ahead.pop(name, None)
             raise
         self._read_heads([storage for storage in built if self._ahead[storage.window][0] is storage])
 

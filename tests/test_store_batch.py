@@ -566,12 +566,13 @@ def test_a_checkpoint_whose_write_fails_leaves_its_window_unsure(store_url, land
         store.close()
 
 
-@pytest.mark.parametrize("stage", ["read_meta_many", "swap_meta_many"])
-def test_an_interrupted_claim_ahead_claims_each_window_at_its_opening(persistent_url, stage):  # noqa: F811
+@pytest.mark.parametrize("stage", ["read_meta_many", "swap_meta_many", "claiming"])
+def test_an_interrupted_claim_ahead_claims_each_window_at_its_opening(persistent_url, stage,  # noqa: F811
+                                                                      monkeypatch):
     """An interrupt out of the round trip that claims expected windows
-    ahead (the stores that pipeline windows): none of them is left looking
-    claimed; each opened afterwards is claimed then, resumes its
-    checkpoint and checkpoints on."""
+    ahead (the stores that pipeline windows), or out of building the second
+    window's claim: none of them is left looking claimed; each opened
+    afterwards is claimed then, resumes its checkpoint and checkpoints on."""
     store = _store(persistent_url)
     assert store.pipelines_windows
     try:
@@ -579,11 +580,23 @@ def test_an_interrupted_claim_ahead_claims_each_window_at_its_opening(persistent
         cache_of(store)._current = 0.0 if stage == "read_meta_many" else 1.0  # claims read, or swap, first
         batch = stores.Batch(store)
         batch.expect(windows)
-        real = getattr(store, stage)
-        setattr(store, stage, lambda *args, **options: (_ for _ in ()).throw(KeyboardInterrupt()))
+        if stage == "claiming":
+            from stores.window import WindowStorage
+
+            real_claiming, built = WindowStorage.claiming, []
+
+            def claiming(self, *args):
+                built.append(self)
+                if len(built) == 2:
+                    raise KeyboardInterrupt
+                return real_claiming(self, *args)
+
+            monkeypatch.setattr(WindowStorage, "claiming", claiming)
+        else:
+            monkeypatch.setattr(store, stage, lambda *args, **options: (_ for _ in ()).throw(KeyboardInterrupt()))
         with pytest.raises(KeyboardInterrupt):
             _open(AmortizedMTA, store, windows[0], batch=batch)
-        setattr(store, stage, real)
+        monkeypatch.undo()
         for w in windows:
             e = _open(AmortizedMTA, store, w, batch=batch)
             assert len(e) == len(oracles[w].items) and e.query() == oracles[w].query()
