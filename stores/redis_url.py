@@ -90,9 +90,11 @@ def _host_port(text: str) -> tuple[str, int]:
     try:
         port = parts.port or 6379
     except ValueError:
-        raise StoreConfigError(f"Redis URL host {text!r} has an invalid port") from None
+        # what follows the last colon is not shown: a password holding '/', '?' or '#' ends up there
+        raise StoreConfigError(f"Redis URL host {text.rpartition(':')[0]!r} has an invalid port (a password "
+                               "holding '/', '?', '#' or '@' must be percent-encoded)") from None
     if not parts.hostname:
-        raise StoreConfigError(f"Redis URL host {text!r} has no host name")
+        raise StoreConfigError(f"Redis URL host {text.rpartition(':')[0]!r} has no host name")
     return parts.hostname, port
 
 

@@ -18,8 +18,8 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
 #: A URL's ``scheme://``, before its user info.
 _AUTHORITY = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
 #: A query parameter whose value is a secret (``?password=...``).
-_SECRET_PARAMETER = re.compile(r"([?&;](?:[\w.\-]*(?:pass|pwd|secret|token|auth|key|credential)[\w.\-]*)=)[^&;#]*",
-                               re.IGNORECASE)
+_SECRET_PARAMETER = re.compile(
+    r"([?&;](?:[\w.\-]*(?:pass|pwd|secret|token|auth|credential)[\w.\-]*|[\w.\-]*key)=)[^&;#]*", re.IGNORECASE)
 #: A Windows drive (``C:\`` or ``c:/``): the one colon a plain path may hold.
 _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
 #: A scheme name followed by ``//`` with no colon: a URL with a typo.
@@ -104,17 +104,24 @@ def normalize_url(url: str | None) -> str | None:
 def redact_url(url: str) -> str:
     """``url`` with the password of its user info replaced by ``***`` (up to
     the last ``@`` before the query: a password may hold an unescaped
-    ``@`` or ``/``; in a string that is not a well-formed URL, any
-    ``:secret@``), and so the value of any query parameter named like a
-    secret (``password``, ``token``, ``auth``, ``key``, ...)."""
+    ``@`` or ``/``; up to an ``@`` after a ``?`` or ``#`` with a colon
+    before it: a password may hold those too; in a string that is not a
+    well-formed URL, any ``:secret@``; a URL without authority, such as
+    ``file:///a:b@c``, is a path and left whole),
+    and so the value of any query parameter named like a secret
+    (``password``, ``token``, ``auth``, ``..._key``, ...)."""
     url = _SECRET_PARAMETER.sub(r"\1***", url)
     m = _AUTHORITY.match(url)
     if m is None:
         # a mistyped URL (no scheme, no "//") may still carry a password
         return re.sub(r":[^:@/\s]*@", ":***@", url) if "@" in url else url
     rest = url[m.end():]
+    if rest.startswith("/"):  # no authority (file:///a:b@c: a path)
+        return url
     at = rest.rfind("@", 0, min([i for i in (rest.find("?"), rest.find("#")) if i >= 0], default=len(rest)))
     if at < 0:
-        return url
+        at = rest.rfind("@")
+        if at < 0 or ":" not in rest[:at]:
+            return url
     user, sep, password = rest[:at].partition(":")
     return url[:m.end()] + user + (":***" if sep and password else sep) + rest[at:]

@@ -85,7 +85,7 @@ def test_cluster_url_with_several_seeds_parses_and_shows_them_all():
 @pytest.mark.parametrize("url, match", [
     ("redis://h1:1,h2:2/0", "need a Redis Cluster URL"),
     ("redis+cluster://h1:1,,h2:2", "empty host"),
-    ("redis+cluster://h1:1,h2:port", "'h2:port' has an invalid port"),
+    ("redis+cluster://h1:1,h2:port", "'h2' has an invalid port"),
 ])
 def test_bad_seed_lists_are_config_errors(url, match):
     with pytest.raises(StoreConfigError, match=match):

@@ -52,6 +52,11 @@ def test_redact_url():
     assert redact_url("redis://h:1/0?password=s3cret") == "redis://h:1/0?password=***"
     assert redact_url("redis://u:p@h/0?socket_timeout=1&Password=x&auth_token=t#f") == \
         "redis://u:***@h/0?socket_timeout=1&Password=***&auth_token=***#f"
+    assert redact_url("redis://h/0?key_prefix=app&api_key=k") == "redis://h/0?key_prefix=app&api_key=***"
+    # a password holding an unescaped ? or #; a file path holding : and @ is a path
+    assert redact_url("redis://user:pa?ss@host/0") == "redis://user:***@host/0"
+    assert redact_url("redis://user:pa#ss@host/0") == "redis://user:***@host/0"
+    assert redact_url("file:///tmp/a:b@c/store") == "file:///tmp/a:b@c/store"
     with pytest.raises(StoreConfigError) as e:
         normalize_url("file://u:s3cret@otherhost/x")
     assert "s3cret" not in str(e.value)
@@ -139,3 +144,14 @@ def test_normalize_url_lowercases_the_scheme():
     assert normalize_url("REDIS://h:1/0") == "redis://h:1/0"
     assert normalize_url("Rediss+Cluster://:pw@H:1") == "rediss+cluster://:pw@H:1"
     assert normalize_url("FILE:///abs") == "file:///abs"
+
+
+def test_a_malformed_redis_url_error_shows_no_password_fragment():
+    """A password holding an unescaped '?' or '/' cuts the URL's authority
+    short: the error about the port that results does not show it."""
+    from stores.redis_url import parse_redis_url
+
+    for url in ("redis://user:abSECRET?x@host/0", "redis://user:ab/cdSECRET@h/0"):
+        with pytest.raises(StoreConfigError, match="percent-encoded") as info:
+            parse_redis_url(url)
+        assert "SECRET" not in str(info.value)
