@@ -38,7 +38,7 @@ def sliding_window(df, key: str | list[str], time: str, value: str | list[str], 
                    store: str | None = None, store_options: dict | None = None, engine: str = "auto",
                    buffer_size: int = DEFAULT_BUFFER_SIZE, cache_size: int = DEFAULT_CACHE_SIZE,
                    on_bad_row: str = "error", name: str | None = None, expire_after: float | None = None,
-                   frame: str = "default", slide=None):
+                   frame: str = "default", slide=None, ties: str = "input"):
     """The input's columns plus one column per aggregation, one row per input row.
 
     ``aggs``: names (``"max"``, ``"mean"``, ... see :data:`spark_ops.READY`;
@@ -65,7 +65,13 @@ def sliding_window(df, key: str | list[str], time: str, value: str | list[str], 
     Exactly one of ``range`` (seconds), ``rows`` (count) or
     ``policy`` (an :class:`mta.SlidePolicy` over ``(time, value)`` records).
     A key's rows are ordered by time, then arrival (input order in batch,
-    the order within a micro-batch in streaming).
+    the order within a micro-batch in streaming).  ``ties="any"`` drops
+    the second half in batch jobs: rows of equal time come in whatever
+    order the shuffle leaves them, as with Spark's window functions and
+    pandas, and the plan ships and sorts one column less
+    (:mod:`spark_ops.frames`); outputs then depend on the order of ties
+    only where they would anyway (``rows=N``, the default frame, ``first``
+    and ``last``).
 
     ``frame``: which rows a window holds (:mod:`spark_ops.frames`).
     ``"default"``: for ``range=R`` the rows of the key with time in ``(t -
@@ -153,7 +159,7 @@ def sliding_window(df, key: str | list[str], time: str, value: str | list[str], 
     spec = WindowSpec.build(key=key, time=time, value=value, aggs=aggs, range=range, rows=rows,
                             policy=policy, store=store, store_options=store_options, engine=engine,
                             buffer_size=buffer_size, cache_size=cache_size, on_bad_row=on_bad_row,
-                            frame=frame, slide=slide,
+                            frame=frame, slide=slide, ties=ties,
                             integral=values.per_column(types, IntegralType), value_fields=fields)
     check_output_names(spec, [*spec.keys, periodic.WINDOW_END] if spec.slide is not None else df.columns)
     if name is not None and (not isinstance(name, str) or not _NAME.fullmatch(name)):

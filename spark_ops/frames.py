@@ -16,6 +16,18 @@ output per row.  They differ only for ``range=R``:
 For ``rows=N`` both are the newest N rows in ``(time, arrival)`` order,
 ``rowsBetween(-(N - 1), 0)`` over that order.
 
+``ties=`` says what orders rows of equal time (:data:`TIES`).  ``"input"``
+(the default): their arrival, so a job's output depends on its input
+alone; a batch plan numbers the rows before the shuffle and sorts on
+``(key, time, arrival)``.  ``"any"``: whatever order the shuffle leaves
+them in, as Spark's window functions and pandas' ``sort_values`` +
+``rolling`` in ``applyInPandas`` do; a batch plan then sorts on ``(key,
+time)`` alone, one column less through the shuffle and sort (its cost:
+docs/benchmarks-spark.md).  Outputs that cannot depend on the order of
+ties (distinct times in each key, or the peers of ``frame="sql"`` under an
+order-blind aggregation) are the same either way.  Streaming orders a
+micro-batch's ties by arrival at no cost, whatever ``ties=`` says.
+
 Each rule is written once here: :func:`range_edge` (the lower edge, for
 every engine's eviction) and :func:`last_peers` (the peers, applied to
 every engine's results by :class:`spark_ops.key_window.RowWindow`).  A
@@ -33,6 +45,22 @@ import numpy as np
 
 #: What ``frame=`` takes.
 FRAMES = ("default", "sql")
+#: What ``ties=`` takes: rows of equal time in input order, or in any order.
+TIES = ("input", "any")
+
+
+def refused(frame: str, ties: str, policy) -> str | None:
+    """Why ``frame=`` and ``ties=`` cannot be taken (with ``policy=``, a
+    custom policy or ``None``), or ``None``."""
+    if frame not in FRAMES:
+        return f"frame must be one of {FRAMES}, got {frame!r}"
+    if frame != "default" and policy is not None:
+        return (f"frame={frame!r} is for range= and rows=; a custom policy decides its window itself, so it "
+                "takes the default frame")
+    if not isinstance(ties, str) or ties not in TIES:
+        return (f"ties must be one of {TIES} (rows of equal time in input order, or in whatever order the "
+                f"shuffle leaves them), got {ties!r}")
+    return None
 
 
 def range_edge(span: float, frame: str) -> Callable:

@@ -121,7 +121,8 @@ def periodic_plan(df, spec: WindowSpec, run: str):
     if columnar and periodic_panes.ineligible(spec) is None:
         return periodic_panes.pane_plan(df, spec, schema, arrow_schema)
     numbered, time_column, value_column = lean_columns(df, spec)
-    shipped = list(dict.fromkeys([*spec.keys, spec.time, time_column, value_column, ARRIVAL]))
+    numbering = [ARRIVAL] if ARRIVAL in numbered.columns else []  # none with ties="any"
+    shipped = list(dict.fromkeys([*spec.keys, spec.time, time_column, value_column, *numbering]))
     ordered = key_time_ordered(numbered.select(*[column(c) for c in shipped]), spec.keys, time_column)
     time_at, value_at, shown_at = (shipped.index(c) for c in (time_column, value_column, spec.time))
     key_columns, key_of = key_reader(list(range(k)))

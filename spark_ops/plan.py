@@ -60,17 +60,20 @@ def number_rows(df):
 
 
 def key_time_ordered(df, keys, time_column: str):
-    """``df`` (numbered by :func:`number_rows`) repartitioned by ``keys`` and
-    sorted within partitions by ``(keys, time, arrival)``, the arrival number
-    then dropped: the windows need the order, never the number, so it does
-    not cross into Python (one column less for Arrow to write and read)."""
+    """``df`` repartitioned by ``keys`` and sorted within partitions by
+    ``(keys, time, arrival)`` when :func:`number_rows` numbered it, else by
+    ``(keys, time)`` (``ties="any"``), the arrival number then dropped: the
+    windows need the order, never the number, so it does not cross into
+    Python (one column less for Arrow to write and read)."""
     by = [column(c) for c in keys]
+    if ARRIVAL not in df.columns:
+        return df.repartition(*by).sortWithinPartitions(*by, column(time_column))
     return df.repartition(*by).sortWithinPartitions(*by, column(time_column), column(ARRIVAL)).drop(ARRIVAL)
 
 
 def lean_columns(df, spec: WindowSpec) -> tuple:
     """The batch plans' columns: ``(df, time, value)``, ``df`` with the
-    arrival number, and the names of the time and value columns the
+    arrival number (none with ``ties="any"``), and the names of the time and value columns the
     windows read: the input's own where the worker takes them as they are
     (a time column is sorted on as it is and converted to double seconds
     in the worker by :func:`seconds`, a value column the engines take as
@@ -87,7 +90,7 @@ def lean_columns(df, spec: WindowSpec) -> tuple:
     from . import values
 
     types = {f.name: f.dataType for f in df.schema.fields}
-    numbered, time, value = number_rows(df), spec.time, spec.value
+    numbered, time, value = number_rows(df) if spec.ties == "input" else df, spec.time, spec.value
     if not plain_time(types[time]):
         numbered, time = numbered.withColumn(TIME, F.expr(time_sql(time, types[time]))), TIME
     expression = values.value_sql(spec.value, spec.value_fields, types)

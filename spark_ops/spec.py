@@ -72,6 +72,8 @@ class WindowSpec:
     on_bad_row: str = "error"
     namespace: str = "mta"
     frame: str = "default"
+    #: What orders rows of equal time: :data:`spark_ops.frames.TIES`.
+    ties: str = "input"
     #: Several sizes (``range=`` or ``rows=`` a list or a dict): ``((label,
     #: size), ...)`` in the order given, and ``range`` or ``rows`` holds the
     #: largest, the window each key keeps; ``()`` for a single size.
@@ -96,7 +98,7 @@ class WindowSpec:
     def build(cls, *, key, time, value, aggs, range=None, rows=None, policy=None, store=None,
               store_options=None, engine="auto", buffer_size=DEFAULT_BUFFER_SIZE,
               cache_size=DEFAULT_CACHE_SIZE,
-              on_bad_row="error", namespace="mta", frame="default", slide=None,
+              on_bad_row="error", namespace="mta", frame="default", slide=None, ties="input",
               integral: bool | tuple = False, value_fields: tuple = ()) -> "WindowSpec":
         """Check the arguments of :func:`spark_ops.sliding_window`;
         ``integral``: the value column holds integers (per value column for
@@ -114,11 +116,9 @@ class WindowSpec:
             rows, sizes = _sizes(rows, "rows", _rows_size)
         if policy is not None and not isinstance(policy, SlidePolicy):
             raise SlidingWindowError(f"policy must be an mta SlidePolicy, got {type(policy).__name__}")
-        if frame not in frames.FRAMES:
-            raise SlidingWindowError(f"frame must be one of {frames.FRAMES}, got {frame!r}")
-        if frame != "default" and policy is not None:
-            raise SlidingWindowError(f"frame={frame!r} is for range= and rows=; a custom policy decides its window "
-                                     "itself, so it takes the default frame")
+        why = frames.refused(frame, ties, policy)
+        if why:
+            raise SlidingWindowError(why)
         if engine not in ENGINE_CHOICES:
             raise SlidingWindowError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINE_CHOICES)}")
         if on_bad_row not in BAD_ROW_RULES:
@@ -140,7 +140,7 @@ class WindowSpec:
         resolved, reads = values.resolve(aggs, tuple(value_fields), integral,
                                          single=None if value_fields else value)
         spec = cls(key=key, time=time, value=value, value_fields=tuple(value_fields), reads=reads,
-                   aggs=resolved, range=range, rows=rows,
+                   aggs=resolved, range=range, rows=rows, ties=ties,
                    policy=policy, store=_store_url(store), store_options=dict(store_options or {}),
                    engine=engine, buffer_size=buffer_size, cache_size=cache_size,
                    on_bad_row=on_bad_row, namespace=namespace, frame=frame, sizes=sizes, slide=slide)

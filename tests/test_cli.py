@@ -193,10 +193,12 @@ def test_run_json_time_window_format_option_and_overwrite(spark, tmp_path):
     assert_matches(result.collect(), rows, aggs, range=10.5)
 
 
-def test_run_frame_sql_equals_spark_range_between(spark, tmp_path, capsys):
+@pytest.mark.parametrize("ties", ["input", "any"])
+def test_run_frame_sql_equals_spark_range_between(spark, tmp_path, capsys, ties):
     """``--frame sql``: every row's outputs equal Spark's own window functions
     over ``RANGE BETWEEN 5 PRECEDING AND CURRENT ROW`` (rows on a half-second
-    grid: many ties, and rows exactly 5 s before others)."""
+    grid: many ties, and rows exactly 5 s before others), whatever orders the
+    ties (``--ties any``: the shuffle's order; peers share their outputs)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -206,8 +208,9 @@ def test_run_frame_sql_equals_spark_range_between(spark, tmp_path, capsys):
     aggs = ["max", "min", "sum", "count", "mean"]
     out = tmp_path / "out"
     assert run_cli(spark, "run", "--input", src, "--output", out, "--key", "key", "--time", "t",
-                   "--value", "v", "--agg", ",".join(aggs), "--range", 5, "--frame", "sql") == 0
-    assert "frame sql" in capsys.readouterr().err
+                   "--value", "v", "--agg", ",".join(aggs), "--range", 5, "--frame", "sql", "--ties", ties) == 0
+    told = capsys.readouterr().err
+    assert "frame sql" in told and ("rows of equal time in any order" in told) == (ties == "any")
     got = {(r["key"], r["t"], r["v"]): r for r in spark.read.parquet(str(out)).collect()}
     frame = Window.partitionBy("key").orderBy("t").rangeBetween(-5, 0)
     df = spark.createDataFrame(rows, "key string, t double, v double")

@@ -23,6 +23,7 @@ windows) get all of them.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -276,6 +277,10 @@ def test_frame_sql_is_refused_with_a_policy_and_unknown_frames_are_named():
         WindowSpec.build(key="k", time="t", value="v", aggs=["max"], policy=policies.Count(3), frame="sql")
     with pytest.raises(SlidingWindowError, match=r"frame must be one of \('default', 'sql'\), got 'SQL'"):
         WindowSpec.build(key="k", time="t", value="v", aggs=["max"], range=3, frame="SQL")
+    for ties in ("Any", None, ["t"]):
+        with pytest.raises(SlidingWindowError, match=r"ties must be one of \('input', 'any'\).*got " + re.escape(repr(ties))):
+            WindowSpec.build(key="k", time="t", value="v", aggs=["max"], range=3, ties=ties)
+    assert WindowSpec.build(key="k", time="t", value="v", aggs=["max"], rows=3, ties="any").ties == "any"
 
 
 def test_a_changed_frame_is_another_job():

@@ -139,6 +139,28 @@ def test_time_window_equals_spark_range_between(spark, tmp_path, engine, kind):
     assert_same(got, want)
 
 
+@pytest.mark.parametrize("engine", ["columnar", "amta"])
+def test_ties_in_any_order_give_peers_the_same_outputs(spark, tmp_path, engine):
+    """``ties="any"``: the plan sorts on (key, time) alone, so ties leave the
+    spilling sort in no set order; the peers' shared outputs cannot tell:
+    every aggregation but ``first`` and ``last`` equals Spark's, and those
+    two are the value of a row at the frame's first (last) time."""
+    rows = tied_rows(6)
+    df = spark.createDataFrame([(r["id"], r["k"], r["t"] / 2, r["v"]) for r in rows],
+                               "id long, k string, t double, v double")
+    got = sliding_window(df, key="k", time="t", value="v", aggs=list(READY), frame="sql", engine=engine,
+                         range=2.5, ties="any").collect()
+    want = spark_says(df, "double", range=2.5)
+    at = {}
+    for r in rows:
+        at.setdefault((r["k"], r["t"] / 2), set()).add(r["v"])
+    for r in got:
+        times = sorted({t for k, t in at if k == r["k"] and r["t"] - 2.5 <= t <= r["t"]})
+        assert r["first"] in at[(r["k"], times[0])] and r["last"] in at[(r["k"], times[-1])], r
+        want[r["id"]].update(first=r["first"], last=r["last"])
+    assert_same(got, want)
+
+
 def test_time_window_over_timestamp_ntz(spark, tmp_path):
     rows = tied_rows(2)
     got, want = run(spark, tmp_path, rows, "timestamp_ntz", "columnar", range=2.5)

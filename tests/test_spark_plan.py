@@ -128,3 +128,58 @@ def test_decimal_time_and_value_ship_converted(spark):
     got = [r["max"] for r in sliding_window(df, key="k", time="t", value="v", aggs=["max"], rows=3)
            .orderBy("t").collect()]
     assert got == [max(i / 4 for i in range(max(0, j - 2), j + 1)) for j in range(5)]
+
+
+# -- ties="any": no arrival number --------------------------------------------------------
+@pytest.mark.parametrize("kw", [{"rows": 2}, {"range": 4, "slide": 2, "engine": "amta"}], ids=["per-row", "periodic"])
+def test_ties_in_any_order_sort_on_key_and_time_alone(spark, kw):
+    df = spark.createDataFrame([(1, float(i // 10), float(i)) for i in range(30)], "k int, t double, v double")
+    plan = sliding_window(df, key="k", time="t", value="v", aggs=["first"], ties="any", **kw) \
+        ._jdf.queryExecution().optimizedPlan().toString()
+    assert ARRIVAL not in plan and "monotonically_increasing_id" not in plan.lower()
+    sort = _line(plan, "Sort")
+    assert [c.split("#")[0] for c in sort[sort.index("[") + 1: sort.index("]")].split(", ")] == ["k", "t"], sort
+
+
+def _windows(rows, kind, size, slide=None):
+    """Brute force: ``{(key, time or window end): [values]}``, each key's
+    rows taken in time order (the times are distinct)."""
+    out = {}
+    for key in {k for k, _, _ in rows}:
+        mine = sorted((t, v) for k, t, v in rows if k == key)
+        if slide is not None:
+            ends = {e for t, _ in mine for e in range(int(t // slide) * slide + slide, int(t) + size + 1, slide)}
+            out.update({(key, e): [v for t, v in mine if e - size <= t < e] for e in ends})
+        for i, (t, _) in enumerate(mine if slide is None else []):
+            picked = mine[max(0, i - size + 1): i + 1] if kind == "rows" else [x for x in mine[:i + 1] if x[0] > t - size]
+            out[(key, t)] = [v for _, v in picked]
+    return out
+
+
+@pytest.mark.parametrize("engine", ["columnar", "amta"])
+def test_ties_in_any_order_on_distinct_times_equal_brute_force(spark, engine):
+    """With every key's times distinct the order is the time's alone, so
+    ``ties="any"`` gives every frame its exact answer: per-row count and
+    time windows and ``slide=`` windows of ``first`` and ``last`` (not
+    commutative), and of ``sum`` over values that include its identity."""
+    aggs = {"max": max, "sum": sum, "first": lambda w: w[0], "last": lambda w: w[-1], "count": len}
+
+    @settings(max_examples=12, deadline=None, database=None)
+    @given(cells=st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(-3, 3)), min_size=1,
+                          max_size=40),
+           window=st.sampled_from([("rows", 1, None), ("rows", 3, None), ("range", 3, None), ("range", 8, None),
+                                   ("range", 4, 2)]),
+           order=st.randoms(use_true_random=False))
+    def check(cells, window, order):
+        rows = [(k, float(i), float(v)) for i, (k, v) in enumerate(cells)]
+        order.shuffle(rows)
+        kind, size, slide = window
+        df = spark.createDataFrame(rows, "k string, t double, v double").repartition(3)
+        out = sliding_window(df, key="k", time="t", value="v", aggs=list(aggs), engine=engine, ties="any",
+                             slide=slide, **{kind: size}).collect()
+        want = _windows(rows, kind, size, slide)
+        got = {(r["k"], r["window_end"] if slide else r["t"]): [r[a] for a in aggs] for r in out}
+        assert len(out) == len(got) == len(want)
+        assert got == {at: [f(w) for f in aggs.values()] for at, w in want.items()}
+
+    check()

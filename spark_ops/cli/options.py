@@ -15,7 +15,7 @@ from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 from .. import durations
 from ..aggregations import READY
 from ..columnar import AGGREGATIONS, FLOAT_ONLY
-from ..frames import FRAMES
+from ..frames import FRAMES, TIES
 from ..spec import ENGINE_CHOICES
 from .errors import CLIError
 
@@ -210,6 +210,12 @@ def window_options(p: argparse.ArgumentParser, *, store_required: bool, store_no
                            "time peers sharing one output (streaming: a row at a time an earlier "
                            "micro-batch gave outputs for is then a bad row). --rows N is the newest N rows "
                            "in (time, arrival) order in both (default: %(default)s)")
+    cols.add_argument("--ties", choices=TIES, default="input",
+                      help="what orders a key's rows of equal time: input: their order in the input (the "
+                           "output depends on the input alone); any: whatever order the shuffle leaves them "
+                           "in, as Spark's window functions and pandas (a batch job ships and sorts one "
+                           "column less); streaming keeps a micro-batch's order either way "
+                           "(default: %(default)s)")
     cols.add_argument("--on-bad-row", choices=("error", "flag"), default="error",
                       help="a row with a null or NaN key, time or value, an infinite time, a CSV value that "
                            "is not a number, a value an aggregation cannot take (geomean of a value <= 0), or, streaming, a time older "

@@ -29,7 +29,8 @@ def window_spec(args) -> WindowSpec:
     try:
         return WindowSpec.build(key=split_columns(args.key), time=args.time, value=value_columns(args), aggs=names,
                                 range=args.range, rows=args.rows, on_bad_row=args.on_bad_row,
-                                frame=args.frame, slide=getattr(args, "slide", None))
+                                frame=args.frame, slide=getattr(args, "slide", None),
+                                ties=getattr(args, "ties", "input"))
     except SlidingWindowError as e:
         raise CLIError(str(e)) from None
 
@@ -44,6 +45,8 @@ def describe(spec: WindowSpec) -> str:
         size += " (frame sql: [t - range, t], ties as peers)"
     if spec.slide is not None:
         size += f", every {spec.slide} s"
+    if spec.ties == "any":
+        size += ", rows of equal time in any order"
     return f"{', '.join(n for n, _, _ in spec.aggs)} over {size} per {', '.join(spec.keys)}"
 
 
@@ -121,7 +124,7 @@ def windows(df, args, spec: WindowSpec, store: str | None, name: str | None, val
                              on_bad_row="flag" if raise_flagged else args.on_bad_row,
                              name=name, buffer_size=args.buffer_size, cache_size=args.cache_size,
                              engine=args.engine, expire_after=getattr(args, "expire_after", None),
-                             frame=args.frame, slide=spec.slide)
+                             frame=args.frame, slide=spec.slide, ties=spec.ties)
     except SlidingWindowError as e:
         raise CLIError(str(e)) from None
     if texts and spec.slide is None and (args.on_bad_row == "flag" or raise_flagged):
