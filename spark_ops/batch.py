@@ -105,6 +105,8 @@ def _concat(pieces: list, arrow_type):
 
     if not pieces:
         return pa.array([], type=arrow_type)
+    if len(pieces) == 1:  # a batch of one key's rows: its column as it is, not a copy
+        return pieces[0]
     try:
         return pa.concat_arrays(pieces)
     except (pa.ArrowInvalid, pa.ArrowTypeError):  # a user type Arrow inferred differently in different runs

@@ -30,6 +30,7 @@ from mta import aggregators
 
 from . import frames, values as value_columns
 from . import rows as row_rules
+from .carried import Carried
 from .kernels import AGGREGATIONS, FLOAT_ONLY, KERNELS, Rows
 from .key_window import RowWindow
 
@@ -144,7 +145,7 @@ class ColumnarWindow:
             self.sizes = list(range if self.several else [range])
         self.rows, self.range = rows, range
         self._edges = [frames.range_edge(r, frame) for r in self.sizes] if range is not None else None
-        self._values = self._times = None  # the carried rows
+        self._values, self._times = Carried(), Carried()  # the carried rows
         self._base = 0  # the position of the first carried row among all of the key's rows
         self._stacks = [{} for _ in self.sizes]  # per size, the reductions' CarriedStacks
         self._kernels = [KERNELS[name] for name in self.names]
@@ -164,19 +165,19 @@ class ColumnarWindow:
         if not len(values):
             none = values[:0] if values.dtype.names is None else np.empty(0)
             return [(none, None) for _ in self.names for _ in self.sizes]
-        carried = 0 if self._values is None else len(self._values)
-        x = values if not carried else np.concatenate((self._values, values))
+        carried = len(self._values)
+        x = self._values.append(values)
         end = np.arange(carried, len(x))
         if self.rows is not None:
             starts = [np.maximum(end - (n - 1), 0) for n in self.sizes]
         else:
-            t = times if not carried else np.concatenate((self._times, times))
+            t = self._times.append(times)
             starts = [np.searchsorted(t, edge(t[carried:]), side="right") for edge in self._edges]
         keep = min(int(start[-1]) for start in starts)  # later windows start there or later
-        self._values = x[keep:].copy()
-        if self.range is not None:
-            self._times = t[keep:].copy()
         by_size = [self._results(x, start, end, carried, stacks) for start, stacks in zip(starts, self._stacks)]
+        self._values.keep_from(keep)
+        if self.range is not None:
+            self._times.keep_from(keep)
         self._base += keep
         return [by_size[s][a] for a in range(len(self.names)) for s in range(len(self.sizes))]
 
@@ -192,7 +193,8 @@ class ColumnarWindow:
 
     def close(self) -> None:
         """The key is done: drop the carried rows and the reductions' stacks."""
-        self._values = self._times = None
+        self._values.clear()
+        self._times.clear()
         self._base = 0
         self._stacks = [{} for _ in self.sizes]
 

@@ -142,15 +142,20 @@ def _spread(ddof: int, root: bool, rows):
 def _oldest_zero(x: np.ndarray, start: np.ndarray, result: np.ndarray) -> None:
     """A max or min of 0 is the window's oldest zero, sign included (as the
     MTA keeps the older of two equal values; NumPy keeps either): only when
-    the rows hold a -0.0."""
+    the rows hold a -0.0.  ``start`` is non-decreasing, as a push's
+    windows are.  O(rows) without a result of 0, else O(rows from the
+    first such window's start): not the carried rows of every push."""
+    hit = np.flatnonzero(result == 0)
+    if not len(hit):
+        return
+    first = int(start[hit[0]])
+    x = x[first:]
     zeros = x == 0
     if not np.signbit(x[zeros]).any():
         return
-    hit = np.flatnonzero(result == 0)
-    if len(hit):
-        nearest = np.where(zeros, np.arange(len(x)), len(x))
-        next_zero = np.minimum.accumulate(nearest[::-1])[::-1]  # first zero at or after each position
-        result[hit] = x[next_zero[start[hit]]]
+    nearest = np.where(zeros, np.arange(len(x)), len(x))
+    next_zero = np.minimum.accumulate(nearest[::-1])[::-1]  # first zero at or after each position
+    result[hit] = x[next_zero[start[hit] - first]]
 
 
 #: The ready aggregations the columnar engine computes (a job runs on it

@@ -32,10 +32,11 @@ from fractions import Fraction
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mta import native, policies
+from spark_ops.carried import Carried
 from spark_ops.columnar import AGGREGATIONS, ColumnarKeyWindow, ColumnarWindow, ineligible
 from spark_ops.kernels import (MOMENTS_IDENTITY, CarriedStacks, moments_combine, reduce_blocked, reduce_ranges,
                                reduce_ranges_of, reduce_sliding, reduce_windows, window_moments)
@@ -503,3 +504,25 @@ def test_kernels_are_ready_aggregations_with_their_declared_empty_result():
     renamed = WindowSpec.build(key="k", time="t", value="v", aggs=[("max", Aggregator(aggregators.MAX.monoid))],
                                rows=3)
     assert "'max' is not one the columnar engine computes" in ineligible(renamed, True)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int64, [("v0", np.float64), ("v1", np.int64)]], ids=str)
+@settings(max_examples=150, deadline=None, database=None)
+@given(steps=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 60)), max_size=30))
+def test_carried_rows_then_the_batch_as_a_list_keeps_them(dtype, steps):
+    """``Carried`` against a list: each append gives the kept rows then the
+    batch, whether the buffer grows, moves its rows to its front or neither."""
+    carried, model, counter = Carried(), [], 0
+    for n, drop in steps:
+        batch = np.zeros(n, dtype=dtype)
+        for name in batch.dtype.names or [None]:
+            column = batch if name is None else batch[name]
+            column[:] = np.arange(counter, counter + n)
+        counter += n
+        model += batch.tolist()
+        assert carried.append(batch).tolist() == model
+        carried.keep_from(drop)
+        model = model[drop:]
+        assert len(carried) == len(model)
+    carried.clear()
+    assert len(carried) == 0 and carried.append(np.zeros(0, dtype=dtype)).tolist() == []
