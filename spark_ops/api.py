@@ -69,9 +69,7 @@ def sliding_window(df, key: str | list[str], time: str, value: str | list[str], 
     the second half in batch jobs: rows of equal time come in whatever
     order the shuffle leaves them, as with Spark's window functions and
     pandas, and the plan ships and sorts one column less
-    (:mod:`spark_ops.frames`); outputs then depend on the order of ties
-    only where they would anyway (``rows=N``, the default frame, ``first``
-    and ``last``).
+    (:mod:`spark_ops.frames`: which outputs the order of ties can change).
 
     ``frame``: which rows a window holds (:mod:`spark_ops.frames`).
     ``"default"``: for ``range=R`` the rows of the key with time in ``(t -

@@ -1,6 +1,7 @@
 """The batch plan: rows numbered in input order (their arrival),
 repartitioned by key, sorted within partitions by ``(key, time, arrival)``
-and streamed through one window per key with ``mapInArrow``.
+(``ties="any"``: not numbered, sorted by ``(key, time)``) and streamed
+through one window per key with ``mapInArrow``.
 
 The plan ships the input's columns, nothing else where it can
 (:func:`spark_ops.plan.lean_columns`): a floating or small integral time
@@ -17,7 +18,8 @@ window (:func:`spark_ops.windows.open_key_window`) in one push.  With
 share one output, :mod:`spark_ops.frames`): the rows of a batch that share
 its last row's key and time wait for the next batch.  A retried
 task recomputes its partition from the start: batch windows never resume,
-so a retry's output equals a run without failure.
+so a retry's output equals a run without failure (with ``ties="any"``, a
+run whose shuffle left the ties in the retry's order).
 """
 
 from __future__ import annotations

@@ -23,10 +23,14 @@ alone; a batch plan numbers the rows before the shuffle and sorts on
 them in, as Spark's window functions and pandas' ``sort_values`` +
 ``rolling`` in ``applyInPandas`` do; a batch plan then sorts on ``(key,
 time)`` alone, one column less through the shuffle and sort (its cost:
-docs/benchmarks-spark.md).  Outputs that cannot depend on the order of
-ties (distinct times in each key, or the peers of ``frame="sql"`` under an
-order-blind aggregation) are the same either way.  Streaming orders a
-micro-batch's ties by arrival at no cost, whatever ``ties=`` says.
+docs/benchmarks-spark.md).  With distinct times in each key the outputs
+are the same either way; with ties, whatever depends on their order can
+differ from run to run: ``rows=N``, the default frame's ``range=``,
+``first`` and ``last``, floating sums, means and spreads (cancellation can
+make that more than the last bits), the sign of a zero ``max`` or
+``min``, user aggregators, even among ``frame="sql"`` peers and in
+``slide=`` windows; ``count`` and an integral ``sum`` never do.
+Streaming orders a micro-batch's ties by arrival at no cost.
 
 Each rule is written once here: :func:`range_edge` (the lower edge, for
 every engine's eviction) and :func:`last_peers` (the peers, applied to

@@ -277,3 +277,21 @@ def test_spark_tasks(tmp_path):
     assert set(data["summary"]) == {*spark_tasks.SOCKETS, "few_partitions_mapinarrow_tcp_over_unix"}
     for socket in spark_tasks.SOCKETS:
         assert len(data["summary"][socket]["columnar_vs_pandas_rolling_each_round"]) == p["rounds"]
+
+
+def test_spark_batch_summary_compares_each_tie_contract_with_its_pandas_counterpart():
+    """The targets against pandas rolling: the lowest ratio over W of the
+    default columnar max to plain pandas, of ties in any order to plain
+    pandas, and of the default to pandas with ties in input order; a pair
+    missing at one W has no target (it is not met on part of the sizes)."""
+    rates = {(100, spark_batch.COLUMNAR): 9.0, (1000, spark_batch.COLUMNAR): 12.0,
+             (100, spark_batch.COLUMNAR_ANY): 11.0, (1000, spark_batch.COLUMNAR_ANY): 13.0,
+             (100, spark_batch.PANDAS): 10.0, (1000, spark_batch.PANDAS): 10.0,
+             (100, spark_batch.PANDAS_TIES): 8.0}
+    data = {"config": {"windows": [100, 1000], "frames": ["rows"]},
+            "records": [{"window": w, "frame": "rows", "method": m, "rows_per_s": v} for (w, m), v in rates.items()]}
+    s = spark_batch.summarize(data)
+    assert s["columnar_rows_vs_pandas_rolling"] == {"ratio": 0.9, "target": ">= 1 at every W", "met": False}
+    assert s["columnar_rows_ties_any_vs_pandas_rolling"]["ratio"] == 1.1
+    assert s["columnar_rows_ties_any_vs_pandas_rolling"]["met"]
+    assert "columnar_rows_vs_pandas_rolling_input_ties" not in s  # pandas with ties measured at W=100 alone

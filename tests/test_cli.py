@@ -131,6 +131,12 @@ def job_descriptions(spark) -> set[str]:
     return {d.get() for d in found if d.isDefined()}
 
 
+def executed_plans(spark) -> list[str]:
+    """The physical plans of the session's SQL executions so far, oldest first."""
+    executions = spark._jsparkSession.sharedState().statusStore().executionsList()
+    return [executions.apply(i).physicalPlanDescription() for i in range(executions.size())]
+
+
 def one_error_line(err: str) -> str:
     """The one error line on stderr, besides the progress lines ("[2] stage ...",
     indented status lines)."""
@@ -207,10 +213,13 @@ def test_run_frame_sql_equals_spark_range_between(spark, tmp_path, capsys, ties)
     write_csv(src, rows)
     aggs = ["max", "min", "sum", "count", "mean"]
     out = tmp_path / "out"
+    before = len(executed_plans(spark))
     assert run_cli(spark, "run", "--input", src, "--output", out, "--key", "key", "--time", "t",
                    "--value", "v", "--agg", ",".join(aggs), "--range", 5, "--frame", "sql", "--ties", ties) == 0
     told = capsys.readouterr().err
     assert "frame sql" in told and ("rows of equal time in any order" in told) == (ties == "any")
+    windows = [plan for plan in executed_plans(spark)[before:] if "MapInArrow" in plan]
+    assert windows and all(("monotonically_increasing_id" in plan) == (ties == "input") for plan in windows)
     got = {(r["key"], r["t"], r["v"]): r for r in spark.read.parquet(str(out)).collect()}
     frame = Window.partitionBy("key").orderBy("t").rangeBetween(-5, 0)
     df = spark.createDataFrame(rows, "key string, t double, v double")

@@ -173,9 +173,12 @@ def slide_option(p: argparse.ArgumentParser, *, streaming: bool) -> None:
                         " (default: one row per input row)")
 
 
-def window_options(p: argparse.ArgumentParser, *, store_required: bool, store_note: str | None = None) -> None:
+def window_options(p: argparse.ArgumentParser, *, store_required: bool, store_note: str | None = None,
+                   batch: bool = False) -> None:
     """The window's columns, aggregations, size, bad-row rule, engine and
-    store (``store_note``: what the store is for, when not required)."""
+    store (``store_note``: what the store is for, when not required);
+    ``batch``: a batch job's options too (``--ties``: streaming keeps a
+    micro-batch's order at no cost)."""
     cols = p.add_argument_group("window")
     cols.add_argument("--key", required=True, metavar="COLS",
                       help="column whose values each get their own window, or comma-separated columns "
@@ -210,12 +213,12 @@ def window_options(p: argparse.ArgumentParser, *, store_required: bool, store_no
                            "time peers sharing one output (streaming: a row at a time an earlier "
                            "micro-batch gave outputs for is then a bad row). --rows N is the newest N rows "
                            "in (time, arrival) order in both (default: %(default)s)")
-    cols.add_argument("--ties", choices=TIES, default="input",
-                      help="what orders a key's rows of equal time: input: their order in the input (the "
-                           "output depends on the input alone); any: whatever order the shuffle leaves them "
-                           "in, as Spark's window functions and pandas (a batch job ships and sorts one "
-                           "column less); streaming keeps a micro-batch's order either way "
-                           "(default: %(default)s)")
+    if batch:
+        cols.add_argument("--ties", choices=TIES, default="input",
+                          help="what orders a key's rows of equal time: input: their order in the input (the "
+                               "output depends on the input alone); any: whatever order the shuffle leaves "
+                               "them in, as Spark's window functions and pandas (the job ships and sorts one "
+                               "column less) (default: %(default)s)")
     cols.add_argument("--on-bad-row", choices=("error", "flag"), default="error",
                       help="a row with a null or NaN key, time or value, an infinite time, a CSV value that "
                            "is not a number, a value an aggregation cannot take (geomean of a value <= 0), or, streaming, a time older "

@@ -33,7 +33,7 @@ def add_arguments(p) -> None:
     p.add_argument("--keep-columns", action="store_true",
                    help="write every input column (default: only the key, time and value columns) "
                         "and the aggregations")
-    window_options(p, store_required=False)
+    window_options(p, store_required=False, batch=True)
 
 
 def run(args, spark=None) -> int:
