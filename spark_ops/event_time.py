@@ -64,8 +64,23 @@ def watermark_delay(df, time: str) -> float | None:
     if others:
         raise SlidingWindowError(
             f"the input's watermark is on column {others[0]!r}, not on the time column {time!r}: each key's rows "
-            f"wait for a watermark on the time that orders them; use df.withWatermark({time!r}, delay)")
+            f"wait for a watermark on the time that orders them; {watermark_hint(df, time, 'delay')}")
     return None
+
+
+def watermark_hint(df, time: str, delay: str = "'10 minutes'") -> str:
+    """How to put a watermark on ``df``'s time column, which Spark allows
+    on a ``TIMESTAMP`` alone: the call, or the column to make first."""
+    from pyspark.sql.types import TimestampNTZType, TimestampType
+
+    kind = df.schema[time].dataType
+    if isinstance(kind, TimestampType):
+        return f"use df.withWatermark({time!r}, {delay})"
+    make = (f"F.col({time!r}).cast('timestamp')" if isinstance(kind, TimestampNTZType)
+            else f"F.timestamp_seconds({time!r})")
+    read = " (its wall clock read in the session's time zone)" if isinstance(kind, TimestampNTZType) else ""
+    return (f"Spark puts watermarks on TIMESTAMP columns only, so make one of {time!r}{read}: "
+            f"df.withColumn('ts', {make}).withWatermark('ts', {delay}) and time='ts'")
 
 
 def with_marker(packed, delay: float):

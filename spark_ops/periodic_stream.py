@@ -107,18 +107,12 @@ def periodic_streaming_plan(df, spec: WindowSpec):
     per aggregation and size)``, each once, when the watermark passes its
     end (append mode)."""
     from pyspark.sql.streaming.state import GroupStateTimeout
-    from pyspark.sql.types import TimestampNTZType, TimestampType
 
     delay = event_time.watermark_delay(df, spec.time)
     if delay is None:
-        t = spec.time
-        how = (f"df.withWatermark({t!r}, '10 minutes')"
-               if isinstance(df.schema[t].dataType, (TimestampType, TimestampNTZType)) else
-               f"Spark puts watermarks on timestamps only, so make one of {t!r}: df.withColumn('ts', "
-               f"F.timestamp_seconds({t!r})).withWatermark('ts', '10 minutes') and time='ts'")
         raise SlidingWindowError("slide= in streaming emits a window once the watermark passes its end: the input "
-                                 f"needs a watermark on the time column, e.g. {how} (the delay: how late a row may "
-                                 "arrive)")
+                                 "needs a watermark on the time column; "
+                                 f"{event_time.watermark_hint(df, spec.time)} (the delay: how late a row may arrive)")
     types = {f.name: f.dataType for f in df.schema.fields}
     schema = periodic.output_schema(spec, types)
     target = output_arrow_schema(df.sparkSession, schema)

@@ -392,6 +392,9 @@ def test_configuration_errors(spark, tmp_path):
                        name="x", expire_after="1h")
     other = spark.readStream.schema(SCHEMA + ", ingest timestamp").parquet(str(tmp_path)) \
         .withWatermark("ingest", "1 minute")
-    with pytest.raises(SlidingWindowError, match="watermark is on column 'ingest'"):
+    with pytest.raises(SlidingWindowError, match="watermark is on column 'ingest'.*use df.withWatermark\\('ts', delay\\)"):
         sliding_window(other, key="k", time="ts", value="v", aggs=["sum"], range=10, store=f"file://{tmp_path}/s",
+                       name="x")
+    with pytest.raises(SlidingWindowError, match=r"make one of 't': df.withColumn\('ts', F.timestamp_seconds\('t'\)\)"):
+        sliding_window(other, key="k", time="t", value="v", aggs=["sum"], range=10, store=f"file://{tmp_path}/s",
                        name="x")

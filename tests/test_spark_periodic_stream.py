@@ -380,3 +380,24 @@ def test_streaming_configuration_errors(spark, tmp_path):
         with pytest.raises(SlidingWindowError, match=words):
             sliding_window(df, **kwargs)
     assert not spark.streams.active
+
+
+@pytest.mark.parametrize("kind", ["timestamp", "timestamp_ntz", "double"])
+def test_the_missing_watermark_error_names_a_call_spark_takes(spark, tmp_path, kind):
+    """Without a watermark the error suggests one for the time column's type
+    (Spark puts watermarks on TIMESTAMP columns alone: a TIMESTAMP_NTZ or a
+    number of seconds needs a column made first), and the suggestion, run
+    as written, gives a query that starts."""
+    from pyspark.sql import functions as F  # noqa: F401 - the suggestion's F
+
+    source = spark.readStream.schema(f"k string, t {kind}, v double").parquet(str(tmp_path))
+    with pytest.raises(SlidingWindowError, match="needs a watermark on the time column") as info:
+        sliding_window(source, key="k", time="t", value="v", aggs=["sum"], range=10, slide=5)
+    message = str(info.value)
+    call = message[message.index("df."):].split(" (")[0]
+    call, _, time = call.partition(" and time=")
+    df = eval(call, {"F": F, "df": source})  # noqa: S307 - the message's own suggestion
+    query = sliding_window(df, key="k", time=eval(time) if time else "t", value="v", aggs=["sum"], range=10,
+                           slide=5).writeStream.format("noop").start()
+    query.stop()
+    assert ("cast('timestamp')" in message) == (kind == "timestamp_ntz")
