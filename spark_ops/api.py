@@ -102,7 +102,7 @@ def sliding_window(df, key: str | list[str], time: str, value: str | list[str], 
     value; a value the aggregations cannot take (``geomean`` of a value
     <= 0); in streaming without a watermark, a time older than its key's
     newest time in an earlier micro-batch (rows are ordered within a
-    micro-batch, not across them); with one, a time behind the watermark
+    micro-batch, not across them); with one, a time at or behind the watermark
     (a late row).
 
     Event time (streaming): when the time column carries a watermark

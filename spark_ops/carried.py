@@ -32,10 +32,13 @@ class Carried:
         it).  O(len(batch)) amortized: when the batch does not fit after
         the carried rows, they move to the front of the buffer if it is at
         least twice what they and the batch need, else to a new buffer of
-        twice that."""
+        twice that (so it holds at most twice the most rows carried and
+        appended at once).  The array has the batch's type, or, while rows
+        of another are carried, the type NumPy makes of both."""
         n, c, buf = len(batch), self._hi - self._lo, self._buf
         if buf is None or buf.dtype != batch.dtype or self._hi + n > len(buf):
-            dtype = batch.dtype if buf is None else np.result_type(buf.dtype, batch.dtype)
+            # a batch's own type unless carried rows of another one need both
+            dtype = batch.dtype if buf is None or not c else np.result_type(buf.dtype, batch.dtype)
             if buf is None or dtype != buf.dtype or 2 * (c + n) > len(buf):
                 grown = np.empty(max(2 * (c + n), 16), dtype=dtype)
             else:

@@ -12,8 +12,9 @@ aggregation's kernel reads the field of the column it names
 
 Between batches a key keeps the rows its next windows can still reach (the
 newest N - 1, or those newer than the last time minus the range): O(window)
-values in a NumPy array in executor memory, as the in-memory MTA keeps
-O(window) pairs.  A batch job with a store runs here too (its windows in
+values in a NumPy buffer in executor memory (:class:`spark_ops.carried.Carried`,
+at most twice the window and the largest batch), as the in-memory MTA
+keeps O(window) pairs.  A batch job with a store runs here too (its windows in
 executor memory, the store unused) unless it asks for an MTA with
 ``engine="amta"`` or ``"lmta"``: the way to keep a batch job's windows in
 the store, for windows larger than executor memory.  Jobs with a custom

@@ -91,7 +91,8 @@ def with_marker(packed, delay: float):
     return packed.select("*", marker)
 
 
-def split(new, waiting, watermark_ms: int, time: str, null_key: bool = False, peers: bool = False):
+def split(new, waiting, watermark_ms: int, time: str, null_key: bool = False, peers: bool = False,
+          at_watermark: bool = False):
     """The rows that leave now and the rows that wait.
 
     ``new``: this micro-batch's rows of the key (an Arrow table with the
@@ -103,7 +104,10 @@ def split(new, waiting, watermark_ms: int, time: str, null_key: bool = False, pe
     ``null_key``: the key is null or NaN (its rows leave at once, as a null
     time's do); ``peers``: rows the windows take as of one time (equal
     double seconds, ``frame="sql"``) leave together, so the due rows that
-    share the first waiting row's double wait with it.  Returns ``(leaving, problems, ready, waiting)``: the rows
+    share the first waiting row's double wait with it; ``at_watermark``:
+    a row exactly at the watermark is on time, as Spark's ``window()``
+    takes it (no row of a later time has entered, and no window it belongs
+    to has ended), else late.  Returns ``(leaving, problems, ready, waiting)``: the rows
     that leave at once with their problems (late, or no window can take
     them), the rows whose time the watermark passed in ``(time, arrival)``
     order (earlier micro-batches first at equal times), and the rows that
@@ -117,7 +121,7 @@ def split(new, waiting, watermark_ms: int, time: str, null_key: bool = False, pe
     problems = list(problems) if problems is not None else [None] * n
     watermark_us = watermark_ms * 1000
     for i, t in enumerate(micros(new.column(time)).tolist() if n else ()):
-        if problems[i] is None and t <= watermark_us:
+        if problems[i] is None and (t < watermark_us or t == watermark_us and not at_watermark):
             problems[i] = rows.behind_watermark(_utc(t), _utc(watermark_us))
     leaves = pa.array([p is not None for p in problems], type=pa.bool_())
     leaving = new.filter(leaves)

@@ -13,7 +13,8 @@ release rule, :func:`spark_ops.event_time.split`), enter the key's panes in
 ``(time, arrival)`` order, and each window whose end the watermark has
 reached (``end <= watermark``) is emitted once, in append mode.  A row that
 arrives behind the watermark (late: windows it belongs to may be written
-already) is a bad row: ``on_bad_row="error"`` fails the query naming it,
+already; one exactly at it is on time, as Spark's ``window()`` takes it)
+is a bad row: ``on_bad_row="error"`` fails the query naming it,
 ``"flag"`` leaves it out of every window, counted and logged, as the other
 bad rows (:mod:`spark_ops.excluded`), and the query runs on.
 
@@ -153,7 +154,8 @@ def _windows_of_key(spec: WindowSpec, target, group_keys: passthrough.GroupKeys,
             if new.num_rows and rows.null_key(k):
                 raise rows.rejected(spec, rows.NULL_KEY, k, new.column(spec.time)[0].as_py(),
                                     new.column(VALUE)[0].as_py(), REMEDY)
-            leaving, problems, ready, waiting = event_time.split(new, waiting, watermark_ms, spec.time)
+            leaving, problems, ready, waiting = event_time.split(new, waiting, watermark_ms, spec.time,
+                                                                 at_watermark=True)
             if leaving.num_rows:
                 first = (problems[0], k, leaving.column(spec.time)[0].as_py(), leaving.column(VALUE)[0].as_py())
                 if count is None:

@@ -526,3 +526,13 @@ def test_carried_rows_then_the_batch_as_a_list_keeps_them(dtype, steps):
         assert len(carried) == len(model)
     carried.clear()
     assert len(carried) == 0 and carried.append(np.zeros(0, dtype=dtype)).tolist() == []
+
+
+def test_carried_rows_of_two_types_come_as_numpy_makes_both_and_a_batch_alone_as_its_own():
+    carried = Carried()
+    assert carried.append(np.array([1.5, 2.5])).dtype == np.float64
+    mixed = carried.append(np.array([3, 4], dtype=np.int64))
+    assert mixed.dtype == np.float64 and mixed.tolist() == [1.5, 2.5, 3.0, 4.0]
+    carried.keep_from(4)
+    alone = carried.append(np.array([5, 6], dtype=np.int64))
+    assert alone.dtype == np.int64 and alone.tolist() == [5, 6]

@@ -317,6 +317,25 @@ def test_late_row_fails_the_query_naming_it(spark, tmp_path):
     assert_windows(got, periodic_oracle(rows, NAMES, RANGE, SLIDE), NAMES)
 
 
+def test_a_row_exactly_at_the_watermark_is_on_time_as_in_spark_window(spark, tmp_path):
+    """A row that arrives at exactly the watermark belongs to windows that
+    end after it, none of them written yet: Spark's ``window()`` counts it
+    and so does ``slide=`` (behind by a microsecond it is late); every
+    window is Spark's batch hopping windows' over all the rows."""
+    rows = out_of_order(19, keys=3)
+    stream = Stream(spark, str(tmp_path))
+    stream.run(rows)
+    mark = dt.datetime.fromisoformat(stream.progress[-1]["eventTime"]["watermark"].replace("Z", "+00:00"))
+    t = (mark - BASE).total_seconds()
+    edge = at(t, len(rows), rows[0]["k"], 7.5)
+    assert edge["ts"] == mark
+    got = by_window(stream.run([edge, closing_row(rows, len(rows) + 1)]), seconds)
+    assert_windows(got, spark_hopping(spark, rows + [edge]), ["sum", "count", "max", "mean"])
+    assert_windows(got, periodic_oracle(rows + [edge], NAMES, RANGE, SLIDE), NAMES)
+    with pytest.raises(Exception, match="is behind the watermark"):
+        stream.run([at(t - 1e-6, len(rows) + 2, rows[1]["k"], 1.0)])
+
+
 def test_flag_leaves_late_and_bad_rows_out_counted_and_the_query_runs_on(spark, tmp_path):
     """on_bad_row="flag": a late row (behind the watermark when it arrives),
     a row with a null value and one with a null key are left out of every
