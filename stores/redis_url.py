@@ -56,8 +56,10 @@ def parse_redis_url(url: str) -> dict[str, Any]:
         try:
             cfg["db"] = int(path)
         except ValueError:
-            raise StoreConfigError(f"Redis URL path must be a database number, got "
-                                   f"{path!r}") from None
+            # a URL missing a slash (redis:/user:pw@host) puts its credentials here
+            shown = path if "@" not in path else "***@" + path.rsplit("@", 1)[1]
+            raise StoreConfigError(f"Redis URL path must be a database number, got {shown!r} "
+                                   "(a Redis URL is redis://[user:password@]host:port/db)") from None
     for name, value in parse_qsl(parts.query, keep_blank_values=True):
         if name in _QUERY_FLOATS:
             try:

@@ -232,6 +232,64 @@ def test_run_frame_sql_equals_spark_range_between(spark, tmp_path, capsys, ties)
             assert math.isclose(g[a], w[a], rel_tol=1e-9, abs_tol=1e-9), (w, a, g[a])
 
 
+def test_run_refuses_an_output_that_overlaps_the_input(spark, tmp_path, capsys):
+    """An output that is, holds or lies in the input is refused before any
+    job: replacing it would delete the input's files (and others beside)."""
+    data = tmp_path / "d"
+    data.mkdir()
+    write_csv(data / "readings.csv", make_rows(20, keys=2, seed=7))
+    (data / "other.txt").write_text("keep me")
+    base = ["--key", "key", "--time", "t", "--value", "v", "--agg", "max", "--range", 5, "--overwrite"]
+    for src, out in ((data / "readings.csv", data), (data, data / "out"), (data, data)):
+        capsys.readouterr()
+        assert run_cli(spark, "run", "--input", src, "--output", out, *base) == 2
+        assert "overlap" in one_error_line(capsys.readouterr().err)
+    assert sorted(p.name for p in data.iterdir()) == ["other.txt", "readings.csv"]
+
+
+def test_run_overwrite_that_fails_keeps_the_earlier_output(spark, tmp_path, capsys):
+    """--overwrite replaces the output only once the new one is written: a
+    run that fails on a bad row leaves the earlier output whole, and no
+    directory of its own beside it."""
+    rows = make_rows(40, keys=2, seed=8)
+    good, bad = tmp_path / "good.csv", tmp_path / "bad.csv"
+    write_csv(good, rows)
+    write_csv(bad, rows + [("k0", 99.0, None)])
+    out = tmp_path / "out"
+    args = ["--output", out, "--key", "key", "--time", "t", "--value", "v", "--agg", "max", "--range", 5]
+    assert run_cli(spark, "run", "--input", good, *args) == 0
+    before = sorted(tuple(r) for r in spark.read.parquet(str(out)).collect())
+    assert run_cli(spark, "run", "--input", bad, *args, "--overwrite") == 2
+    assert "row rejected" in one_error_line(capsys.readouterr().err)
+    assert sorted(tuple(r) for r in spark.read.parquet(str(out)).collect()) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv", "good.csv", "out"]
+    assert run_cli(spark, "run", "--input", good, *args[:-4], "--agg", "min", "--range", 5, "--overwrite") == 0
+    assert spark.read.parquet(str(out)).columns == ["key", "t", "v", "min"]  # the one that works replaced it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv", "good.csv", "out"]
+
+
+def test_run_csv_keys_are_text_and_a_schema_matches_columns_by_name(spark, tmp_path, capsys):
+    """Inferred CSV types leave a key as its text ("007" and "7" are two
+    windows, not one number); a --schema whose columns are in another
+    order than the header's is an error, not values laid over the wrong
+    columns."""
+    src = tmp_path / "lead.csv"
+    src.write_text("host,ts,mem,cpu\n007,10,1,100\n7,20,5,200\n007,30,2,300\n")
+    out = tmp_path / "o"
+    args = ["--key", "host", "--time", "ts", "--value", "mem", "--agg", "max,count", "--range", 100]
+    assert run_cli(spark, "run", "--input", src, "--output", out, *args) == 0
+    got = sorted((r["host"], r["ts"], r["max"], r["count"]) for r in spark.read.parquet(str(out)).collect())
+    assert got == [("007", 10, 1, 1), ("007", 30, 2, 2), ("7", 20, 5, 1)]
+    capsys.readouterr()
+    assert run_cli(spark, "run", "--input", src, "--output", tmp_path / "o2", *args,
+                   "--schema", "host STRING, ts DOUBLE, cpu DOUBLE, mem DOUBLE") == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "header" in line.lower() and "mem" in line, line
+    assert run_cli(spark, "run", "--input", src, "--output", tmp_path / "o3", *args,
+                   "--schema", "host STRING, ts DOUBLE, mem DOUBLE, cpu DOUBLE") == 0
+    assert [r["max"] for r in spark.read.parquet(str(tmp_path / "o3")).orderBy("ts").collect()] == [1.0, 5.0, 2.0]
+
+
 def test_run_bad_rows_error_or_flag(spark, tmp_path, capsys, caplog):
     rows = make_rows(60, keys=3, seed=4)
     bad = [("k1", 30.0, None), ("k2", None, 1.5)]
@@ -334,6 +392,28 @@ def test_stream_text_value_in_error_mode_fails_naming_the_text_and_file(spark, t
 
 
 # -- stream -------------------------------------------------------------------------------
+def test_stream_csv_keys_are_text_and_a_file_with_its_columns_moved_is_an_error(spark, tmp_path, capsys):
+    """The schema inferred from the files already there reads the key as
+    text ("007" and "7": two windows); a later file whose header puts the
+    columns in another order fails the query naming the header, never
+    read by position into the wrong columns."""
+    incoming, out = tmp_path / "in", tmp_path / "out"
+    incoming.mkdir()
+    (incoming / "a.csv").write_text("host,ts,mem,cpu\n007,10,1,100\n7,20,5,200\n007,30,2,300\n")
+    args = ["stream", "--input", incoming, "--output", out, "--checkpoint", tmp_path / "ckpt",
+            "--store", f"file:{tmp_path / 'state'}", "--key", "host", "--time", "ts", "--value", "mem",
+            "--agg", "max,count", "--range", 100, "--trigger", "available-now"]
+    assert run_cli(spark, *args) == 0
+    got = sorted((r["host"], r["ts"], r["max"], r["count"]) for r in spark.read.parquet(str(out)).collect())
+    assert got == [("007", 10, 1, 1), ("007", 30, 2, 2), ("7", 20, 5, 1)]
+    (incoming / "b.csv").write_text("host,ts,cpu,mem\n007,40,900,3\n")
+    capsys.readouterr()
+    given = ["--schema", "host STRING, ts DOUBLE, mem DOUBLE, cpu DOUBLE"]
+    assert run_cli(spark, *args[:4], tmp_path / "out2", "--checkpoint", tmp_path / "ckpt2", *args[7:], *given) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "header" in line.lower() and "b.csv" in line, line
+
+
 def test_stream_two_runs_available_now(spark, tmp_path, capsys):
     """Files arriving between two available-now runs: the output equals the
     oracle over all rows, each row once."""
@@ -531,6 +611,25 @@ def test_demo_tiny(spark, tmp_path, capsys, engine):
     assert len(png) > 1000 and png.startswith(PNG_SIGNATURE)
     # the embedded default store holds the windows on an MTA only
     assert os.path.exists(out / "state" / "mta.sqlite3") == (engine == "amta")
+
+
+def test_demo_refuses_an_out_directory_holding_files_it_did_not_write(spark, tmp_path, capsys):
+    """--out with an input/ (or windows/) of the user's is refused, the
+    files kept; an --out the demo wrote before is its to replace."""
+    out = tmp_path / "mine"
+    (out / "input").mkdir(parents=True)
+    (out / "input" / "raw-2023.csv").write_text("precious")
+    (out / "notes.txt").write_text("mine too")
+    args = ["demo", "--hosts", 2, "--rows", 200, "--out", out]
+    assert run_cli(spark, *args) == 2
+    assert "holds input, which mta-spark demo did not write" in one_error_line(capsys.readouterr().err)
+    assert (out / "input" / "raw-2023.csv").read_text() == "precious"
+    fresh = tmp_path / "fresh"
+    (fresh).mkdir()
+    (fresh / "notes.txt").write_text("mine")
+    assert run_cli(spark, "demo", "--hosts", 2, "--rows", 200, "--out", fresh) == 0
+    assert run_cli(spark, "demo", "--hosts", 2, "--rows", 300, "--out", fresh) == 0  # its own outputs, replaced
+    assert spark.read.parquet(str(fresh / "windows")).count() == 300 and (fresh / "notes.txt").read_text() == "mine"
 
 
 def test_telemetry_generator_shape():

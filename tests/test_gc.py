@@ -399,3 +399,6 @@ def test_cli_gc_as_a_command(tmp_path):
     assert ok.returncode == 0, ok.stderr
     assert f"store {url}: 3 windows, 2 not used for 2d" in ok.stdout
     assert sorted(_sqlite_raw(tmp_path / "store" / "mta.sqlite3")) == ["new"]
+    # a mistyped file store is an error, not an empty store made and swept
+    typo = run("--store", f"file:{tmp_path / 'stroe'}", "--older-than", "2d")
+    assert typo.returncode == 2 and "no store at" in typo.stderr and not (tmp_path / "stroe").exists()

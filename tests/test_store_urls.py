@@ -155,3 +155,16 @@ def test_a_malformed_redis_url_error_shows_no_password_fragment():
         with pytest.raises(StoreConfigError, match="percent-encoded") as info:
             parse_redis_url(url)
         assert "SECRET" not in str(info.value)
+
+
+@pytest.mark.parametrize("url", ["redis:/user:s3cret@127.0.0.1:6390/0", "redis:user:s3cret@h:1/0",
+                                 "rediss:/:s3cret@h/0", "redis:/s3cret@h/0"])
+def test_a_redis_url_missing_its_slashes_is_refused_naming_no_password(url):
+    """Without ``//`` the credentials land in the URL's path, which the
+    error names: masked up to its last ``@``, with the form a URL takes."""
+    from stores.redis_url import parse_redis_url
+
+    with pytest.raises(StoreConfigError, match=r"database number, got '\*\*\*@[^']*' \(a Redis URL is redis://") \
+            as info:
+        parse_redis_url(url)
+    assert "s3cret" not in str(info.value) and url.rsplit("@", 1)[1] in str(info.value)

@@ -27,7 +27,9 @@ def add_arguments(p) -> None:
                    help="time the readings span (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
     p.add_argument("--out", default="demo-output", metavar="DIR",
-                   help="output directory (default: ./%(default)s)")
+                   help="output directory: its input, windows, host.png and state are the demo's and replaced "
+                        "by the next run; a directory holding any of them that the demo did not write is "
+                        "refused (default: ./%(default)s)")
     p.add_argument("--engine", choices=ENGINE_CHOICES, default="auto",
                    help="auto, columnar: the columnar engine, windows in executor memory; amta, lmta: "
                         "every row through that MTA, windows in the store (default: %(default)s)")
@@ -36,7 +38,16 @@ def add_arguments(p) -> None:
     store_sizes(p)
 
 
+#: What the demo writes in its --out directory (and replaces on the next run).
+OUTPUTS = ("input", "windows", "host.png", "state")
+#: The file that marks a directory as the demo's, whose outputs a run may replace.
+MARKER = ".mta-demo"
+
+
 def _output_directory(path: str) -> str:
+    """The --out directory, made if missing; one whose ``input``,
+    ``windows``, ``host.png`` or ``state`` the demo did not write is
+    refused, since a run replaces them."""
     out = os.path.abspath(os.path.expanduser(path))
     try:
         os.makedirs(out, exist_ok=True)
@@ -44,6 +55,12 @@ def _output_directory(path: str) -> str:
         raise CLIError(f"cannot create the output directory {out}: {e.strerror}") from None
     if not os.access(out, os.W_OK):
         raise CLIError(f"cannot write to the output directory {out}")
+    theirs = [n for n in OUTPUTS if os.path.lexists(os.path.join(out, n))]
+    if theirs and not os.path.exists(os.path.join(out, MARKER)):
+        raise CLIError(f"{out} holds {', '.join(theirs)}, which mta-spark demo did not write and would replace; "
+                       "give a new or empty --out")
+    with open(os.path.join(out, MARKER), "w") as f:
+        f.write("written by mta-spark demo: its input, windows, host.png and state here are replaced by the next run\n")
     return out
 
 

@@ -167,15 +167,22 @@ def _spark_message(exc: BaseException) -> tuple[str, int]:
     root = _java_root_cause(exc)
     if root is not None:  # Py4J's own first line only names the JVM method that failed
         first = root
+        # an argument the JVM refused while reading (a CSV header that differs from --schema) is the user's
+        usage = usage or root.split(":", 1)[0].rsplit(".", 1)[-1] in _JAVA_USAGE
     first = re.sub(r"\s*SQLSTATE: \w+\.?$", "", first)
     if not usage:
         first = f"{type(exc).__name__}: {first}"
     return _clean(first), (EXIT_USAGE if usage else EXIT_FAILED)
 
 
+#: Java exceptions (the innermost cause of a failed job) that mean bad input or arguments.
+_JAVA_USAGE = ("IllegalArgumentException", "SparkIllegalArgumentException")
+
+
 def _java_root_cause(exc: BaseException) -> str | None:
-    """The innermost cause of a Py4J error's Java exception (class: message), or ``None``."""
-    java = getattr(exc, "java_exception", None)
+    """The innermost cause of a Py4J error's Java exception, or of the one
+    pyspark converted (a stream's failure), as ``class: message``; or ``None``."""
+    java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
     if java is None:
         return None
     try:

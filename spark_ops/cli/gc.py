@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -51,6 +52,12 @@ def add_arguments(p) -> None:
 
 def run(args, spark=None) -> int:
     url = normalize_store(args.store)
+    if stores.scheme_of(url) == "file":  # opening a file store makes one: a mistyped path would sweep nothing
+        from urllib.parse import unquote, urlsplit
+
+        directory = unquote(urlsplit(url).path)
+        if not os.path.isdir(directory):
+            raise CLIError(f"no store at {url}: {directory} is not a directory (give the store= the jobs used)")
     try:
         store = stores.open_store(url)
     except stores.StoreError as e:

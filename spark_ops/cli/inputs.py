@@ -92,12 +92,24 @@ def reader(reader, fmt: str, *, streaming: bool, options=(), schema=None):
     to Spark's reader after these (``--option``), so they can override them."""
     reader = reader.format(fmt)
     if fmt == "csv":
-        reader = reader.option("header", "true")
+        # enforceSchema off: a schema's columns are matched to the header by name (an error if they differ),
+        # not laid over the file's columns by position
+        reader = reader.option("header", "true").option("enforceSchema", "false")
         if not streaming and schema is None:
             reader = reader.option("inferSchema", "true")
     for name, value in options:
         reader = reader.option(name, value)
     return reader if schema is None else reader.schema(schema)
+
+
+def text_keys(schema, keys):
+    """An inferred CSV schema with the key columns as ``STRING``: a key is
+    its text ("007" and "7" are two hosts, which inference would read as
+    one number)."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    return StructType([StructField(f.name, StringType(), f.nullable) if f.name in keys else f
+                       for f in schema.fields])
 
 
 def parse_schema(text: str):

@@ -3,6 +3,7 @@ Parquet output."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -24,16 +25,60 @@ def add_arguments(p) -> None:
     p.add_argument("--output", required=True, metavar="DIR", help="Parquet output directory")
     p.add_argument("--format", choices=inputs.FORMATS,
                    help="input format (default: from the file extension; csv has a header line)")
-    p.add_argument("--overwrite", action="store_true", help="replace the output directory if it exists")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the output directory if it exists, once the new output is written (a run "
+                        "that fails leaves it as it was); an output that is, holds or lies in the input is "
+                        "refused")
     p.add_argument("--schema", metavar="DDL",
-                   help="input schema, e.g. 'host STRING, ts TIMESTAMP, mem DOUBLE' (default: Parquet's own; "
-                        "CSV and JSON types inferred)")
+                   help="input schema, e.g. 'host STRING, ts TIMESTAMP, mem DOUBLE', a CSV's columns "
+                        "matched to its header by name (default: Parquet's own; CSV and JSON types inferred, a "
+                        "CSV's key columns read as text)")
     reader_options(p)
     slide_option(p, streaming=False)
     p.add_argument("--keep-columns", action="store_true",
                    help="write every input column (default: only the key, time and value columns) "
                         "and the aggregations")
     window_options(p, store_required=False, batch=True)
+
+
+def _check_apart(input_path: str, output: str) -> None:
+    """The output directory neither is, holds nor lies in the input:
+    replacing it would delete input files, and reading a directory that
+    holds it would read earlier outputs."""
+    def where(path):
+        local = inputs.local_path(path)
+        return (os.path.realpath(local) if local is not None else inputs.spark_path(path)).rstrip("/")
+
+    a, b = where(input_path), where(output)
+    if a == b or a.startswith(b + "/") or b.startswith(a + "/"):
+        raise CLIError(f"output {output} and input {input_path} overlap (writing the output would delete or "
+                       "add to the input); give an --output outside the input")
+
+
+def _write(spark, out, target: str, overwrite: bool) -> None:
+    """Write ``out`` as Parquet to ``target``.  With ``overwrite`` it goes
+    to a directory beside the target first, which replaces the target only
+    once the job succeeded: a job that fails (a bad row, a lost executor)
+    leaves the earlier output as it was."""
+    if not overwrite:
+        out.write.mode("errorifexists").parquet(target)
+        return
+    import uuid
+
+    jvm = spark._jvm
+    dst = jvm.org.apache.hadoop.fs.Path(target)
+    fs = dst.getFileSystem(spark._jsc.hadoopConfiguration())
+    src = jvm.org.apache.hadoop.fs.Path(f"{target.rstrip('/')}.mta-tmp-{uuid.uuid4().hex[:12]}")
+    try:
+        out.write.mode("errorifexists").parquet(src.toString())
+    except BaseException:
+        with contextlib.suppress(Exception):  # the job's own error is the one to report
+            fs.delete(src, True)
+        raise
+    if fs.exists(dst) and not fs.delete(dst, True):
+        raise CLIError(f"the windows are in {src.toString()}: the earlier {target} could not be deleted")
+    if not fs.rename(src, dst):
+        raise CLIError(f"the windows are in {src.toString()}: moving them to {target} failed")
 
 
 def run(args, spark=None) -> int:
@@ -43,6 +88,7 @@ def run(args, spark=None) -> int:
     out_local = inputs.local_path(args.output)
     if out_local is not None and os.path.exists(out_local) and not args.overwrite:
         raise CLIError(f"output {args.output} exists; pass --overwrite to replace it")
+    _check_apart(args.input, args.output)
     store = normalize_store(args.store)
     if store:
         check_store(store)
@@ -58,14 +104,17 @@ def run(args, spark=None) -> int:
         with progress.stage("reading input", spark, f"{fmt} {args.input}"):
             df = (inputs.reader(spark.read, fmt, streaming=False, options=args.option, schema=schema)
                   .load(inputs.spark_path(args.input)))
+            if fmt == "csv" and schema is None:  # read again with the inferred types, keys as text
+                df = (inputs.reader(spark.read, fmt, streaming=False, options=args.option,
+                                    schema=inputs.text_keys(df.schema, spec.keys))
+                      .load(inputs.spark_path(args.input)))
             out = windows(df, args, spec, store, None)
             out, observation = observe_rejected(out, args)
             engine, why = choose_engine(dataclasses.replace(spec, store=store, engine=args.engine), df)
         with progress.stage("running windows", spark,
                             f"{describe(spec)}, into {args.output}; engine {engine}: {why}",
                             job=f"{PROG} run: sliding window {describe(spec)}, engine {engine}"):
-            out.write.mode("overwrite" if args.overwrite else "errorifexists").parquet(
-                inputs.spark_path(args.output))
+            _write(spark, out, inputs.spark_path(args.output), args.overwrite)
         elapsed = time.monotonic() - t0
         trips = traffic.round_trips(spark) - before
         rows = spark.read.parquet(inputs.spark_path(args.output)).count()

@@ -9,6 +9,7 @@ import signal
 import threading
 
 from .. import durations
+from ..spec import split_columns
 from . import inputs
 from .errors import EXIT_OK, PROG, CLIError
 from .options import Command, reader_options, seconds, slide_option, trigger, window_options
@@ -27,8 +28,9 @@ def add_arguments(p) -> None:
     p.add_argument("--format", choices=inputs.FORMATS,
                    help="input format (default: from the extension of the files already there)")
     p.add_argument("--schema", metavar="DDL",
-                   help="input schema, e.g. 'host STRING, ts TIMESTAMP, mem DOUBLE' (default: "
-                        "inferred from the files already in the directory)")
+                   help="input schema, e.g. 'host STRING, ts TIMESTAMP, mem DOUBLE', a CSV's columns "
+                        "matched to its header by name (default: inferred from the files already in the "
+                        "directory, a CSV's key columns read as text)")
     reader_options(p)
     p.add_argument("--expire-after", type=seconds, metavar="DURATION",
                    help="delete the window (and Spark state) of a key that received no rows for this long, "
@@ -148,8 +150,9 @@ def _schema(args, spark, fmt: str, progress: Progress):
     if args.schema is not None:
         return inputs.parse_schema(args.schema)
     with progress.stage("inferring the schema", spark, f"from the files in {args.input}"):
-        return (inputs.reader(spark.read, fmt, streaming=False, options=args.option)
-                .load(inputs.spark_path(args.input)).schema)
+        schema = (inputs.reader(spark.read, fmt, streaming=False, options=args.option)
+                  .load(inputs.spark_path(args.input)).schema)
+    return inputs.text_keys(schema, split_columns(args.key)) if fmt == "csv" else schema
 
 
 def _watch(query, progress: Progress) -> tuple[int, int, bool, int]:
