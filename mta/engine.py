@@ -27,6 +27,7 @@ import functools
 import inspect
 import itertools
 import operator
+import os
 from typing import Any, Callable
 
 from .errors import CountError, EmptyWindowError, EngineFailedError, OperationRefused
@@ -60,9 +61,28 @@ def _guard(name: str, method: Callable) -> Callable:
 def _failed(engine: "Engine", name: str, exc: BaseException) -> None:
     """Mark ``engine`` failed in ``name``, unless ``exc`` refused the call
     before any change (then the state is intact)."""
-    if not isinstance(exc, OperationRefused):
+    if not _refused_here(exc):
         engine._failure = exc
         engine._failed_in = name
+
+
+#: This package's directory: frames of code outside it are the user's.
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _refused_here(exc: BaseException) -> bool:
+    """``exc`` is an engine's own refusal: an :class:`OperationRefused`
+    raised with no user code (a combine, lift or policy, e.g. one using a
+    window of its own) between the call and the raise, since user code
+    raises in the middle of an update.  O(traceback), on errors only."""
+    if not isinstance(exc, OperationRefused):
+        return False
+    tb = exc.__traceback__
+    while tb is not None:
+        if not tb.tb_frame.f_code.co_filename.startswith(_PACKAGE):
+            return False
+        tb = tb.tb_next
+    return True
 
 
 def _guard_none(name: str, method: Callable) -> Callable:

@@ -358,13 +358,13 @@ class Boom(Exception):
     pass
 
 
-def _exploding(monoid):
-    """``monoid`` whose combine and inverse raise :class:`Boom` once armed."""
+def _exploding(monoid, error=Boom):
+    """``monoid`` whose combine and inverse raise ``error`` once armed."""
     armed = [False]
 
     def check():
         if armed[0]:
-            raise Boom
+            raise error("combine raised")
 
     def combine(a, b):
         check()
@@ -381,9 +381,12 @@ def _exploding(monoid):
     return m, armed
 
 
+# EmptyWindowError: an mta refusal raised by user code (a combine using a
+# window of its own) interrupts an update as any error does
+@pytest.mark.parametrize("error", [Boom, EmptyWindowError], ids=["Boom", "refusal"])
 @pytest.mark.parametrize("name,monoid", ALL_CONFIGS)
-def test_engine_fails_for_good_after_combine_raises(name, monoid):
-    m, armed = _exploding(monoid)
+def test_engine_fails_for_good_after_combine_raises(name, monoid, error):
+    m, armed = _exploding(monoid, error)
     engine = engine_for(name, m, lambda t, p: False)
     make = (lambda i: (i,)) if monoid is CONCAT else (lambda i: i)
     for i in range(6):
@@ -396,7 +399,7 @@ def test_engine_fails_for_good_after_combine_raises(name, monoid):
     for op in cycle * 8:
         try:
             op()
-        except Boom:
+        except error:
             raised = True
             break
     assert raised, "combine never ran"

@@ -149,6 +149,11 @@ def test_refused_arguments_change_nothing(plan):
         shared.push((float("nan"), 9))
     with pytest.raises(ArgumentRefused):
         shared.flush("soon")
+    for infinite in (float("inf"), -float("inf")):  # no multiple of a slide to end a window at
+        with pytest.raises(ArgumentRefused, match="finite"):
+            shared.push((infinite, 9))
+        with pytest.raises(ArgumentRefused, match="finite"):
+            shared.flush(infinite)
     with pytest.raises(UnknownQuery):
         shared.query("zzz")
     with pytest.raises(KeyError):

@@ -21,6 +21,7 @@ slicing the stream each, and also read its open fragment.
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any, Callable, Iterable
 
@@ -231,8 +232,8 @@ class SharedWindows:
         t = None
         if self._timed:
             t = self._time(raw)
-            if isinstance(t, bool) or not isinstance(t, numbers.Real) or t != t:
-                raise ArgumentRefused(f"time(raw) must give a real number, got {type(t).__name__} {t!r}")
+            if not _finite(t):
+                raise ArgumentRefused(f"time(raw) must give a finite real number, got {type(t).__name__} {t!r}")
             if self._last_time is not None and t < self._last_time:
                 raise OutOfOrderError(f"element time {t!r} is older than the newest time {self._last_time!r}; "
                                       "elements must arrive in time order (nothing was changed)")
@@ -283,8 +284,9 @@ class SharedWindows:
         elements pushed later never change them.  One lookup per reported
         window (plus one per run of empty ones)."""
         self._check_usable()
-        if until is not None and (isinstance(until, bool) or not isinstance(until, numbers.Real) or until != until):
-            raise ArgumentRefused(f"flush(until) needs a real number or None, got {type(until).__name__} {until!r}")
+        if until is not None and not _finite(until):
+            raise ArgumentRefused(f"flush(until) needs a finite real number or None, got {type(until).__name__} "
+                                  f"{until!r}")
         out: list = []
         if self._core is not None:
             self._sync()
@@ -357,3 +359,9 @@ class SharedWindows:
     def __repr__(self) -> str:
         """O(1)."""
         return f"SharedWindows({len(self.queries)} queries, plan={self.plan.name!r}, elements={len(self)})"
+
+
+def _finite(x) -> bool:
+    """A time or bound the windows can place: a real number, neither a
+    bool, NaN nor infinite (a window end is a multiple of the slide)."""
+    return not isinstance(x, bool) and isinstance(x, numbers.Real) and x == x and x not in (math.inf, -math.inf)
