@@ -230,7 +230,7 @@ def check_columns(schema, key, time: str, value) -> tuple[tuple, list]:
     time and value columns (one, a list, or a struct), of types a window
     takes, and no column named like an internal one; returns the value
     columns and their types (:func:`spark_ops.values.fields_of`)."""
-    from pyspark.sql.types import DateType, NumericType, TimestampNTZType, TimestampType
+    from pyspark.sql.types import DateType, NumericType, StringType, TimestampNTZType, TimestampType
 
     keys = key_columns(key)
     columns = (*(keys if isinstance(keys, tuple) else (keys,)), time)
@@ -243,8 +243,10 @@ def check_columns(schema, key, time: str, value) -> tuple[tuple, list]:
         raise SlidingWindowError(f"input column {', '.join(map(repr, internal))} has a name sliding_window "
                                  "uses internally; rename it")
     if not isinstance(fields[time], (NumericType, TimestampType, TimestampNTZType, DateType)):
+        hint = (f": parse it first, df.withColumn({time!r}, F.to_timestamp({time!r})) (mta-spark: --schema "
+                f"'..., {time} TIMESTAMP, ...')") if isinstance(fields[time], StringType) else ""
         raise SlidingWindowError(f"time column {time!r} is {fields[time].simpleString()}, "
-                                 "not a number of seconds, a timestamp or a date")
+                                 f"not a number of seconds, a timestamp or a date{hint}")
     return values.fields_of(schema, value)
 
 
