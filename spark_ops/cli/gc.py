@@ -53,9 +53,9 @@ def add_arguments(p) -> None:
 def run(args, spark=None) -> int:
     url = normalize_store(args.store)
     if stores.scheme_of(url) == "file":  # opening a file store makes one: a mistyped path would sweep nothing
-        from urllib.parse import unquote, urlsplit
+        from stores.urls import parse_file_url
 
-        directory = unquote(urlsplit(url).path)
+        directory = parse_file_url(url)
         if not os.path.isdir(directory):
             raise CLIError(f"no store at {url}: {directory} is not a directory (give the store= the jobs used)")
     try:

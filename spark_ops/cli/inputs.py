@@ -102,12 +102,15 @@ def reader(reader, fmt: str, *, streaming: bool, options=(), schema=None):
     return reader if schema is None else reader.schema(schema)
 
 
-def text_keys(schema, keys):
-    """An inferred CSV schema with the key columns as ``STRING``: a key is
-    its text ("007" and "7" are two hosts, which inference would read as
-    one number)."""
+def inferred_schema(spark, fmt: str, path: str, options, keys):
+    """The schema Spark infers from the files at ``path``, a CSV's key
+    columns as ``STRING``: a key is its text ("007" and "7" are two hosts,
+    which inference would read as one number)."""
     from pyspark.sql.types import StringType, StructField, StructType
 
+    schema = reader(spark.read, fmt, streaming=False, options=options).load(spark_path(path)).schema
+    if fmt != "csv":
+        return schema
     return StructType([StructField(f.name, StringType(), f.nullable) if f.name in keys else f
                        for f in schema.fields])
 

@@ -102,12 +102,10 @@ def run(args, spark=None) -> int:
         before, left_out = traffic.round_trips(spark), excluded.rejected_rows(spark)
         t0 = time.monotonic()
         with progress.stage("reading input", spark, f"{fmt} {args.input}"):
+            if fmt == "csv" and schema is None:  # the inferred types, keys as text
+                schema = inputs.inferred_schema(spark, fmt, args.input, args.option, spec.keys)
             df = (inputs.reader(spark.read, fmt, streaming=False, options=args.option, schema=schema)
                   .load(inputs.spark_path(args.input)))
-            if fmt == "csv" and schema is None:  # read again with the inferred types, keys as text
-                df = (inputs.reader(spark.read, fmt, streaming=False, options=args.option,
-                                    schema=inputs.text_keys(df.schema, spec.keys))
-                      .load(inputs.spark_path(args.input)))
             out = windows(df, args, spec, store, None)
             out, observation = observe_rejected(out, args)
             engine, why = choose_engine(dataclasses.replace(spec, store=store, engine=args.engine), df)

@@ -150,9 +150,7 @@ def _schema(args, spark, fmt: str, progress: Progress):
     if args.schema is not None:
         return inputs.parse_schema(args.schema)
     with progress.stage("inferring the schema", spark, f"from the files in {args.input}"):
-        schema = (inputs.reader(spark.read, fmt, streaming=False, options=args.option)
-                  .load(inputs.spark_path(args.input)).schema)
-    return inputs.text_keys(schema, split_columns(args.key)) if fmt == "csv" else schema
+        return inputs.inferred_schema(spark, fmt, args.input, args.option, split_columns(args.key))
 
 
 def _watch(query, progress: Progress) -> tuple[int, int, bool, int]:
