@@ -12,7 +12,9 @@ from scratch with ``Aggregator.aggregate`` when it is reported.
   time ``>= e`` arrives (before it is added) or at a flush, a rows window
   right after element ``e - 1`` (its end) or at a flush;
 * ``flush(until)``: the windows with end ``<= until`` not reported yet;
-  ``flush()`` every window holding elements; reported windows are final.
+  ``flush()`` every window holding elements; reported windows are final;
+* ``late``: pushed elements with a key in a final window (``e <=
+  done``) of some periodic query.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class MultiOracle:
         self.elements: list = []  # (time or None, index, raw)
         # periodic query -> every window with end e <= done[q] is final
         self.done = {q.name: None for q in self.queries if q.slide is not None}
+        self.late = 0
 
     # -- helpers
 
@@ -90,6 +93,21 @@ class MultiOracle:
             cur = self.done[q.name]
             self.done[q.name] = limit if cur is None else max(cur, limit)
 
+    def _in_final_window(self, element) -> bool:
+        """Whether some periodic query's final window holds the element:
+        every window end ``e <= done`` from the element's key on is tried
+        (a window ending at or before ``key + lag`` holds smaller keys)."""
+        for q in self.queries:
+            done = self.done.get(q.name)
+            if done is None:
+                continue
+            key, w = self._key(q, element), self._width(q)
+            for k in range(_floor_div(key + q.lag, q.slide), _floor_div(min(done, key + q.lag + w), q.slide) + 1):
+                e = k * q.slide
+                if self._members(q, e - q.lag - self._width(q), e - q.lag, True, [element]):
+                    return True
+        return False
+
     # -- API
 
     def push(self, raw) -> list:
@@ -100,6 +118,7 @@ class MultiOracle:
         for q in self.queries:
             if q.slide is not None and q.rows is None:
                 self._report_until(q, t, self.elements, out)
+        self.late += self._in_final_window(element)
         self.elements.append(element)
         for q in self.queries:
             if q.slide is not None and q.rows is not None:

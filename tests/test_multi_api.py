@@ -245,8 +245,29 @@ def test_flush_semantics(plan):
     assert shared.push((47, 16)) == [Result("tumble", 30, 8)]  # the empty window [30, 40) is not reported
     assert shared.flush() == [Result("tumble", 50, 16)]
     assert shared.flush() == []
+    assert shared.late == 0
     assert shared.push((48, 32)) == []  # [40, 50) was final at the flush
+    assert shared.late == 1  # counted, not silently lost
     assert shared.flush() == []
+    assert shared.flush(until=70) == []
+    assert shared.push((65, 64)) == []  # [60, 70) was final: the flush's bound passed it
+    assert shared.push((70, 128)) == []  # [70, 80) was not
+    assert shared.late == 2
+    assert shared.flush() == [Result("tumble", 80, 128)]
+
+
+@pytest.mark.parametrize("plan", ["panes+naive", "cutty+rint", "separate"])
+def test_rows_flush_then_more_pushes_are_counted_late(plan):
+    """flush() reports the rows window still filling; the elements that
+    would have completed it are counted in late, and the windows after it
+    hold them as usual."""
+    shared = SharedWindows([Query("sum3", VALUE, rows=3, slide=3)], plan=plan)
+    for v in (1, 2, 4, 8):
+        shared.push((None, v))
+    assert shared.flush() == [Result("sum3", 5, 8)]  # [3, 6) with element 3 alone
+    got = [shared.push((None, v)) for v in (16, 32, 64, 128, 256)]
+    assert got == [[], [], [], [], [Result("sum3", 8, 448)]]
+    assert shared.late == 2  # elements 4 and 5 fell in [3, 6)
 
 
 def test_rows_windows_and_ends():

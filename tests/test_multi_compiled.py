@@ -102,7 +102,9 @@ def replay(queries, ops, plan, check_oracle: bool) -> None:
         assert _typed(got) == _typed(want), where
         if oracle:
             assert got == expected, where
+            assert fast.late == oracle.late, where
         assert len(fast) == len(pure)
+        assert fast.late == pure.late, where
     assert _typed(fast.flush()) == _typed(pure.flush())
     for q in queries:
         assert repr(fast.query(q.name)) == repr(pure.query(q.name)), q.name

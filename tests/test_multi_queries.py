@@ -112,6 +112,7 @@ def run(queries, ops, spec, plan, **options) -> None:
             until = None if op[1] is None else t + op[1]
             assert shared.flush(until) == oracle.flush(until), where
         assert len(shared) == len(oracle.elements)
+        assert shared.late == oracle.late, where
     assert shared.flush() == oracle.flush(), "final flush"
     for q in queries:
         assert shared.query(q.name) == oracle.query(q.name), q.name

@@ -31,8 +31,7 @@ from ..monoid import Aggregator
 
 
 class OutOfOrderError(OperationRefused, ValueError):
-    """An element older than the newest one (or than a flush's ``until``):
-    refused before any change."""
+    """An element older than the newest one: refused before any change."""
 
 
 class Result(NamedTuple):

@@ -59,6 +59,8 @@ class SharedWindows:
       ordered by end, then by the queries' order;
     * ``flush(until=None) -> list[Result]``: the periodic windows ending at
       or before ``until`` (all that hold elements when None), final after;
+    * ``late``: elements pushed after a flush into a window it had made
+      final (left out of that window, counted in every later one);
     * ``query(name)``: the current aggregate of that query's window: the
       window ending at the newest element (per-element queries) or the one
       the newest element falls in (periodic ones);
@@ -166,6 +168,10 @@ class SharedWindows:
             self._slicers.append(slicer)
         self._count = 0  # elements pushed
         self._last_time = None
+        self.late = 0
+        # after a flush: the time (index) below which a pushed element may
+        # fall in a window the flush made final (None: none can)
+        self._late_time = self._late_rows = None
         self._schedule = Schedule(self._executors, self._order)
         self._timed = time is not None and any(not ex.by_rows for ex in self._executors)
         self._rows = any(ex.by_rows for ex in self._executors)
@@ -223,6 +229,8 @@ class SharedWindows:
             if self._failure is not None:
                 self._check_usable()
             v = raw if self._lift_compiled is None else self._lift_compiled(raw)  # before any change
+            if self._late_rows is not None:
+                return self._push_after_flush(core, v)
             try:
                 return core.push(v)
             except BaseException as exc:
@@ -240,6 +248,11 @@ class SharedWindows:
         lifted = [(lift(raw), users) for lift, users in self._lifts]
         out: list = []
         index = self._count
+        late = False
+        if self._late_time is not None:
+            late = t < self._late_time and self._falls_in_final(t, False)
+        if self._late_rows is not None:
+            late = (index < self._late_rows and self._falls_in_final(index, True)) or late
         schedule = self._schedule
         try:
             if index == 0:
@@ -261,6 +274,12 @@ class SharedWindows:
             self._count = index + 1
             if t is not None:
                 self._last_time = t
+            if late:
+                self.late += 1
+            if self._late_time is not None and t >= self._late_time:
+                self._late_time = None
+            if self._late_rows is not None and index + 1 >= self._late_rows:
+                self._late_rows = None
             if index % EVICT_EVERY == 0:
                 self._evict()
         except BaseException as exc:
@@ -268,6 +287,49 @@ class SharedWindows:
             raise
         out.sort()
         return [r[2] for r in out]
+
+    def _push_after_flush(self, core, v) -> list:
+        """The compiled push while an element may fall in a window a flush
+        made final: counted in :attr:`late`.  O(periodic specs) more."""
+        index = core.count
+        late = index < self._late_rows and self._falls_in_final(index, True)
+        try:
+            out = core.push(v)
+        except BaseException as exc:
+            self._fail(exc, "push")
+            raise
+        if late:
+            self.late += 1
+        if index + 1 >= self._late_rows:
+            self._late_rows = None
+        return out
+
+    def _falls_in_final(self, key, by_rows: bool) -> bool:
+        """Whether an element with ``key`` (its time, or its index for rows
+        specs) lies in a window a flush has made final: one ending before
+        its spec's next end.  The first window holding the key ends at the
+        first multiple of the slide past ``key + lag``.  O(periodic specs)."""
+        for spec in self._schedule.specs:
+            if spec.periodic and spec.by_rows == by_rows and spec.next is not None:
+                first = next_multiple(key + spec.lag, spec.slide)
+                if first < spec.next and first <= key + spec.span:
+                    return True
+        return False
+
+    def _mark_final(self) -> None:
+        """After a flush: the keys below which a pushed element may fall in
+        a window now final (a spec's windows ending before its next end);
+        an element at or past ``next - slide - lag`` cannot.  O(specs)."""
+        for spec in self._schedule.specs:
+            if not spec.periodic or spec.next is None:
+                continue
+            below = spec.next - spec.slide - spec.lag
+            if spec.by_rows:
+                if below > self._count and (self._late_rows is None or below > self._late_rows):
+                    self._late_rows = below
+            elif self._last_time is not None and below > self._last_time and (
+                    self._late_time is None or below > self._late_time):
+                self._late_time = below
 
     def _sync(self) -> None:
         """With the compiled core: its count, and each spec's next end, for
@@ -281,7 +343,8 @@ class SharedWindows:
     def flush(self, until=None) -> list:
         """Report the periodic windows ending at or before ``until`` (every
         window holding elements when None) not reported yet; they are final:
-        elements pushed later never change them.  One lookup per reported
+        elements pushed later never change them (one that falls in such a
+        window is counted in :attr:`late`).  One lookup per reported
         window (plus one per run of empty ones)."""
         self._check_usable()
         if until is not None and not _finite(until):
@@ -294,6 +357,7 @@ class SharedWindows:
             return out
         try:
             self._schedule.flush(until, out)
+            self._mark_final()
             if self._core is not None:
                 # ends past 2**62 are never reached by a push
                 self._core.set_nexts([min(s.next, 1 << 62) for s in self._schedule.specs])
