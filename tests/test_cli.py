@@ -290,6 +290,21 @@ def test_run_csv_keys_are_text_and_a_schema_matches_columns_by_name(spark, tmp_p
     assert [r["max"] for r in spark.read.parquet(str(tmp_path / "o3")).orderBy("ts").collect()] == [1.0, 5.0, 2.0]
 
 
+def test_run_input_not_in_its_format_is_a_usage_error_naming_the_file(spark, tmp_path, capsys):
+    """A CSV read as Parquet (a wrong --format, or a misleading file name)
+    is the input's problem: exit 2 with the path, the format and Spark's
+    reason; with the right --format the same input runs."""
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "part.csv").write_text("host,ts,mem\na,1,2\nb,2,3\n")
+    args = ["--key", "host", "--time", "ts", "--value", "mem", "--agg", "max", "--rows", 2]
+    assert run_cli(spark, "run", "--input", src, "--output", tmp_path / "o", "--format", "parquet", *args) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert f"cannot read {src} as parquet" in line and "not a Parquet file" in line and "--format" in line, line
+    assert not (tmp_path / "o").exists()
+    assert run_cli(spark, "run", "--input", src, "--output", tmp_path / "o", "--format", "csv", *args) == 0
+
+
 def test_run_json_text_timestamps_name_the_remedy_which_works(spark, tmp_path, capsys):
     """JSON has no timestamp type: times written as ISO text are a string
     column, refused with the --schema that reads them; with it the windows

@@ -102,13 +102,28 @@ def reader(reader, fmt: str, *, streaming: bool, options=(), schema=None):
     return reader if schema is None else reader.schema(schema)
 
 
+def load(spark, fmt: str, path: str, options=(), schema=None):
+    """The batch DataFrame of the files at ``path`` (:func:`reader`).  A
+    failure here is the input's (a file not in ``fmt``, unreadable, corrupt):
+    a :class:`CLIError` naming the path, the format and Spark's cause."""
+    from .errors import failure_message
+
+    try:
+        return reader(spark.read, fmt, streaming=False, options=options, schema=schema).load(spark_path(path))
+    except CLIError:
+        raise
+    except Exception as e:  # noqa: BLE001 - Spark's reader raises Py4J and captured JVM errors
+        raise CLIError(f"cannot read {path} as {fmt}: {failure_message(e)[0]}; --format names the input's "
+                       "format") from e
+
+
 def inferred_schema(spark, fmt: str, path: str, options, keys):
     """The schema Spark infers from the files at ``path``, a CSV's key
     columns as ``STRING``: a key is its text ("007" and "7" are two hosts,
     which inference would read as one number)."""
     from pyspark.sql.types import StringType, StructField, StructType
 
-    schema = reader(spark.read, fmt, streaming=False, options=options).load(spark_path(path)).schema
+    schema = load(spark, fmt, path, options).schema
     if fmt != "csv":
         return schema
     return StructType([StructField(f.name, StringType(), f.nullable) if f.name in keys else f

@@ -104,8 +104,7 @@ def run(args, spark=None) -> int:
         with progress.stage("reading input", spark, f"{fmt} {args.input}"):
             if fmt == "csv" and schema is None:  # the inferred types, keys as text
                 schema = inputs.inferred_schema(spark, fmt, args.input, args.option, spec.keys)
-            df = (inputs.reader(spark.read, fmt, streaming=False, options=args.option, schema=schema)
-                  .load(inputs.spark_path(args.input)))
+            df = inputs.load(spark, fmt, args.input, args.option, schema)
             out = windows(df, args, spec, store, None)
             out, observation = observe_rejected(out, args)
             engine, why = choose_engine(dataclasses.replace(spec, store=store, engine=args.engine), df)
