@@ -16,6 +16,7 @@ from typing import Any, Optional
 from urllib.parse import urlsplit
 
 from .base import STORE_OPTIONS, Store, Token, cas_mismatch
+from .meta_cas import first_token
 from .errors import StoreConfigError
 
 
@@ -130,7 +131,7 @@ class MemoryStore(Store):
             current = None if rec is None else rec[0]
             if current != expected or (expected is None and rec is not None):
                 raise cas_mismatch(window, expected, current)
-            version = 1 if rec is None else rec[0] + 1
+            version = first_token(window, value) if rec is None else rec[0] + 1
             sp.meta[window] = (version, value)
             return version
 

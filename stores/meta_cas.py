@@ -13,17 +13,36 @@ race.
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from .checks import as_blob, check_window
 from .errors import CasMismatch, StoreConfigError
 from .stats import StoreStats
 
-__all__ = ["MetaCas", "Swap", "Token", "cas_mismatch"]
+__all__ = ["MetaCas", "Swap", "Token", "cas_mismatch", "first_token"]
 
 #: Opaque compare-and-set token of a window's metadata (``None`` when the
 #: record is absent).  Compare tokens only with ``==``; never interpret them.
 Token = Any
+
+#: This process's key for :func:`first_token`.
+_FIRST_TOKEN_KEY = secrets.token_bytes(16)
+
+
+def first_token(window: str, value: bytes) -> int:
+    """The token of a record created with ``value`` by a backend that
+    numbers its records' versions (memory, SQLite, Redis; each update adds
+    one).  Not 1: a window deleted and made anew would hand out its old
+    tokens again, and a zombie still holding one could overwrite the new
+    window.  A keyed hash of the window and the value instead, the key
+    drawn per process: a retry of the same creation gets the same token
+    (its landed first attempt is recognised), another creation a token
+    unrelated to any earlier one.  Below 2**52, so that it and its
+    successors stay exact in Redis's Lua numbers (doubles).  O(len(value))."""
+    digest = hashlib.blake2b(window.encode() + b"\0" + value, digest_size=8, key=_FIRST_TOKEN_KEY).digest()
+    return int.from_bytes(digest, "big") % (2**52 - 1) + 1
 
 
 class MetaCas:

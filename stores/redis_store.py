@@ -63,6 +63,7 @@ from array import array
 from typing import Any, Optional
 
 from .base import STORE_OPTIONS, Token, cas_mismatch
+from .meta_cas import first_token
 from .errors import StoreConfigError
 
 from .redis_connection import RedisConnection, no_retries
@@ -269,7 +270,8 @@ class RedisStore(RedisConnection):
         """The CAS script's keys and arguments for one ``_swap_meta``."""
         keys = [self.meta_key(window), self.epochs_key(window)]
         args = ["" if expected is None else str(expected), value, "1" if retry else "0",
-                "0" if old is None else "1", b"" if old is None else old, "1" if listing else "0"]
+                "0" if old is None else "1", b"" if old is None else old, "1" if listing else "0",
+                str(first_token(window, value)) if expected is None else "0"]
         return keys, args
 
     def _delete_meta(self, window: str, expected: Token) -> None:

@@ -23,7 +23,8 @@ CHUNK = 4096
 #: Compare-and-set of a metadata hash.  KEYS = the hash, the window's epochs
 #: set; ARGV = expected version ('' to create), new blob, '1' for a retry
 #: (an earlier attempt that landed counts as done), '1' to also require
-#: the blob ARGV[5], '1' to return the epochs set with the new version.
+#: the blob ARGV[5], '1' to return the epochs set with the new version,
+#: the version of a record created (``meta_cas.first_token``).
 #: Returns {1, version[, epochs]}, or {0, current version or ''[, current
 #: blob when ARGV[4] is '1']}.
 CAS_LUA = """
@@ -31,14 +32,14 @@ local cur = redis.call('HGET', KEYS[1], 'v')
 local exp = ARGV[1]
 local ok = false
 if exp == '' and not cur then
-  redis.call('HSET', KEYS[1], 'v', 1, 'b', ARGV[2])
-  cur, ok = 1, true
+  redis.call('HSET', KEYS[1], 'v', ARGV[7], 'b', ARGV[2])
+  cur, ok = ARGV[7], true
 elseif exp ~= '' and cur == exp and (ARGV[4] ~= '1' or redis.call('HGET', KEYS[1], 'b') == ARGV[5]) then
   cur = redis.call('HINCRBY', KEYS[1], 'v', 1)
   redis.call('HSET', KEYS[1], 'b', ARGV[2])
   ok = true
 elseif ARGV[3] == '1' and cur then
-  local want = 1
+  local want = tonumber(ARGV[7])
   if exp ~= '' then want = tonumber(exp) + 1 end
   if tonumber(cur) == want and redis.call('HGET', KEYS[1], 'b') == ARGV[2] then
     cur, ok = want, true

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 from .base import Token
+from .meta_cas import first_token
 
 __all__ = ["SQLiteWindows"]
 
@@ -82,8 +83,9 @@ class SQLiteWindows:
 
         def swap(window: str, expected: Token, value: bytes, old: Optional[bytes]) -> tuple[bool, Token, Any]:
             if expected is None:
-                cur = conn.execute("INSERT INTO meta (window, version, blob) VALUES (?, 1, ?)"
-                                   " ON CONFLICT (window) DO NOTHING", (window, value))
+                created = first_token(window, value)
+                cur = conn.execute("INSERT INTO meta (window, version, blob) VALUES (?, ?, ?)"
+                                   " ON CONFLICT (window) DO NOTHING", (window, created, value))
             elif old is None:
                 cur = conn.execute("UPDATE meta SET version = version + 1, blob = ?"
                                    " WHERE window = ? AND version = ?", (value, window, expected))
@@ -91,7 +93,8 @@ class SQLiteWindows:
                 cur = conn.execute("UPDATE meta SET version = version + 1, blob = ?"
                                    " WHERE window = ? AND version = ? AND blob = ?", (value, window, expected, old))
             if cur.rowcount == 1:
-                return True, (expected or 0) + 1, self._list_epochs(window) if listing else None
+                return True, created if expected is None else expected + 1, \
+                    self._list_epochs(window) if listing else None
             row = conn.execute("SELECT version, blob FROM meta WHERE window = ?", (window,)).fetchone()
             if row is None:
                 return False, None, None

@@ -230,10 +230,14 @@ class Ownership:
     def _fenced(self, what: str, where: str | None = None) -> FencingError:
         blob, _ = self._call(self.store.read_meta, self.window)
         now = self._decode_meta(blob) if blob is not None else {"epoch": "none (deleted)"}
+        # epochs restart with a window deleted and made anew: an owner at an epoch not above this one's
+        taken = ("the window was deleted since this engine opened it" if blob is None
+                 else "a newer owner took it over" if now["epoch"] > self.epoch
+                 else "the window was deleted and made anew since this engine opened it")
         error = FencingError(
             f"{where or f'window {self.window!r} in {self.store.url}'}: {what} refused, the window "
             f"is now owned by epoch {now['epoch']} and this engine holds epoch {self.epoch}; "
-            "a newer owner took it over (this engine is stale and must stop)")
+            f"{taken} (this engine is stale and must stop)")
         _log.warning("%s", error)
         return error
 

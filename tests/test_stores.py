@@ -313,9 +313,8 @@ def test_meta_compare_and_set(store):
 
 def test_swap_meta_compares_token_and_content(store):
     """swap_meta replaces only the record it is told (token and blob), and
-    otherwise returns what the record holds instead of raising: a record
-    deleted and created again at the same token, with other content, is
-    not the one remembered."""
+    otherwise returns what the record holds instead of raising; a record
+    deleted and created again is never at the token remembered."""
     t1 = store.cas_meta("w", None, b"one")
     done = store.swap_meta("w", t1, b"one", b"two", durable=False)
     assert done.done and done.blob is None and done.token != t1
@@ -326,10 +325,9 @@ def test_swap_meta_compares_token_and_content(store):
     store.delete_window("w")
     assert tuple(store.swap_meta("w", t2, b"two", b"x")) == (False, None, None)  # gone
     again = store.cas_meta("w", None, b"other")
-    while again != t2:  # created again, up to the remembered token
-        again = store.cas_meta("w", again, b"other")
-    assert tuple(store.swap_meta("w", t2, b"two", b"x")) == (False, t2, b"other")
-    assert store.read_meta("w") == (b"other", t2)
+    assert again not in (t1, t2)
+    assert tuple(store.swap_meta("w", t2, b"two", b"x")) == (False, again, b"other")
+    assert store.read_meta("w") == (b"other", again)
     with pytest.raises(CasMismatch):
         store.swap_meta("w", "not a token", b"other", b"x")
 
@@ -449,6 +447,28 @@ def test_cas_after_delete_window(store):
         store.cas_meta("w", t, b"b")
     assert info.value.actual is None
     store.cas_meta("w", None, b"c")
+
+
+def test_a_window_made_anew_never_takes_a_token_of_its_earlier_life(store):
+    """Deleted (as a whole, or its record alone) and created again, a
+    window's record hands out none of the tokens it had before, so a zombie
+    still holding one is refused instead of overwriting the new window."""
+    old = [store.cas_meta("w", None, b"life 1")]
+    for i in range(3):
+        old.append(store.cas_meta("w", old[-1], b"life 1 checkpoint %d" % i))
+    store.delete_window("w")
+    new = [store.cas_meta("w", None, b"life 2")]
+    for i in range(3):
+        new.append(store.cas_meta("w", new[-1], b"life 2 checkpoint %d" % i))
+    store.delete_meta("w", new[-1])
+    new.append(store.cas_meta("w", None, b"life 3"))
+    assert not set(old) & set(new[:-1]) and not set(old + new[:-1]) & {new[-1]}
+    for stale in old + new[:-1]:
+        with pytest.raises(CasMismatch):
+            store.cas_meta("w", stale, b"zombie")
+        with pytest.raises(CasMismatch):
+            store.delete_meta("w", stale)
+    assert store.read_meta("w") == (b"life 3", new[-1])
 
 
 def test_cas_refuses_anything_but_a_real_token(store):
@@ -948,7 +968,7 @@ def test_redis_key_layout(redis_url, redis_server):
         assert keys == {"mta:{win}:e3:l2", "mta:{win}:e3:levels", "mta:{win}:epochs",
                         "mta:{win}:meta"}
         assert raw.hgetall("mta:{win}:e3:l2") == {b"10": b"a", b"11": b"b"}
-        assert raw.hgetall("mta:{win}:meta") == {b"v": b"1", b"b": b"m"}
+        assert raw.hgetall("mta:{win}:meta") == {b"v": str(s.read_meta("win")[1]).encode(), b"b": b"m"}
         s.delete_pairs("win", 3, 2, 0, 100)
         assert not raw.exists("mta:{win}:e3:l2")
         s.drop_epoch("win", 3)
@@ -1062,8 +1082,8 @@ def test_redis_cas_script_is_loaded_again_when_the_server_forgot_it(redis_url, r
         raw.script_flush()
         assert tuple(s.swap_meta("w", t2, b"two", b"three")) == (True, t2 + 1, None)
         raw.script_flush()
-        assert s.swap_meta_many([("w", t2 + 1, b"three", b"four"), ("v", None, None, b"v")]) == \
-            [(True, t2 + 2, None), (True, 1, None)]
+        got = s.swap_meta_many([("w", t2 + 1, b"three", b"four"), ("v", None, None, b"v")])
+        assert got == [(True, t2 + 2, None), (True, s.read_meta("v")[1], None)] and got[1][1] is not None
     finally:
         raw.close()
         s.close()
