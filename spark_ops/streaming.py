@@ -29,6 +29,9 @@ from .windows import open_key_window
 #: store, its newest time, and the job that built it (WindowSpec.fingerprint).
 STATE_SCHEMA = "version long, newest double, job string"
 
+#: The task property naming the micro-batch a streaming query's task runs for.
+BATCH_ID = "streaming.sql.batchId"
+
 
 def streaming_plan(df, spec: WindowSpec, run: str, expire_after: float | None):
     """``df`` with the windows' output columns; ``run``: the query's name."""
@@ -71,9 +74,7 @@ def key_windows(spec: WindowSpec, run: str, passed: list[str], group_keys: passt
     def one_key(key, frames, state):
         k = key_value(spec, group_keys.value(key))
         if state.hasTimedOut:  # no rows for expire_after: the window goes
-            # opened afresh, not at the version in the state: a replay of an expiry whose
-            # state removal Spark never committed finds the window deleted already
-            open_key_window(spec, k, run, streaming=True, resume=False).expire()
+            _expire(spec, k, run)
             state.remove()
             return
         rows = _in_order(passthrough.unpack(blob for frame in frames for blob in frame[PACKED]))
@@ -82,7 +83,7 @@ def key_windows(spec: WindowSpec, run: str, passed: list[str], group_keys: passt
         window = _resume(spec, k, run, version, newest)
         try:
             result = _pushed(window, rows, None, spec, passed)
-            version = window.checkpoint()
+            version = window.checkpoint(micro_batch())
         finally:
             window.close()
         state.update((version, window.newest, fingerprint))
@@ -113,8 +114,7 @@ def event_time_windows(spec: WindowSpec, run: str, passed: list[str], group_keys
         blobs = [blob for frame in frames for blob in frame[PACKED]]
         if not blobs and waiting is None:  # timed out with nothing waiting: the window's rows are all too old
             if spec.range is not None and state.exists:  # for any row still to come (event_time.expiry_ms)
-                # opened afresh, as key_windows' expiry: a replay finds the window deleted already
-                open_key_window(spec, k, run, streaming=True, resume=False).expire()
+                _expire(spec, k, run)
                 state.remove()
             return
         new = passthrough.unpack(blobs) if blobs else waiting.slice(0, 0)
@@ -130,7 +130,8 @@ def event_time_windows(spec: WindowSpec, run: str, passed: list[str], group_keys
                     if part.num_rows:
                         results.append(_pushed(window, part, part_problems, spec, passed))
                 if ready.num_rows and (version is not None or window.newest is not None):
-                    version, newest = window.checkpoint(), window.newest  # else no row entered: nothing to keep
+                    # else no row entered: nothing to keep
+                    version, newest = window.checkpoint(micro_batch()), window.newest
             except BaseException:
                 window.close()
                 raise
@@ -169,6 +170,36 @@ def _counted(one_key, spec: WindowSpec, count):
             yield from one_key(key, frames, state)
 
     return windows_of_key
+
+
+def micro_batch() -> int | None:
+    """The micro-batch this task runs for (Spark's task property), or None
+    outside a streaming query's task.  The state plans label each
+    checkpoint with it, for :func:`_expire`."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    step = context.getLocalProperty(BATCH_ID) if context else None
+    return None if step is None else int(step)
+
+
+def _expire(spec: WindowSpec, k, run: str) -> None:
+    """Delete key ``k``'s window, its Spark state having timed out, unless
+    a later micro-batch than this task's made it anew: a stale attempt (a
+    task left running on a lost executor) whose expiry comes after the key
+    got new rows keeps their window.  The window is claimed at its newest
+    checkpoint, whatever version the state holds: a replayed expiry finds
+    it deleted already (an empty window, deleted again).  The claim, the
+    check of the checkpoint's micro-batch and the delete are one fenced
+    chain: a checkpoint landing in between fails the delete's
+    compare-and-set.  O(levels) pairs read."""
+    step = micro_batch()
+    window = open_key_window(spec, k, run, streaming=True, resume=True)
+    made_by = window.resumed_label
+    if step is not None and isinstance(made_by, int) and made_by > step:
+        window.close()
+        return
+    window.expire()
 
 
 def _resume(spec: WindowSpec, k, run: str, version, newest):

@@ -475,6 +475,67 @@ def test_an_expiry_replayed_after_a_failure_finds_the_window_gone_and_goes_on(si
     store.close()
 
 
+class _State:
+    """Spark's GroupState of one key, as the per-key function uses it."""
+
+    def __init__(self, value=None, timed_out: bool = False) -> None:
+        self.get, self.exists, self.hasTimedOut, self.removed = value, value is not None, timed_out, False
+
+    def update(self, value) -> None:
+        self.get, self.exists = value, True
+
+    def remove(self) -> None:
+        self.removed, self.exists = True, False
+
+    def setTimeoutDuration(self, ms) -> None:
+        pass
+
+
+@pytest.mark.parametrize("size", [10, [3, 10]], ids=["one size", "two sizes"])
+def test_a_stale_expiry_keeps_the_window_a_later_micro_batch_made_anew(size, monkeypatch):
+    """Micro-batch 2 expires an idle key (its retry, which Spark commits),
+    micro-batch 3 gives the key rows again (a new window), and only then
+    does a stale attempt of micro-batch 2 (a task left running on a lost
+    executor) run the same expiry: it keeps the new window, and micro-batch
+    4 goes on from it as if the stale attempt never ran."""
+    import pyarrow as pa
+    from pyspark.sql.types import DoubleType, StringType, StructField, StructType
+
+    from spark_ops import passthrough, streaming
+    from spark_ops.plan import ARRIVAL, PACKED, TIME, VALUE
+    from spark_ops.spec import WindowSpec
+
+    spec = WindowSpec.build(key="k", time="t", value="v", aggs=["count", "sum"], range=size,
+                            store=f"memory://stale-expiry-{uuid.uuid4().hex}")
+    group_keys = passthrough.GroupKeys(StructType([StructField("k", StringType()), StructField("t", DoubleType()),
+                                                   StructField("v", DoubleType())]), ["k"])
+    per_key = streaming.key_windows(spec, "run", ["k", "t", "v"], group_keys, 60.0)
+
+    def micro_batch(step, state, rows=()):
+        monkeypatch.setattr(streaming, "micro_batch", lambda: step)
+        table = pa.table({"k": ["k1"] * len(rows), "t": [t for t, _ in rows], "v": [v for _, v in rows],
+                          TIME: [t for t, _ in rows], VALUE: [v for _, v in rows],
+                          ARRIVAL: pa.array(range(len(rows)), pa.int64())},
+                         schema=pa.schema([("k", pa.string()), ("t", pa.float64()), ("v", pa.float64()),
+                                           (TIME, pa.float64()), (VALUE, pa.float64()), (ARRIVAL, pa.int64())]))
+        frames = iter([passthrough.frame(passthrough.pack(table))] if rows else [])
+        out = [passthrough.unpack(f[PACKED]) for f in per_key(("k1",), frames, state)]
+        wide = ["count", "sum"] if size == 10 else ["count_10", "sum_10"]  # every row within 10 seconds
+        return [tuple(r.values()) for t in out for r in t.select(["t"] + wide).to_pylist()]
+
+    first = _State()
+    micro_batch(1, first, [(1.0, 10.0), (2.0, 20.0)])
+    committed = _State(first.get, timed_out=True)
+    micro_batch(2, committed)
+    assert committed.removed
+    again = _State()
+    assert micro_batch(3, again, [(100.0, 1.0), (101.0, 2.0)]) == [(100.0, 1, 1.0), (101.0, 2, 3.0)]
+    stale = _State(first.get, timed_out=True)
+    micro_batch(2, stale)
+    assert stale.removed  # the stale attempt's own state goes; the window stays
+    assert micro_batch(4, again, [(102.0, 4.0)]) == [(102.0, 3, 7.0)]
+
+
 def test_streaming_expire_after_deletes_idle_windows(spark, tmp_path):
     """expire_after= (a query with a processing-time trigger): keys without
     rows for that long have their windows deleted from the store and their
