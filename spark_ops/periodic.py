@@ -178,7 +178,13 @@ def _ends_array(ends_us: np.ndarray, arrow_type):
     if pa.types.is_timestamp(arrow_type):
         return pa.array(ends_us, type=pa.int64()).cast(pa.timestamp("us", tz=arrow_type.tz)).cast(arrow_type)
     if pa.types.is_integer(arrow_type):
-        return pa.array(ends_us // MICROS, type=arrow_type)
+        ends = ends_us // MICROS
+        top = np.iinfo(arrow_type.to_pandas_dtype()).max
+        if len(ends) and ends.max() > top:  # a window ends after its rows: past the largest time the type holds
+            raise SlidingWindowError(f"a window ends at {int(ends.max())} seconds, past {top}, the largest value "
+                                     "of the time column's type, which window_end has: cast the time column to "
+                                     "bigint or a timestamp")
+        return pa.array(ends, type=arrow_type)
     return pa.array(ends_us / MICROS, type=arrow_type)
 
 

@@ -473,6 +473,30 @@ def test_errors_raise_before_any_job(spark, tmp_path):
     assert not spark.streams.active
 
 
+@pytest.mark.parametrize("kind,near_top", [("tinyint", 120), ("int", 2147483640)])
+def test_slide_window_ends_past_an_integral_time_type_are_refused_naming_the_cast(spark, kind, near_top):
+    """window_end has the time column's type, and a window ends after its
+    rows: an int column of epoch seconds just before 2038 gives ends past
+    its largest value.  Both periodic plans (panes: count; rows: first) fail
+    naming the cast, and with the column cast to bigint the ends are the
+    multiples of the slide after the row."""
+    from pyspark.sql import functions as F
+
+    from spark_ops import sliding_window
+
+    df = spark.createDataFrame([("a", near_top, 1.0)], "k string, t long, v double") \
+        .selectExpr("k", f"CAST(t AS {kind}) AS t", "v")
+    for aggs in (["count"], ["first"]):
+        with pytest.raises(Exception) as info:
+            sliding_window(df, key="k", time="t", value="v", aggs=aggs, range=10, slide=5).collect()
+        top = {"tinyint": 127, "int": 2**31 - 1}[kind]
+        assert f"past {top}, the largest value of the time column's type" in str(info.value), str(info.value)[:2000]
+        assert "cast the time column to bigint" in str(info.value), str(info.value)[:2000]
+        wide = df.withColumn("t", F.col("t").cast("bigint"))
+        got = sliding_window(wide, key="k", time="t", value="v", aggs=aggs, range=10, slide=5).orderBy("window_end")
+        assert [r["window_end"] for r in got.collect()] == [(near_top // 5 + 1) * 5, (near_top // 5 + 2) * 5]
+
+
 # -- the command line -----------------------------------------------------------------
 @pytest.mark.parametrize("option,value,labelled,kind", [
     ("--range", "3s,0.25m", {"3s": 3, "0.25m": 15}, "range"),
