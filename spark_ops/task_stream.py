@@ -45,7 +45,7 @@ import stores
 from . import passthrough, traffic, worker_gc
 from .plan import ARRIVAL, INTERNAL, ROW_ORDER, TIME, column, output_arrow_schema, output_schema, with_time_and_value
 from .spec import SlidingWindowError, WindowSpec
-from .streaming import BATCH_ID, _check_job, _pushed, key_value
+from .streaming import _check_job, _pushed, key_value, micro_batch
 from .windows import open_key_window, window_names
 
 
@@ -164,8 +164,8 @@ def _task() -> tuple[str, int, int]:
 
     context = TaskContext.get()
     query = context.getLocalProperty("sql.streaming.queryId") if context else None
-    step = context.getLocalProperty(BATCH_ID) if context else None
+    step = micro_batch()
     if not query or step is None:
         raise SlidingWindowError("a streaming sliding_window's task ran outside a streaming query's micro-batch "
                                  "(no query or batch id in its Spark task properties)")
-    return query, int(step), context.partitionId()
+    return query, step, context.partitionId()

@@ -104,7 +104,7 @@ class MultiOracle:
             key, w = self._key(q, element), self._width(q)
             for k in range(_floor_div(key + q.lag, q.slide), _floor_div(min(done, key + q.lag + w), q.slide) + 1):
                 e = k * q.slide
-                if self._members(q, e - q.lag - self._width(q), e - q.lag, True, [element]):
+                if self._members(q, e - q.lag - w, e - q.lag, True, [element]):
                     return True
         return False
 
