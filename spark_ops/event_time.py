@@ -117,7 +117,7 @@ def split(new, waiting, watermark_ms: int, time: str, null_key: bool = False, pe
 
     n = new.num_rows
     keys = pa.nulls(n, pa.int8()) if null_key else pa.repeat(pa.scalar(0, pa.int8()), n)
-    problems = rows.check_columns(keys, new.column(TIME), new.column(VALUE))
+    problems = rows.check_columns(keys, new.column(TIME), new.column(VALUE), micros=True)
     problems = list(problems) if problems is not None else [None] * n
     watermark_us = watermark_ms * 1000
     for i, t in enumerate(micros(new.column(time)).tolist() if n else ()):

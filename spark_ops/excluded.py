@@ -4,8 +4,8 @@ Periodic output has a row per key and window, not per input row, so no
 output row can carry a bad row's ``rejected`` flag.  In a batch job
 ``on_bad_row="flag"`` then means: each bad row (the rules of
 :mod:`spark_ops.rows`: a null or NaN key, a null, NaN or infinite time, a
-null or NaN value in any value column, a value the aggregations cannot
-lift) is left out of every window, counted in a Spark accumulator of the
+time beyond the microseconds the windows count, a null or NaN value in
+any value column, a value the aggregations cannot lift) is left out of every window, counted in a Spark accumulator of the
 session that :func:`rejected_rows` reads on the driver (``mta-spark``
 prints it), and logged at WARNING by the task that found it, naming its
 first bad row.  Nothing is dropped unseen.
@@ -85,7 +85,7 @@ def exclude(df, spec):
         found = 0
         for batch in batches:
             keys, times, taken = key_columns(batch), batch.column(time_at), batch.column(value_at)
-            problems = rows.check_columns(keys, times, taken)
+            problems = rows.check_columns(keys, times, taken, micros=True)
             if problems is None and not lifting:
                 yield batch
                 continue

@@ -140,7 +140,7 @@ def periodic_plan(df, spec: WindowSpec, run: str):
         for batch in batches:
             keys = key_columns(batch)
             times, values = seconds(batch.column(time_at)), batch.column(value_at)
-            problems = rows.check_columns(keys, times, values)
+            problems = rows.check_columns(keys, times, values, micros=True)
             if columnar and "geomean" in kernels:  # the monoids' lift finds these itself
                 problems = not_positive(spec, kernels, values, problems)
             if problems and any(problems):

@@ -158,10 +158,12 @@ def pane_plan(df, spec: WindowSpec, schema: str, arrow_schema):
         parts = [value]
     floating = [isinstance(t, FractionalType) for t in value_types]
     bad = " OR ".join(f"({condition})" for condition, _ in rows.column_rules_sql(
-        [(quoted(c), isinstance(types[c], FractionalType)) for c in spec.keys], seconds, list(zip(parts, floating))))
+        [(quoted(c), isinstance(types[c], FractionalType)) for c in spec.keys], seconds, list(zip(parts, floating)),
+        micros=True))
     slide_us = round(spec.slide * MICROS)
-    t_us = micros_sql(spec.time, types[spec.time])
-    pane = f"CASE WHEN {bad} THEN NULL ELSE ({t_us} - pmod({t_us}, {slide_us})) div {slide_us} END"
+    # a bad row's time is not converted (an infinite one cannot be): its pane is null
+    t_us = f"CASE WHEN {bad} THEN NULL ELSE {micros_sql(spec.time, types[spec.time])} END"
+    pane = f"({t_us} - pmod({t_us}, {slide_us})) div {slide_us}"
     order = f"CASE WHEN {bad} THEN 0 END"  # min_by's ordering: any bad row, the same one for each column
 
     fields, steps, zeros = _partials(spec, floating)
@@ -190,7 +192,7 @@ def pane_plan(df, spec: WindowSpec, schema: str, arrow_schema):
         v = vs if spec.value_fields else vs[0]
         shown = batch.column(k + 2).slice(i, 1)
         t_shown, t = shown[0].as_py(), time_seconds(shown)[0].as_py()
-        raise rows.rejected(spec, rows.check_row(key, t, v, None) or rows.NULL_VALUE, key, t_shown, v)
+        raise rows.rejected(spec, rows.check_row(key, t, v, None, micros=True) or rows.NULL_VALUE, key, t_shown, v)
 
     def partials(batch, start, n):
         import pyarrow as pa

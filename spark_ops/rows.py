@@ -8,7 +8,9 @@ streaming micro-batches: a batch job
 sorts each key's rows), with ``frame="sql"`` a time equal to the newest
 whose outputs an earlier micro-batch gave (its peers' shared output is
 out already), or a value the aggregations cannot take (their ``lift``
-raises, e.g. ``geomean`` of a value <= 0).  The reasons are
+raises, e.g. ``geomean`` of a value <= 0).  Plans that count time in
+integer microseconds (``slide=``, watermarks) also reject a time too far
+from 1970 for them (:data:`MICROS_RULES`).  The reasons are
 written here once; batch and streaming, and every per-key window
 (:mod:`spark_ops.windows`), use them.
 
@@ -29,12 +31,14 @@ from typing import Sequence
 from mta import LiftError
 
 from . import values as value_columns
-from .spec import SlidingWindowError, WindowSpec
+from .spec import MICROS_TIME_LIMIT, SlidingWindowError, WindowSpec
 
 # null and NaN read the same: neither is a number a window can take
 NULL_KEY = "null or NaN key"
 NULL_TIME = "null or NaN time"
 INFINITE_TIME = "infinite time"
+BEYOND_MICROS = (f"time more than {MICROS_TIME_LIMIT:.3g} seconds from 1970, beyond the microseconds that "
+                 "slide= windows and watermarks count in; an epoch in nanoseconds?")
 NULL_VALUE = "null or NaN value"
 
 
@@ -80,17 +84,20 @@ def null_key(key) -> bool:
     return _missing(key)
 
 
-def check_row(key, t, v, newest, emitted=None) -> str | None:
+def check_row(key, t, v, newest, emitted=None, micros: bool = False) -> str | None:
     """Why a row cannot enter its key's window (whose newest time is
     ``newest``, ``None`` if it has none), or ``None``; ``emitted``: with
     ``frame="sql"``, the newest time whose outputs were given in an earlier
-    push (``None``: none, or the default frame)."""
+    push (``None``: none, or the default frame); ``micros``: the plan
+    counts time in microseconds (:data:`MICROS_RULES`)."""
     if null_key(key):
         return NULL_KEY
     if _missing(t):
         return NULL_TIME
     if isinstance(t, float) and math.isinf(t):
         return INFINITE_TIME
+    if micros and abs(t) >= MICROS_TIME_LIMIT:
+        return BEYOND_MICROS
     if value_columns.missing(v):  # a tuple of several value columns: any of them
         return NULL_VALUE
     for x in v if type(v) is tuple else (v,):
@@ -107,12 +114,21 @@ def check_row(key, t, v, newest, emitted=None) -> str | None:
 #: before it, in the order they are tried: ``(column, test, reason)``.
 #: ``column``: ``"key"`` (any of a composite key's columns), ``"time"`` or
 #: ``"value"`` (any of several value columns); ``test``: ``"missing"``
-#: (null, or NaN in a floating column) or ``"infinite"`` (+-inf).  Both
+#: (null, or NaN in a floating column), ``"infinite"`` (+-inf) or
+#: ``"beyond"`` (:data:`MICROS_TIME_LIMIT` or more either side of 0).  Both
 #: forms of these rules are built from this table: :func:`check_columns`
 #: (Arrow, on the worker) and :func:`column_rules_sql` (Spark SQL, before
 #: a shuffle); :func:`check_row` tries them first, in this order.
 COLUMN_RULES = (("key", "missing", NULL_KEY), ("time", "missing", NULL_TIME),
                 ("time", "infinite", INFINITE_TIME), ("value", "missing", NULL_VALUE))
+#: The rules of a plan that counts time in integer microseconds
+#: (``micros=True`` in their forms): :data:`COLUMN_RULES` and a time within
+#: :data:`MICROS_TIME_LIMIT`, tried after the other time rules.
+MICROS_RULES = COLUMN_RULES[:3] + (("time", "beyond", BEYOND_MICROS),) + COLUMN_RULES[3:]
+
+
+def _rules(micros: bool) -> tuple:
+    return MICROS_RULES if micros else COLUMN_RULES
 
 
 def _arrow_test(test: str, column):
@@ -121,46 +137,54 @@ def _arrow_test(test: str, column):
 
     if test == "missing":
         return pc.is_null(column, nan_is_null=pa.types.is_floating(column.type))
+    if test == "beyond":
+        return pc.greater_equal(pc.abs(pc.cast(column, pa.float64(), safe=False)), MICROS_TIME_LIMIT)
     return pc.is_inf(column) if pa.types.is_floating(column.type) else pc.is_null(column)
 
 
 def _sql_test(test: str, sql: str, floating: bool) -> str:
     if test == "missing":
         return f"({sql}) IS NULL" + (f" OR isnan({sql})" if floating else "")
+    if test == "beyond":
+        return f"abs({sql}) >= {MICROS_TIME_LIMIT!r}D"
     return f"abs({sql}) = double('inf')" if floating else "false"
 
 
 def _clean(test: str, column) -> bool:
     """Whether :func:`_arrow_test` ``test`` holds for no row of ``column``,
-    told without building its mask: Arrow's count of nulls, and for a
-    floating column one NumPy pass.  O(n)."""
+    told without building its mask where it can: Arrow's count of nulls,
+    for a floating column one NumPy pass ("beyond": one Arrow pass).  O(n)."""
     import numpy as np
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     if column.null_count:
         return False
+    if test == "beyond":
+        return not pc.any(_arrow_test(test, column)).as_py()
     if not pa.types.is_floating(column.type):
         return True
     x = column.to_numpy(zero_copy_only=False)
     return not (np.isnan(x) if test == "missing" else np.isinf(x)).any()
 
 
-def check_columns(keys, times, values) -> list | None:
+def check_columns(keys, times, values, micros: bool = False) -> list | None:
     """Per row of an Arrow batch, why it cannot enter a window (the first
-    of :data:`COLUMN_RULES` that applies), or ``None`` when every row can.
-    ``keys``: the key column, or a list of a composite key's columns;
-    ``values``: the value column, or a struct of several.  O(n) per rule
-    for n rows."""
+    of :data:`COLUMN_RULES` that applies, :data:`MICROS_RULES` with
+    ``micros``), or ``None`` when every row can.  ``keys``: the key column,
+    or a list of a composite key's columns; ``values``: the value column,
+    or a struct of several.  O(n) per rule for n rows."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     columns = {"key": keys if isinstance(keys, list) else [keys], "time": [times],
                "value": ([pc.struct_field(values, [i]) for i in range(values.type.num_fields)]
                          if pa.types.is_struct(values.type) else [values])}
-    if all(_clean(test, column) for read, test, _ in COLUMN_RULES for column in columns[read]):
+    rules = _rules(micros)
+    if all(_clean(test, column) for read, test, _ in rules for column in columns[read]):
         return None  # the usual batch: no mask, no Arrow kernel per rule
     reasons = None
-    for read, test, reason in COLUMN_RULES:
+    for read, test, reason in rules:
         mask = None
         for column in columns[read]:
             one = _arrow_test(test, column)
@@ -172,14 +196,14 @@ def check_columns(keys, times, values) -> list | None:
     return reasons
 
 
-def column_rules_sql(keys: list, time: str, values: list) -> list:
-    """:data:`COLUMN_RULES` as Spark SQL: ``(condition, reason)`` per rule,
-    in order.  ``keys`` and ``values``: ``(sql, floating)`` per column
+def column_rules_sql(keys: list, time: str, values: list, micros: bool = False) -> list:
+    """:data:`COLUMN_RULES` (:data:`MICROS_RULES` with ``micros``) as Spark
+    SQL: ``(condition, reason)`` per rule, in order.  ``keys`` and ``values``: ``(sql, floating)`` per column
     (``floating``: whether it can hold NaN); ``time``: the SQL of the time
     as double seconds (:func:`spark_ops.plan.time_sql`)."""
     columns = {"key": keys, "time": [(time, True)], "value": values}
     return [(" OR ".join(f"({_sql_test(test, sql, floating)})" for sql, floating in columns[read]), reason)
-            for read, test, reason in COLUMN_RULES]
+            for read, test, reason in _rules(micros)]
 
 
 def rejected_text(spec: WindowSpec, problem: str, key, t, v) -> str:

@@ -303,16 +303,12 @@ class WindowSpec:
 
 
 #: Checkpoints a key's window resumed by micro-batch (stores.Before) keeps
-#: resumable besides those they started from: the newest.  Every attempt of
-#: a micro-batch resumes the checkpoint of the latest earlier one, so each
-#: checkpoint an attempt makes names it as its parent, which stays however
-#: many attempts checkpoint; and whichever attempt checkpointed last left
-#: the same window (they push the same rows), so the next micro-batch may
-#: resume any of them.  The record then holds two checkpoints, not the
-#: stores' default three, and a claim that reads it decodes a third less.
-#: A window resumed by version (Spark's state) keeps the default: Spark's
-#: state names one attempt's checkpoint, which a later attempt's must not
-#: push out.
+#: besides those they started from: the newest.  Every attempt of a
+#: micro-batch resumes the latest earlier one's checkpoint, which stays as
+#: its parent, and all attempts leave the same window (the same rows), so
+#: the next may resume any: two checkpoints, not three, a third less to
+#: decode per claim.  A window resumed by version (Spark's state) keeps the
+#: default: that state names one attempt's checkpoint, which must stay.
 RETAIN_BY_STEP = 1
 
 
@@ -399,16 +395,17 @@ def _sizes(given, what: str, parse) -> tuple:
     return max(values), sizes
 
 
-#: Spark's timestamps count microseconds: windows of slide= are aligned on them.
-MICROS = 1_000_000
+#: Spark's timestamps count microseconds: windows of slide= are aligned on them.  The longest
+#: slide= window (microseconds, about 73,000 years) and the times (seconds either side of 1970)
+#: such plans take: any window's end then fits an int64.
+MICROS, MICROS_SPAN, MICROS_TIME_LIMIT = 1_000_000, 2**61, 2**62 / 1_000_000
 
 
 def _slide(slide, range, rows, frame: str, sizes: tuple = ()):
     """``slide=`` in seconds, checked against each size of the window (see
     :mod:`spark_ops.periodic`; ``on_bad_row="flag"``: :mod:`spark_ops.excluded`)."""
     if range is None:
-        raise SlidingWindowError("slide= is for time windows: give range= (the windows' length), not rows= or "
-                                 "policy=")
+        raise SlidingWindowError("slide= is for time windows: give range= (the windows' length), not rows= or policy=")
     slide = _range_size(slide)
     if frame != "default":
         raise SlidingWindowError("slide= windows are [end - range, end), as Spark's window(); frame= is for "
@@ -419,6 +416,9 @@ def _slide(slide, range, rows, frame: str, sizes: tuple = ()):
     # Spark's window() starts windows at the multiples of the slide: they end there only if it divides the size
     for label, size in sizes or ((None, range),):
         size_us = round(size * MICROS)
+        if size_us > MICROS_SPAN:
+            raise SlidingWindowError(f"range {size!r} is longer than a slide= window can be "
+                                     f"({MICROS_SPAN // MICROS:,} seconds)")
         if slide_us > size_us or size_us % slide_us:
             raise SlidingWindowError(f"slide= must divide the range{'' if label is None else f' {label!r}'} "
                                      "(windows end at the multiples of the slide and hold [end - range, end)); "

@@ -1,10 +1,14 @@
 """The rules of a row a window cannot take (spark_ops.rows): the row-at-a-time
 check (check_row), the Arrow check of a batch (check_columns) and the Spark
 SQL conditions (column_rules_sql) give every row the same reason, the first
-rule of rows.COLUMN_RULES that applies, on a table of bad rows (and good
-ones that look close: an infinite value, a NaN-free integer column)."""
+rule of rows.COLUMN_RULES (rows.MICROS_RULES for plans counting time in
+microseconds) that applies, on a table of bad rows (and good ones that look
+close: an infinite value, a NaN-free integer column, a time just within the
+microsecond range)."""
 
 from __future__ import annotations
+
+import math
 
 import pyarrow as pa
 import pytest
@@ -14,6 +18,9 @@ from hypothesis import strategies as st
 from spark_ops import rows
 
 NAN, INF = float("nan"), float("inf")
+#: The first double past the times a microsecond plan takes, and the last before.
+BEYOND = rows.MICROS_TIME_LIMIT
+WITHIN = math.nextafter(BEYOND, 0.0)
 
 #: (k, k2, t, v, v2): a composite key (a string and a double column) and two
 #: value columns, each bad row bad for one reason or for several (the first
@@ -36,29 +43,50 @@ TABLE = [
     (None, NAN, None, None, NAN),    # all bad: the key's rule comes first
     ("a", 1.0, NAN, None, 3.0),      # time before value
     ("a", 1.0, INF, NAN, 3.0),       # infinite time before value
+    ("a", 1.0, WITHIN, 2.0, 3.0),    # good
+    ("a", 1.0, -WITHIN, 2.0, 3.0),   # good
+    ("a", 1.0, BEYOND, 2.0, 3.0),    # beyond microseconds (micros plans; else good)
+    ("a", 1.0, -1e300, 2.0, 3.0),    # beyond microseconds (micros plans; else good)
+    ("a", 1.0, BEYOND, NAN, 3.0),    # beyond microseconds before value (else NaN value)
+    (None, 1.0, BEYOND, 2.0, 3.0),   # key before time
 ]
 
 
-def _row_reasons(table, composite: bool, several: bool) -> list:
-    return [rows.check_row((k, k2) if composite else k, t, (v, v2) if several else v, None)
+def _row_reasons(table, composite: bool, several: bool, micros: bool = False) -> list:
+    return [rows.check_row((k, k2) if composite else k, t, (v, v2) if several else v, None, micros=micros)
             for k, k2, t, v, v2 in table]
 
 
-def _rule_reasons() -> set:
-    return {reason for _, _, reason in rows.COLUMN_RULES}
+def _rule_reasons(micros: bool) -> set:
+    return {reason for _, _, reason in (rows.MICROS_RULES if micros else rows.COLUMN_RULES)}
 
 
 @pytest.mark.parametrize("composite", [False, True])
 @pytest.mark.parametrize("several", [False, True])
-def test_check_columns_agrees_with_check_row(composite, several):
+@pytest.mark.parametrize("micros", [False, True])
+def test_check_columns_agrees_with_check_row(composite, several, micros):
     k, k2, t, v, v2 = (list(c) for c in zip(*TABLE))
     keys = [pa.array(k, pa.string()), pa.array(k2, pa.float64())] if composite else pa.array(k, pa.string())
     values = (pa.StructArray.from_arrays([pa.array(v, pa.float64()), pa.array(v2, pa.float64())], ["v0", "v1"])
               if several else pa.array(v, pa.float64()))
-    got = rows.check_columns(keys, pa.array(t, pa.float64()), values)
-    want = _row_reasons(TABLE, composite, several)
+    got = rows.check_columns(keys, pa.array(t, pa.float64()), values, micros=micros)
+    want = _row_reasons(TABLE, composite, several, micros)
     assert got == want
-    assert {r for r in want if r is not None} == _rule_reasons()  # the table tries every rule
+    assert {r for r in want if r is not None} == _rule_reasons(micros)  # the table tries every rule
+
+
+def test_microsecond_plans_reject_what_they_cannot_count():
+    """A time at or past the limit, either side of 1970, is bad only for a
+    plan counting microseconds, and its window ends then fit an int64."""
+    for t in (BEYOND, -BEYOND, 1e300, -1e300):
+        assert rows.check_row("a", t, 1.0, None) is None
+        assert rows.check_row("a", t, 1.0, None, micros=True) == rows.BEYOND_MICROS
+    assert rows.check_row("a", WITHIN, 1.0, None, micros=True) is None
+    assert rows.check_columns(pa.array([1, 2]), pa.array([-(2**62 // 10**6), 2**62 // 10**6 + 1], pa.int64()),
+                              pa.array([1.0, 1.0]), micros=True) == [None, rows.BEYOND_MICROS]
+    from spark_ops.spec import MICROS_SPAN
+
+    assert round(WITHIN * 1e6) + 2 * MICROS_SPAN <= 2**63 - 1  # a time, the longest window and its slide
 
 
 def test_check_columns_integer_columns_have_no_nan_or_inf():
@@ -70,13 +98,14 @@ def test_check_columns_integer_columns_have_no_nan_or_inf():
 
 
 #: One column's cells: numbers, then the ones a rule reads (NaN, +-inf, null).
-CELLS = st.one_of(st.floats(-1e3, 1e3, allow_nan=False), st.sampled_from([NAN, INF, -INF, None]))
+CELLS = st.one_of(st.floats(-1e3, 1e3, allow_nan=False), st.sampled_from([NAN, INF, -INF, None]),
+                  st.sampled_from([BEYOND, -BEYOND, WITHIN, 1e300]))
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.integers(1, 6).flatmap(lambda n: st.tuples(*[st.lists(CELLS, min_size=n, max_size=n)] * 5)),
-       st.booleans(), st.booleans())
-def test_check_columns_agrees_with_check_row_on_any_cells(table, composite, several):
+       st.booleans(), st.booleans(), st.booleans())
+def test_check_columns_agrees_with_check_row_on_any_cells(table, composite, several, micros):
     """Batches that are clean, or bad in one place only (a NaN without a
     null beside it, an infinite time alone) get the rows' own reasons: the
     check that finds a batch clean without building masks misses none."""
@@ -84,8 +113,8 @@ def test_check_columns_agrees_with_check_row_on_any_cells(table, composite, seve
     keys = [pa.array(k, pa.float64()), pa.array(k2, pa.float64())] if composite else pa.array(k, pa.float64())
     values = (pa.StructArray.from_arrays([pa.array(v, pa.float64()), pa.array(v2, pa.float64())], ["v0", "v1"])
               if several else pa.array(v, pa.float64()))
-    want = _row_reasons(list(zip(k, k2, t, v, v2)), composite, several)
-    assert rows.check_columns(keys, pa.array(t, pa.float64()), values) == (want if any(want) else None)
+    want = _row_reasons(list(zip(k, k2, t, v, v2)), composite, several, micros)
+    assert rows.check_columns(keys, pa.array(t, pa.float64()), values, micros=micros) == (want if any(want) else None)
 
 
 def test_check_row_names_a_value_that_is_not_a_number():
@@ -98,7 +127,8 @@ def test_check_row_names_a_value_that_is_not_a_number():
 
 @pytest.mark.parametrize("composite", [False, True])
 @pytest.mark.parametrize("several", [False, True])
-def test_sql_conditions_agree_with_check_row(spark, composite, several):
+@pytest.mark.parametrize("micros", [False, True])
+def test_sql_conditions_agree_with_check_row(spark, composite, several, micros):
     from spark_ops.plan import quoted, time_sql
     from pyspark.sql.types import DoubleType
 
@@ -106,11 +136,12 @@ def test_sql_conditions_agree_with_check_row(spark, composite, several):
                                "id long, k string, k2 double, t double, v double, v2 double")
     keys = [(quoted("k"), False)] + ([(quoted("k2"), True)] if composite else [])
     values = [(quoted("v"), True)] + ([(quoted("v2"), True)] if several else [])
-    rules = rows.column_rules_sql(keys, time_sql("t", DoubleType()), values)
-    assert [reason for _, reason in rules] == [reason for _, _, reason in rows.COLUMN_RULES]
+    rules = rows.column_rules_sql(keys, time_sql("t", DoubleType()), values, micros=micros)
+    assert [reason for _, reason in rules] == [reason for _, _, reason in
+                                              (rows.MICROS_RULES if micros else rows.COLUMN_RULES)]
     case = "CASE " + " ".join(f"WHEN {condition} THEN '{reason}'" for condition, reason in rules) + " END"
     got = [r.reason for r in df.selectExpr("id", f"{case} AS reason").orderBy("id").collect()]
-    assert got == _row_reasons(TABLE, composite, several)
+    assert got == _row_reasons(TABLE, composite, several, micros)
 
 
 def test_sql_integer_columns_have_no_nan_or_inf(spark):

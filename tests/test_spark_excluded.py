@@ -6,8 +6,9 @@ Checked against a brute-force oracle over the good rows (every window
 ``joined``, a non-commutative user aggregation that shows a row lost,
 repeated or reordered, on the columnar kernels and on the monoids; the
 count of left-out rows equals the number of bad rows put in (null or NaN
-key, time or value, an infinite time, a value geomean cannot lift, a null
-in one of several value columns).
+key, time or value, an infinite time, a time beyond the microseconds the
+windows count in, a value geomean cannot lift, a null in one of several
+value columns).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 
 from spark_ops import sliding_window
 from spark_ops.excluded import rejected_rows
+from spark_ops.rows import BEYOND_MICROS
 from tests.spark_fixtures import ORACLE, SCHEMA, _close, as_tuples, joined, random_rows, ship_by_value
 
 ship_by_value(sys.modules[__name__])
@@ -47,7 +49,8 @@ def _bad_rows(first_id: int) -> list[dict]:
     """One of each bad row a window cannot take."""
     bad = [dict(k=None, t=3.0, v=2.0), dict(k=float("nan"), t=4.0, v=2.0), dict(k="k01", t=None, v=2.0),
            dict(k="k01", t=float("nan"), v=2.0), dict(k="k02", t=float("inf"), v=2.0),
-           dict(k="k02", t=7.0, v=None), dict(k="k03", t=8.0, v=float("nan")), dict(k="k03", t=9.0, v=-4.0)]
+           dict(k="k02", t=7.0, v=None), dict(k="k03", t=8.0, v=float("nan")), dict(k="k01", t=1e13, v=2.0),
+           dict(k="k02", t=-1e300, v=0.0), dict(k="k03", t=9.0, v=-4.0)]
     return [dict(r, id=first_id + i, k=None if r["k"] is None or r["k"] != r["k"] else r["k"])
             for i, r in enumerate(bad)]
 
@@ -105,6 +108,21 @@ def test_error_mode_still_names_the_row(spark):
     df = spark.createDataFrame([(0, "a", 1.0, 2.0), (1, "a", 2.0, None)], SCHEMA)
     with pytest.raises(Exception, match=r"row rejected \(null or NaN value\): k='a', t=2.0"):
         sliding_window(df, key="k", time="t", value="v", aggs=["max"], range=RANGE, slide=SLIDE).collect()
+
+
+@pytest.mark.parametrize("aggs, engine", [(["max", "count"], "auto"), (["max", "first"], "auto"),
+                                          (["max", "count"], "amta")])
+@pytest.mark.parametrize("t", [1.7e18, -9.3e12])
+def test_a_time_beyond_microseconds_is_named_not_overflowed(spark, aggs, engine, t):
+    """A time whose microseconds overflow an int64 (an epoch in nanoseconds
+    given as seconds) fails naming the row, on panes, on the kernels and on
+    the monoids, where it gave windows ending near -2**63 / 1e6 or Spark's
+    CAST_OVERFLOW."""
+    df = spark.createDataFrame([(0, "a", 1.0, 2.0), (1, "a", t, 3.0)], SCHEMA)
+    with pytest.raises(Exception) as info:
+        sliding_window(df, key="k", time="t", value="v", aggs=aggs, range=RANGE, slide=SLIDE,
+                       engine=engine).collect()
+    assert f"row rejected ({BEYOND_MICROS}): k='a', t={t!r}, v=3.0" in str(info.value), str(info.value)[:2000]
 
 
 @pytest.mark.parametrize("engine", ["auto", "amta", "lmta"])

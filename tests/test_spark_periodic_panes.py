@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from spark_ops import sliding_window
+from spark_ops.rows import BEYOND_MICROS
 from tests.spark_fixtures import ORACLE, _close, key_times, ship_by_value
 
 ship_by_value(sys.modules[__name__])
@@ -150,7 +151,12 @@ def test_signed_zeros_as_the_row_plan(spark):
                                          (("k1", 7.0, float("nan")), "null or NaN value"),
                                          ((None, 7.0, 1.0), "null or NaN key"),
                                          (("k1", None, 1.0), "null or NaN time"),
-                                         (("k1", float("-inf"), 1.0), "infinite time")])
+                                         (("k1", float("-inf"), 1.0), "infinite time"),
+                                         # a zero's sign is read at its time: never converted for a bad one
+                                         (("k1", float("inf"), 0.0), "infinite time"),
+                                         (("k1", float("nan"), -0.0), "null or NaN time"),
+                                         (("k1", 1e13, 0.0), BEYOND_MICROS),
+                                         (("k1", -1e300, 1.0), BEYOND_MICROS)])
 def test_bad_row_is_named_not_dropped(spark, bad, reason):
     rows = _rows(random.Random(11), 3, (5, 15), lambda r: r.random())
     rows.insert(len(rows) // 2, bad)

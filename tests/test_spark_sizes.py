@@ -449,6 +449,7 @@ def test_errors_raise_before_any_job(spark, tmp_path):
         (df, dict(ok, range=10, slide=20), "slide= must divide the range"),
         (df, dict(ok, range=[300, 600], slide=200), "slide= must divide the range '300'"),
         (df, dict(ok, range={"5m": 300, "10m": 600}, slide=120), "slide= must divide the range '5m'"),
+        (df, dict(ok, range=3e12, slide=1e12), "longer than a slide= window can be (2,305,843,009,213 seconds)"),
         (df.withColumn("d", F.to_date(F.lit("2026-11-27"))), dict(ok, time="d", range=86400, slide=3600),
          "cast it to a timestamp"),
         (df.withColumn("f", F.col("t").cast("float")), dict(ok, time="f", range=10, slide=5), "is float"),
