@@ -56,9 +56,14 @@ def out_of_order(t, newest) -> str:
     return f"time {t} is older than the key's newest time {newest} (out of order)"
 
 
-def behind_watermark(t, watermark) -> str:
-    return (f"time {t} is behind the watermark {watermark} (late: rows of later times have entered the window; "
-            "a longer watermark delay keeps rows waiting longer)")
+def behind_watermark(t, watermark, first: bool = False) -> str:
+    """``first``: the watermark is still Spark's first, 1970-01-01 UTC (it
+    never goes back, so no time before it is ever on time)."""
+    if first:
+        return (f"time {t} is behind the watermark {watermark}, where Spark's watermarks start (late: a query "
+                "with a watermark takes no time before 1970)")
+    return (f"time {t} is behind the watermark {watermark} (late: rows of later times may have entered the "
+            "window; a longer watermark delay keeps rows waiting longer)")
 
 
 def peers_emitted(t) -> str:

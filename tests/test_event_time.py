@@ -74,6 +74,21 @@ def test_released_rows_are_the_timely_rows_in_time_order(batches, delay):
     assert all(left[i] == rows.NULL_TIME for i in expect_null)
 
 
+@pytest.mark.parametrize("at_watermark", [False, True])
+def test_a_time_before_1970_is_late_from_the_first_micro_batch_and_told_why(at_watermark):
+    """Spark's watermark starts at the epoch and never goes back: a row
+    before it is late even in a query's first micro-batch, where no row has
+    entered a window yet, and the reason says so, not that later rows have."""
+    for watermark in (0.0, 5.0):
+        leaving, problems, ready, waiting = event_time.split(table([-3.0, 7.0], 0), None, round(watermark * 1000),
+                                                             "ts", at_watermark=at_watermark)
+        assert leaving.column("id").to_pylist() == [0] and waiting.column("id").to_pylist() == [1]
+        (problem,) = problems
+        assert problem.startswith("time 1969-12-31 23:59:57 UTC is behind the watermark 1970-01-01")
+        assert ("Spark's watermarks start" in problem) == (watermark == 0.0)
+        assert ("rows of later times may have entered" in problem) == (watermark > 0.0)
+
+
 def test_waiting_rows_survive_their_state_form():
     _, _, ready, waiting = split(table([5.0, 3.0, 9.0], 0), None, 2.0)
     assert not ready.num_rows and waiting.column("id").to_pylist() == [1, 0, 2]
