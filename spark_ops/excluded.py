@@ -5,9 +5,10 @@ output row can carry a bad row's ``rejected`` flag.  In a batch job
 ``on_bad_row="flag"`` then means: each bad row (the rules of
 :mod:`spark_ops.rows`: a null or NaN key, a null, NaN or infinite time, a
 time beyond the microseconds the windows count, a null or NaN value in
-any value column, a value the aggregations cannot lift) is left out of every window, counted in a Spark accumulator of the
-session that :func:`rejected_rows` reads on the driver (``mta-spark``
-prints it), and logged at WARNING by the task that found it, naming its
+any value column, a value the aggregations cannot lift) is left out of
+every window, counted in a Spark accumulator of the session that
+:func:`rejected_rows` reads on the driver (``mta-spark`` prints it), and
+logged at WARNING by the task that found it, naming its
 first bad row.  Nothing is dropped unseen.
 
 :func:`exclude` puts one ``mapInArrow`` pass before the periodic plan: the

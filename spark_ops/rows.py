@@ -203,9 +203,10 @@ def check_columns(keys, times, values, micros: bool = False) -> list | None:
 
 def column_rules_sql(keys: list, time: str, values: list, micros: bool = False) -> list:
     """:data:`COLUMN_RULES` (:data:`MICROS_RULES` with ``micros``) as Spark
-    SQL: ``(condition, reason)`` per rule, in order.  ``keys`` and ``values``: ``(sql, floating)`` per column
-    (``floating``: whether it can hold NaN); ``time``: the SQL of the time
-    as double seconds (:func:`spark_ops.plan.time_sql`)."""
+    SQL: ``(condition, reason)`` per rule, in order.  ``keys`` and
+    ``values``: ``(sql, floating)`` per column (``floating``: whether it can
+    hold NaN); ``time``: the SQL of the time as double seconds
+    (:func:`spark_ops.plan.time_sql`)."""
     columns = {"key": keys, "time": [(time, True)], "value": values}
     return [(" OR ".join(f"({_sql_test(test, sql, floating)})" for sql, floating in columns[read]), reason)
             for read, test, reason in _rules(micros)]
