@@ -27,7 +27,8 @@ from __future__ import annotations
 from mta.markers import EMPTY
 
 from . import frames, rows, traffic, worker_gc
-from .plan import INTERNAL, InputTimes, key_reader, key_time_ordered, lean_columns, output_schema, seconds
+from .plan import (INTERNAL, InputTimes, key_reader, key_time_ordered, lean_columns, output_schema, same_key,
+                   seconds)
 from .spec import WindowSpec
 from .windows import open_key_window
 
@@ -67,7 +68,7 @@ def batch_plan(df, spec: WindowSpec, run: str):
             out = [[] for _ in spec.output_columns]
             for start, end in runs(keys):
                 key = key_of(keys, start)
-                if rows.null_key(key) or current is EMPTY or not key == current:
+                if rows.null_key(key) or current is EMPTY or not same_key(key, current):
                     if window is not None:
                         window.close()
                     current, window = key, open_key_window(spec, key, attempt)
@@ -140,5 +141,5 @@ def runs(keys) -> list[tuple[int, int]]:
         starts = [0] + [i + 1 for i in pc.indices_nonzero(change).to_pylist()]
     except pa.ArrowNotImplementedError:  # key types Arrow cannot compare: in Python
         values = list(zip(*(c.to_pylist() for c in columns)))
-        starts = [0] + [i for i in range(1, n) if None in values[i] or values[i] != values[i - 1]]
+        starts = [0] + [i for i in range(1, n) if None in values[i] or not same_key(values[i], values[i - 1])]
     return list(zip(starts, starts[1:] + [n]))

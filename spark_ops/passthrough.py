@@ -14,16 +14,15 @@ which it keeps as they are.
 
 The group key is the one value the state API itself hands to Python
 through pandas; a timestamp key column crosses as its microseconds (a
-``long``, :class:`GroupKeys`) and becomes a ``datetime`` again in Python,
-so keys at any time Spark holds (years 1 to 9999) work.
+``long``, :class:`GroupKeys`) and becomes a ``datetime`` again in Python
+(:func:`spark_ops.plan.key_time`), so keys at any time Spark holds work.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Iterable, Iterator
 
-from .plan import ARRIVAL, PACKED
+from .plan import ARRIVAL, PACKED, groupable, key_time
 
 #: The columns of :func:`frame`.
 _PACKED_COLUMNS = [PACKED]
@@ -90,19 +89,16 @@ class GroupKeys:
                              for k, m in zip(self.keys, self.micros))
 
     def value(self, key: tuple) -> tuple:
-        """The key's column values as Python values (``datetime`` for the
-        timestamps) from the grouping key Spark hands the per-key function."""
+        """The key's column values as Python values (timestamps by
+        :func:`spark_ops.plan.key_time`, as a batch plan reads them) from
+        the grouping key Spark hands the per-key function."""
         values = []
         for part, micros in zip(key, self.micros):
             part = part.item() if hasattr(part, "item") else part
             if micros is not None and part is not None:
-                part = (_EPOCH_UTC if micros == "utc" else _EPOCH) + dt.timedelta(microseconds=int(part))
+                part = key_time(int(part), micros == "utc")
             values.append(part)
         return tuple(values)
-
-
-_EPOCH = dt.datetime(1970, 1, 1)
-_EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
 def pack_by_key(keys: str | list[str] | GroupKeys, *, numbered: bool = False):
@@ -181,7 +177,7 @@ def key_groups(batch, keys: list[str]) -> list[list[int]]:
     except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
         groups: dict = {}
         for i, values in enumerate(zip(*(c.to_pylist() for c in columns.values()))):
-            groups.setdefault(_groupable(values), []).append(i)
+            groups.setdefault(groupable(values), []).append(i)
         return list(groups.values())
 
 
@@ -215,22 +211,6 @@ def _normal_zero(column):
         column = pc.if_else(pc.is_nan(column), pa.scalar(float("nan"), column.type), column)
         return pc.if_else(pc.equal(column, 0), pa.scalar(0, column.type), column)
     return column
-
-
-_NAN = object()
-
-
-def _groupable(value):
-    """``value`` (a key's Python value) as a dict key equal exactly for the
-    values Spark groups together: lists and structs as tuples, every NaN as
-    one marker (Python's NaN is not equal to itself)."""
-    if isinstance(value, float):
-        return _NAN if value != value else value
-    if isinstance(value, (list, tuple)):
-        return tuple(_groupable(v) for v in value)
-    if isinstance(value, dict):
-        return tuple((k, _groupable(v)) for k, v in value.items())
-    return value
 
 
 def unpack_batches(schema):

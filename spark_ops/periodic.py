@@ -42,7 +42,7 @@ from .columnar import aggregate, not_positive
 from .batch import runs
 from .kernels import KERNELS, Rows
 from .plan import (ARRIVAL, column, key_reader, key_time_ordered, lean_columns, micros, output_arrow_schema, quoted,
-                   seconds)
+                   same_key, seconds)
 from .spec import MICROS, SlidingWindowError, WindowSpec
 from .values import numpy_values
 
@@ -149,7 +149,7 @@ def periodic_plan(df, spec: WindowSpec, run: str):
                                     values[i].as_py())
             for start, end in runs(keys):
                 key = key_of(keys, start)
-                if current is EMPTY or not key == current:
+                if current is EMPTY or not same_key(key, current):
                     if window is not None:
                         emit(current, *window.close())
                     current = key

@@ -35,7 +35,7 @@ import numpy as np
 
 from . import rows, values as value_columns, worker_gc
 from .batch import runs
-from .plan import column, key_reader, micros_sql, quoted, seconds as time_seconds, time_sql
+from .plan import column, key_reader, micros_sql, quoted, same_key, seconds as time_seconds, time_sql
 from .spec import MICROS, WindowSpec
 
 PANE = "__mta_pane"
@@ -239,7 +239,7 @@ def pane_plan(df, spec: WindowSpec, schema: str, arrow_schema):
             pane_at = batch.column(k).to_numpy(zero_copy_only=False)
             for start, end in runs(keys_):
                 key = key_of(keys_, start)
-                if not started or not key == current:
+                if not started or not same_key(key, current):
                     if window is not None:
                         emit(current, *window.close())
                     started, current = True, key

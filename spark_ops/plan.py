@@ -3,6 +3,8 @@ and streaming plans."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 from .spec import WindowSpec
 
 ARRIVAL = "__mta_arrival"
@@ -29,12 +31,77 @@ def key_reader(positions: list[int]):
     ``columns(batch)`` gives the key column (or the list of a composite
     key's columns, as :func:`spark_ops.batch.runs` and
     :func:`spark_ops.rows.check_columns` take them) and ``key_of(keys, i)``
-    row ``i``'s key, a Python value or a tuple of them."""
+    row ``i``'s key, a Python value (:func:`key_part`) or a tuple of them."""
     if len(positions) == 1:
         (at,) = positions
-        return (lambda batch: batch.column(at)), (lambda keys, i: keys[i].as_py())
+        return (lambda batch: batch.column(at)), key_part
     return ((lambda batch: [batch.column(i) for i in positions]),
-            (lambda keys, i: tuple(c[i].as_py() for c in keys)))
+            (lambda keys, i: tuple(key_part(c, i) for c in keys)))
+
+
+class KeyMicros(int):
+    """A timestamp key outside Python's years 1 to 9999 in UTC (Spark holds
+    wider ones: '9999-12-31 23:59:59' in a session zone west of UTC): its
+    microseconds since the epoch, compared exactly."""
+
+    def __repr__(self) -> str:
+        return f"KeyMicros({int(self)})"
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
+_EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_MICROS_PER = {"s": 1_000_000, "ms": 1_000, "us": 1}
+
+
+def key_time(us: int, utc: bool):
+    """A timestamp key column's value from its microseconds since the epoch:
+    a ``datetime`` in UTC (``utc``; a ``timestamp_ntz``: naive, its wall
+    clock), a :class:`KeyMicros` where Python has no such date.  Never in
+    the session's zone: two instants an hour apart at a daylight-saving
+    fold are one wall-clock time there, and Python compares datetimes of
+    one zone by their wall clock."""
+    try:
+        return (_EPOCH_UTC if utc else _EPOCH) + dt.timedelta(microseconds=us)
+    except OverflowError:
+        return KeyMicros(us)
+
+
+_NAN = object()
+
+
+def groupable(value):
+    """``value`` (a key's Python value) as a dict key equal exactly for the
+    values Spark groups together: lists and structs as tuples, every NaN as
+    one marker (Python's NaN is not equal to itself).  O(size of value)."""
+    if isinstance(value, float):
+        return _NAN if value != value else value
+    if isinstance(value, (list, tuple)):
+        return tuple(groupable(v) for v in value)
+    if isinstance(value, dict):
+        return tuple((k, groupable(v)) for k, v in value.items())
+    return value
+
+
+def same_key(a, b) -> bool:
+    """Whether keys ``a`` and ``b`` (:func:`key_part` values, or tuples of
+    them) are one key to Spark: equal, or equal but for NaNs inside a
+    struct or an array (a NaN key itself is a bad row, never a key)."""
+    return a == b or groupable(a) == groupable(b)
+
+
+def key_part(column, i: int):
+    """Row ``i`` of a key column (Arrow) as the windows take it: its Python
+    value, a timestamp's by :func:`key_time`.  O(1)."""
+    import pyarrow as pa
+
+    kind = column.type
+    if not pa.types.is_timestamp(kind):
+        return column[i].as_py()
+    scalar = column[i]
+    if not scalar.is_valid:
+        return None
+    us = scalar.value // 1000 if kind.unit == "ns" else scalar.value * _MICROS_PER[kind.unit]
+    return key_time(us, kind.tz is not None)
 
 
 def with_time_and_value(df, spec: WindowSpec):

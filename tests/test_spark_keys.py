@@ -221,6 +221,63 @@ class _Row(dict):
         return dict(self)
 
 
+#: Timestamp keys (microseconds since the epoch): two instants an hour apart
+#: that Los Angeles' 2024 fall-back makes one wall-clock time there, each
+#: also at 30 minutes, and '9999-12-31 23:59:59' in Los Angeles, which is
+#: past year 9999 in UTC (no Python datetime holds it).
+FOLD_KEYS = [round(dt.datetime(2024, 11, 3, h, m, tzinfo=dt.timezone.utc).timestamp() * 1e6)
+             for h in (8, 9) for m in (0, 30)] + [(253402300799 + 8 * 3600) * 10**6]
+
+
+@pytest.mark.parametrize("engine", ["auto", "amta"])
+def test_timestamp_keys_are_instants_whatever_the_session_zone(spark, engine):
+    """With the session in Los Angeles, keys one hour apart at its fall-back
+    fold are two keys (not one wall-clock time) and a key past year 9999 in
+    UTC is one like any other: per-row and slide= windows equal the oracle's
+    over the keys' microseconds, and the key column comes out unchanged."""
+    from pyspark.sql import functions as F
+
+    rng = random.Random(17)
+    rows = [{"id": i, "k": rng.choice(FOLD_KEYS), "t": float(rng.randrange(40)), "v": float(rng.randint(-9, 9))}
+            for i in range(120)]
+    spark.conf.set("spark.sql.session.timeZone", "America/Los_Angeles")
+    try:
+        df = (spark.createDataFrame([(r["id"], r["k"], r["t"], r["v"]) for r in rows], "id long, us long, t double, "
+                                    "v double").withColumn("k", F.timestamp_micros("us")))
+        out = sliding_window(df, key="k", time="t", value="v", aggs=AGGS, range=10, engine=engine)
+        got = out.withColumn("k", F.unix_micros("k")).collect()
+        periodic = (sliding_window(df, key="k", time="t", value="v", aggs=["count", "max"], range=10, slide=5,
+                                   engine=engine).withColumn("k", F.unix_micros("k")).collect())
+    finally:
+        spark.conf.unset("spark.sql.session.timeZone")
+    assert all(g["k"] == g["us"] for g in got)  # the key column unchanged
+    assert_outputs(got, rows, expected(rows, NAMES, range=10), NAMES)
+    want = {}
+    for r in rows:
+        for end in range(int(r["t"]) // 5 * 5 + 5, int(r["t"]) + 11, 5):
+            want.setdefault((r["k"], float(end)), []).append(r["v"])
+    assert {(g["k"], g["window_end"]): (g["count"], g["max"]) for g in periodic} == \
+        {w: (len(vs), max(vs)) for w, vs in want.items()}
+
+
+@pytest.mark.parametrize("engine", ["auto", "amta"])
+def test_keys_holding_nan_inside_are_one_key_as_spark_groups_them(spark, engine):
+    """A struct or array key with a NaN inside (Python's NaN is not equal to
+    itself) is one key, as Spark's window functions and groupBy take it:
+    per-row counts equal Spark's own, and slide= gives one window per key."""
+    df = spark.sql("SELECT id, named_struct('a', IF(id % 3 = 0, double('NaN'), double(id % 3))) AS sk, "
+                   "array(IF(id % 3 = 0, double('NaN'), 1.0D), 2.0D) AS ak, double(id) AS t, 1.0D AS v FROM range(30)")
+    df.createOrReplaceTempView("nan_keys")
+    for key in ("sk", "ak"):
+        spark_counts = [r[0] for r in spark.sql(f"SELECT count(*) OVER (PARTITION BY {key} ORDER BY t RANGE BETWEEN 9 "
+                                                 "PRECEDING AND CURRENT ROW) FROM nan_keys ORDER BY id").collect()]
+        got = sliding_window(df, key=key, time="t", value="v", aggs="count", range=10, engine=engine)
+        assert [r["count"] for r in got.orderBy("id").collect()] == spark_counts, key
+        windows = sliding_window(df, key=key, time="t", value="v", aggs="count", range=40, slide=40,
+                                 engine=engine).collect()
+        assert sorted(r["count"] for r in windows) == sorted(r["count"] for r in df.groupBy(key).count().collect()), key
+
+
 # -- the SQL table function ------------------------------------------------------------
 def test_sql_function_composite_key(spark):
     """``key => array('a', 'b')``: the oracle's rows (the function
