@@ -51,6 +51,7 @@ import dataclasses
 import datetime
 import decimal
 import math
+import time
 import uuid
 from typing import Any
 
@@ -88,6 +89,7 @@ class _Analyzed(AnalyzeResult):
     spec: Any = None
     run: str = ""
     value_type: Any = None  # the value column's Arrow type as the engines take it
+    zoned: tuple = ()  # the table's timestamp columns: (position, name)
 
 
 class SlidingWindowFunction:
@@ -98,7 +100,7 @@ class SlidingWindowFunction:
         """The output schema and the job, checked before any row is read."""
         from pyspark.sql.pandas.types import to_arrow_type
         import pyarrow as pa
-        from pyspark.sql.types import DecimalType, DoubleType, FractionalType, IntegralType, StructType
+        from pyspark.sql.types import DecimalType, DoubleType, FractionalType, IntegralType, StructType, TimestampType
 
         from .api import check_columns, check_output_names, engine_for
 
@@ -143,14 +145,19 @@ class SlidingWindowFunction:
         taken = [to_arrow_type(DoubleType() if isinstance(t, DecimalType) else t) for t in types]
         value_type = (pa.struct([pa.field(f"v{i}", t) for i, t in enumerate(taken)]) if spec.value_fields
                       else taken[0])
+        zoned = tuple((i, f.name) for i, f in enumerate(schema.fields) if isinstance(f.dataType, TimestampType))
         return _Analyzed(schema=out, select=select, spec=spec, run=f"sql-{uuid.uuid4().hex[:12]}",
-                         value_type=value_type, partitionBy=[PartitioningColumn(quoted(k)) for k in spec.keys],
+                         value_type=value_type, zoned=zoned,
+                         partitionBy=[PartitioningColumn(quoted(k)) for k in spec.keys],
                          orderBy=[OrderingColumn(quoted(c)) for c in [spec.time, *order]])
 
     def __init__(self, analyze_result=None) -> None:
         self.spec: WindowSpec = analyze_result.spec
         self.run = f"{analyze_result.run}/{uuid.uuid4().hex[:12]}"  # each key's instance its own windows
         self.value_type = analyze_result.value_type
+        # PySpark's rows hold a timestamp as a naive datetime of the worker's zone: only one with
+        # daylight saving can make two instants one (see _check_zoned)
+        self.zoned = analyze_result.zoned if time.daylight else ()
         self.window = None
         self.key: Any = None
         self.newest = None  # the newest time seen, for the ORDER BY check
@@ -169,6 +176,8 @@ class SlidingWindowFunction:
 
         if self.window is None:
             self._positions(row)
+        if self.zoned:
+            self._check_zoned(row)
         key = tuple(row[i] for i in self.keys_at) if len(self.keys_at) > 1 else row[self.keys_at[0]]
         if self.window is None:
             self.key, self.window = key, open_key_window(self.spec, key, self.run)
@@ -186,6 +195,23 @@ class SlidingWindowFunction:
         if len(self.buffer) >= self.flush_at:
             yield from self._flush(complete=False)
             self.flush_at = len(self.buffer) + CHUNK  # rows held back wait for a chunk more
+
+    def _check_zoned(self, row) -> None:
+        """Refuse a timestamp in the hour a daylight-saving change repeats
+        in the worker's zone.  PySpark hands the function each timestamp as
+        a naive datetime of that zone: two instants an hour apart there
+        compare equal (PySpark would give both keys one instance) and come
+        back as one (its conversion of the output ignores ``fold``).  O(1)
+        per timestamp column."""
+        for i, name in self.zoned:
+            t = row[i]
+            if t is not None and t.replace(fold=1 - t.fold).timestamp() != t.timestamp():
+                raise SlidingWindowError(
+                    f"{FUNCTION_NAME}: column {name!r} holds {t.isoformat()} (local time of the Python workers), "
+                    "in the hour a daylight-saving change repeats in their time zone, where PySpark's rows "
+                    "cannot tell two instants apart: run the workers in UTC (TZ=UTC in their environment, "
+                    "spark.executorEnv.TZ=UTC on a cluster) or use spark_ops.sliding_window, whose rows "
+                    "travel as Arrow")
 
     def _clauses(self) -> str:
         return "the function asks Spark to partition its table by the key and order it by the time"

@@ -281,3 +281,52 @@ def test_several_value_columns_mistakes_fail_at_analysis(spark, arguments, messa
                       "time => 't', value => 'cpu,mem', aggs => map('peak', 'max(cpu)'), range => 5)")
         spark.sql(_call("usage", key="k", time="t", range=5, **arguments))
     assert message in str(info.value)
+
+
+#: Run in a fresh process whose Python workers live in Los Angeles (the TZ
+#: they inherit), the session in UTC: the function's rows equal the
+#: DataFrame call's for timestamps outside the repeated hour of the 2024
+#: fall-back, and a timestamp inside it fails naming the column and the fix.
+_WORKERS_IN_A_ZONE_WITH_DST = r"""
+import datetime as dt, os, sys, time
+os.environ["TZ"] = "America/Los_Angeles"; time.tzset()
+sys.path.insert(0, os.getcwd())
+from spark_ops import sliding_window
+from spark_ops.sql import register_sql
+from tests.spark_fixtures import spark_session
+spark = spark_session("local[2]")
+spark.conf.set("spark.sql.session.timeZone", "UTC")
+register_sql(spark)
+UTC = dt.timezone.utc
+def run(hours):
+    rows = [(i, dt.datetime(2024, 11, 3, hours[i % 2], 30, tzinfo=UTC), float(i), float(i % 3)) for i in range(6)]
+    spark.createDataFrame(rows, "id long, k timestamp, t double, v double").createOrReplaceTempView("r")
+    sql = spark.sql("SELECT id, unix_micros(k) AS k, count, max FROM mta_sliding_window(TABLE(r), key => 'k', "
+                    "time => 't', value => 'v', aggs => 'count,max', range => 100) ORDER BY id").collect()
+    frame = (sliding_window(spark.table("r"), key="k", time="t", value="v", aggs="count,max", range=100)
+             .selectExpr("id", "unix_micros(k) AS k", "count", "max").orderBy("id").collect())
+    assert [tuple(r) for r in sql] == [tuple(r) for r in frame] and len({r.k for r in sql}) == 2, (sql, frame)
+run((6, 12))  # 23:30 and 05:30 local: no repeated hour
+try:
+    run((8, 9))  # 01:30 local twice
+except Exception as e:
+    print("FAILED:", e)
+"""
+
+
+def test_workers_in_a_zone_with_daylight_saving_refuse_the_repeated_hour():
+    """PySpark hands a Python UDTF timestamps as naive datetimes of the
+    workers' zone: two instants of the hour a daylight-saving change
+    repeats compare equal and come back as one.  Such a row fails naming the
+    column and the fix; other timestamps give the DataFrame call's rows."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    done = subprocess.run([sys.executable, "-c", _WORKERS_IN_A_ZONE_WITH_DST], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1], env={**os.environ, "TZ": "America/Los_Angeles"},
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "FAILED:" in done.stdout, done.stdout[-2000:]
+    assert ("column 'k' holds 2024-11-03T01:30:00 (local time of the Python workers), in the hour a daylight-saving "
+            "change repeats" in done.stdout and "TZ=UTC" in done.stdout), done.stdout[-2000:]
