@@ -92,11 +92,14 @@ class GroupKeys:
         """The key's column values as Python values (timestamps by
         :func:`spark_ops.plan.key_time`, as a batch plan reads them) from
         the grouping key Spark hands the per-key function."""
+        import numpy as np
+
         values = []
         for part, micros in zip(key, self.micros):
-            part = part.item() if hasattr(part, "item") else part
-            if micros is not None and part is not None:
-                part = key_time(int(part), micros == "utc")
+            if isinstance(part, (np.generic, np.ndarray)):  # a scalar's, or an array key's values
+                part = part.tolist()
+            if micros is not None and part is not None:  # pandas hands a null long over as NaN
+                part = None if part != part else key_time(int(part), micros == "utc")
             values.append(part)
         return tuple(values)
 
@@ -155,9 +158,17 @@ def _partition() -> int:
 
 
 def _key_array(column, micros):
+    """A key column as it crosses the state API: a timestamp's microseconds,
+    floats with ``-0.0`` as ``0.0`` at any depth (Spark's grouping by the
+    state API tells the zeros apart; :func:`key_groups` puts them together,
+    so the key a group crosses as must not be whichever its first row has)."""
     import pyarrow as pa
 
-    return column.cast(pa.timestamp("us", column.type.tz)).cast(pa.int64()) if micros else column
+    if micros:
+        return column.cast(pa.timestamp("us", column.type.tz)).cast(pa.int64())
+    if pa.types.is_nested(column.type):
+        return pa.array([_zero(v) for v in column.to_pylist()], type=column.type)
+    return _normal_zero(column)
 
 
 def key_groups(batch, keys: list[str]) -> list[list[int]]:

@@ -261,6 +261,57 @@ def test_keys_whose_rows_no_window_takes_leave_nothing_behind(spark, tmp_path):
     assert_outputs(got, everything + closings, oracle(everything + closings, rejected), NAMES, flag=True)
 
 
+def test_keys_as_spark_groups_them_across_micro_batches(spark, tmp_path):
+    """A composite key of a double (0.0 and -0.0 are one key, whichever
+    comes first in a micro-batch), an array (holding a null, or one
+    number) and a timestamp (null: a bad row, flagged): every row's window
+    equals the oracle's over the keys Spark groups, across three
+    micro-batches, and the store holds one window per key."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import stores
+
+    keys = [(0.0, [None]), (-0.0, [None]), (0.0, [7]), (-0.0, [7])]
+    batches = [[0, 1, 2, 3, None], [1, 0, 3, 2], [1, 3, None, 0]]  # the key of each row; None: null timestamp
+    rows, t = [], 0.0
+    for batch in batches:
+        for j in batch:
+            d, a = keys[j if j is not None else 0]
+            rows.append({"id": len(rows), "d": d, "a": a, "kt": None if j is None else BASE, "t": t,
+                         "ts": BASE + dt.timedelta(seconds=t), "v": float(len(rows))})
+            t += 1.0
+    schema = pa.schema([("id", pa.int64()), ("d", pa.float64()), ("a", pa.list_(pa.int64())),
+                        ("kt", pa.timestamp("us", tz="UTC")), ("t", pa.float64()), ("ts", pa.timestamp("us", tz="UTC")),
+                        ("v", pa.float64())])
+    source, sink, ckpt = (str(tmp_path / d) for d in ("in", "out", "ckpt"))
+    os.makedirs(source)
+    out = sliding_window(spark.readStream.schema("id long, d double, a array<bigint>, kt timestamp, t double, "
+                                                 "ts timestamp, v double").parquet(source)
+                         .withWatermark("ts", "0 seconds"), key=["d", "a", "kt"], time="ts", value="v",
+                         aggs=[("joined", trace(), "string")], range=100, store=f"file://{tmp_path}/store",
+                         name=f"keys-{uuid.uuid4().hex[:8]}", on_bad_row="flag")
+    start = 0
+    for batch in batches + [[]]:  # a last micro-batch moves the watermark past the rows
+        pq.write_table(pa.Table.from_pylist(rows[start:start + len(batch)], schema=schema),
+                       os.path.join(source, f"part-{start:03d}.parquet"))
+        start += len(batch)
+        run_available_now(out, sink, ckpt)
+    got = {g["id"]: g for g in read_sink(spark, sink)}
+    want = {}
+    for r in rows:
+        if r["kt"] is None:
+            want[r["id"]] = None
+            continue
+        mine = [x for x in rows[:r["id"] + 1] if x["kt"] is not None and x["d"] == r["d"] and x["a"] == r["a"]]
+        want[r["id"]] = "".join(f"{x['v']:g}," for x in mine)
+    assert {i: g["joined"] for i, g in got.items()} == want
+    assert all((g["rejected"] is None) == (g["kt"] is not None) for g in got.values())
+    store = stores.open_store(f"file://{tmp_path}/store")
+    assert len(store.window_names()) == 2, store.window_names()
+    store.close()
+
+
 def late_rows(rows: list[dict], first_id: int) -> tuple[list[dict], dict]:
     """Rows behind the watermark once ``rows`` are in: one at the oldest
     time of a key, one just behind the watermark, each of a key with rows
