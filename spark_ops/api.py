@@ -238,6 +238,11 @@ def check_columns(schema, key, time: str, value) -> tuple[tuple, list]:
     for c in columns:
         if c not in fields:
             raise SlidingWindowError(f"no column {c!r} in the input; it has {', '.join(fields)}")
+    for c in keys if isinstance(keys, tuple) else (keys,):
+        if _collated(fields[c]):
+            raise SlidingWindowError(f"key column {c!r} is {fields[c].simpleString()}, whose equal strings can "
+                                     "differ in bytes, which the windows compare: give a key both compare alike, "
+                                     f"F.lower({c!r}).cast('string') (or only the cast, to tell 'a' and 'A' apart)")
     internal = sorted(set(fields) & set(INTERNAL))
     if internal:
         raise SlidingWindowError(f"input column {', '.join(map(repr, internal))} has a name sliding_window "
@@ -248,6 +253,20 @@ def check_columns(schema, key, time: str, value) -> tuple[tuple, list]:
         raise SlidingWindowError(f"time column {time!r} is {fields[time].simpleString()}, "
                                  f"not a number of seconds, a timestamp or a date{hint}")
     return values.fields_of(schema, value)
+
+
+def _collated(data_type) -> bool:
+    """Whether ``data_type`` holds strings of a collation other than bytes'
+    (``UTF8_BINARY``), at any depth."""
+    from pyspark.sql.types import ArrayType, MapType, StringType, StructType
+
+    if isinstance(data_type, StringType):
+        return getattr(data_type, "collation", "UTF8_BINARY") != "UTF8_BINARY"
+    if isinstance(data_type, ArrayType):
+        return _collated(data_type.elementType)
+    if isinstance(data_type, MapType):
+        return _collated(data_type.keyType) or _collated(data_type.valueType)
+    return isinstance(data_type, StructType) and any(_collated(f.dataType) for f in data_type.fields)
 
 
 def _per_value_column(df, spec: WindowSpec, kind) -> bool | tuple:

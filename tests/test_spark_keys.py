@@ -337,6 +337,32 @@ def test_bad_key_lists_are_clear_errors_before_any_job(spark, key, message):
     assert spark.sparkContext.statusTracker().getJobIdsForGroup(None) == jobs
 
 
+@pytest.mark.parametrize("column", ["b COLLATE UTF8_LCASE", "named_struct('x', b COLLATE UNICODE_CI)",
+                                    "array(b COLLATE UTF8_LCASE)"])
+def test_a_collated_string_key_is_refused_naming_the_fix(spark, column):
+    """Spark sorts and groups a collated string by its collation ('a' and
+    'A' one key in UTF8_LCASE) where the windows compare bytes: refused,
+    at any depth, in the DataFrame call and the SQL function."""
+    from spark_ops.sql import register_sql
+
+    df = spark.createDataFrame([(1, 1, "a", 1.0, 1.0), (2, 1, "A", 2.0, 1.0)], SCHEMA).selectExpr(
+        "id", f"{column} AS c", "t", "v")
+    fix = r"F.lower\('c'\).cast\('string'\)"
+    with pytest.raises(SlidingWindowError, match=r"key column 'c' is .*collate (UTF8_LCASE|UNICODE_CI).*" + fix):
+        sliding_window(df, key="c", time="t", value="v", aggs=["count"], range=10)
+    register_sql(spark)
+    df.createOrReplaceTempView("collated")
+    with pytest.raises(Exception, match="whose equal strings can differ in bytes"):
+        spark.sql("SELECT * FROM mta_sliding_window(TABLE(collated), key => 'c', time => 't', value => 'v', "
+                  "aggs => 'count', range => 10)").collect()
+    if column.startswith("b "):  # the fix the message names: 'a' and 'A' one key, as Spark had them
+        from pyspark.sql import functions as F
+
+        fixed = df.withColumn("c", F.lower("c").cast("string"))
+        assert [r["count"] for r in sliding_window(fixed, key="c", time="t", value="v", aggs=["count"], range=10)
+                .orderBy("id").collect()] == [1, 2]
+
+
 # -- mta-spark run ----------------------------------------------------------------------
 def test_cli_run_composite_key_keep_columns_option_schema(spark, tmp_path, capsys):
     """``--key dc,host`` over a CSV read with ``--schema`` (host as text:
