@@ -260,6 +260,11 @@ def _constants(arguments: dict) -> dict:
         value = argument.value
         if name in ("range", "rows"):
             value = _sizes(value, counts=name == "rows")
+        texts = isinstance(value, str) or isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+        if name in ("key", "value", "order", "aggs") and not (texts or value is None or name == "aggs" and
+                                                              isinstance(value, dict)):
+            raise SlidingWindowError(f"{FUNCTION_NAME}'s {name} => takes a string or an array of strings, got "
+                                     f"{value!r}")
         if name in ("key", "value", "order"):  # 'dc,host' or array('dc', 'host'): several columns, as the CLI takes
             value = split_columns(value) if isinstance(value, str) else list(value) if isinstance(
                 value, (list, tuple)) else value
@@ -286,14 +291,22 @@ def _sizes(value, counts: bool = False):
     if isinstance(value, str) and "," in value:
         return [one(v) for v in value.split(",")]
     if isinstance(value, (list, tuple)):  # array(5, 12.5) is decimal(3,1): label 5.0 as typed, 5
-        return {_label(v): one(v) for v in value} if any(isinstance(v, decimal.Decimal) for v in value) else [
-            one(v) for v in value]
+        labels = [_label(v) for v in value]
+        if len(set(labels)) == len(labels) and any(isinstance(v, (decimal.Decimal, datetime.timedelta))
+                                                   for v in value):
+            return dict(zip(labels, map(one, value)))
+        return [one(v) for v in value]  # sliding_window names a size given twice
     if isinstance(value, dict):
         return {label: one(v) for label, v in value.items()}
     return one(value)
 
 
 def _label(v) -> str:
+    """A size's label as the SQL typed it: a decimal without the scale its
+    array gave it, an interval in whole seconds when it is whole (``60``)."""
+    if isinstance(v, datetime.timedelta):
+        seconds = v.total_seconds()
+        return str(int(seconds)) if seconds.is_integer() else repr(seconds)
     return format(v.normalize(), "f") if isinstance(v, decimal.Decimal) else str(v).strip()
 
 

@@ -84,7 +84,8 @@ def test_same_rows_as_the_dataframe_call(spark, time_type):
 
 @pytest.mark.parametrize("sizes, labels", [("'5,12.5'", ["5", "12.5"]), ("array(5, 12.5)", ["5", "12.5"]),
                                             ("map('short', '5s', 'long', '12.5 seconds')", ["short", "long"]),
-                                            ("'3,2'", ["3", "2"])])
+                                            ("'3,2'", ["3", "2"]),
+                                            ("array(INTERVAL '5' SECOND, INTERVAL '12.5' SECOND)", ["5", "12.5"])])
 def test_several_sizes_in_one_call(spark, sizes, labels):
     """range => several sizes: one column per aggregation and size, each
     equal to the oracle over its own size, and to the DataFrame call."""
@@ -103,6 +104,17 @@ def test_several_sizes_in_one_call(spark, sizes, labels):
     frame = sliding_window(df, key="k", time="t", value="v", aggs=aggs,
                            range=dict(zip(labels, values)) if labels[0] == "short" else [v.strip() for v in labels])
     assert canonical(got) == canonical(frame.collect())
+
+
+def test_a_size_given_twice_in_an_array_is_named(spark):
+    """array(5, 5.0) is two decimals of one value: the size twice, as the
+    DataFrame call says, not one column."""
+    from pyspark.errors import AnalysisException
+
+    table = _table(spark, random_rows(random.Random(3), keys=2))
+    with pytest.raises(AnalysisException, match="comes twice"):
+        spark.sql(f"SELECT * FROM mta_sliding_window(TABLE({table}), key => 'k', time => 't', value => 'v', "
+                  "aggs => 'max', range => array(5, 5.0))")
 
 
 def test_counts_as_text_and_an_interval_range(spark):
@@ -154,6 +166,9 @@ def test_the_function_partitions_and_orders_its_table_itself(spark, partitions):
     (dict(key="k", time="t", value="v", aggs="maximum", range=5), "maximum"),
     (dict(key="k", time="t", value="k", aggs="max", range=5), "not numeric"),
     (dict(key="k", time="t", value="v", aggs="max", range=5, order="id,seq"), "order => names 'seq'"),
+    (dict(key="k", time="t", value="v", aggs=5, range=5), "aggs => takes a string or an array of strings, got 5"),
+    (dict(key="k", time="t", value="v", aggs="max", range=5, order=5), "order => takes a string or an array"),
+    (dict(key=5, time="t", value="v", aggs="max", range=5), "key => takes a string or an array of strings"),
 ])
 def test_bad_arguments_fail_at_analysis(spark, arguments, message):
     from pyspark.errors import AnalysisException
