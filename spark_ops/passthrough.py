@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
-from .plan import ARRIVAL, PACKED, groupable, key_time
+from .plan import ARRIVAL, PACKED, groupable, key_time, positive_zero
 
 #: The columns of :func:`frame`.
 _PACKED_COLUMNS = [PACKED]
@@ -167,7 +167,7 @@ def _key_array(column, micros):
     if micros:
         return column.cast(pa.timestamp("us", column.type.tz)).cast(pa.int64())
     if pa.types.is_nested(column.type):
-        return pa.array([_zero(v) for v in column.to_pylist()], type=column.type)
+        return pa.array([positive_zero(v) for v in column.to_pylist()], type=column.type)
     return _normal_zero(column)
 
 
@@ -197,19 +197,8 @@ def first_key(rows, keys: GroupKeys) -> tuple:
     hands a group's key to Python: timestamps as microseconds, ``-0.0`` as
     ``0.0`` at any depth (a struct's or an array's), so that every row of a
     group (:func:`key_groups`) names the same window."""
-    return tuple(_zero(_key_array(rows.column(k).slice(0, 1), m).to_pylist()[0])
+    return tuple(positive_zero(_key_array(rows.column(k).slice(0, 1), m).to_pylist()[0])
                  for k, m in zip(keys.keys, keys.micros))
-
-
-def _zero(value):
-    """``value`` (a key's Python value) with every ``-0.0`` as ``0.0``."""
-    if isinstance(value, float):
-        return 0.0 if value == 0 else value
-    if isinstance(value, list):
-        return [_zero(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _zero(v) for k, v in value.items()}
-    return value
 
 
 def _normal_zero(column):

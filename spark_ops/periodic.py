@@ -42,7 +42,7 @@ from .columnar import aggregate, not_positive
 from .batch import runs
 from .kernels import KERNELS, Rows
 from .plan import (ARRIVAL, column, key_reader, key_time_ordered, lean_columns, micros, output_arrow_schema, quoted,
-                   same_key, seconds)
+                   positive_zero, same_key, seconds)
 from .spec import MICROS, SlidingWindowError, WindowSpec
 from .values import numpy_values
 
@@ -88,7 +88,8 @@ def windows_batch(spec: WindowSpec, arrow_schema, key, ends_us, results):
 
     k = len(spec.keys)
     parts = key if k > 1 else (key,)
-    key_columns = [pa.array([part] * len(ends_us), type=arrow_schema.field(i).type) for i, part in enumerate(parts)]
+    key_columns = [pa.array([positive_zero(part)] * len(ends_us), type=arrow_schema.field(i).type)
+                   for i, part in enumerate(parts)]  # one row per window: the key as Spark's window() gives it
     end_column = _ends_array(np.asarray(ends_us, dtype=np.int64), arrow_schema.field(k).type)
     arrays = []
     for i, ((name, _, spark), result) in enumerate(zip(spec.columns, results)):

@@ -82,6 +82,19 @@ def groupable(value):
     return value
 
 
+def positive_zero(value):
+    """``value`` (a key's Python value, or a tuple of them) with every
+    ``-0.0`` as ``0.0``, at any depth: the value of the key Spark's
+    grouping gives a group of both zeros.  O(size of value)."""
+    if isinstance(value, float):
+        return 0.0 if value == 0 else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(positive_zero(v) for v in value)
+    if isinstance(value, dict):
+        return {k: positive_zero(v) for k, v in value.items()}
+    return value
+
+
 def same_key(a, b) -> bool:
     """Whether keys ``a`` and ``b`` (:func:`key_part` values, or tuples of
     them) are one key to Spark: equal, or equal but for NaNs inside a

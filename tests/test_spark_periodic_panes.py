@@ -13,6 +13,7 @@ import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
+from pyspark.sql import functions as F
 
 from spark_ops import sliding_window
 from spark_ops.rows import BEYOND_MICROS
@@ -83,8 +84,6 @@ def test_panes_equal_the_oracle_several_sizes(spark, integral):
 def test_panes_equal_spark_hopping_windows_composite_key(spark):
     """Timestamps, a composite key, two value columns: Spark's own
     groupBy(dc, host, window(ts, 20, 5)) gives the same rows."""
-    from pyspark.sql import functions as F
-
     rng = random.Random(3)
     epoch = dt.datetime(2024, 5, 1, 12, 0, 0)
     rows = [(f"dc{i % 2}", i // 2, epoch + dt.timedelta(seconds=t, microseconds=rng.choice([0, 1, 999_999])),
@@ -147,6 +146,19 @@ def test_signed_zeros_as_the_row_plan(spark):
     assert panes == monoids
 
 
+@pytest.mark.parametrize("aggs, engine", [(["max", "count"], "auto"), (["max", "count", "first"], "auto"),
+                                          (["max", "count"], "amta")])
+def test_a_key_of_both_zeros_is_one_window_keyed_0_0_on_every_plan(spark, aggs, engine):
+    """Keys -0.0 and 0.0 are one key; its window's key is 0.0, as Spark's
+    groupBy(window()) gives it, on panes, on the kernels and on the monoids
+    (whichever zero comes first)."""
+    df = spark.createDataFrame([(-0.0, 1.0, 1.0), (0.0, 2.0, 2.0), (-0.0, 3.0, 3.0)], "k double, t double, v double")
+    got = sliding_window(df, key="k", time="t", value="v", aggs=aggs, range=10, slide=10, engine=engine).collect()
+    assert [(math.copysign(1.0, r["k"]), r["k"], r["count"]) for r in got] == [(1.0, 0.0, 3)]
+    native = df.groupBy("k", F.window(F.timestamp_seconds("t"), "10 seconds")).count().collect()
+    assert [(math.copysign(1.0, r["k"]), r["count"]) for r in native] == [(1.0, 3)]
+
+
 @pytest.mark.parametrize("bad, reason", [(("k1", 7.0, None), "null or NaN value"),
                                          (("k1", 7.0, float("nan")), "null or NaN value"),
                                          ((None, 7.0, 1.0), "null or NaN key"),
@@ -188,8 +200,6 @@ def test_timestamps_far_from_1970_fall_in_spark_windows(spark, year):
     microseconds a double cannot all hold (beyond 2^53 us from 1970): each
     plan (panes, the columnar rows, the monoids) puts every row in the
     windows Spark's window() puts it in."""
-    from pyspark.sql import functions as F
-
     base = (dt.datetime(year, 1, 1) - dt.datetime(1970, 1, 1)) // dt.timedelta(microseconds=1)
     df = (spark.createDataFrame([("a", float(i), base + off) for i, off in enumerate((-1, 1, -3, 3))],
                                 "k string, v double, tu long").withColumn("ts", F.expr("timestamp_micros(tu)")))
