@@ -27,8 +27,8 @@ from __future__ import annotations
 from mta.markers import EMPTY
 
 from . import frames, rows, traffic, worker_gc
-from .plan import (INTERNAL, InputTimes, key_reader, key_time_ordered, lean_columns, output_schema, same_key,
-                   seconds)
+from .plan import (INTERNAL, InputTimes, exact, key_reader, key_time_ordered, lean_columns, output_schema,
+                   same_key, seconds)
 from .spec import WindowSpec
 from .windows import open_key_window
 
@@ -140,6 +140,6 @@ def runs(keys) -> list[tuple[int, int]]:
             change = differs if change is None else pc.or_(change, differs)
         starts = [0] + [i + 1 for i in pc.indices_nonzero(change).to_pylist()]
     except pa.ArrowNotImplementedError:  # key types Arrow cannot compare: in Python
-        values = list(zip(*(c.to_pylist() for c in columns)))
+        values = list(zip(*(exact(c).to_pylist() for c in columns)))
         starts = [0] + [i for i in range(1, n) if None in values[i] or not same_key(values[i], values[i - 1])]
     return list(zip(starts, starts[1:] + [n]))

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
-from .plan import ARRIVAL, PACKED, groupable, key_time, positive_zero
+from .plan import ARRIVAL, PACKED, exact, groupable, key_time, positive_zero
 
 #: The columns of :func:`frame`.
 _PACKED_COLUMNS = [PACKED]
@@ -92,16 +92,27 @@ class GroupKeys:
         """The key's column values as Python values (timestamps by
         :func:`spark_ops.plan.key_time`, as a batch plan reads them) from
         the grouping key Spark hands the per-key function."""
-        import numpy as np
-
         values = []
         for part, micros in zip(key, self.micros):
-            if isinstance(part, (np.generic, np.ndarray)):  # a scalar's, or an array key's values
-                part = part.tolist()
+            part = _python(part)
             if micros is not None and part is not None:  # pandas hands a null long over as NaN
                 part = None if part != part else key_time(int(part), micros == "utc")
             values.append(part)
         return tuple(values)
+
+
+def _python(value):
+    """A grouping key's value from pandas as Python's: NumPy scalars and
+    arrays (an array key's, a struct's field's) as numbers and lists."""
+    import numpy as np
+
+    if isinstance(value, (np.generic, np.ndarray)):
+        return value.tolist()
+    if isinstance(value, dict):
+        return {k: _python(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_python(v) for v in value]
+    return value
 
 
 def pack_by_key(keys: str | list[str] | GroupKeys, *, numbered: bool = False):
@@ -167,7 +178,7 @@ def _key_array(column, micros):
     if micros:
         return column.cast(pa.timestamp("us", column.type.tz)).cast(pa.int64())
     if pa.types.is_nested(column.type):
-        return pa.array([positive_zero(v) for v in column.to_pylist()], type=column.type)
+        return pa.array([positive_zero(v) for v in exact(column).to_pylist()], type=column.type)
     return _normal_zero(column)
 
 
@@ -187,7 +198,7 @@ def key_groups(batch, keys: list[str]) -> list[list[int]]:
         return [sorted(g) for g in grouped.column("i_list").to_pylist()]
     except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
         groups: dict = {}
-        for i, values in enumerate(zip(*(c.to_pylist() for c in columns.values()))):
+        for i, values in enumerate(zip(*(exact(c).to_pylist() for c in columns.values()))):
             groups.setdefault(groupable(values), []).append(i)
         return list(groups.values())
 

@@ -39,6 +39,37 @@ def key_reader(positions: list[int]):
             (lambda keys, i: tuple(key_part(c, i) for c in keys)))
 
 
+def exact(column):
+    """A key column (Arrow) with every timestamp in it, at any depth (a
+    struct's field, an array's item), as its integer count (Spark's:
+    microseconds since the epoch): Python values that compare as instants,
+    where datetimes of one zone compare wall clocks (see :func:`key_time`),
+    at any time Spark holds.  O(1) without a timestamp, else one cast."""
+    plain = _exact_type(column.type)
+    return column if plain is None else column.cast(plain)
+
+
+def _exact_type(kind):
+    """``kind`` with its timestamps as int64; ``None`` if it has none."""
+    import pyarrow as pa
+
+    if pa.types.is_timestamp(kind):
+        return pa.int64()
+    if pa.types.is_struct(kind):
+        fields = [kind.field(i) for i in range(kind.num_fields)]
+        plain = [_exact_type(f.type) for f in fields]
+        return None if plain == [None] * len(fields) else pa.struct(
+            [f if p is None else f.with_type(p) for f, p in zip(fields, plain)])
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        plain = _exact_type(kind.value_type)
+        make = pa.list_ if pa.types.is_list(kind) else pa.large_list
+        return None if plain is None else make(kind.value_field.with_type(plain))
+    if pa.types.is_map(kind):
+        key, item = _exact_type(kind.key_type), _exact_type(kind.item_type)
+        return None if key is None and item is None else pa.map_(key or kind.key_type, item or kind.item_type)
+    return None
+
+
 class KeyMicros(int):
     """A timestamp key outside Python's years 1 to 9999 in UTC (Spark holds
     wider ones: '9999-12-31 23:59:59' in a session zone west of UTC): its
@@ -104,10 +135,13 @@ def same_key(a, b) -> bool:
 
 def key_part(column, i: int):
     """Row ``i`` of a key column (Arrow) as the windows take it: its Python
-    value, a timestamp's by :func:`key_time`.  O(1)."""
+    value, a timestamp's by :func:`key_time`, one inside a struct or an
+    array as its count (:func:`exact`).  O(1)."""
     import pyarrow as pa
 
     kind = column.type
+    if pa.types.is_nested(kind):
+        return exact(column.slice(i, 1))[0].as_py()
     if not pa.types.is_timestamp(kind):
         return column[i].as_py()
     scalar = column[i]

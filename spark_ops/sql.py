@@ -89,7 +89,7 @@ class _Analyzed(AnalyzeResult):
     spec: Any = None
     run: str = ""
     value_type: Any = None  # the value column's Arrow type as the engines take it
-    zoned: tuple = ()  # the table's timestamp columns: (position, name)
+    zoned: tuple = ()  # the table's columns holding timestamps, at any depth: (position, name)
 
 
 class SlidingWindowFunction:
@@ -100,7 +100,7 @@ class SlidingWindowFunction:
         """The output schema and the job, checked before any row is read."""
         from pyspark.sql.pandas.types import to_arrow_type
         import pyarrow as pa
-        from pyspark.sql.types import DecimalType, DoubleType, FractionalType, IntegralType, StructType, TimestampType
+        from pyspark.sql.types import DecimalType, DoubleType, FractionalType, IntegralType, StructType
 
         from .api import check_columns, check_output_names, engine_for
 
@@ -145,7 +145,7 @@ class SlidingWindowFunction:
         taken = [to_arrow_type(DoubleType() if isinstance(t, DecimalType) else t) for t in types]
         value_type = (pa.struct([pa.field(f"v{i}", t) for i, t in enumerate(taken)]) if spec.value_fields
                       else taken[0])
-        zoned = tuple((i, f.name) for i, f in enumerate(schema.fields) if isinstance(f.dataType, TimestampType))
+        zoned = tuple((i, f.name) for i, f in enumerate(schema.fields) if _holds_timestamps(f.dataType))
         return _Analyzed(schema=out, select=select, spec=spec, run=f"sql-{uuid.uuid4().hex[:12]}",
                          value_type=value_type, zoned=zoned,
                          partitionBy=[PartitioningColumn(quoted(k)) for k in spec.keys],
@@ -155,9 +155,9 @@ class SlidingWindowFunction:
         self.spec: WindowSpec = analyze_result.spec
         self.run = f"{analyze_result.run}/{uuid.uuid4().hex[:12]}"  # each key's instance its own windows
         self.value_type = analyze_result.value_type
-        # PySpark's rows hold a timestamp as a naive datetime of the worker's zone: only one with
-        # daylight saving can make two instants one (see _check_zoned)
-        self.zoned = analyze_result.zoned if time.daylight else ()
+        # PySpark's rows hold a timestamp as a naive datetime of the worker's zone: any zone but
+        # UTC may have repeated an hour (daylight saving now or once, a change of offset)
+        self.zoned = analyze_result.zoned if time.timezone or time.altzone or time.daylight else ()
         self.window = None
         self.key: Any = None
         self.newest = None  # the newest time seen, for the ORDER BY check
@@ -197,19 +197,19 @@ class SlidingWindowFunction:
             self.flush_at = len(self.buffer) + CHUNK  # rows held back wait for a chunk more
 
     def _check_zoned(self, row) -> None:
-        """Refuse a timestamp in the hour a daylight-saving change repeats
-        in the worker's zone.  PySpark hands the function each timestamp as
-        a naive datetime of that zone: two instants an hour apart there
-        compare equal (PySpark would give both keys one instance) and come
-        back as one (its conversion of the output ignores ``fold``).  O(1)
-        per timestamp column."""
+        """Refuse a timestamp in an hour the worker's zone repeats (a
+        daylight-saving or offset change).  PySpark hands the function each
+        timestamp as a naive datetime of that zone: two instants an hour
+        apart there compare equal (PySpark would give both keys one
+        instance) and come back as one (its conversion of the output ignores
+        ``fold``).  O(timestamps in the row)."""
         for i, name in self.zoned:
-            t = row[i]
-            if t is not None and t.replace(fold=1 - t.fold).timestamp() != t.timestamp():
+            t = _repeated(row[i])
+            if t is not None:
                 raise SlidingWindowError(
                     f"{FUNCTION_NAME}: column {name!r} holds {t.isoformat()} (local time of the Python workers), "
-                    "in the hour a daylight-saving change repeats in their time zone, where PySpark's rows "
-                    "cannot tell two instants apart: run the workers in UTC (TZ=UTC in their environment, "
+                    "in an hour their time zone repeats (a daylight-saving or offset change), where PySpark's "
+                    "rows cannot tell two instants apart: run the workers in UTC (TZ=UTC in their environment, "
                     "spark.executorEnv.TZ=UTC on a cluster) or use spark_ops.sliding_window, whose rows "
                     "travel as Arrow")
 
@@ -316,6 +316,35 @@ def _one_key(n: int):
     import pyarrow as pa
 
     return pa.repeat(pa.scalar(0, pa.int8()), n)
+
+
+def _holds_timestamps(data_type) -> bool:
+    """Whether ``data_type`` holds a ``timestamp`` (with a zone), at any depth."""
+    from pyspark.sql.types import ArrayType, MapType, StructType, TimestampType
+
+    if isinstance(data_type, ArrayType):
+        return _holds_timestamps(data_type.elementType)
+    if isinstance(data_type, MapType):
+        return _holds_timestamps(data_type.keyType) or _holds_timestamps(data_type.valueType)
+    if isinstance(data_type, StructType):
+        return any(_holds_timestamps(f.dataType) for f in data_type.fields)
+    return isinstance(data_type, TimestampType)
+
+
+def _repeated(value):
+    """The first ``datetime`` in ``value`` (a column's: a datetime, or a
+    Row, list or dict holding them) that falls in an hour the process's
+    local zone repeats, or ``None``."""
+    if isinstance(value, datetime.datetime):
+        return value if value.replace(fold=1 - value.fold).timestamp() != value.timestamp() else None
+    if isinstance(value, dict):
+        value = [*value.keys(), *value.values()]
+    if isinstance(value, (tuple, list)):  # a Row is a tuple
+        for v in value:
+            found = _repeated(v)
+            if found is not None:
+                return found
+    return None
 
 
 def _same_key(a, b) -> bool:

@@ -229,12 +229,16 @@ FOLD_KEYS = [round(dt.datetime(2024, 11, 3, h, m, tzinfo=dt.timezone.utc).timest
              for h in (8, 9) for m in (0, 30)] + [(253402300799 + 8 * 3600) * 10**6]
 
 
+@pytest.mark.parametrize("key, micros", [("k", "unix_micros(k)"), (["z", "k"], "unix_micros(k)"),
+                                         ("sk", "unix_micros(sk.t)")])
 @pytest.mark.parametrize("engine", ["auto", "amta"])
-def test_timestamp_keys_are_instants_whatever_the_session_zone(spark, engine):
+def test_timestamp_keys_are_instants_whatever_the_session_zone(spark, engine, key, micros):
     """With the session in Los Angeles, keys one hour apart at its fall-back
-    fold are two keys (not one wall-clock time) and a key past year 9999 in
-    UTC is one like any other: per-row and slide= windows equal the oracle's
-    over the keys' microseconds, and the key column comes out unchanged."""
+    fold are two keys (not one wall-clock time), alone, beside a struct key
+    column (which Arrow cannot compare) and inside a struct, and a key past
+    year 9999 in UTC is one like any other: per-row and slide= windows
+    equal the oracle's over the keys' microseconds, and the key columns
+    come out unchanged."""
     from pyspark.sql import functions as F
 
     rng = random.Random(17)
@@ -243,11 +247,12 @@ def test_timestamp_keys_are_instants_whatever_the_session_zone(spark, engine):
     spark.conf.set("spark.sql.session.timeZone", "America/Los_Angeles")
     try:
         df = (spark.createDataFrame([(r["id"], r["k"], r["t"], r["v"]) for r in rows], "id long, us long, t double, "
-                                    "v double").withColumn("k", F.timestamp_micros("us")))
-        out = sliding_window(df, key="k", time="t", value="v", aggs=AGGS, range=10, engine=engine)
-        got = out.withColumn("k", F.unix_micros("k")).collect()
-        periodic = (sliding_window(df, key="k", time="t", value="v", aggs=["count", "max"], range=10, slide=5,
-                                   engine=engine).withColumn("k", F.unix_micros("k")).collect())
+                                    "v double").withColumn("k", F.timestamp_micros("us"))
+              .withColumn("z", F.struct(F.lit(1).alias("z"))).withColumn("sk", F.struct(F.col("k").alias("t"))))
+        out = sliding_window(df, key=key, time="t", value="v", aggs=AGGS, range=10, engine=engine)
+        got = out.withColumn("k", F.expr(micros)).drop("sk").collect()  # year 10000 has no datetime
+        periodic = (sliding_window(df, key=key, time="t", value="v", aggs=["count", "max"], range=10, slide=5,
+                                   engine=engine).withColumn("k", F.expr(micros)).drop("sk").collect())
     finally:
         spark.conf.unset("spark.sql.session.timeZone")
     assert all(g["k"] == g["us"] for g in got)  # the key column unchanged

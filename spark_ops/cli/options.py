@@ -226,7 +226,8 @@ def window_options(p: argparse.ArgumentParser, *, store_required: bool, store_no
                            "row; 'flag' keeps it with null aggregations and the reason in a 'rejected' column "
                            "(--slide: leaves it out of the windows, counted in the summary and logged; with "
                            "--slide also a time more than 4.6e12 seconds from 1970, beyond the microseconds "
-                           "the windows count, and with stream --slide a row behind the watermark) "
+                           "the windows count, as with --watermark, and with stream --slide a row behind the "
+                           "watermark) "
                            "(default: %(default)s)")
     cols.add_argument("--engine", choices=ENGINE_CHOICES, default="auto", help=engine_help())
     store_sizes(cols)
