@@ -27,8 +27,8 @@ from __future__ import annotations
 from mta.markers import EMPTY
 
 from . import frames, rows, traffic, worker_gc
-from .plan import (INTERNAL, InputTimes, exact, key_reader, key_time_ordered, lean_columns, output_schema,
-                   same_key, seconds)
+from .keys import exact, key_reader, same_key
+from .plan import INTERNAL, InputTimes, key_time_ordered, lean_columns, output_schema, seconds
 from .spec import WindowSpec
 from .windows import open_key_window
 

@@ -66,7 +66,8 @@ def exclude(df, spec):
     from pyspark.sql import functions as F
 
     from . import columnar, rows, values
-    from .plan import TIME, VALUE, key_reader, time_sql
+    from .keys import key_reader
+    from .plan import TIME, VALUE, time_sql
 
     types = {f.name: f.dataType for f in df.schema.fields}
     checked = (df.withColumn(TIME, F.expr(time_sql(spec.time, types[spec.time])))

@@ -15,14 +15,15 @@ which it keeps as they are.
 The group key is the one value the state API itself hands to Python
 through pandas; a timestamp key column crosses as its microseconds (a
 ``long``, :class:`GroupKeys`) and becomes a ``datetime`` again in Python
-(:func:`spark_ops.plan.key_time`), so keys at any time Spark holds work.
+(:func:`spark_ops.keys.key_time`), so keys at any time Spark holds work.
 """
 
 from __future__ import annotations
 
 from typing import Iterable, Iterator
 
-from .plan import ARRIVAL, PACKED, exact, groupable, key_time, positive_zero
+from .keys import exact, groupable, key_time, positive_zero
+from .plan import ARRIVAL, PACKED
 
 #: The columns of :func:`frame`.
 _PACKED_COLUMNS = [PACKED]
@@ -90,7 +91,7 @@ class GroupKeys:
 
     def value(self, key: tuple) -> tuple:
         """The key's column values as Python values (timestamps by
-        :func:`spark_ops.plan.key_time`, as a batch plan reads them) from
+        :func:`spark_ops.keys.key_time`, as a batch plan reads them) from
         the grouping key Spark hands the per-key function."""
         values = []
         for part, micros in zip(key, self.micros):

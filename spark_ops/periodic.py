@@ -41,8 +41,8 @@ from . import aggregations, rows, worker_gc
 from .columnar import aggregate, not_positive
 from .batch import runs
 from .kernels import KERNELS, Rows
-from .plan import (ARRIVAL, column, key_reader, key_time_ordered, lean_columns, micros, output_arrow_schema, quoted,
-                   positive_zero, same_key, seconds)
+from .keys import key_reader, positive_zero, same_key
+from .plan import ARRIVAL, column, key_time_ordered, lean_columns, micros, output_arrow_schema, quoted, seconds
 from .spec import MICROS, SlidingWindowError, WindowSpec
 from .values import numpy_values
 

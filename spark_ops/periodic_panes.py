@@ -35,7 +35,8 @@ import numpy as np
 
 from . import rows, values as value_columns, worker_gc
 from .batch import runs
-from .plan import column, key_reader, micros_sql, quoted, same_key, seconds as time_seconds, time_sql
+from .keys import key_reader, same_key
+from .plan import column, micros_sql, quoted, seconds as time_seconds, time_sql
 from .spec import MICROS, WindowSpec
 
 PANE = "__mta_pane"
