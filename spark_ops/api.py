@@ -27,7 +27,7 @@ from . import columnar, durations, event_time, excluded, periodic, values
 from .batch import batch_plan
 from .periodic import periodic_plan
 from .periodic_stream import periodic_streaming_plan
-from .plan import INTERNAL
+from .plan import INTERNAL, holds
 from .spec import SlidingWindowError, WindowSpec, key_columns
 from .streaming import streaming_plan
 from .task_stream import task_streaming_plan
@@ -258,15 +258,10 @@ def check_columns(schema, key, time: str, value) -> tuple[tuple, list]:
 def _collated(data_type) -> bool:
     """Whether ``data_type`` holds strings of a collation other than bytes'
     (``UTF8_BINARY``), at any depth."""
-    from pyspark.sql.types import ArrayType, MapType, StringType, StructType
+    from pyspark.sql.types import StringType
 
-    if isinstance(data_type, StringType):
-        return getattr(data_type, "collation", "UTF8_BINARY") != "UTF8_BINARY"
-    if isinstance(data_type, ArrayType):
-        return _collated(data_type.elementType)
-    if isinstance(data_type, MapType):
-        return _collated(data_type.keyType) or _collated(data_type.valueType)
-    return isinstance(data_type, StructType) and any(_collated(f.dataType) for f in data_type.fields)
+    return holds(data_type, lambda t: isinstance(t, StringType) and
+                 getattr(t, "collation", "UTF8_BINARY") != "UTF8_BINARY")
 
 
 def _per_value_column(df, spec: WindowSpec, kind) -> bool | tuple:

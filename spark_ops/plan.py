@@ -23,6 +23,21 @@ def column(name: str):
     return F.col(quoted(name))
 
 
+def holds(data_type, test) -> bool:
+    """Whether the Spark type ``data_type``, or one inside it (an array's
+    element, a map's key or value, a struct's field, at any depth), passes
+    ``test``."""
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if test(data_type):
+        return True
+    if isinstance(data_type, ArrayType):
+        return holds(data_type.elementType, test)
+    if isinstance(data_type, MapType):
+        return holds(data_type.keyType, test) or holds(data_type.valueType, test)
+    return isinstance(data_type, StructType) and any(holds(f.dataType, test) for f in data_type.fields)
+
+
 def with_time_and_value(df, spec: WindowSpec):
     """Add the time as double seconds and the value as the engine takes it
     (decimals as doubles, like the aggregations' outputs; several value

@@ -58,7 +58,7 @@ from typing import Any
 from pyspark.sql.udtf import AnalyzeResult, OrderingColumn, PartitioningColumn, SelectedColumn
 
 from . import columnar, frames, rows, values
-from .plan import TIME, VALUE, quoted, time_sql
+from .plan import TIME, VALUE, holds, quoted, time_sql
 from .spec import SlidingWindowError, WindowSpec, split_columns
 
 __all__ = ["CHUNK", "FUNCTION_NAME", "SlidingWindowFunction", "register_sql"]
@@ -100,7 +100,7 @@ class SlidingWindowFunction:
         """The output schema and the job, checked before any row is read."""
         from pyspark.sql.pandas.types import to_arrow_type
         import pyarrow as pa
-        from pyspark.sql.types import DecimalType, DoubleType, FractionalType, IntegralType, StructType
+        from pyspark.sql.types import DecimalType, DoubleType, FractionalType, IntegralType, StructType, TimestampType
 
         from .api import check_columns, check_output_names, engine_for
 
@@ -145,7 +145,8 @@ class SlidingWindowFunction:
         taken = [to_arrow_type(DoubleType() if isinstance(t, DecimalType) else t) for t in types]
         value_type = (pa.struct([pa.field(f"v{i}", t) for i, t in enumerate(taken)]) if spec.value_fields
                       else taken[0])
-        zoned = tuple((i, f.name) for i, f in enumerate(schema.fields) if _holds_timestamps(f.dataType))
+        zoned = tuple((i, f.name) for i, f in enumerate(schema.fields)  # timestamps (with a zone) at any depth
+                      if holds(f.dataType, lambda t: isinstance(t, TimestampType)))
         return _Analyzed(schema=out, select=select, spec=spec, run=f"sql-{uuid.uuid4().hex[:12]}",
                          value_type=value_type, zoned=zoned,
                          partitionBy=[PartitioningColumn(quoted(k)) for k in spec.keys],
@@ -316,19 +317,6 @@ def _one_key(n: int):
     import pyarrow as pa
 
     return pa.repeat(pa.scalar(0, pa.int8()), n)
-
-
-def _holds_timestamps(data_type) -> bool:
-    """Whether ``data_type`` holds a ``timestamp`` (with a zone), at any depth."""
-    from pyspark.sql.types import ArrayType, MapType, StructType, TimestampType
-
-    if isinstance(data_type, ArrayType):
-        return _holds_timestamps(data_type.elementType)
-    if isinstance(data_type, MapType):
-        return _holds_timestamps(data_type.keyType) or _holds_timestamps(data_type.valueType)
-    if isinstance(data_type, StructType):
-        return any(_holds_timestamps(f.dataType) for f in data_type.fields)
-    return isinstance(data_type, TimestampType)
 
 
 def _repeated(value):
