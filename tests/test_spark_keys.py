@@ -529,3 +529,33 @@ def test_runs_and_trailing_peers_over_several_key_columns():
     assert runs([a, b]) == [(0, 2), (2, 4), (4, 5), (5, 6), (6, 7)]
     times = pa.array([1.0, 2.0, 2.0, 2.0], pa.float64())
     assert trailing_peers([pa.array([1, 2, 2, 2]), pa.array(["x", "x", "y", "y"])], times) == 2
+
+
+def test_streaming_nested_timestamp_keys_across_the_whole_range(spark, tmp_path):
+    """A streaming query keyed by a struct holding a ``timestamp`` and an
+    array holding a ``timestamp_ntz``, with values from year 1 to 9999
+    (pandas, which the state API's grouping key crosses, holds 1677-2262):
+    two runs from the checkpoint, each key's window spanning them, equal to
+    the oracle over the timestamps; the key columns pass through unchanged."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    rng = random.Random(10)
+    pairs = [(a.replace(tzinfo=dt.timezone.utc), b) for a in FAR_TIMES for b in rng.sample(FAR_TIMES, 2)]
+    rounds = [keyed_rows(rng, 70, pairs=pairs), keyed_rows(rng, 70, start=100.0, first_id=1000, pairs=pairs)]
+    schema = pa.schema([("id", pa.int64()), ("a", pa.timestamp("us", tz="UTC")), ("b", pa.timestamp("us")),
+                        ("t", pa.float64()), ("v", pa.float64())])
+    source, sink, ckpt = str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "ckpt")
+    os.makedirs(source)
+    stream = (spark.readStream.schema("id long, a timestamp, b timestamp_ntz, t double, v double").parquet(source)
+              .withColumn("sk", F.struct(F.col("a").alias("at"))).withColumn("ak", F.array("b")))
+    out = sliding_window(stream, key=["sk", "ak"], time="t", value="v", aggs=AGGS, range=30,
+                         store=f"file://{tmp_path}/store", name=f"nts-{uuid.uuid4().hex[:8]}")
+    for batch in rounds:
+        write_parquet(source, batch, schema)
+        run_available_now(out, sink, ckpt)
+    rows = [r for batch in rounds for r in batch]
+    got = spark.read.parquet(sink).toArrow().to_pylist()
+    assert all(g["sk"] == {"at": g["a"]} and g["ak"] == [g["b"]] for g in got)
+    assert_outputs(as_oracle_output([_Row(g) for g in got]), oracle_rows(rows),
+                   expected(oracle_rows(rows), NAMES, range=30), NAMES)
