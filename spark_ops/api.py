@@ -26,6 +26,7 @@ import stores
 from . import columnar, durations, event_time, excluded, periodic, values
 from .batch import batch_plan
 from .periodic import periodic_plan
+from .names import clashes
 from .periodic_stream import periodic_streaming_plan
 from .plan import INTERNAL, holds
 from .spec import SlidingWindowError, WindowSpec, key_columns
@@ -196,9 +197,9 @@ def _periodic(df, spec: WindowSpec, name, expire_after):
         raise SlidingWindowError("expire_after is for per-row streaming queries without a watermark; a slide= "
                                  "query drops a key's state once the watermark has passed its windows")
     periodic.window_end_type(spec, df.schema[spec.time].dataType)  # checked before any job
-    if periodic.WINDOW_END in spec.keys:
-        raise SlidingWindowError(f"key column {periodic.WINDOW_END!r} has the name of slide='s output column of "
-                                 "the windows' ends; rename it")
+    if clashes(spec.keys, [periodic.WINDOW_END]):
+        raise SlidingWindowError(f"key column {periodic.WINDOW_END!r} has the name (case aside) of slide='s "
+                                 "output column of the windows' ends; rename it")
     if spec.on_bad_row == "flag":
         df = excluded.exclude(df, spec)  # streaming: late rows are left out by the per-key function
     why_not = columnar.ineligible(spec, _per_value_column(df, spec, FractionalType))
@@ -243,10 +244,10 @@ def check_columns(schema, key, time: str, value) -> tuple[tuple, list]:
             raise SlidingWindowError(f"key column {c!r} is {fields[c].simpleString()}, whose equal strings can "
                                      "differ in bytes, which the windows compare: give a key both compare alike, "
                                      f"F.lower({c!r}).cast('string') (or only the cast, to tell 'a' and 'A' apart)")
-    internal = sorted(set(fields) & set(INTERNAL))
+    internal = clashes(fields, INTERNAL)
     if internal:
         raise SlidingWindowError(f"input column {', '.join(map(repr, internal))} has a name sliding_window "
-                                 "uses internally; rename it")
+                                 "uses internally (Spark's names ignore case); rename it")
     if not isinstance(fields[time], (NumericType, TimestampType, TimestampNTZType, DateType)):
         hint = (f": parse it first, df.withColumn({time!r}, F.to_timestamp({time!r})) (mta-spark: --schema "
                 f"'..., {time} TIMESTAMP, ...')") if isinstance(fields[time], StringType) else ""
@@ -271,10 +272,10 @@ def _per_value_column(df, spec: WindowSpec, kind) -> bool | tuple:
 
 def check_output_names(spec: WindowSpec, columns) -> None:
     """No input column has the name of one of ``spec``'s output columns."""
-    clash = sorted({n for n, _ in spec.output_columns} & set(columns))
+    clash = clashes(columns, [n for n, _ in spec.output_columns])
     if clash:
-        raise SlidingWindowError(f"input column {', '.join(map(repr, clash))} has the name of an output column; "
-                                 "rename it (or name a user aggregation differently)")
+        raise SlidingWindowError(f"input column {', '.join(map(repr, clash))} has the name of an output column "
+                                 "(Spark's names ignore case); rename it (or name a user aggregation differently)")
 
 
 def _with_engine(spec: WindowSpec, df) -> WindowSpec:

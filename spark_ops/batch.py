@@ -28,6 +28,7 @@ from mta.markers import EMPTY
 
 from . import frames, rows, traffic, worker_gc
 from .keys import exact, key_reader, same_key
+from .names import map_in_arrow
 from .plan import INTERNAL, InputTimes, key_time_ordered, lean_columns, output_schema, seconds
 from .spec import WindowSpec
 from .windows import open_key_window
@@ -99,7 +100,7 @@ def batch_plan(df, spec: WindowSpec, run: str):
             if window is not None:
                 window.close()
 
-    return ordered.mapInArrow(worker_gc.settling(windows_of_partition), schema)
+    return map_in_arrow(ordered, worker_gc.settling(windows_of_partition), schema)
 
 
 def _concat(pieces: list, arrow_type):

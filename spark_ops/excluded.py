@@ -67,6 +67,7 @@ def exclude(df, spec):
 
     from . import columnar, rows, values
     from .keys import key_reader
+    from .names import map_in_arrow
     from .plan import TIME, VALUE, time_sql
 
     types = {f.name: f.dataType for f in df.schema.fields}
@@ -112,4 +113,4 @@ def exclude(df, spec):
         if found:
             left_out(count, found, first)
 
-    return checked.mapInArrow(keep_good, checked.schema).drop(TIME, VALUE)
+    return map_in_arrow(checked, keep_good, checked.schema).drop(TIME, VALUE)

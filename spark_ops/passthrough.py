@@ -23,7 +23,8 @@ from __future__ import annotations
 from typing import Iterable, Iterator
 
 from .keys import exact, groupable, key_time, positive_zero
-from .plan import ARRIVAL, PACKED
+from .names import awkward
+from .plan import ARRIVAL, PACKED, quoted
 
 #: The columns of :func:`frame`.
 _PACKED_COLUMNS = [PACKED]
@@ -83,11 +84,14 @@ class GroupKeys:
 
         types = {f.name: f.dataType for f in schema.fields}
         self.keys = list(keys)
+        #: The key columns' names in the state API's grouping: their own, but
+        #: a name PySpark cannot look up (:func:`spark_ops.names.awkward`).
+        self.names = [f"__mta_key{i}" if awkward(k) else k for i, k in enumerate(self.keys)]
         #: Per key column: ``"utc"``, ``"ntz"`` (sent as microseconds) or ``None``.
         self.micros = [("utc" if isinstance(types[k], TimestampType) else
                         "ntz" if isinstance(types[k], TimestampNTZType) else None) for k in self.keys]
-        self.ddl = ", ".join(f"`{k.replace('`', '``')}` " + ("long" if m else types[k].simpleString())
-                             for k, m in zip(self.keys, self.micros))
+        self.ddl = ", ".join(f"{quoted(n)} " + ("long" if m else types[k].simpleString())
+                             for n, k, m in zip(self.names, self.keys, self.micros))
 
     def value(self, key: tuple) -> tuple:
         """The key's column values as Python values (timestamps by
@@ -126,8 +130,9 @@ def pack_by_key(keys: str | list[str] | GroupKeys, *, numbered: bool = False):
     partition, then the row's position in it: the input order, as a batch
     plan's ``monotonically_increasing_id``), in this same pass over the rows."""
     micros = keys.micros if isinstance(keys, GroupKeys) else None
+    names = keys.names if isinstance(keys, GroupKeys) else None
     keys = keys.keys if isinstance(keys, GroupKeys) else [keys] if isinstance(keys, str) else list(keys)
-    micros = micros or [None] * len(keys)
+    micros, names = micros or [None] * len(keys), names or keys
 
     def packed(batches: Iterator) -> Iterator:
         import pyarrow as pa
@@ -142,7 +147,7 @@ def pack_by_key(keys: str | list[str] | GroupKeys, *, numbered: bool = False):
                     blobs.append(blob)
             firsts = pa.array(at, pa.int64())
             yield pa.RecordBatch.from_arrays([_key_array(batch.column(k).take(firsts), m) for k, m in zip(keys, micros)]
-                                             + [pa.array(blobs, pa.binary())], names=[*keys, PACKED])
+                                             + [pa.array(blobs, pa.binary())], names=[*names, PACKED])
 
     return packed
 

@@ -42,6 +42,7 @@ from .columnar import aggregate, not_positive
 from .batch import runs
 from .kernels import KERNELS, Rows
 from .keys import key_reader, positive_zero, same_key
+from .names import map_in_arrow
 from .plan import ARRIVAL, column, key_time_ordered, lean_columns, micros, output_arrow_schema, quoted, seconds
 from .spec import MICROS, SlidingWindowError, WindowSpec
 from .values import numpy_values
@@ -168,7 +169,7 @@ def periodic_plan(df, spec: WindowSpec, run: str):
             emit(current, *window.close())
             yield from out
 
-    return ordered.mapInArrow(worker_gc.settling(windows_of_partition), schema)
+    return map_in_arrow(ordered, worker_gc.settling(windows_of_partition), schema)
 
 
 def _ends_array(ends_us: np.ndarray, arrow_type):

@@ -36,6 +36,7 @@ import numpy as np
 from . import rows, values as value_columns, worker_gc
 from .batch import runs
 from .keys import key_reader, same_key
+from .names import map_in_arrow
 from .plan import column, micros_sql, quoted, seconds as time_seconds, time_sql
 from .spec import MICROS, WindowSpec
 
@@ -252,7 +253,6 @@ def pane_plan(df, spec: WindowSpec, schema: str, arrow_schema):
             emit(current, *window.close())
             yield from out
 
-    return (panes.repartition(*keys)
-                 .sortWithinPartitions(*keys, column(PANE))
-                 .mapInArrow(worker_gc.settling(windows_of_partition), schema))
+    return map_in_arrow(panes.repartition(*keys).sortWithinPartitions(*keys, column(PANE)),
+                        worker_gc.settling(windows_of_partition), schema)
 

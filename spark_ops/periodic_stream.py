@@ -35,6 +35,7 @@ from __future__ import annotations
 from mta import LiftError, product
 
 from . import event_time, excluded, passthrough, periodic, rows, worker_gc
+from .names import map_in_arrow
 from .plan import PACKED, TIME, VALUE, column, micros, output_arrow_schema, with_time_and_value
 from .panes import PaneWindows
 from .spec import MICROS, SlidingWindowError, WindowSpec
@@ -119,11 +120,11 @@ def periodic_streaming_plan(df, spec: WindowSpec):
     target = output_arrow_schema(df.sparkSession, schema)
     ordered = with_time_and_value(df, spec).select(*[column(c) for c in spec.keys], column(spec.time), TIME, VALUE)
     group_keys = passthrough.GroupKeys(ordered.schema, list(spec.keys))
-    packed = ordered.mapInArrow(passthrough.pack_by_key(group_keys, numbered=True),
-                                f"{group_keys.ddl}, {PACKED} binary")
+    packed = map_in_arrow(ordered, passthrough.pack_by_key(group_keys, numbered=True),
+                          f"{group_keys.ddl}, {PACKED} binary")
     packed = event_time.with_marker(packed, delay)
     count = excluded.accumulator(df.sparkSession) if spec.on_bad_row == "flag" else None
-    return (packed.groupBy(*[column(c) for c in spec.keys])
+    return (packed.groupBy(*[column(c) for c in group_keys.names])
                   .applyInPandasWithState(worker_gc.settling(_windows_of_key(spec, target, group_keys, count)),
                                           f"{PACKED} binary", STATE_SCHEMA, "append",
                                           GroupStateTimeout.EventTimeTimeout)

@@ -195,8 +195,8 @@ def quoted(name: str) -> str:
 
 def output_schema(df, spec: WindowSpec) -> str:
     """The input's columns (without the internal ones) and the outputs."""
-    fields = [f"`{f.name}` {f.dataType.simpleString()}" for f in df.schema.fields if f.name not in INTERNAL]
-    return ", ".join(fields + [f"`{n}` {t}" for n, t in spec.output_columns])
+    fields = [f"{quoted(f.name)} {f.dataType.simpleString()}" for f in df.schema.fields if f.name not in INTERNAL]
+    return ", ".join(fields + [f"{quoted(n)} {t}" for n, t in spec.output_columns])
 
 
 def output_arrow_schema(spark, schema: str):

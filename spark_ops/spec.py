@@ -31,6 +31,7 @@ from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
 from . import durations, frames, values
 from .aggregations import READY
+from .names import repeated
 
 __all__ = ["BAD_ROW_RULES", "ENGINES", "ENGINE_CHOICES", "READY", "SlidingWindowError", "WindowSpec"]
 
@@ -144,11 +145,10 @@ class WindowSpec:
                    policy=policy, store=_store_url(store), store_options=dict(store_options or {}),
                    engine=engine, buffer_size=buffer_size, cache_size=cache_size,
                    on_bad_row=on_bad_row, namespace=namespace, frame=frame, sizes=sizes, slide=slide)
-        names = [name for name, _ in spec.output_columns]
-        clash = sorted({n for n in names if names.count(n) > 1})
+        clash = repeated([name for name, _ in spec.output_columns])
         if clash:
-            raise SlidingWindowError(f"output column {', '.join(map(repr, clash))} would come twice "
-                                     "(an aggregation's name and a size's label make it); rename one")
+            raise SlidingWindowError(f"output column {', '.join(map(repr, clash))} would come twice (names ignore "
+                                     "case; an aggregation's name and a size's label make it); rename one")
         return spec
 
     @property

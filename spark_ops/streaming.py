@@ -20,6 +20,7 @@ or counted twice.
 from __future__ import annotations
 
 from . import event_time, passthrough, rows, traffic, worker_gc
+from .names import map_in_arrow
 from .plan import (ARRIVAL, INTERNAL, PACKED, ROW_ORDER, TIME, VALUE, InputTimes, column, output_arrow_schema,
                    output_schema, with_time_and_value)
 from .spec import SlidingWindowError, WindowSpec
@@ -46,8 +47,8 @@ def streaming_plan(df, spec: WindowSpec, run: str, expire_after: float | None):
     timeout = GroupStateTimeout.NoTimeout if expire_after is None else GroupStateTimeout.ProcessingTimeTimeout
     group_keys = passthrough.GroupKeys(ordered.schema, list(spec.keys))
     windows_of_key = key_windows(spec, run, passed, group_keys, expire_after, count)
-    packed = ordered.mapInArrow(passthrough.pack_by_key(group_keys, numbered=True),
-                                f"{group_keys.ddl}, {PACKED} binary")
+    packed = map_in_arrow(ordered, passthrough.pack_by_key(group_keys, numbered=True),
+                          f"{group_keys.ddl}, {PACKED} binary")
     delay = event_time.watermark_delay(df, spec.time)
     if delay is None:
         per_key, state_schema = windows_of_key, STATE_SCHEMA
@@ -58,7 +59,7 @@ def streaming_plan(df, spec: WindowSpec, run: str, expire_after: float | None):
         packed = event_time.with_marker(packed, delay)
         per_key, state_schema = event_time_windows(spec, run, passed, group_keys, count), EVENT_TIME_STATE_SCHEMA
         timeout = GroupStateTimeout.EventTimeTimeout
-    return (packed.groupBy(*[column(c) for c in spec.keys])
+    return (packed.groupBy(*[column(c) for c in group_keys.names])
                   .applyInPandasWithState(worker_gc.settling(per_key), f"{PACKED} binary", state_schema, "append",
                                           timeout)
                   .mapInArrow(passthrough.unpack_batches(target), schema))

@@ -43,6 +43,7 @@ from typing import Iterator
 import stores
 
 from . import passthrough, traffic, worker_gc
+from .names import map_in_arrow
 from .plan import ARRIVAL, INTERNAL, ROW_ORDER, TIME, column, output_arrow_schema, output_schema, with_time_and_value
 from .spec import SlidingWindowError, WindowSpec
 from .streaming import _check_job, _pushed, key_value, micro_batch
@@ -57,11 +58,11 @@ def task_streaming_plan(df, spec: WindowSpec, run: str):
     schema = output_schema(ordered, spec)
     target = output_arrow_schema(df.sparkSession, schema)
     passed = [c for c in ordered.columns if c not in INTERNAL]
-    numbered = ordered.mapInArrow(passthrough.number_rows,
-                                  StructType(ordered.schema.fields + [StructField(ARRIVAL, LongType(), False)]))
+    numbered = map_in_arrow(ordered, passthrough.number_rows,
+                            StructType(ordered.schema.fields + [StructField(ARRIVAL, LongType(), False)]))
     group_keys = passthrough.GroupKeys(ordered.schema, list(spec.keys))
     windows = task_windows(spec, run, passed, group_keys, target, traffic.accumulator(df.sparkSession))
-    return numbered.repartition(*[column(c) for c in spec.keys]).mapInArrow(worker_gc.settling(windows), schema)
+    return map_in_arrow(numbered.repartition(*[column(c) for c in spec.keys]), worker_gc.settling(windows), schema)
 
 
 def task_windows(spec: WindowSpec, run: str, passed: list[str], group_keys: passthrough.GroupKeys, target,

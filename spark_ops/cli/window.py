@@ -71,6 +71,8 @@ def windows(df, args, spec: WindowSpec, store: str | None, name: str | None, val
 
     from .. import rows
     from ..api import sliding_window
+    from ..names import clashes
+    from ..plan import column
 
     fields = {f.name: f.dataType for f in df.schema.fields}
     value_names = value_columns(args)
@@ -84,23 +86,23 @@ def windows(df, args, spec: WindowSpec, store: str | None, name: str | None, val
         raise CLIError("--keep-columns keeps the input's columns beside each input row's output; --slide gives "
                        "one row per key and window instead: use one or the other")
     keep = list(fields) if getattr(args, "keep_columns", False) else window_columns
-    clash = sorted(set(keep) & set(outputs))
+    clash = clashes(keep, outputs)
     if clash:
         raise CLIError(f"input column {', '.join(map(repr, clash))} has the name of an output column; "
-                       "rename it in the input")
+                       "rename it in the input (Spark's names ignore case)")
     # the value columns read as text, each with the column carrying its text
     texts = {c: f"{_TEXT}{i}" for i, c in enumerate(c for c in value_names if isinstance(fields[c], StringType))}
-    unparsed = {c: F.col(t).isNotNull() & F.col(f"`{c}`").isNull() for c, t in texts.items()}
+    unparsed = {c: F.col(t).isNotNull() & column(c).isNull() for c, t in texts.items()}
     extra = []
     if texts:
         df = df.withColumn(_FILE, F.input_file_name())
         for c, t in texts.items():
-            value = F.col(f"`{c}`")
+            value = column(c)
             df = df.withColumn(t, value).withColumn(c, value.try_cast((value_type or {}).get(c) or "double"))
         if args.on_bad_row != "flag" and not df.isStreaming:
             any_unparsed = functools.reduce(lambda a, b: a | b, unparsed.values())
             bad = (df.filter(any_unparsed)
-                     .select(_FILE, *[F.col(f"`{c}`") for c in (*spec.keys, args.time, *value_names)],
+                     .select(_FILE, *[column(c) for c in (*spec.keys, args.time, *value_names)],
                              *texts.values()).first())
             if bad is not None:
                 first = next(c for c in texts if bad[texts[c]] is not None and bad[c] is None)
@@ -111,7 +113,7 @@ def windows(df, args, spec: WindowSpec, store: str | None, name: str | None, val
                                                  tuple(shown) if spec.value_fields else shown[0]))
                                .replace("pass on_bad_row='flag'", "pass --on-bad-row flag"))
         extra = [*texts.values(), _FILE]
-    df = df.select(*[F.col(f"`{c}`") for c in keep + extra])
+    df = df.select(*[column(c) for c in keep + extra])
     # a stream can only say which text was not a number if the window flags the row: error mode
     # then fails the micro-batch (uncommitted, so nothing is lost) on the first flagged row
     # (--slide has no input row to flag: a value that is not a number is then a null value, an error,
@@ -136,9 +138,9 @@ def windows(df, args, spec: WindowSpec, store: str | None, name: str | None, val
     if raise_flagged:
         # the parsed value where there is one, else the text that is not a number
         named = [*spec.keys, args.time]
-        shown = [_shown(F.col(f"`{c}`"), fields[c]) for c in named] + [
-            F.coalesce(F.col(f"`{c}`").cast("string"), _shown(F.col(texts[c]), StringType())) if c in texts
-            else _shown(F.col(f"`{c}`"), fields[c]) for c in value_names]
+        shown = [_shown(column(c), fields[c]) for c in named] + [
+            F.coalesce(column(c).cast("string"), _shown(F.col(texts[c]), StringType())) if c in texts
+            else _shown(column(c), fields[c]) for c in value_names]
         where = ", ".join(f"{c}=%s" for c in [*named, *value_names])
         message = F.format_string(f"row rejected (%s): {where}; fix the input or pass --on-bad-row flag",
                                   F.col("rejected"), *shown)
@@ -147,7 +149,7 @@ def windows(df, args, spec: WindowSpec, store: str | None, name: str | None, val
         from ..periodic import WINDOW_END
 
         keep = [*spec.keys, WINDOW_END]
-    return out.select(*[F.col(f"`{c}`") for c in keep + outputs])
+    return out.select(*[column(c) for c in keep + outputs])
 
 
 def _shown(column, data_type):

@@ -1,0 +1,57 @@
+"""Column names as Spark resolves them.
+
+Spark resolves a column name without regard to case (its default,
+``spark.sql.caseSensitive=false``), so two names that differ only in case
+are one name to a later ``select``: :func:`clashes` and :func:`repeated`
+compare names that way.  PySpark's ``mapInArrow`` and
+``applyInPandasWithState`` look each input column up by its name as a path,
+where a dot reaches into a struct and a backtick quotes: a column named
+``host.name`` or ``a`b`` cannot cross them under its own name
+(:func:`awkward`), so :func:`map_in_arrow` renames the columns on the way in
+and the function sees them under their own names again.
+"""
+
+from __future__ import annotations
+
+__all__ = ["awkward", "clashes", "map_in_arrow", "repeated"]
+
+
+def _folded(name: str) -> str:
+    return name.lower()
+
+
+def clashes(names, others) -> list[str]:
+    """The names of ``names`` that are one of ``others`` to Spark (equal but
+    for case), sorted.  O(len(names) + len(others))."""
+    taken = {_folded(n) for n in others}
+    return sorted({n for n in names if _folded(n) in taken})
+
+
+def repeated(names) -> list[str]:
+    """The names of ``names`` that come more than once to Spark (equal but
+    for case), sorted.  O(len(names))."""
+    counts: dict[str, int] = {}
+    for n in names:
+        counts[_folded(n)] = counts.get(_folded(n), 0) + 1
+    return sorted({n for n in names if counts[_folded(n)] > 1})
+
+
+def awkward(name: str) -> bool:
+    """Whether PySpark's per-column lookup by name fails for ``name`` (it
+    reads a dot as a struct's field and a backtick as quoting)."""
+    return "." in name or "`" in name
+
+
+def map_in_arrow(df, fn, schema):
+    """``df.mapInArrow(fn, schema)`` for columns of any name: where one is
+    :func:`awkward`, the columns cross as ``_0, _1, ...`` and ``fn`` gets
+    each batch under ``df``'s own names (``schema``, the output's, may hold
+    any names)."""
+    names = df.columns
+    if not any(awkward(n) for n in names):
+        return df.mapInArrow(fn, schema)
+
+    def renamed(batches):
+        return fn(batch.rename_columns(names) for batch in batches)
+
+    return df.toDF(*[f"_{i}" for i in range(len(names))]).mapInArrow(renamed, schema)
