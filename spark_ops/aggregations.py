@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import re
 
 from mta import Aggregator, aggregators, fused
 
@@ -34,12 +35,24 @@ def spark_type(result: str, integral: bool) -> str:
 
 @functools.cache  # called for every key's window
 def arrow_type(spark: str):
-    """The Arrow type of an output column of Spark type ``spark`` (``None``:
-    let Arrow infer it from the values)."""
+    """The Arrow type of an output column of Spark type ``spark``: numbers,
+    ``string``, ``boolean``, ``binary``, ``date``, ``decimal(p, s)`` and arrays
+    of them, as Spark writes these types (``None`` for others, structs and
+    maps: Arrow infers it from the values).  Workers have no Spark parser."""
     import pyarrow as pa
 
-    return {"double": pa.float64(), "long": pa.int64(), "string": pa.string(),
-            "array<double>": pa.list_(pa.float64())}.get(spark)
+    name = "".join(spark.split()).lower()
+    if name.startswith("array<") and name.endswith(">"):
+        item = arrow_type(name[len("array<"):-1])
+        return None if item is None else pa.list_(item)
+    decimal = re.fullmatch(r"decimal\((\d+),(\d+)\)", name)
+    if decimal:
+        return pa.decimal128(int(decimal[1]), int(decimal[2]))
+    return {"double": pa.float64(), "float": pa.float32(), "real": pa.float32(), "long": pa.int64(),
+            "bigint": pa.int64(), "int": pa.int32(), "integer": pa.int32(), "short": pa.int16(),
+            "smallint": pa.int16(), "byte": pa.int8(), "tinyint": pa.int8(), "string": pa.string(),
+            "boolean": pa.bool_(), "binary": pa.binary(), "date": pa.date32(),
+            "decimal": pa.decimal128(10, 0)}.get(name)
 
 
 def resolve_one(agg, integral: bool) -> tuple[str, Aggregator, str]:
@@ -56,7 +69,13 @@ def resolve_one(agg, integral: bool) -> tuple[str, Aggregator, str]:
                 "or pass (column, Aggregator, spark_type) for your own")
         return ready.name, ready.aggregator, spark_type(ready.result, integral)
     if isinstance(agg, tuple) and len(agg) in (2, 3) and isinstance(agg[1], Aggregator):
-        return agg[0], agg[1], agg[2] if len(agg) == 3 else "double"
+        declared = agg[2] if len(agg) == 3 else "double"
+        if hasattr(declared, "simpleString"):  # a pyspark DataType
+            declared = declared.simpleString()
+        if not isinstance(declared, str):
+            raise SlidingWindowError(f"aggregation {agg[0]!r}: its Spark type is a DDL string such as 'double' "
+                                     f"or a pyspark DataType, got {declared!r}")
+        return agg[0], agg[1], declared
     raise SlidingWindowError(
         f"an aggregation is a name such as 'max' or a tuple (column, Aggregator, spark_type), got {agg!r}")
 
@@ -126,7 +145,8 @@ class OutOfRange(Exception):
 def arrow_column(results, spark: str):
     """One aggregation's results (a list of Python values, or an Arrow array
     as is) as an Arrow array of Spark type ``spark``; raises
-    :class:`OutOfRange` for the first integer outside a ``long``."""
+    :class:`OutOfRange` for the first integer outside the column's integer
+    type, :class:`NotOfType` for a result Arrow cannot make one of it."""
     import pyarrow as pa
 
     if isinstance(results, pa.Array):
@@ -134,19 +154,37 @@ def arrow_column(results, spark: str):
     arrow = arrow_type(spark)
     try:
         return pa.array(results, type=arrow)
-    except (OverflowError, pa.ArrowInvalid):
+    except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         if arrow is not None and pa.types.is_integer(arrow):
+            low, high = -(1 << (arrow.bit_width - 1)), (1 << (arrow.bit_width - 1)) - 1
             for i, v in enumerate(results):
-                if isinstance(v, int) and not INT64_MIN <= v <= INT64_MAX:
+                if isinstance(v, int) and not low <= v <= high:
                     raise OutOfRange(i, v) from None
-        raise
+        raise NotOfType(str(exc)) from None
 
 
-def overflow_error(spec, key, column: str, t, value):
-    """The error that fails a job whose ``column`` left int64 at ``key``'s
-    row of time ``t`` (see the module's overflow rule)."""
+class NotOfType(Exception):
+    """Results that are not of their column's declared type (Arrow's reason)."""
+
+
+def not_of_type(column: str, spark: str, reason: str):
+    """The error for a user aggregation ``column`` whose results are not its
+    declared Spark type ``spark``."""
     from .spec import SlidingWindowError
 
-    return SlidingWindowError(
-        f"{column} overflows long (int64) at {spec.key_text(key)}, {spec.time}={t!r}: the exact result is {value}, "
-        f"outside [{INT64_MIN}, {INT64_MAX}]; cast the value column to double for a wider, rounded sum")
+    return SlidingWindowError(f"aggregation {column!r} returned a result that is not {spark} ({reason}); declare "
+                              "its type as the third item of (column, Aggregator, spark_type)")
+
+
+def overflow_error(spec, key, column: str, t, value, spark: str = "long"):
+    """The error that fails a job whose ``column`` (of Spark type ``spark``)
+    left its integer type at ``key``'s row of time ``t`` (see the module's
+    overflow rule)."""
+    from .spec import SlidingWindowError
+
+    if spark == "long":
+        return SlidingWindowError(
+            f"{column} overflows long (int64) at {spec.key_text(key)}, {spec.time}={t!r}: the exact result is "
+            f"{value}, outside [{INT64_MIN}, {INT64_MAX}]; cast the value column to double for a wider, rounded sum")
+    return SlidingWindowError(f"{column} overflows its type {spark} at {spec.key_text(key)}, {spec.time}={t!r}: "
+                              f"the result is {value}; declare a wider type")

@@ -161,6 +161,7 @@ def sliding_window(df, key: str | list[str], time: str, value: str | list[str], 
                             frame=frame, slide=slide, ties=ties,
                             integral=values.per_column(types, IntegralType), value_fields=fields)
     check_output_names(spec, [*spec.keys, periodic.WINDOW_END] if spec.slide is not None else df.columns)
+    check_output_types(spec)
     if name is not None and (not isinstance(name, str) or not _NAME.fullmatch(name)):
         raise SlidingWindowError(f"name must be 1 to 40 letters, digits, '.', '_' or '-', got {name!r}")
     if expire_after is not None:
@@ -231,7 +232,8 @@ def check_columns(schema, key, time: str, value) -> tuple[tuple, list]:
     time and value columns (one, a list, or a struct), of types a window
     takes, and no column named like an internal one; returns the value
     columns and their types (:func:`spark_ops.values.fields_of`)."""
-    from pyspark.sql.types import DateType, NumericType, StringType, TimestampNTZType, TimestampType
+    from pyspark.sql.types import (DateType, MapType, NumericType, StringType, TimestampNTZType, TimestampType,
+                                   VariantType)
 
     keys = key_columns(key)
     columns = (*(keys if isinstance(keys, tuple) else (keys,)), time)
@@ -240,6 +242,10 @@ def check_columns(schema, key, time: str, value) -> tuple[tuple, list]:
         if c not in fields:
             raise SlidingWindowError(f"no column {c!r} in the input; it has {', '.join(fields)}")
     for c in keys if isinstance(keys, tuple) else (keys,):
+        if holds(fields[c], lambda t: isinstance(t, (MapType, VariantType))):
+            raise SlidingWindowError(f"key column {c!r} is {fields[c].simpleString()}: Spark cannot group or sort "
+                                     "by a map or a variant; key by a column derived from it (e.g. one of its "
+                                     "values, or to_json of it)")
         if _collated(fields[c]):
             raise SlidingWindowError(f"key column {c!r} is {fields[c].simpleString()}, whose equal strings can "
                                      "differ in bytes, which the windows compare: give a key both compare alike, "
@@ -276,6 +282,20 @@ def check_output_names(spec: WindowSpec, columns) -> None:
     if clash:
         raise SlidingWindowError(f"input column {', '.join(map(repr, clash))} has the name of an output column "
                                  "(Spark's names ignore case); rename it (or name a user aggregation differently)")
+
+
+def check_output_types(spec: WindowSpec) -> None:
+    """Spark parses every output column's type (a user aggregation's
+    ``spark_type``), checked before any job."""
+    from pyspark.sql.types import _parse_datatype_string
+
+    for name, declared in spec.output_columns:
+        try:
+            _parse_datatype_string(declared)
+        except Exception as exc:  # noqa: BLE001 - Spark's parse errors have no common class
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise SlidingWindowError(f"aggregation {name!r} declares Spark type {declared!r}, which Spark "
+                                     f"cannot parse ({reason})") from None
 
 
 def _with_engine(spec: WindowSpec, df) -> WindowSpec:

@@ -8,7 +8,10 @@ and years have no fixed length, so they are refused rather than guessed.
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import math
+import numbers
 import re
 
 #: Seconds per unit, every spelling accepted.
@@ -31,11 +34,14 @@ EXAMPLES = "a number of seconds or a duration such as 10s, 500ms, 5m, 1h30m, '10
 def seconds(value, what: str = "duration") -> float:
     """``value`` (a number of seconds or duration text) in seconds, a
     positive finite number; ``ValueError`` naming ``what`` otherwise.
-    A whole number of seconds comes back as an ``int``."""
+    A whole number of seconds comes back as an ``int``; any real number
+    (NumPy's, a ``Decimal``) and a ``timedelta`` are taken too."""
     if isinstance(value, bool):
         raise ValueError(f"{what} must be {EXAMPLES}, got {value!r}")
-    if isinstance(value, (int, float)):
+    if isinstance(value, (numbers.Real, decimal.Decimal)):
         total = float(value)
+    elif isinstance(value, dt.timedelta):
+        total = value.total_seconds()
     elif isinstance(value, str):
         total = _parse(value, what)
     else:
@@ -47,8 +53,8 @@ def seconds(value, what: str = "duration") -> float:
 
 def _parse(text: str, what: str) -> float:
     t = text.strip().lower()
-    if t.startswith("interval "):  # Spark SQL's literal form
-        t = t[len("interval "):].strip()
+    if t.startswith("interval "):  # Spark SQL's literal forms: INTERVAL 5 MINUTES, INTERVAL '5' MINUTE
+        t = t[len("interval "):].replace("'", " ").strip()
     parts = _PART.findall(t)
     if not parts or not _WHOLE.fullmatch(t):
         raise ValueError(f"{what} must be {EXAMPLES}, got {text!r}")

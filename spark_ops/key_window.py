@@ -73,7 +73,9 @@ class RowWindow:
             except aggregations.OutOfRange as exc:
                 row = exc.index if problems is None else [i for i, p in enumerate(problems) if p is None][exc.index]
                 t = shown[row] if shown is not None else times[row].as_py()
-                raise aggregations.overflow_error(self.spec, self.key, name, t, exc.value) from None
+                raise aggregations.overflow_error(self.spec, self.key, name, t, exc.value, spark) from None
+            except aggregations.NotOfType as exc:
+                raise aggregations.not_of_type(name, spark, str(exc)) from None
         return rows.settle(self.spec, self.key, columns, problems, times, values, shown)
 
     @staticmethod

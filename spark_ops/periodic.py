@@ -99,7 +99,9 @@ def windows_batch(spec: WindowSpec, arrow_schema, key, ends_us, results):
                 arrays.append(aggregations.arrow_column(result, spark).cast(arrow_schema.field(k + 1 + i).type))
             except aggregations.OutOfRange as exc:
                 end = end_column[exc.index].as_py()
-                raise aggregations.overflow_error(spec, key, name, end, exc.value) from None
+                raise aggregations.overflow_error(spec, key, name, end, exc.value, spark) from None
+            except aggregations.NotOfType as exc:
+                raise aggregations.not_of_type(name, spark, str(exc)) from None
         else:
             a, null = result
             arrays.append(pa.array(a, mask=null, type=arrow_schema.field(k + 1 + i).type))

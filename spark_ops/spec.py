@@ -18,7 +18,7 @@ a bad row, see ``on_bad_row`` and :mod:`spark_ops.rows`).
 
 from __future__ import annotations
 
-import math
+import numbers
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -347,24 +347,20 @@ def split_columns(text: str) -> list[str]:
     return [c.strip() for c in text.split(",")]
 
 
-def _range_size(size):
-    """One ``range=`` size in seconds (a number or a duration)."""
-    if isinstance(size, str):
-        try:
-            return durations.seconds(size, "range")
-        except ValueError as exc:
-            raise SlidingWindowError(str(exc)) from None
-    if not (isinstance(size, (int, float)) and not isinstance(size, bool) and size > 0 and math.isfinite(size)):
-        raise SlidingWindowError(f"range must be a positive number of seconds or a duration such as '1h', "
-                                 f"got {size!r}")
-    return size
+def _range_size(size, what: str = "range"):
+    """One ``range=`` (or ``slide=``: ``what``) size in seconds (a number, a
+    ``timedelta`` or a duration, :func:`spark_ops.durations.seconds`)."""
+    try:
+        return durations.seconds(size, what)
+    except ValueError as exc:
+        raise SlidingWindowError(str(exc)) from None
 
 
 def _rows_size(size):
     """One ``rows=`` size, a count."""
-    if type(size) is not int or size < 1:
+    if not isinstance(size, numbers.Integral) or isinstance(size, bool) or size < 1:
         raise SlidingWindowError(f"rows must be a positive int, got {size!r}")
-    return size
+    return int(size)
 
 
 def _sizes(given, what: str, parse) -> tuple:
@@ -406,7 +402,7 @@ def _slide(slide, range, rows, frame: str, sizes: tuple = ()):
     :mod:`spark_ops.periodic`; ``on_bad_row="flag"``: :mod:`spark_ops.excluded`)."""
     if range is None:
         raise SlidingWindowError("slide= is for time windows: give range= (the windows' length), not rows= or policy=")
-    slide = _range_size(slide)
+    slide = _range_size(slide, "slide")
     if frame != "default":
         raise SlidingWindowError("slide= windows are [end - range, end), as Spark's window(); frame= is for "
                                  "the per-row output")
@@ -436,10 +432,10 @@ def _value_of(record):
 
 def _store_url(url: str | None) -> str | None:
     """File stores as absolute ``file://`` URLs (executors may not share the
-    driver's working directory), other URLs unchanged; a bad one is a
-    :class:`SlidingWindowError`."""
+    driver's working directory), other URLs unchanged; a bad one, or one no
+    backend opens, is a :class:`SlidingWindowError`."""
     try:
-        return stores.normalize_url(url)
+        return stores.normalize_url(url and stores.check_url(url))
     except stores.StoreConfigError as e:
         raise SlidingWindowError(str(e)) from None
 

@@ -135,10 +135,11 @@ def resolve(aggs, fields: tuple, integral, single: str | None = None) -> tuple[l
     for name, agg in entries:
         read = None
         if isinstance(agg, str):
+            named = _READS.fullmatch(agg) is not None  # "max(cpu)": the column is in the output's name
             agg, column = _ready(agg, fields, single)
             read = fields.index(column) if fields and column is not None else None
             out, aggregator, spark = aggregations.resolve_one(agg, flag_of(integral, read))
-            resolved.append((name or output_name(out, column), aggregator, spark))
+            resolved.append((name or output_name(out, column if named else None), aggregator, spark))
         else:
             resolved.append(aggregations.resolve_one(agg if name is None else (name, *agg), False))
         reads.append(read)
@@ -176,7 +177,7 @@ def _ready(text: str, fields: tuple, single: str | None) -> tuple[str, str | Non
             raise SlidingWindowError(f"aggregation {text.strip()!r} does not say which value column it reads; "
                                      f"with several value columns write it as '{text.strip()}(column)', the "
                                      f"columns being {', '.join(fields)}")
-        return text, None
+        return text, (fields[0] if fields else None)  # a struct of one field: that field
     agg, column = m.group(1), m.group(2).strip()
     columns = fields or ((single,) if single is not None else ())
     if column not in columns:

@@ -91,23 +91,36 @@ def open_store(url: str, **options: Any) -> Store:
     :mod:`stores.couchbase_store`.  An unknown scheme or a bad option raises
     :class:`StoreConfigError`.
     """
+    return _factory(url)(url, **options)
+
+
+def check_url(url: str) -> str:
+    """``url``; raises :class:`StoreConfigError` if no backend opens it (an
+    unknown scheme, naming the known ones), as :func:`open_store` would,
+    without opening anything: a job checks its URL before any task runs."""
+    _factory(url)
+    return url
+
+
+def _factory(url: str) -> Callable[..., Store]:
+    """The backend that opens ``url`` (a plain path: the file store)."""
     if not isinstance(url, str) or not url:
         raise StoreConfigError("store URL must be a non-empty str")
     scheme = scheme_of(url)
     if scheme is None:
-        return _file(url, **options)  # a plain path
+        return _file  # a plain path
     factory = _backends.get(scheme)
     if factory is None:
         known = ", ".join(f"{s}:" for s in sorted(_backends))
         raise StoreConfigError(f"unknown store URL scheme {scheme!r}; supported: {known} "
                                f"or a plain directory path{typo_hint(url)}")
-    return factory(url, **options)
+    return factory
 
 
 __all__ = [
     "FencingError",
     "WindowStorage", "Batch", "Before", "Progress", "check_run", "finish_run",
-    "open_store", "register_backend", "normalize_url", "redact_url", "scheme_of", "pooled_store",
+    "open_store", "check_url", "register_backend", "normalize_url", "redact_url", "scheme_of", "pooled_store",
     "Store", "StoreStats", "Token", "MAX_WINDOW_BYTES",
     "encode", "decode", "register_codec", "unregister_codec", "registered_codecs",
     "StoreError", "StoreConfigError", "StoreClosed", "StoreUnavailable",

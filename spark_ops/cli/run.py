@@ -27,7 +27,7 @@ def add_arguments(p) -> None:
                    help="input format (default: from the file extension; csv has a header line)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the output directory if it exists, once the new output is written (a run "
-                        "that fails leaves it as it was); an output that is, holds or lies in the input is "
+                        "that fails leaves it as it was, and without --overwrite leaves none); an output that is, holds or lies in the input is "
                         "refused")
     p.add_argument("--schema", metavar="DDL",
                    help="input schema, e.g. 'host STRING, ts TIMESTAMP, mem DOUBLE', a CSV's columns "
@@ -56,13 +56,10 @@ def _check_apart(input_path: str, output: str) -> None:
 
 
 def _write(spark, out, target: str, overwrite: bool) -> None:
-    """Write ``out`` as Parquet to ``target``.  With ``overwrite`` it goes
-    to a directory beside the target first, which replaces the target only
-    once the job succeeded: a job that fails (a bad row, a lost executor)
-    leaves the earlier output as it was."""
-    if not overwrite:
-        out.write.mode("errorifexists").parquet(target)
-        return
+    """Write ``out`` as Parquet to ``target``.  It goes to a directory
+    beside the target first, which becomes the target (replacing it with
+    ``overwrite``) only once the job succeeded: a job that fails (a bad
+    row, a lost executor) leaves the earlier output as it was, or none."""
     import uuid
 
     jvm = spark._jvm
@@ -75,6 +72,8 @@ def _write(spark, out, target: str, overwrite: bool) -> None:
         with contextlib.suppress(Exception):  # the job's own error is the one to report
             fs.delete(src, True)
         raise
+    if fs.exists(dst) and not overwrite:
+        raise CLIError(f"the windows are in {src.toString()}: {target} appeared while the job ran")
     if fs.exists(dst) and not fs.delete(dst, True):
         raise CLIError(f"the windows are in {src.toString()}: the earlier {target} could not be deleted")
     if not fs.rename(src, dst):
