@@ -189,12 +189,16 @@ FAR_TIMES = [dt.datetime(1, 1, 1), dt.datetime(1600, 6, 1, 12, 0, 0, 1), dt.date
              dt.datetime(2300, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999999)]
 
 
-def test_streaming_timestamp_keys_across_the_whole_range(spark, tmp_path):
+@pytest.mark.parametrize("nested", [False, True])
+def test_streaming_timestamp_keys_across_the_whole_range(spark, tmp_path, nested):
     """A streaming query keyed by a ``timestamp`` and a ``timestamp_ntz``
-    column, with key values from year 1 to 9999: two runs from the
+    column (``nested``: a struct holding the one, an array holding the
+    other), with key values from year 1 to 9999 (pandas, which the state
+    API's grouping key crosses, holds 1677-2262): two runs from the
     checkpoint, each key's window spanning them, equal to the oracle; the
     key columns pass through unchanged."""
     import pyarrow as pa
+    from pyspark.sql import functions as F
 
     rng = random.Random(9)
     pairs = [(a.replace(tzinfo=dt.timezone.utc), b) for a in FAR_TIMES for b in rng.sample(FAR_TIMES, 2)]
@@ -203,15 +207,19 @@ def test_streaming_timestamp_keys_across_the_whole_range(spark, tmp_path):
                         ("t", pa.float64()), ("v", pa.float64())])
     source, sink, ckpt = str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "ckpt")
     os.makedirs(source)
-    out = sliding_window(spark.readStream.schema("id long, a timestamp, b timestamp_ntz, t double, v double")
-                         .parquet(source), key=["a", "b"], time="t", value="v", aggs=AGGS, range=30,
-                         store=f"file://{tmp_path}/store", name=f"ts-{uuid.uuid4().hex[:8]}")
+    stream = spark.readStream.schema("id long, a timestamp, b timestamp_ntz, t double, v double").parquet(source)
+    if nested:
+        stream = stream.withColumn("sk", F.struct(F.col("a").alias("at"))).withColumn("ak", F.array("b"))
+    out = sliding_window(stream, key=["sk", "ak"] if nested else ["a", "b"], time="t", value="v", aggs=AGGS,
+                         range=30, store=f"file://{tmp_path}/store", name=f"ts-{uuid.uuid4().hex[:8]}")
     for batch in rounds:
         write_parquet(source, batch, schema)
         run_available_now(out, sink, ckpt)
     rows = [r for batch in rounds for r in batch]
     got = spark.read.parquet(sink).toArrow().to_pylist()  # Arrow: no session time zone in the way
     assert {(g["a"], g["b"]) for g in got} == {(r["a"], r["b"]) for r in rows}
+    if nested:
+        assert all(g["sk"] == {"at": g["a"]} and g["ak"] == [g["b"]] for g in got)
     assert_outputs(as_oracle_output([_Row(g) for g in got]), oracle_rows(rows),
                    expected(oracle_rows(rows), NAMES, range=30), NAMES)
 
@@ -529,33 +537,3 @@ def test_runs_and_trailing_peers_over_several_key_columns():
     assert runs([a, b]) == [(0, 2), (2, 4), (4, 5), (5, 6), (6, 7)]
     times = pa.array([1.0, 2.0, 2.0, 2.0], pa.float64())
     assert trailing_peers([pa.array([1, 2, 2, 2]), pa.array(["x", "x", "y", "y"])], times) == 2
-
-
-def test_streaming_nested_timestamp_keys_across_the_whole_range(spark, tmp_path):
-    """A streaming query keyed by a struct holding a ``timestamp`` and an
-    array holding a ``timestamp_ntz``, with values from year 1 to 9999
-    (pandas, which the state API's grouping key crosses, holds 1677-2262):
-    two runs from the checkpoint, each key's window spanning them, equal to
-    the oracle over the timestamps; the key columns pass through unchanged."""
-    import pyarrow as pa
-    from pyspark.sql import functions as F
-
-    rng = random.Random(10)
-    pairs = [(a.replace(tzinfo=dt.timezone.utc), b) for a in FAR_TIMES for b in rng.sample(FAR_TIMES, 2)]
-    rounds = [keyed_rows(rng, 70, pairs=pairs), keyed_rows(rng, 70, start=100.0, first_id=1000, pairs=pairs)]
-    schema = pa.schema([("id", pa.int64()), ("a", pa.timestamp("us", tz="UTC")), ("b", pa.timestamp("us")),
-                        ("t", pa.float64()), ("v", pa.float64())])
-    source, sink, ckpt = str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "ckpt")
-    os.makedirs(source)
-    stream = (spark.readStream.schema("id long, a timestamp, b timestamp_ntz, t double, v double").parquet(source)
-              .withColumn("sk", F.struct(F.col("a").alias("at"))).withColumn("ak", F.array("b")))
-    out = sliding_window(stream, key=["sk", "ak"], time="t", value="v", aggs=AGGS, range=30,
-                         store=f"file://{tmp_path}/store", name=f"nts-{uuid.uuid4().hex[:8]}")
-    for batch in rounds:
-        write_parquet(source, batch, schema)
-        run_available_now(out, sink, ckpt)
-    rows = [r for batch in rounds for r in batch]
-    got = spark.read.parquet(sink).toArrow().to_pylist()
-    assert all(g["sk"] == {"at": g["a"]} and g["ak"] == [g["b"]] for g in got)
-    assert_outputs(as_oracle_output([_Row(g) for g in got]), oracle_rows(rows),
-                   expected(oracle_rows(rows), NAMES, range=30), NAMES)
