@@ -54,91 +54,151 @@ static int check_usable(Core *c) {
     return -1;
 }
 
-#define GUARD(c) do { if ((c)->failure && check_usable(c) < 0) return NULL; } while (0)
+/* -- re-entry guard -----------------------------------------------------
+ *
+ * An operation calls user code (combine, wsp, comparisons, the finalisers
+ * of the references it drops) while its state is half-updated; a call back
+ * into the same core from there would work on that state.  Every method
+ * that reads or changes the window's objects enters the core first, and
+ * leaves it on every way out: a call that finds the core busy is refused
+ * before it changes anything (RuntimeError), and the operation it was made
+ * from goes on, or fails the core if the error reaches it through user
+ * code.  A core made by __new__ alone (or cleared by the garbage
+ * collector) has no combine and refuses every call the same way. */
+
+static int ready(Core *c, const char *name) {
+    if (!c->combine) {
+        PyErr_Format(PyExc_RuntimeError, "%s.%s(): the core is not initialised", Py_TYPE(c)->tp_name, name);
+        return 0;
+    }
+    if (c->busy) {
+        PyErr_Format(PyExc_RuntimeError, "%s.%s() called while an operation on the same window runs (from its "
+                     "combine, slide policy or a finaliser): re-entrant calls are refused", Py_TYPE(c)->tp_name, name);
+        return 0;
+    }
+    return 1;
+}
+
+/* ready, not failed, and now busy; else -1 with the error set */
+static int enter(Core *c, const char *name) {
+    if (!ready(c, name) || (c->failure && check_usable(c) < 0)) return -1;
+    c->busy = 1;
+    return 0;
+}
+
+/* leave the core, returning r (NULL: the error set) */
+static PyObject *leave(Core *c, PyObject *r) {
+    c->busy = 0;
+    return r;
+}
 
 /* -- operations, once for both engines ----------------------------------
  *
  * Each takes the engine's algorithms as constant function arguments: the
  * compiler specialises them per engine, and the rule (what push and slide
- * do, what a refusal leaves) stays in one place. */
+ * do, what a refusal leaves) stays in one place.  fail() runs before the
+ * core is left: normalising the exception and dropping references run
+ * Python code, which must find the core busy. */
 
 typedef int (*insert_fn)(Core *, PyObject *);
 typedef int (*evict_fn)(Core *, long long);  /* count checked: 0 <= count <= len */
 typedef PyObject *(*query_fn)(Core *);
 typedef long long (*enforce_fn)(Core *);
 
+static inline long long window_size(Core *c) { return c->levels[0].hi - c->levels[0].lo; }
+
 static inline PyObject *op_insert(Core *c, PyObject *v, insert_fn ins) {
-    GUARD(c);
-    if (ins(c, v) < 0) return fail(c, "insert");
-    Py_RETURN_NONE;
+    if (enter(c, "insert") < 0) return NULL;
+    return leave(c, ins(c, v) < 0 ? fail(c, "insert") : Py_NewRef(Py_None));
 }
 
 static inline PyObject *op_evict(Core *c, evict_fn ev) {
-    GUARD(c);
-    if (c->levels[0].lo == c->levels[0].hi) {
+    if (enter(c, "evict") < 0) return NULL;
+    if (!window_size(c)) {
         PyErr_SetString(c->empty_error, "evict() on an empty window");
-        return NULL;
+        return leave(c, NULL);
     }
-    if (ev(c, 1) < 0) return fail(c, "evict");
-    Py_RETURN_NONE;
+    return leave(c, ev(c, 1) < 0 ? fail(c, "evict") : Py_NewRef(Py_None));
 }
 
 static inline PyObject *op_bulk_evict(Core *c, PyObject *arg, evict_fn ev) {
-    GUARD(c);
+    if (enter(c, "bulk_evict_checked") < 0) return NULL;
     long long count = PyLong_AsLongLong(arg);
-    if (count == -1 && PyErr_Occurred()) return NULL;
-    if (count < 0 || count > c->levels[0].hi - c->levels[0].lo) {
+    if (count == -1 && PyErr_Occurred()) return leave(c, NULL);
+    if (count < 0 || count > window_size(c)) {
         PyErr_SetString(PyExc_ValueError, "bulk_evict_checked: count out of range");
-        return NULL;
+        return leave(c, NULL);
     }
-    if (ev(c, count) < 0) return fail(c, "bulk_evict");
-    Py_RETURN_NONE;
+    return leave(c, ev(c, count) < 0 ? fail(c, "bulk_evict") : Py_NewRef(Py_None));
 }
 
 static inline PyObject *op_query(Core *c, query_fn qry) {
-    GUARD(c);
+    if (enter(c, "query") < 0) return NULL;
     PyObject *r = qry(c);
-    return r ? r : fail(c, "query");
+    return leave(c, r ? r : fail(c, "query"));
 }
 
 static inline PyObject *op_enforce(Core *c, enforce_fn enf) {
-    GUARD(c);
+    if (enter(c, "enforce") < 0) return NULL;
     long long n = enf(c);
-    return n < 0 ? fail(c, "enforce") : PyLong_FromLongLong(n);
+    return leave(c, n < 0 ? fail(c, "enforce") : PyLong_FromLongLong(n));
 }
 
 static inline PyObject *op_push(Core *c, PyObject *v, insert_fn ins, enforce_fn enf, query_fn qry) {
-    GUARD(c);
-    if (ins(c, v) < 0 || enf(c) < 0) return fail(c, "push");
+    if (enter(c, "push") < 0) return NULL;
+    if (ins(c, v) < 0 || enf(c) < 0) return leave(c, fail(c, "push"));
     PyObject *r = qry(c);
-    return r ? r : fail(c, "push");
+    return leave(c, r ? r : fail(c, "push"));
 }
 
-/* slide(values, counts): both lists, the counts checked by the caller. */
-static inline PyObject *op_slide(Core *c, PyObject *args, insert_fn ins, evict_fn ev, query_fn qry) {
-    PyObject *values, *counts;
-    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &values, &PyList_Type, &counts)) return NULL;
-    GUARD(c);
+/* slide(values, counts) on two lists.  Both are copied first (user code the
+ * loop runs could change the caller's lists) and every count is checked
+ * before any change: 0 <= count <= the window's size after its insert. */
+static PyObject *slide_loop(Core *c, PyObject *values, PyObject *counts, insert_fn ins, evict_fn ev,
+                            query_fn qry) {
     Py_ssize_t n = PyList_GET_SIZE(values);
     if (PyList_GET_SIZE(counts) != n) {
         PyErr_SetString(PyExc_ValueError, "slide_checked: one count per value");
         return NULL;
     }
-    PyObject *out = PyList_New(n);
-    if (!out) return NULL;
+    PyObject *vs = PyList_AsTuple(values), *ks = PyList_AsTuple(counts), *out = NULL;
+    long long *k = PyMem_Malloc((size_t)n * sizeof(long long) + 1);
+    if (!vs || !ks || !k) {
+        if (!k) PyErr_NoMemory();
+        goto done;
+    }
+    long long held = window_size(c);
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (ins(c, PyList_GET_ITEM(values, i)) < 0) goto fail;
-        long long k = PyLong_AsLongLong(PyList_GET_ITEM(counts, i));
-        if (k == -1 && PyErr_Occurred()) goto fail;
-        if (ev(c, k) < 0) goto fail;
-        PyObject *r = qry(c);
-        if (!r) goto fail;
+        k[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(ks, i));
+        if (k[i] == -1 && PyErr_Occurred()) goto done;
+        if (k[i] < 0 || k[i] > held + 1) {
+            PyErr_Format(PyExc_ValueError, "slide_checked: count %lld at %zd is outside 0..%lld", k[i], i, held + 1);
+            goto done;
+        }
+        held += 1 - k[i];
+    }
+    if (!(out = PyList_New(n))) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = NULL;
+        if (ins(c, PyTuple_GET_ITEM(vs, i)) < 0 || ev(c, k[i]) < 0 || !(r = qry(c))) {
+            fail(c, "slide");
+            Py_CLEAR(out);
+            break;
+        }
         PyList_SET_ITEM(out, i, r);
     }
+done:
+    Py_XDECREF(vs);
+    Py_XDECREF(ks);
+    PyMem_Free(k);
     return out;
-fail:
-    Py_DECREF(out);
-    return fail(c, "slide");
+}
+
+static inline PyObject *op_slide(Core *c, PyObject *args, insert_fn ins, evict_fn ev, query_fn qry) {
+    PyObject *values, *counts;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &values, &PyList_Type, &counts)) return NULL;
+    if (enter(c, "slide_checked") < 0) return NULL;
+    return leave(c, slide_loop(c, values, counts, ins, ev, qry));
 }
 
 /* -- the Amortized MTA's methods ---------------------------------------- */
@@ -172,12 +232,12 @@ static PyObject *Log_slide_checked(Core *c, PyObject *args) {
 
 static PyObject *Core_height(Core *c, PyObject *unused) { return PyLong_FromLong(c->nlev); }
 
+/* a failed core's head too: its first level's live slots stay held */
 static PyObject *Core_head(Core *c, PyObject *unused) {
+    if (!ready(c, "head")) return NULL;
     Level *q = &c->levels[0];
     if (q->lo == q->hi) { PyErr_SetString(c->empty_error, "head() of an empty window"); return NULL; }
-    PyObject *v = AT(q, q->lo);
-    Py_INCREF(v);
-    return v;
+    return Py_NewRef(AT(q, q->lo));
 }
 
 /* References held: the levels' items and one per level (as
@@ -217,7 +277,7 @@ static int Core_init(Core *c, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOiOOOL", names, &comb, &ident, &kind, &wsp, &raise_failed,
                                      &empty_error, &compact_after))
         return -1;
-    if (c->combine) { PyErr_SetString(PyExc_TypeError, "a core is initialised once"); return -1; }
+    if (c->combine || c->busy) { PyErr_SetString(PyExc_TypeError, "a core is initialised once"); return -1; }
     if (!combine_spec_ok(kind, comb)) return -1;
     Py_INCREF(comb); c->combine = comb;
     Py_INCREF(ident); c->identity = ident;
@@ -232,19 +292,54 @@ static int Core_init(Core *c, PyObject *args, PyObject *kw) {
     return 0;
 }
 
-static void Core_dealloc(Core *c) {
+/* Drop everything the core holds, leaving it without a combine, as
+ * __new__ makes one: it then refuses every call.  Busy meanwhile: the
+ * references dropped may run finalisers. */
+static int Core_clear(Core *c) {
+    int was_busy = c->busy;
+    c->busy = 1;
     for (int l = 0; l < c->nlev; l++) level_discard(&c->levels[l]);
+    c->nlev = 0;
     stack_clear(c);
     PyMem_Free(c->stack);
-    Py_XDECREF(c->r0);
-    Py_XDECREF(c->r1);
-    Py_XDECREF(c->result);
-    Py_XDECREF(c->combine);
-    Py_XDECREF(c->identity);
-    Py_XDECREF(c->wsp);
-    Py_XDECREF(c->raise_failed);
-    Py_XDECREF(c->empty_error);
-    Py_XDECREF(c->failure);
+    c->stack = NULL;
+    c->capstack = 0;
+    Py_CLEAR(c->r0);
+    Py_CLEAR(c->r1);
+    Py_CLEAR(c->result);
+    Py_CLEAR(c->combine);
+    Py_CLEAR(c->identity);
+    Py_CLEAR(c->wsp);
+    Py_CLEAR(c->raise_failed);
+    Py_CLEAR(c->empty_error);
+    Py_CLEAR(c->failure);
+    c->busy = was_busy;
+    return 0;
+}
+
+/* Every reference the core holds: a failed core's exception holds the
+ * caller's frame through its traceback, and that frame the engine. */
+static int Core_traverse(Core *c, visitproc visit, void *arg) {
+    for (int l = 0; l < c->nlev; l++) {
+        Level *q = &c->levels[l];
+        for (long long i = q->base; i < q->hi; i++) Py_VISIT(AT(q, i));
+    }
+    for (Py_ssize_t i = 0; i < c->nstack; i++) Py_VISIT(c->stack[i]);
+    Py_VISIT(c->r0);
+    Py_VISIT(c->r1);
+    Py_VISIT(c->result);
+    Py_VISIT(c->combine);
+    Py_VISIT(c->identity);
+    Py_VISIT(c->wsp);
+    Py_VISIT(c->raise_failed);
+    Py_VISIT(c->empty_error);
+    Py_VISIT(c->failure);
+    return 0;
+}
+
+static void Core_dealloc(Core *c) {
+    PyObject_GC_UnTrack(c);
+    Core_clear(c);
     Py_TYPE(c)->tp_free((PyObject *)c);
 }
 
@@ -295,11 +390,14 @@ static PyTypeObject CoreType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "mta._native.AmortizedCore",
     .tp_basicsize = sizeof(Core),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "The Amortized MTA over in-memory level queues (see mta/native.py).",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Core_init,
     .tp_dealloc = (destructor)Core_dealloc,
+    .tp_traverse = (traverseproc)Core_traverse,
+    .tp_clear = (inquiry)Core_clear,
+    .tp_free = PyObject_GC_Del,
     .tp_methods = Core_methods,
     .tp_getset = Core_getset,
     .tp_as_sequence = &Core_as_sequence,
@@ -309,11 +407,14 @@ static PyTypeObject LogCoreType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "mta._native.LogCore",
     .tp_basicsize = sizeof(Core),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "The Log MTA over in-memory level queues (see mta/native.py).",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Core_init,
     .tp_dealloc = (destructor)Core_dealloc,
+    .tp_traverse = (traverseproc)Core_traverse,
+    .tp_clear = (inquiry)Core_clear,
+    .tp_free = PyObject_GC_Del,
     .tp_methods = Log_methods,
     .tp_getset = Core_getset,
     .tp_as_sequence = &Core_as_sequence,

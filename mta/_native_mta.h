@@ -54,6 +54,7 @@ static int split(Core *c) {
     return 0;
 fail:
     Py_DECREF(r0);
+    Py_XDECREF(r1);  /* the trees combined before the one that failed */
     return -1;
 }
 

@@ -78,10 +78,12 @@ static int oarr_append(OArr *q, PyObject *v) {  /* steals v (may be NULL) */
     return 0;
 }
 
+/* Slots are cleared before their reference is dropped: a finaliser run by
+ * the release may start a collection, which visits the held slots. */
 static void oarr_drop_before(OArr *q, long long lo) {
     long long dead = dead_to_drop(q->base, q->hi, lo);
     if (dead) {
-        for (long long i = q->base; i < lo; i++) Py_XDECREF(OAT(q, i));
+        for (long long i = q->base; i < lo; i++) Py_CLEAR(OAT(q, i));
         memmove(q->a, q->a + dead, (size_t)(q->hi - lo) * sizeof *q->a);
         q->base = lo;
     }
@@ -93,9 +95,11 @@ static void oarr_pop(OArr *q) {
 }
 
 static void oarr_clear(OArr *q) {
-    for (long long i = q->base; i < q->hi; i++) Py_XDECREF(OAT(q, i));
+    for (long long i = q->base; i < q->hi; i++) Py_CLEAR(OAT(q, i));
     PyMem_Free(q->a);
     q->a = NULL;
+    q->cap = 0;
+    q->base = q->hi = 0;
 }
 
 /* One tree: Tree's open partial and keys, and its final technique. */

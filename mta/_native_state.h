@@ -27,7 +27,8 @@ typedef struct {
     Py_ssize_t nstack, capstack;
     int split_stale;
     int kind;
-    PyObject *combine, *identity, *wsp, *raise_failed, *empty_error;
+    int busy;                    /* an operation runs: user code it calls may not call back in */
+    PyObject *combine, *identity, *wsp, *raise_failed, *empty_error;  /* combine NULL: not initialised */
     PyObject *failure;           /* the exception user code raised, or NULL */
     const char *failed_in;
     long long compact_after;
@@ -171,8 +172,10 @@ static void level_init(Level *q, long long lo) {
     q->base = q->lo = q->hi = lo;
 }
 
+/* Slots are cleared before their reference is dropped: a finaliser run by
+ * the release may start a collection, which visits the held slots. */
 static void level_discard(Level *q) {
-    for (long long i = q->base; i < q->hi; i++) Py_DECREF(AT(q, i));
+    for (long long i = q->base; i < q->hi; i++) Py_CLEAR(AT(q, i));
     PyMem_Free(q->items);
     q->items = NULL;
     q->cap = 0;
@@ -184,7 +187,7 @@ static void level_discard(Level *q) {
 static int level_append(Core *c, Level *q, PyObject *v) {
     long long dead = q->lo - q->base;
     if (dead > c->compact_after && dead >= q->hi - q->lo) {
-        for (long long i = q->base; i < q->lo; i++) Py_DECREF(AT(q, i));
+        for (long long i = q->base; i < q->lo; i++) Py_CLEAR(AT(q, i));
         memmove(q->items, q->items + dead, (size_t)(q->hi - q->lo) * sizeof(PyObject *));
         q->base = q->lo;
     }

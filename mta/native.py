@@ -104,7 +104,12 @@ class _NativeEngine(Engine):
     ``query`` and ``push`` are the core's own methods (no Python frame per
     call); the core keeps the failure guard itself.  ``level_queue`` is
     accepted for a :class:`~mta.level_queue.MemoryLevelQueue` subclass,
-    whose ``COMPACT_AFTER`` the core follows."""
+    whose ``COMPACT_AFTER`` the core follows.
+
+    User code an operation runs (``combine``, ``wsp``, a finaliser) may not
+    call the same engine back: such a call raises RuntimeError and changes
+    nothing (raised through the operation, it fails the engine as any error
+    of user code does)."""
 
     _CORE = ""  # the core's type in mta._native
     _PURE = ""  # the pure-Python engine, named in refusals

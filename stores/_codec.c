@@ -8,24 +8,26 @@
  * a tuple (extension 1) is built here from its array, a set or frozenset
  * (3, 4) likewise; every other extension (big ints, user types) goes to
  * ``hook(code, data, levels)``, ``levels`` the tuples and sets built here
- * around it.  ``unpack(payload, hook, budget, too_deep)`` refuses, raising
- * ``too_deep`` (RecursionError by default), tuples and sets nested more
- * than ``budget`` deep (the hook counts its own levels on top of
- * ``levels``), so both decoders take the same depths
- * (stores.codec.MAX_NESTING).  A stored record holds a tuple per element, and
- * msgpack builds every extension through Python code: that per-element
- * cost is what this saves.
+ * around it.  ``unpack(payload, hook, budget, refused)`` raises ``refused``
+ * (stores.codec.CorruptValue; ValueError by default) for what the codec
+ * refuses outright: tuples and sets nested more than ``budget`` deep (the
+ * hook counts its own levels on top of ``levels``), so both decoders take
+ * the same depths (stores.codec.MAX_NESTING); lists and maps nested more
+ * than MAX_PAYLOAD_DEPTH deep in one payload; msgpack's own extensions
+ * (negative codes: -1 is its timestamp), which the codec never writes.  A
+ * stored record holds a tuple per element, and msgpack builds every
+ * extension through Python code: that per-element cost is what this saves.
  *
  * It refuses a container header at least wherever msgpack does (a length
  * beyond the bytes left), so an error of the hook is never raised for a
  * payload msgpack would refuse before reaching that extension.
  *
  * Anything this decoder does not take as well-formed (a truncated payload,
- * trailing bytes, an extension whose payload is not one array, a code the
- * codec never writes, a key that cannot be hashed, bad UTF-8) raises
- * ValueError or TypeError; codec.py then decodes the payload again with
- * msgpack, whose own error (or result) it reports, so malformed input is
- * judged by one rule.  An error raised by ``hook`` propagates unchanged.
+ * trailing bytes, an extension whose payload is not one array, a key that
+ * cannot be hashed, bad UTF-8, nesting past MAX_C_DEPTH) raises ValueError
+ * or TypeError; codec.py then decodes the payload again with msgpack, whose
+ * own error (or result) it reports, so malformed input is judged by one
+ * rule.  An error raised by ``hook`` propagates unchanged.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -35,12 +37,34 @@
 #define EXT_SET 3
 #define EXT_FROZENSET 4
 
+/* How deep lists and maps may nest in one msgpack payload (an extension's
+ * payload is one of its own): msgpack's unpacker refuses deeper ones and
+ * its packer does not write them, so a deeper payload is corrupt.  Counted
+ * here, not left to the recursion limit, which a program may raise past
+ * what the C stack holds. */
+#define MAX_PAYLOAD_DEPTH 1024
+
+/* How deep this decoder may recurse in a thread, over the payloads of the
+ * extensions it builds and the unpack() calls the hook makes for the
+ * others: past it, ValueError, and codec.py has msgpack decode the value,
+ * one extension's payload at a time. */
+#define MAX_C_DEPTH 2048
+
+#if defined(_MSC_VER)
+#define THREAD_LOCAL __declspec(thread)
+#else
+#define THREAD_LOCAL _Thread_local
+#endif
+
+static THREAD_LOCAL int c_depth;  /* lists, maps, tuples and sets being built in this thread */
+
 typedef struct {
     const unsigned char *p, *end;
     PyObject *hook;
     int limit;   /* how many tuple and set levels may nest (stores.codec.MAX_NESTING less the hook's) */
     int levels;  /* the levels this decoder built around the current position, which the hook is told */
-    PyObject *too_deep;  /* the exception past the budget (stores.codec.CorruptValue) */
+    PyObject *refused;  /* what the codec refuses outright raises this (stores.codec.CorruptValue) */
+    int depth;   /* the lists and maps (and the extension's array) open in this payload */
 } Reader;
 
 static PyObject *malformed(const char *what) {
@@ -86,6 +110,28 @@ static int length(Reader *r, int w, Py_ssize_t *n) {
 
 static PyObject *value(Reader *r);
 
+/* a container opens: within MAX_PAYLOAD_DEPTH in its payload and
+ * MAX_C_DEPTH in the thread, or -1 with the error set */
+static int open_container(Reader *r) {
+    if (r->depth >= MAX_PAYLOAD_DEPTH) {
+        PyErr_Format(r->refused, "a stored value nests lists and maps more than %d deep", MAX_PAYLOAD_DEPTH);
+        return -1;
+    }
+    if (c_depth >= MAX_C_DEPTH) {
+        PyErr_SetString(PyExc_ValueError, "a value nested too deep for the C decoder");
+        return -1;
+    }
+    r->depth++;
+    c_depth++;
+    return 0;
+}
+
+static PyObject *close_container(Reader *r, PyObject *v) {
+    r->depth--;
+    c_depth--;
+    return v;
+}
+
 /* n items into a new list, or a new tuple (as_tuple): built in place, and
  * untracked by the cyclic GC when every item is an atomic value or an
  * untracked tuple, as CPython untracks such a tuple at the first collection
@@ -93,7 +139,7 @@ static PyObject *value(Reader *r);
  * tracked again once a tracked value is put in it, the tuple would not be);
  * decoding a window's record or level group builds thousands, which the
  * young collections would otherwise walk first */
-static PyObject *items(Reader *r, Py_ssize_t n, int as_tuple) {
+static PyObject *items_of(Reader *r, Py_ssize_t n, int as_tuple) {
     if (n > r->end - r->p) return malformed("truncated payload");  /* each item takes a byte at least */
     PyObject *out = as_tuple ? PyTuple_New(n) : PyList_New(n);
     if (!out) return NULL;
@@ -115,7 +161,12 @@ static PyObject *items(Reader *r, Py_ssize_t n, int as_tuple) {
     return out;
 }
 
-static PyObject *map(Reader *r, Py_ssize_t n) {
+static PyObject *items(Reader *r, Py_ssize_t n, int as_tuple) {
+    if (open_container(r) < 0) return NULL;
+    return close_container(r, items_of(r, n, as_tuple));
+}
+
+static PyObject *map_of(Reader *r, Py_ssize_t n) {
     if (n > (r->end - r->p) / 2) return malformed("truncated payload");  /* an entry takes two bytes at least */
     PyObject *d = PyDict_New();
     if (!d) return NULL;
@@ -138,10 +189,15 @@ fail:
     return NULL;
 }
 
+static PyObject *map(Reader *r, Py_ssize_t n) {
+    if (open_container(r) < 0) return NULL;
+    return close_container(r, map_of(r, n));
+}
+
 /* the items of the one array an extension's payload [p, p + n) holds, as a
  * list or a tuple */
 static PyObject *ext_items(Reader *r, const unsigned char *p, Py_ssize_t n, int as_tuple) {
-    Reader in = {p, p + n, r->hook, r->limit, r->levels, r->too_deep};
+    Reader in = {p, p + n, r->hook, r->limit, r->levels, r->refused, 0};
     if (n < 1) return malformed("empty extension payload");
     unsigned char b = *in.p++;
     Py_ssize_t count;
@@ -166,7 +222,8 @@ static PyObject *ext(Reader *r, int code, Py_ssize_t n) {
     r->p += n;
     if (code == EXT_TUPLE || code == EXT_SET || code == EXT_FROZENSET) {
         if (r->levels >= r->limit) {
-            PyErr_SetString(r->too_deep, "a stored value nests tuples, sets or registered types deeper than the codec's limit");
+            PyErr_SetString(r->refused, "a stored value nests tuples, sets or registered types deeper than the codec's "
+                            "limit");
             return NULL;
         }
         r->levels++;
@@ -177,7 +234,11 @@ static PyObject *ext(Reader *r, int code, Py_ssize_t n) {
         Py_DECREF(list);
         return out;
     }
-    if (code < 0) return malformed("extension code the codec does not write");  /* msgpack's own (timestamps) */
+    if (code < 0) {  /* msgpack would build a timestamp (-1) itself, past the hook */
+        PyErr_Format(r->refused, "extension code %d is msgpack's own%s, which the codec never writes", code,
+                     code == -1 ? " (a timestamp)" : "");
+        return NULL;
+    }
     return PyObject_CallFunction(r->hook, "iy#i", code, (const char *)p, n, r->levels);
 }
 
@@ -274,14 +335,14 @@ static PyObject *unpack(PyObject *self, PyObject *args) {
     Py_buffer buf;
     PyObject *hook;
     int budget = INT_MAX;
-    PyObject *too_deep = PyExc_RecursionError;
-    if (!PyArg_ParseTuple(args, "y*O|iO:unpack", &buf, &hook, &budget, &too_deep)) return NULL;
-    if (!PyExceptionClass_Check(too_deep)) {
+    PyObject *refused = PyExc_ValueError;
+    if (!PyArg_ParseTuple(args, "y*O|iO:unpack", &buf, &hook, &budget, &refused)) return NULL;
+    if (!PyExceptionClass_Check(refused)) {
         PyBuffer_Release(&buf);
-        PyErr_SetString(PyExc_TypeError, "unpack: too_deep must be an exception class");
+        PyErr_SetString(PyExc_TypeError, "unpack: refused must be an exception class");
         return NULL;
     }
-    Reader r = {buf.buf, (const unsigned char *)buf.buf + buf.len, hook, budget, 0, too_deep};
+    Reader r = {buf.buf, (const unsigned char *)buf.buf + buf.len, hook, budget, 0, refused, 0};
     PyObject *v = value(&r);
     if (v && r.p != r.end) {
         Py_CLEAR(v);

@@ -49,6 +49,7 @@ from typing import Any, Callable
 
 import msgpack
 
+from . import codec_timestamps
 from .errors import CodecRegistrationError, CorruptValue, FormatVersionError
 
 try:  # the decoder and packer in C (stores/_codec.c), built at install when a C compiler is present
@@ -81,6 +82,12 @@ USER_CODES = range(64, 128)
 #: encoder refuses deeper values, both decoders deeper (crafted) payloads
 #: with CorruptValue.  Half that depth leaves room for smaller stacks.
 MAX_NESTING = 100
+
+#: How deep lists and maps may nest in one msgpack payload (an extension's
+#: payload is one of its own): msgpack packs and unpacks no deeper, and the
+#: C decoder counts to it rather than trusting the recursion limit, which a
+#: program may raise past what the C stack holds.
+MAX_PAYLOAD_DEPTH = 1024
 
 _INT_MIN = -(1 << 63)
 _INT_MAX = (1 << 64) - 1
@@ -196,7 +203,7 @@ def _unpack(data: bytes) -> Any:
     if _fast is not None and not _hook.msgpack_only:
         try:
             return _fast.unpack(data, _ext_hook, MAX_NESTING - _hook.depth, CorruptValue)
-        except (_UserDecodeError, CorruptValue):  # the hook's own verdict
+        except (_UserDecodeError, CorruptValue):  # the hook's verdict, or the C decoder's refusal
             raise
         except Exception:  # noqa: BLE001 - malformed or too deep for the C decoder: msgpack judges it below
             if _hook.depth:
@@ -205,10 +212,13 @@ def _unpack(data: bytes) -> Any:
 
 
 def _unpack_msgpack(data: bytes) -> Any:
-    """``data`` decoded by msgpack, the extensions inside it too."""
+    """``data`` decoded by msgpack, the extensions inside it too; a
+    timestamp is refused as the C decoder refuses it (:mod:`stores.codec_timestamps`)."""
     outer, _hook.msgpack_only = _hook.msgpack_only, True
     try:
-        return msgpack.unpackb(data, ext_hook=_ext_hook, raw=False, strict_map_key=False, use_list=True)
+        return codec_timestamps.unpackb(data, _ext_hook, CorruptValue)
+    except msgpack.StackError:
+        raise CorruptValue(f"a stored value nests lists and maps more than {MAX_PAYLOAD_DEPTH} deep") from None
     finally:
         _hook.msgpack_only = outer
 
@@ -407,44 +417,3 @@ def encode_map(items: list[tuple[Any, bytes]]) -> bytes:
     did not change re-encodes only the others."""
     payload = packed_map(items)
     return _HEADER.pack(FORMAT_VERSION, zlib.crc32(payload)) + payload
-
-
-class PayloadReader:
-    """Walks the payload of a blob :func:`decode` has accepted, container by
-    container, handing out the bytes of the items it skips: the payloads
-    that :func:`encode_map`, :func:`packed_list` and :func:`packed_map`
-    put together again, so a caller re-encoding a record reuses the parts
-    that did not change without packing them.  Skipping is done by msgpack's
-    C unpacker, without building the values."""
-
-    def __init__(self, blob: bytes) -> None:
-        self._payload = blob[HEADER_SIZE:]
-        self._unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, ext_hook=_ext_hook)
-        self._unpacker.feed(self._payload)
-
-    def map_header(self) -> int:
-        """Enter the map at the position: its number of items."""
-        return self._unpacker.read_map_header()
-
-    def array_header(self) -> int:
-        """Enter the list at the position: its number of items."""
-        return self._unpacker.read_array_header()
-
-    def value(self) -> Any:
-        """The value at the position, decoded (a map key, say)."""
-        return self._unpacker.unpack()
-
-    def skip(self) -> bytes:
-        """The payload of the value at the position, which is passed."""
-        start = self._unpacker.tell()
-        self._unpacker.skip()
-        return self._payload[start:self._unpacker.tell()]
-
-    def mark(self) -> int:
-        """The position, for :meth:`since`."""
-        return self._unpacker.tell()
-
-    def since(self, mark: int) -> bytes:
-        """The payload from ``mark`` to the position: a value walked into
-        (its headers read, its items skipped) rather than skipped whole."""
-        return self._payload[mark:self._unpacker.tell()]

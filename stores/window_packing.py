@@ -11,7 +11,8 @@ and a claim finds the payloads of the record it read
 
 from __future__ import annotations
 
-from .codec import PayloadReader, encode_map, packed, packed_in_c, packed_list, packed_map
+from .codec import encode_map, packed, packed_in_c, packed_list, packed_map
+from .payload_reader import PayloadReader
 
 __all__ = ["MetaPacking", "checkpoint_payloads", "claimed_payloads"]
 

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from stores import codec
 from stores.codec import decode, encode, register_codec, unregister_codec
+from stores.payload_reader import PayloadReader
 from stores.errors import (CodecRegistrationError, CorruptValue, FormatVersionError,
                            StoreError)
 
@@ -485,6 +486,101 @@ def test_crafted_nesting_is_taken_to_the_limit_and_refused_past_it_by_both_decod
                                                     str(limit + 1), "refused", "True"]
 
 
+@pytest.mark.parametrize("pure", [False, True])
+@pytest.mark.parametrize("limit", [None, 1_000_000], ids=["default-limit", "raised-limit"])
+def test_lists_and_maps_nested_past_msgpacks_depth_are_refused_naming_it(pure, limit):
+    """Lists or maps nested MAX_PAYLOAD_DEPTH deep decode, one level more
+    (up to 400,000: one byte a level) is refused (CorruptValue naming the
+    depth), with either decoder, whatever the recursion limit: the C
+    decoder counts the depth, so a limit raised past what the C stack holds
+    does not crash it (a child process, so that a crash fails the test)."""
+    if not pure and codec._fast is None:
+        pytest.skip("the codec's C decoder is not in use (stores._codec not built, or MTA_PURE_PYTHON set)")
+    script = (
+        "import struct, sys, zlib\n"
+        "from stores import codec\n"
+        "from stores.errors import CorruptValue\n"
+        f"if {limit}: sys.setrecursionlimit({limit})\n"
+        "for head in (b'\\x91', b'\\x81\\xc0'):\n"
+        "    for n in (codec.MAX_PAYLOAD_DEPTH, codec.MAX_PAYLOAD_DEPTH + 1, 400_000):\n"
+        "        payload = head * n + b'\\xc0'\n"
+        "        try:\n"
+        "            v, depth = codec.decode(struct.pack('>BI', 1, zlib.crc32(payload)) + payload), 0\n"
+        "        except CorruptValue as exc:\n"
+        "            print(n, 'refused', f'more than {codec.MAX_PAYLOAD_DEPTH} deep' in str(exc))\n"
+        "            continue\n"
+        "        while v is not None:\n"
+        "            v, depth = (v[0] if type(v) is list else v[None]), depth + 1\n"
+        "        print(n, 'decoded', depth)\n")
+    deepest = codec.MAX_PAYLOAD_DEPTH
+    assert _in_child(script, pure=pure).split() == [str(deepest), "decoded", str(deepest),
+                                                    str(deepest + 1), "refused", "True",
+                                                    "400000", "refused", "True"] * 2
+
+
+@needs_c
+def test_a_value_deeper_than_the_c_decoder_goes_is_decoded_by_msgpack_on_a_small_stack():
+    """20 tuples each holding lists 1,000 deep, decoded in a thread of 1 MiB
+    of stack with the recursion limit raised: the C decoder stops at its own
+    depth (MAX_C_DEPTH) instead of recursing 20,000 levels, and msgpack
+    decodes the value, a payload at a time (a child process, so that a
+    crash fails the test)."""
+    script = (
+        "import struct, sys, threading, zlib\n"
+        "from stores import codec\n"
+        "inner = b'\\xc0'\n"
+        "for _ in range(20):\n"
+        "    arr = b'\\x91' * 1000 + inner\n"
+        "    inner = b'\\xc9' + struct.pack('>I', len(arr)) + bytes([codec.EXT_TUPLE]) + arr\n"
+        "blob = struct.pack('>BI', 1, zlib.crc32(inner)) + inner\n"
+        "sys.setrecursionlimit(1_000_000)\n"
+        "threading.stack_size(1 << 20)\n"
+        "out = []\n"
+        "def decode():\n"
+        "    v, kinds = codec.decode(blob), []\n"
+        "    while type(v) in (list, tuple): kinds.append(type(v).__name__); v = v[0]\n"
+        "    out.extend([v, len(kinds), kinds.count('tuple')])\n"
+        "t = threading.Thread(target=decode)\n"
+        "t.start()\n"
+        "t.join()\n"
+        "print(*out)\n")
+    assert _in_child(script, pure=False).split() == ["None", "20000", "20"]
+
+
+#: msgpack's timestamp (extension -1) in each form msgpack decodes: fixext
+#: 4 and 8, ext 8 of 12 bytes, ext 16 of 4, ext 32 of 8.
+_TIMESTAMPS = [b"\xd6\xff\x00\x00\x00\x01", b"\xd7\xff" + bytes(8), b"\xc7\x0c\xff" + bytes(12),
+               b"\xc8\x00\x04\xff" + bytes(4), b"\xc9\x00\x00\x00\x08\xff" + bytes(8)]
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_msgpack_timestamps_are_refused_as_corrupt(pure):
+    """Extension -1, msgpack's timestamp, which encode never writes and
+    msgpack decodes itself (past the codec's hook), is refused with either
+    decoder: alone, in a list, as a map key or value, in a tuple's payload.
+    A registered type's decode_fn may still return a timestamp, and bytes
+    holding a timestamp's header are no timestamp."""
+    import msgpack
+
+    fast = codec._fast
+    if not pure and fast is None:
+        pytest.skip("the codec's C decoder is not in use (stores._codec not built, or MTA_PURE_PYTHON set)")
+    if pure:
+        codec._fast = None
+    try:
+        for ts in _TIMESTAMPS:
+            for payload in (ts, b"\x92\x01" + ts, b"\x81" + ts + b"\x01", b"\x81\x01" + ts,
+                            b"\xc7" + bytes([1 + len(ts), codec.EXT_TUPLE]) + b"\x91" + ts):
+                with pytest.raises(CorruptValue, match="extension code -1"):
+                    decode(make_blob(payload))
+        register_codec(Fraction, 90, lambda f: f.numerator, lambda n: msgpack.Timestamp(n, 0))
+        value = [b"\xd6\xff\x00\x00\x00\x01", Fraction(3), [Fraction(4)], {"k": b"\xd7\xff" + bytes(8)}]
+        assert decode(encode(value)) == [value[0], msgpack.Timestamp(3, 0), [msgpack.Timestamp(4, 0)], value[3]]
+    finally:
+        codec._fast = fast
+        unregister_codec(Fraction)
+
+
 @needs_c
 def test_a_payload_the_c_decoder_cannot_take_is_decoded_again_once_not_at_every_level():
     """Registered types nested 40 deep, each holding after its inner value a
@@ -846,8 +942,8 @@ def test_packed_list_and_encode_map_headers_at_every_size(n):
 
 def _list_items(blob, key):
     """The payloads of the items of the list under ``key`` in the map
-    ``blob`` holds, walked with codec.PayloadReader."""
-    reader = codec.PayloadReader(blob)
+    ``blob`` holds, walked with stores.payload_reader.PayloadReader."""
+    reader = PayloadReader(blob)
     for _ in range(reader.map_header()):
         if reader.value() == key:
             return [reader.skip() for _ in range(reader.array_header())]

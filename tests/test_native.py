@@ -12,9 +12,11 @@ selection functions, and the pure-Python fallback.
 from __future__ import annotations
 
 import gc
+import operator
 import os
 import subprocess
 import sys
+import weakref
 
 import pytest
 from hypothesis import given
@@ -388,3 +390,292 @@ def test_engine_benchmark_runs(capsys):
                                "--workloads", "ieq-max"]) == 0
     (row,) = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("LMTA-native")]
     assert float(row[1].replace(",", "")) > 0
+
+
+def _in_child(script: str) -> str:
+    """``script``'s output, run in a child process, so that a crash of the
+    interpreter fails the test instead of ending the run."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=root)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    return done.stdout
+
+
+@needs_core
+@PAIRS
+@pytest.mark.parametrize("caught", [False, True], ids=["let-through", "caught"])
+@pytest.mark.parametrize("where", ["combine", "wsp"])
+def test_a_call_back_into_the_window_from_user_code_is_refused(compiled, reference, where, caught):
+    """combine (in slide and push) or the policy (in enforce) calling the
+    window's own operations while one runs: each call is refused with
+    RuntimeError before it changes anything.  Let through, the error fails
+    the engine as any other from user code; caught, the operation goes on
+    and the window is the reference's, which nothing called back into."""
+    refused = []
+    box = {}
+
+    def call_back():
+        e = box.get("engine")
+        if e is None:
+            return
+        for op in (e.evict, lambda: e.bulk_evict(1), lambda: e.insert((9,)), e.query, e.enforce,
+                   lambda: e.push((9,)), lambda: e.slide([(9,)], [1])):
+            try:
+                op()
+            except RuntimeError as exc:
+                if not caught:
+                    raise
+                assert "re-entrant calls are refused" in str(exc)
+                refused.append(exc)
+            else:
+                raise AssertionError("a call back into the window ran")
+
+    def combine(a, b):
+        if where == "combine":
+            call_back()
+        return a + b
+
+    def wsp(total, prefix):
+        if where == "wsp":
+            call_back()
+        return len(total) - len(prefix) >= 3
+
+    ref = reference(Monoid(lambda a, b: a + b, ()), lambda t, p: len(t) - len(p) >= 3)
+    e = compiled(Monoid(combine, ()), wsp)
+    box["engine"] = e
+    values = [(i,) for i in range(12)]
+    if not caught:
+        with pytest.raises(RuntimeError, match="re-entrant calls are refused") as info:
+            e.slide(values, [0] * len(values)) if where == "combine" else e.push(values[0])
+        with pytest.raises(EngineFailedError, match=f"{compiled.__name__} is unusable") as failed:
+            e.query()
+        assert failed.value.__cause__ is info.value
+        return
+    assert e.slide(values, [0, 1] * 6) == ref.slide(values, [0, 1] * 6)
+    assert [e.push(v) for v in values] == [ref.push(v) for v in values]
+    assert refused and (e.query(), len(e), e.enforce()) == (ref.query(), len(ref), ref.enforce())
+    box.clear()
+    assert [e.push(v) for v in values] == [ref.push(v) for v in values]
+    assert e.slide(values, [1] * 12) == ref.slide(values, [1] * 12) and len(e) == len(ref)
+
+
+@needs_core
+@PAIRS
+def test_the_core_checks_slide_counts_itself(compiled, reference):
+    """slide_checked, the method slide calls once check_evictions passed,
+    checks every count before any change (0 <= count <= the size after its
+    insert), and reads copies of its lists: an __index__ emptying the
+    caller's lists changes nothing it reads (a child process: both read
+    past the window or the list)."""
+    out = _in_child(
+        "from mta import native, aggregators\n"
+        f"e = native.{compiled.__name__}(aggregators.SUM.monoid)\n"
+        "e.insert(1)\n"
+        "for counts in ([0, 9], [3, 0], [0, -5], [2, 2]):\n"
+        "    try:\n"
+        "        e._core.slide_checked([2, 3], counts)\n"
+        "    except ValueError as exc:\n"
+        "        assert 'slide_checked: count' in str(exc), exc\n"
+        "    else:\n"
+        "        raise AssertionError(counts)\n"
+        "    assert (len(e), e.query(), e._core.failure) == (1, 1, None)\n"
+        "print(e._core.slide_checked([2, 3], [0, 3]), len(e))\n"
+        "values, counts = [1, 2, 3, 4], []\n"
+        "class Shrink:\n"
+        "    def __index__(self):\n"
+        "        values.clear(); counts.clear()\n"
+        "        return 0\n"
+        "counts.extend([Shrink(), Shrink(), 1, 1])\n"
+        "print(e._core.slide_checked(values, counts), len(e))\n")
+    assert out.splitlines() == ["[3, 0] 0", "[1, 3, 5, 7] 2"]
+
+
+@needs_core
+def test_cores_made_without_init_refuse_every_call():
+    """A core made by __new__ alone, or whose __init__ failed part-way,
+    refuses every call (RuntimeError naming why) instead of reading the
+    state __init__ sets (a child process: that crashed)."""
+    out = _in_child(
+        "from mta import _native\n"
+        "from mta.markers import EMPTY\n"
+        "from mta.multi.query import Result\n"
+        "def calls(core):\n"
+        "    if isinstance(core, _native.SharedRowsCore):\n"
+        "        return [lambda: core.push(1), lambda: core.suffix(0, 0), lambda: core.window(0, 0, 1),\n"
+        "                lambda: core.first_key(0, 0), lambda: core.held(0), core.evict, core.nexts,\n"
+        "                lambda: core.set_nexts([])]\n"
+        "    return [lambda: core.insert(1), core.evict, lambda: core.bulk_evict_checked(0), core.query,\n"
+        "            core.enforce, lambda: core.push(1), lambda: core.slide_checked([1], [0]), core.head]\n"
+        "bad = _native.SharedRowsCore.__new__(_native.SharedRowsCore)\n"
+        "try:\n"
+        "    bad.__init__([(1, max, 0, None, False, [0], 1)], [(0, 0, 1, None, [])], Result, EMPTY, 1)\n"
+        "except ValueError:\n"
+        "    pass\n"
+        "types = (_native.AmortizedCore, _native.LogCore, _native.SharedRowsCore)\n"
+        "for core in [t.__new__(t) for t in types] + [bad]:\n"
+        "    for call in calls(core):\n"
+        "        try:\n"
+        "            call()\n"
+        "        except RuntimeError as exc:\n"
+        "            assert 'not initialised' in str(exc), exc\n"
+        "        else:\n"
+        "            raise AssertionError('ran')\n"
+        "    print(type(core).__name__, 'refused')\n")
+    assert out.split() == ["AmortizedCore", "refused", "LogCore", "refused", "SharedRowsCore", "refused",
+                           "SharedRowsCore", "refused"]
+
+
+class _Payload:
+    """Stands for a window's contents, weakly referenced."""
+
+
+@needs_core
+@PAIRS
+def test_failed_engines_are_collected(compiled, reference):
+    """A failed core keeps the exception, whose traceback holds the frame
+    that caught it, whose locals hold the engine: a cycle through the core,
+    which the garbage collector takes (as the pure-Python engine's)."""
+
+    def combine(a, b):
+        if a is not None and b is not None:
+            raise Boom("combine")
+        return a
+
+    def one_window():
+        e = compiled(Monoid(combine, None))
+        payload = _Payload()
+        e.insert(payload)
+        try:
+            e.insert(_Payload())
+        except Boom:
+            pass
+        assert e._core.failure is not None
+        return weakref.ref(e), weakref.ref(payload)
+
+    refs = [one_window() for _ in range(1000)]
+    gc.collect()
+    assert sum(r() is not None for pair in refs for r in pair) == 0
+
+
+@needs_core
+def test_shared_rows_cores_in_a_cycle_are_collected():
+    """A SharedRowsCore whose lower holds the core itself is collected."""
+    from mta.markers import EMPTY
+    from mta.multi.query import Result
+
+    refs = []
+    for _ in range(200):
+        held, payload = [], _Payload()
+
+        def lower(v, held=held):
+            return v
+
+        core = native._native.SharedRowsCore([(native._native.KIND_ADD, operator.add, 0, None, False, [0], 1)],
+                                             [(0, 1, 2, lower, [(0, "q")])], Result, EMPTY, 1)
+        held.extend([core, payload])
+        assert [r.value for r in core.push(1) + core.push(2)] == [1, 3]
+        refs.append(weakref.ref(payload))
+        del core, held, payload, lower
+    gc.collect()
+    assert sum(r() is not None for r in refs) == 0
+
+
+@needs_core
+def test_shared_rows_cores_refuse_calls_back_into_them():
+    """A lower calling back into the core while a push runs is refused
+    (RuntimeError from the push, whose caller marks its windows failed);
+    the core answers again once the push is over."""
+    from mta.markers import EMPTY
+    from mta.multi.query import Result
+
+    box = {}
+
+    def lower(v):
+        if box:
+            box["core"].push(100)
+        return v
+
+    core = native._native.SharedRowsCore([(native._native.KIND_ADD, operator.add, 0, None, False, [0], 1)],
+                                         [(0, 1, 2, lower, [(0, "q")])], Result, EMPTY, 1)
+    assert [r.value for r in core.push(1)] == [1]
+    box["core"] = core
+    with pytest.raises(RuntimeError, match="re-entrant calls are refused"):
+        core.push(2)
+    box.clear()
+    assert core.suffix(0, 0) == 3
+
+
+@needs_core
+def test_shared_rows_cores_read_copies_of_their_lists():
+    """set_nexts and the edge tables read copies of the caller's lists: an
+    __index__ emptying a list changes nothing they read (a child process:
+    that read past the emptied list)."""
+    out = _in_child(
+        "import operator\n"
+        "from mta import _native\n"
+        "from mta.markers import EMPTY\n"
+        "from mta.multi.query import Result\n"
+        "class Clear:\n"
+        "    def __init__(self, target, n): self.target, self.n = target, n\n"
+        "    def __index__(self):\n"
+        "        self.target.clear()\n"
+        "        return self.n\n"
+        "table = [0]\n"
+        "table.insert(0, Clear(table, 0))\n"
+        "core = _native.SharedRowsCore([(1, operator.add, 0, None, False, table, 2)],\n"
+        "                              [(0, 2, 4, None, [(0, 'a')]), (0, 2, 2, None, [(1, 'b')])], Result, EMPTY, 1)\n"
+        "ends = [7, 9]\n"
+        "ends.insert(0, Clear(ends, 5))\n"
+        "try:\n"
+        "    core.set_nexts(ends)\n"
+        "except TypeError as exc:\n"
+        "    print('refused', exc)\n"
+        "ends = [9]\n"
+        "ends.insert(0, Clear(ends, 5))\n"
+        "core.set_nexts(ends)\n"
+        "print(core.nexts())\n")
+    assert out.split("\n")[:2] == ["refused set_nexts takes a list, one end per spec", "[5, 9]"]
+
+
+@needs_core
+@PAIRS
+def test_a_combine_failing_in_split_leaks_nothing(compiled, reference):
+    """combine raising at each point of pushes with enforcement, the
+    Amortized MTA's split among them (R1 partly built): once the engine is
+    gone, every value it made is released."""
+    live = [0]
+
+    class V:
+        __slots__ = ("s",)
+
+        def __init__(self, s):
+            self.s = s
+            live[0] += 1
+
+        def __del__(self):
+            live[0] -= 1
+
+    def trial(fail_at):
+        calls = [0]
+
+        def combine(a, b):
+            calls[0] += 1
+            if calls[0] == fail_at:
+                raise Boom("combine")
+            return V(a.s + b.s)
+
+        e = compiled(Monoid(combine, V("")), lambda t, p: len(t.s) - len(p.s) >= 37)
+        try:
+            for i in range(120):
+                e.push(V(chr(97 + i % 26)))
+        except Boom:
+            pass
+        else:
+            raise AssertionError("combine did not raise")
+        del e  # the failure's traceback holds this frame: no cycle through the engine
+
+    gc.collect()
+    before = live[0]
+    for k in range(60, 280):
+        trial(k)
+        assert live[0] == before, k
