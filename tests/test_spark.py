@@ -299,7 +299,7 @@ def test_configuration_errors_raise_before_any_job(spark, tmp_path):
         (df, dict(ok, value="s"), "value column 's' is string, not numeric"),
         (df, dict(ok, time="s"), "time column 's' is string"),
         (df, dict(ok, rows=3), "exactly one of"),
-        (df, dict(ok, range=-1), "range must be a positive"),
+        (df, dict(ok, range=-1), "range must be positive"),
         (df, dict(ok, on_bad_row="skip"), "on_bad_row"),
         (df, dict(ok, aggs=["max", "max"]), "unique"),
         (df.withColumnRenamed("s", "max"), dict(ok), "has the name of an output column"),
