@@ -27,8 +27,8 @@ def add_arguments(p) -> None:
                    help="input format (default: from the file extension; csv has a header line)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the output directory if it exists, once the new output is written (a run "
-                        "that fails leaves it as it was, and without --overwrite leaves none); an output that is, holds or lies in the input is "
-                        "refused")
+                        "that fails leaves it as it was, and without --overwrite leaves none); an output that "
+                        "is, holds or lies in the input is refused")
     p.add_argument("--schema", metavar="DDL",
                    help="input schema, e.g. 'host STRING, ts TIMESTAMP, mem DOUBLE', a CSV's columns "
                         "matched to its header by name (default: Parquet's own; CSV and JSON types inferred, a "
