@@ -55,6 +55,12 @@ def arrow_type(spark: str):
             "decimal": pa.decimal128(10, 0)}.get(name)
 
 
+def unknown(names) -> list[str]:
+    """The aggregations of ``names`` (``"max"``, ``"max(cpu)"``) that are
+    not ready ones, for a surface that takes names alone (``--agg``, SQL)."""
+    return [a for a in names if a.split("(")[0].strip().lower() not in aggregators.READY]
+
+
 def resolve_one(agg, integral: bool) -> tuple[str, Aggregator, str]:
     """``"max"`` or ``(column, Aggregator[, spark type])`` (a job's list of
     them: :func:`spark_ops.values.resolve`); ``integral``: the value column

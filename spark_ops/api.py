@@ -23,7 +23,7 @@ from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
 import stores
 
-from . import columnar, durations, event_time, excluded, periodic, values
+from . import columnar, durations, event_time, excluded, names, periodic, values
 from .batch import batch_plan
 from .periodic import periodic_plan
 from .names import clashes
@@ -152,6 +152,7 @@ def sliding_window(df, key: str | list[str], time: str, value: str | list[str], 
     with a processing-time trigger: an ``availableNow`` or ``once`` query
     would not stop.
     """
+    key, time, value = (names.spelled(c, df.columns) for c in (key, time, value))
     fields, types = check_columns(df.schema, key, time, value)
     from pyspark.sql.types import IntegralType
 

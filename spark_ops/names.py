@@ -3,7 +3,8 @@
 Spark resolves a column name without regard to case (its default,
 ``spark.sql.caseSensitive=false``), so two names that differ only in case
 are one name to a later ``select``: :func:`clashes` and :func:`repeated`
-compare names that way.  PySpark's ``mapInArrow`` and
+compare names that way, and :func:`spelled` finds the column a user's name
+means as Spark's own ``df["host"]`` does.  PySpark's ``mapInArrow`` and
 ``applyInPandasWithState`` look each input column up by its name as a path,
 where a dot reaches into a struct and a backtick quotes: a column named
 ``host.name`` or ``a`b`` cannot cross them under its own name
@@ -13,7 +14,7 @@ and the function sees them under their own names again.
 
 from __future__ import annotations
 
-__all__ = ["awkward", "clashes", "map_in_arrow", "repeated"]
+__all__ = ["awkward", "clashes", "map_in_arrow", "repeated", "spelled"]
 
 
 def _folded(name: str) -> str:
@@ -34,6 +35,20 @@ def repeated(names) -> list[str]:
     for n in names:
         counts[_folded(n)] = counts.get(_folded(n), 0) + 1
     return sorted({n for n in names if counts[_folded(n)] > 1})
+
+
+def spelled(given, names):
+    """``given`` (a column's name, or a list or tuple of them) as ``names``
+    spell it: a name that is one of ``names`` stays, one equal but for case
+    to exactly one of them becomes that one, as Spark resolves it; any other
+    (no such column, or several equal but for case) stays for the caller's
+    "no column" error to name.  O(len(names) + len(given))."""
+    if isinstance(given, (list, tuple)):
+        return type(given)(spelled(g, names) for g in given)
+    if not isinstance(given, str) or given in names:
+        return given
+    found = [n for n in names if _folded(n) == _folded(given)]
+    return found[0] if len(found) == 1 else given
 
 
 def awkward(name: str) -> bool:

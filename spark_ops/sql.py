@@ -57,7 +57,8 @@ from typing import Any
 
 from pyspark.sql.udtf import AnalyzeResult, OrderingColumn, PartitioningColumn, SelectedColumn
 
-from . import columnar, frames, rows, values
+from . import aggregations, columnar, frames, rows, values
+from .names import spelled
 from .plan import TIME, VALUE, holds, quoted, time_sql
 from .spec import SlidingWindowError, WindowSpec, split_columns
 
@@ -111,7 +112,17 @@ class SlidingWindowFunction:
         if missing:
             raise SlidingWindowError(f"{FUNCTION_NAME} needs {', '.join(f'{a} =>' for a in missing)}; e.g. "
                                      "key => 'host', time => 'ts', value => 'mem', aggs => 'max,mean', range => 3600")
+        sizes = [f"{a} =>" for a in ("range", "rows") if given.get(a) is not None]
+        if len(sizes) != 1:
+            raise SlidingWindowError(f"{FUNCTION_NAME} needs exactly one of range => (seconds, or a duration such "
+                                     f"as '1h') or rows => (a count); got {' and '.join(sizes) or 'neither'}")
+        names = given["aggs"].split(",") if isinstance(given["aggs"], str) else given["aggs"]
+        unknown = aggregations.unknown([a for a in names if a.strip()]) if isinstance(names, list) else []
+        if unknown:
+            raise SlidingWindowError(f"{FUNCTION_NAME}'s aggs => names {', '.join(map(repr, unknown))}, not a "
+                                     f"ready aggregation; ready ones are {', '.join(aggregations.READY)}")
         schema = table.dataType
+        given.update({a: spelled(given[a], schema.names) for a in ("key", "time", "value", "order")})
         fields, types = check_columns(schema, given["key"], given["time"], given["value"])
         aggs = given["aggs"]
         if isinstance(aggs, dict):  # Spark hands a map over in no set order: the columns' would change

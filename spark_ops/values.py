@@ -29,6 +29,8 @@ import math
 import operator
 import re
 
+from .names import spelled
+
 #: ``"max(cpu)"``: a ready aggregation and the value column it reads.
 _READS = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*\((.*)\)\s*")
 
@@ -180,6 +182,7 @@ def _ready(text: str, fields: tuple, single: str | None) -> tuple[str, str | Non
         return text, (fields[0] if fields else None)  # a struct of one field: that field
     agg, column = m.group(1), m.group(2).strip()
     columns = fields or ((single,) if single is not None else ())
+    column = spelled(column, columns)
     if column not in columns:
         raise SlidingWindowError(f"aggregation {text.strip()!r} reads column {column!r}, which is not a value "
                                  f"column; the value column{'s are' if len(columns) > 1 else ' is'} "

@@ -480,12 +480,14 @@ def test_stream_two_runs_available_now(spark, tmp_path, capsys):
     assert result.count() == len(first) + len(second) + len(third)
 
 
-def test_stream_slide_writes_each_window_once_the_watermark_passes_it(spark, tmp_path, capsys):
+@pytest.mark.parametrize("names", [("key", "t", "v"), ("KEY", "T", "V")])
+def test_stream_slide_writes_each_window_once_the_watermark_passes_it(spark, tmp_path, capsys, names):
     """--watermark 5s --slide 5s --range 10 over two available-now runs (a
     restart from the checkpoint with windows open), rows out of order
     within the delay, no --store: the windows written are those brute force
     gives over every row that end at or before the final watermark (the
-    newest time minus the delay), each once."""
+    newest time minus the delay), each once; also with --key, --time and
+    --value named but for case, as Spark resolves names."""
     import datetime as dt
 
     base = dt.datetime(2026, 1, 1)
@@ -493,8 +495,8 @@ def test_stream_slide_writes_each_window_once_the_watermark_passes_it(spark, tmp
     incoming.mkdir()
     rows = sorted(make_rows(160, keys=3, seed=23, t_hi=80), key=lambda r: r[1] + random.Random(r[2]).uniform(0, 4))
     args = ["stream", "--input", incoming, "--output", out, "--checkpoint", ckpt, "--schema",
-            "key STRING, t TIMESTAMP, v DOUBLE", "--format", "csv", "--key", "key", "--time", "t", "--value", "v",
-            "--agg", "max,count", "--range", "10", "--slide", "5s", "--watermark", "5s"]
+            "key STRING, t TIMESTAMP, v DOUBLE", "--format", "csv", "--key", names[0], "--time", names[1],
+            "--value", names[2], "--agg", "max,count", "--range", "10", "--slide", "5s", "--watermark", "5s"]
 
     def write(name, part):
         with open(incoming / name, "w") as f:

@@ -187,3 +187,94 @@ def test_cli_csv_header_with_dots(spark, tmp_path):
     want = expected(rows, ["max"], count=4)
     assert sorted(tuple(g) for g in got.collect()) == sorted((r["k"], r["t"], r["v"], want[r["id"]]["max"])
                                                             for r in rows)
+
+
+#: The oracle's columns as a user's input may spell them, and as the user
+#: names them in a call (equal but for case: Spark's ``df["host"]``).
+CASED = {"id": "ID", "k": "Host", "t": "TS", "v": "Mem"}
+CALLED = {"k": "host", "t": "ts", "v": "MEM"}
+
+
+def cased_rows(spark, rows):
+    df = spark.createDataFrame([(r["id"], r["k"], r["t"], r["v"]) for r in rows], "id long, k string, t double, "
+                               "v double")
+    return df.toDF(*(CASED[c] for c in ("id", "k", "t", "v")))
+
+
+def uncased(rows_out) -> list[dict]:
+    back = {v: k for k, v in CASED.items()}
+    return [{back.get(c, c): x for c, x in r.asDict().items()} for r in rows_out]
+
+
+@pytest.mark.parametrize("engine, kw", [("auto", {}), ("amta", {}), ("auto", {"ties": "any"})])
+def test_names_taken_as_spark_resolves_them(spark, engine, kw):
+    """Key, time and value named but for case (``key="host"`` for a column
+    ``Host``) are the input's columns, as Spark's own ``df["host"]``: the
+    output keeps the input's names and equals the oracle's windows."""
+    rows = rows_(7)
+    out = sliding_window(cased_rows(spark, rows), key=CALLED["k"], time=CALLED["t"], value=CALLED["v"],
+                         aggs=AGGS, range=10, engine=engine, on_bad_row="flag", **kw)
+    assert out.columns == ["ID", "Host", "TS", "Mem", *AGGS, "rejected"]
+    assert_outputs(uncased(out.collect()), rows, expected(rows, AGGS, range=10), AGGS, flag=True)
+
+
+def test_value_columns_and_their_aggregations_as_spark_resolves_them(spark):
+    """Several value columns and the ones ``max(...)`` names, but for case:
+    the output columns carry the input's spelling."""
+    rows = [r for r in rows_(8) if r["v"] is not None]
+    df = spark.createDataFrame([(r["id"], r["k"], r["t"], r["v"], -r["v"]) for r in rows],
+                               "ID long, Host string, TS double, Cpu double, mem double")
+    out = sliding_window(df, key="HOST", time="ts", value=["cpu", "MEM"], aggs=["max(CPU)", "min(Mem)"], rows=3)
+    assert out.columns == ["ID", "Host", "TS", "Cpu", "mem", "max_Cpu", "min_mem"]
+    want = expected(rows, ["max", "min"], count=3)
+    got = {r["ID"]: (r["max_Cpu"], r["min_mem"]) for r in out.collect()}
+    assert got == {r["id"]: (want[r["id"]]["max"], -want[r["id"]]["max"]) for r in rows}
+
+
+def test_a_name_two_columns_answer_to_is_refused(spark):
+    """Where the session tells names apart by case and two columns answer to
+    the name given (``HOST`` for ``host`` and ``Host``), neither is guessed:
+    the error names the column and lists the input's."""
+    spark.conf.set("spark.sql.caseSensitive", "true")
+    try:
+        df = spark.createDataFrame([("a", "b", 1.0, 2.0)], "host string, Host string, t double, v double")
+        with pytest.raises(SlidingWindowError, match=r"no column 'HOST' in the input; it has host, Host"):
+            sliding_window(df, key="HOST", time="t", value="v", aggs=["max"], range=10)
+        got = sliding_window(df, key="Host", time="t", value="v", aggs=["max"], range=10).collect()
+        assert [tuple(r) for r in got] == [("a", "b", 1.0, 2.0, 2.0)]
+    finally:
+        spark.conf.unset("spark.sql.caseSensitive")
+
+
+def test_sql_names_taken_as_spark_resolves_them(spark):
+    """The SQL table function takes ``key => 'host'`` for a column ``Host``
+    (and ``order =>`` likewise), like any other name in Spark SQL."""
+    from spark_ops.sql import register_sql
+
+    rows = [r for r in rows_(9) if r["v"] is not None]
+    register_sql(spark)
+    cased_rows(spark, rows).createOrReplaceTempView("cased_readings")
+    out = spark.sql("SELECT * FROM mta_sliding_window(TABLE(cased_readings), key => 'host', time => 'ts', "
+                    "value => 'MEM', aggs => 'max,count', range => 10, order => 'id')")
+    assert out.columns == ["ID", "Host", "TS", "Mem", "max", "count"]
+    assert_outputs(uncased(out.collect()), rows, expected(rows, ["max", "count"], range=10), ["max", "count"])
+
+
+def test_cli_names_taken_as_spark_resolves_them(spark, tmp_path):
+    """``mta-spark run --key host`` over a CSV whose header says ``Host``
+    (the key still read as text): the windows under the header's names."""
+    from spark_ops import cli
+
+    rows = [r for r in rows_(10, 60) if r["v"] is not None]
+    for r in rows:
+        r["k"] = {"a.b": "007", "c": "7", "d`e": "x"}[r["k"]]  # two keys a number would make one
+    src = tmp_path / "in.csv"
+    src.write_text("Host,TS,Mem\n" + "".join(f"{r['k']},{r['t']},{r['v']}\n" for r in rows))
+    out = tmp_path / "out"
+    assert cli.main(["run", "--input", str(src), "--output", str(out), "--key", "host", "--time", "ts",
+                     "--value", "mem", "--rows", "4", "--agg", "max"], spark=spark) == 0
+    got = spark.read.parquet(str(out))
+    assert got.columns == ["Host", "TS", "Mem", "max"]
+    want = expected(rows, ["max"], count=4)
+    assert sorted(tuple(g) for g in got.collect()) == sorted((r["k"], r["t"], r["v"], want[r["id"]]["max"])
+                                                            for r in rows)

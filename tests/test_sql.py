@@ -162,8 +162,11 @@ def test_the_function_partitions_and_orders_its_table_itself(spark, partitions):
     (dict(key="k", time="t", value="v", aggs="max", range=5, rnge=3), "no argument 'rnge'"),
     (dict(key="k", time="t", value="v", range=5), "needs aggs =>"),
     (dict(key="k", time="t", value="nope", aggs="max", range=5), "no column 'nope'"),
-    (dict(key="k", time="t", value="v", aggs="max"), "exactly one of range="),
-    (dict(key="k", time="t", value="v", aggs="maximum", range=5), "maximum"),
+    (dict(key="k", time="t", value="v", aggs="max"), "needs exactly one of range => (seconds, or a duration such "
+     "as '1h') or rows => (a count); got neither"),
+    (dict(key="k", time="t", value="v", aggs="max", range=5, rows=3), "got range => and rows =>"),
+    (dict(key="k", time="t", value="v", aggs="max,maximum", range=5), "aggs => names 'maximum', not a ready "
+     "aggregation; ready ones are sum, count"),
     (dict(key="k", time="t", value="k", aggs="max", range=5), "not numeric"),
     (dict(key="k", time="t", value="v", aggs="max", range=5, order="id,seq"), "order => names 'seq'"),
     (dict(key="k", time="t", value="v", aggs=5, range=5), "aggs => takes a string or an array of strings, got 5"),
@@ -177,6 +180,7 @@ def test_bad_arguments_fail_at_analysis(spark, arguments, message):
     with pytest.raises(AnalysisException) as info:
         spark.sql(_call(_table(spark, rows), **arguments))
     assert message in str(info.value)
+    assert "policy" not in str(info.value) and "Aggregator" not in str(info.value)  # what SQL cannot give
 
 
 def test_an_argument_must_be_a_constant(spark):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 
+from ..names import spelled
 from .errors import CLIError
 
 FORMATS = ("csv", "parquet", "json")
@@ -126,6 +127,7 @@ def inferred_schema(spark, fmt: str, path: str, options, keys):
     schema = load(spark, fmt, path, options).schema
     if fmt != "csv":
         return schema
+    keys = spelled(list(keys), schema.names)
     return StructType([StructField(f.name, StringType(), f.nullable) if f.name in keys else f
                        for f in schema.fields])
 

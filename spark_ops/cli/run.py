@@ -15,7 +15,7 @@ from .options import Command, reader_options, slide_option, window_options
 from .progress import Progress, duration
 from .session import session
 from .store import check_store, normalize_store, shown
-from .window import describe, observe_rejected, window_spec, windows
+from .window import describe, observe_rejected, respelled, window_spec, windows
 
 _log = logging.getLogger(__name__)
 
@@ -104,6 +104,7 @@ def run(args, spark=None) -> int:
             if fmt == "csv" and schema is None:  # the inferred types, keys as text
                 schema = inputs.inferred_schema(spark, fmt, args.input, args.option, spec.keys)
             df = inputs.load(spark, fmt, args.input, args.option, schema)
+            spec = respelled(args, df.columns)
             out = windows(df, args, spec, store, None)
             out, observation = observe_rejected(out, args)
             engine, why = choose_engine(dataclasses.replace(spec, store=store, engine=args.engine), df)

@@ -16,7 +16,7 @@ from .options import Command, reader_options, seconds, slide_option, trigger, wi
 from .progress import Progress, duration, rows
 from .session import session
 from .store import check_store, normalize_store, shown
-from .window import OBSERVED, describe, observe_rejected, value_columns, window_spec, windows
+from .window import OBSERVED, describe, observe_rejected, respelled, value_columns, window_spec, windows
 
 _log = logging.getLogger(__name__)
 
@@ -78,7 +78,9 @@ def run(args, spark=None) -> int:
     name = "stream-" + hashlib.sha1(checkpoint.encode()).hexdigest()[:12]
     progress = Progress()
     with session(args, spark, "stream", progress) as spark:
-        schema, value_type = _text_values(_schema(args, spark, fmt, progress), fmt, args)
+        schema = _schema(args, spark, fmt, progress)
+        spec = respelled(args, schema.names)
+        schema, value_type = _text_values(schema, fmt, args)
         df = (inputs.reader(spark.readStream, fmt, streaming=True, options=args.option, schema=schema)
               .load(inputs.spark_path(args.input)))
         if args.watermark is not None:

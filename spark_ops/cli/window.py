@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import functools
 
+from .. import aggregations as aggregations_
+from ..names import spelled
 from ..spec import SlidingWindowError, WindowSpec, split_columns
 from .errors import CLIError
 from .options import aggregation_names, aggregations
@@ -22,7 +24,7 @@ def window_spec(args) -> WindowSpec:
     names = aggregations(args.agg)
     if not names:
         raise CLIError(f"--agg needs at least one aggregation, e.g. --agg max,mean; choose from {', '.join(ready)}")
-    unknown = [a for a in names if a.split("(")[0].strip().lower() not in ready]
+    unknown = aggregations_.unknown(names)
     if unknown:
         raise CLIError(f"unknown aggregation{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))} "
                        f"in --agg; choose from {', '.join(ready)}")
@@ -33,6 +35,16 @@ def window_spec(args) -> WindowSpec:
                                 ties=getattr(args, "ties", "input"))
     except SlidingWindowError as e:
         raise CLIError(str(e)) from None
+
+
+def respelled(args, columns) -> WindowSpec:
+    """The window of ``args`` with ``--key``, ``--time`` and ``--value`` as
+    the input's ``columns`` spell them (Spark's names ignore case:
+    :func:`spark_ops.names.spelled`); ``args`` is updated to match."""
+    args.key = ",".join(spelled(split_columns(args.key), columns))
+    args.time = spelled(args.time, columns)
+    args.value = ",".join(spelled(value_columns(args), columns))
+    return window_spec(args)
 
 
 def describe(spec: WindowSpec) -> str:
