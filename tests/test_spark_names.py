@@ -171,19 +171,26 @@ def test_output_names_equal_but_for_case_are_refused(spark, kw, message):
         sliding_window(df, **{"key": "Window_End", "time": "t", "value": "v", **kw})
 
 
-def test_cli_csv_header_with_dots(spark, tmp_path):
-    """``mta-spark run`` over a CSV whose header has a dotted key column: the
-    output's windows equal the oracle's, under the header's names."""
+@pytest.mark.parametrize("header, given, keys", [
+    (("host.name", "t", "v"), ("host.name", "t", "v"), None),
+    (("Host", "TS", "Mem"), ("host", "ts", "mem"), {"a.b": "007", "c": "7", "d`e": "x"})])
+def test_cli_csv_header_names(spark, tmp_path, header, given, keys):
+    """``mta-spark run`` over a CSV whose header has a dotted key column, or
+    names the arguments give but for case (``--key host`` for ``Host``; the
+    key still read as text, "007" and "7" two keys): the output's windows
+    equal the oracle's, under the header's names."""
     from spark_ops import cli
 
     rows = [r for r in rows_(6, 60) if r["v"] is not None]
+    for r in rows:
+        r["k"] = keys[r["k"]] if keys else r["k"]
     src = tmp_path / "in.csv"
-    src.write_text("host.name,t,v\n" + "".join(f"{r['k']},{r['t']},{r['v']}\n" for r in rows))
+    src.write_text(",".join(header) + "\n" + "".join(f"{r['k']},{r['t']},{r['v']}\n" for r in rows))
     out = tmp_path / "out"
-    assert cli.main(["run", "--input", str(src), "--output", str(out), "--key", "host.name", "--time", "t",
-                     "--value", "v", "--rows", "4", "--agg", "max"], spark=spark) == 0
+    assert cli.main(["run", "--input", str(src), "--output", str(out), "--key", given[0], "--time", given[1],
+                     "--value", given[2], "--rows", "4", "--agg", "max"], spark=spark) == 0
     got = spark.read.parquet(str(out))
-    assert got.columns == ["host.name", "t", "v", "max"]
+    assert got.columns == [*header, "max"]
     want = expected(rows, ["max"], count=4)
     assert sorted(tuple(g) for g in got.collect()) == sorted((r["k"], r["t"], r["v"], want[r["id"]]["max"])
                                                             for r in rows)
@@ -258,23 +265,3 @@ def test_sql_names_taken_as_spark_resolves_them(spark):
                     "value => 'MEM', aggs => 'max,count', range => 10, order => 'id')")
     assert out.columns == ["ID", "Host", "TS", "Mem", "max", "count"]
     assert_outputs(uncased(out.collect()), rows, expected(rows, ["max", "count"], range=10), ["max", "count"])
-
-
-def test_cli_names_taken_as_spark_resolves_them(spark, tmp_path):
-    """``mta-spark run --key host`` over a CSV whose header says ``Host``
-    (the key still read as text): the windows under the header's names."""
-    from spark_ops import cli
-
-    rows = [r for r in rows_(10, 60) if r["v"] is not None]
-    for r in rows:
-        r["k"] = {"a.b": "007", "c": "7", "d`e": "x"}[r["k"]]  # two keys a number would make one
-    src = tmp_path / "in.csv"
-    src.write_text("Host,TS,Mem\n" + "".join(f"{r['k']},{r['t']},{r['v']}\n" for r in rows))
-    out = tmp_path / "out"
-    assert cli.main(["run", "--input", str(src), "--output", str(out), "--key", "host", "--time", "ts",
-                     "--value", "mem", "--rows", "4", "--agg", "max"], spark=spark) == 0
-    got = spark.read.parquet(str(out))
-    assert got.columns == ["Host", "TS", "Mem", "max"]
-    want = expected(rows, ["max"], count=4)
-    assert sorted(tuple(g) for g in got.collect()) == sorted((r["k"], r["t"], r["v"], want[r["id"]]["max"])
-                                                            for r in rows)
