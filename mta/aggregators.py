@@ -4,8 +4,11 @@ Every monoid value is plain immutable data (tuples, numbers, strings, None)
 so windows can be serialized with msgpack; the monoids' functions are
 module-level functions or ``functools.partial`` of them, so the aggregators
 also pickle.  Each ``Monoid`` declares its flags truthfully: ``inverse``
-removes the front of an aggregate (exact on ints and Fractions, up to
-rounding on floats), ``commutative``, ``selective``.
+removes the front of an aggregate, ``exact_inverse`` says whether it does
+so exactly, ``commutative``, ``selective``.  The sums that take floats
+(``sum``, ``mean``, ``geomean``, the moments of the variance) declare their
+inverse approximate: on floats it rounds, and one inf or NaN poisons it;
+those that count (``count``, ``countmin``) and ``collect`` are exact.
 
 Result on an empty window (and below two values for the sample variance):
 
@@ -49,8 +52,10 @@ __all__ = [
 
 # -- additive monoids: sum, count, mean, geometric mean, sketches ------------
 
-def _additive(name: str) -> Monoid:
-    return Monoid(operator.add, 0, name=name, inverse=operator.sub, commutative=True)
+def _additive(name: str, exact: bool) -> Monoid:
+    """``+`` with ``-`` as its inverse; ``exact`` only when the values are
+    counts (a sum of floats subtracts up to rounding)."""
+    return Monoid(operator.add, 0, name=name, inverse=operator.sub, exact_inverse=exact, commutative=True)
 
 
 def _add_cells(a, b):
@@ -69,12 +74,13 @@ def _sub_pairs(a, b):
     return (a[0] - b[0], a[1] - b[1])
 
 
-def _cellwise(name: str, size: int) -> Monoid:
-    """Element-wise sums of fixed-size tuples (invertible, commutative);
-    pairs, as (sum, count), without the loop."""
+def _cellwise(name: str, size: int, exact: bool) -> Monoid:
+    """Element-wise sums of fixed-size tuples (invertible, commutative;
+    ``exact`` as for :func:`_additive`); pairs, as (sum, count), without the
+    loop."""
     if size == 2:
-        return Monoid(_add_pairs, (0, 0), name=name, inverse=_sub_pairs, commutative=True)
-    return Monoid(_add_cells, (0,) * size, name=name, inverse=_sub_cells, commutative=True)
+        return Monoid(_add_pairs, (0, 0), name=name, inverse=_sub_pairs, exact_inverse=exact, commutative=True)
+    return Monoid(_add_cells, (0,) * size, name=name, inverse=_sub_cells, exact_inverse=exact, commutative=True)
 
 
 def _one(_x) -> int:
@@ -99,12 +105,12 @@ def _exp_ratio(v):
     return math.exp(v[0] / v[1]) if v[1] else None
 
 
-SUM = Aggregator(_additive("sum"), name="sum")
-COUNT = Aggregator(_additive("count"), _one, name="count")
+SUM = Aggregator(_additive("sum", False), name="sum")
+COUNT = Aggregator(_additive("count", True), _one, name="count")
 #: Mean as (sum, count), the paper's own example.
-MEAN = Aggregator(_cellwise("mean", 2), _with_count, _ratio, name="mean")
+MEAN = Aggregator(_cellwise("mean", 2, False), _with_count, _ratio, name="mean")
 #: Geometric mean as (sum of logs, count); lift raises ValueError on x <= 0.
-GEOMEAN = Aggregator(_cellwise("geomean", 2), _log_with_count, _exp_ratio, name="geomean")
+GEOMEAN = Aggregator(_cellwise("geomean", 2, False), _log_with_count, _exp_ratio, name="geomean")
 
 
 # -- variance: mergeable moments (count, mean, M2), Chan et al. ---------------
@@ -154,7 +160,7 @@ def _stddev_lower(ddof: int, v):
 #: variance and standard deviation.
 #: Its inverse can lose precision when most of the window is removed.
 MOMENTS = Monoid(_moments_combine, (0, 0, 0), name="moments",
-                 inverse=_moments_inverse, commutative=True)
+                 inverse=_moments_inverse, exact_inverse=False, commutative=True)
 
 
 def variance(sample: bool = True) -> Aggregator:
@@ -364,7 +370,7 @@ def count_min(width: int = 64, depth: int = 4) -> Aggregator:
     """
     if not (isinstance(width, int) and width >= 1 and isinstance(depth, int) and 1 <= depth <= 16):
         raise ValueError(f"count_min needs width >= 1 and 1 <= depth <= 16, got {width}, {depth}")
-    return Aggregator(_cellwise(f"countmin{width}x{depth}", width * depth),
+    return Aggregator(_cellwise(f"countmin{width}x{depth}", width * depth, True),
                       partial(_cm_lift, width, depth), partial(CountMinQuery, width, depth),
                       name="countmin")
 

@@ -27,11 +27,19 @@ class Monoid:
 
     * ``inverse(a, b)`` removes ``b`` from the front of ``a``:
       ``inverse(combine(b, c), b) == c`` (subtract-on-evict, SlickDeque-Inv);
+    * ``exact_inverse``: that equality holds exactly (ints, Fractions, tuples
+      dropped from the front).  Declare ``False`` when it holds only up to
+      rounding, as for floats: a running aggregate that subtracts what leaves
+      keeps every rounding error, turns into NaN for good after one inf
+      (``inf - inf``) and loses small windows to a large value that has left
+      (``(1e17 + 1) - 1e17 == 0``).  A planner then uses such an inverse only
+      when the user names it (:mod:`mta.multi.plan`).  False without an
+      inverse;
     * ``commutative``: ``combine(a, b) == combine(b, a)``;
     * ``selective``: ``combine(a, b)`` is always ``a`` or ``b`` (SlickDeque-NonInv).
     """
 
-    __slots__ = ("combine", "identity", "name", "inverse", "commutative", "selective")
+    __slots__ = ("combine", "identity", "name", "inverse", "exact_inverse", "commutative", "selective")
 
     def __init__(
         self,
@@ -40,6 +48,7 @@ class Monoid:
         *,
         name: str | None = None,
         inverse: Callable[[Any, Any], Any] | None = None,
+        exact_inverse: bool = True,
         commutative: bool = False,
         selective: bool = False,
     ) -> None:
@@ -47,10 +56,13 @@ class Monoid:
             raise TypeError(f"Monoid combine must be callable, got {type(combine).__name__}")
         if inverse is not None and not callable(inverse):
             raise TypeError(f"Monoid inverse must be callable, got {type(inverse).__name__}")
+        if not isinstance(exact_inverse, bool):
+            raise TypeError(f"Monoid exact_inverse must be True or False, got {exact_inverse!r}")
         self.combine = combine
         self.identity = identity
         self.name = name or getattr(combine, "__name__", "monoid")
         self.inverse = inverse
+        self.exact_inverse = exact_inverse and inverse is not None
         self.commutative = commutative
         self.selective = selective
 
@@ -97,6 +109,7 @@ class CountingMonoid(Monoid):
             monoid.identity,
             name=f"counting({monoid.name})",
             inverse=inverse,
+            exact_inverse=monoid.exact_inverse,
             commutative=monoid.commutative,
             selective=monoid.selective,
         )
@@ -199,6 +212,8 @@ def product_monoid(monoids: Sequence[Monoid]) -> Monoid:
         tuple(m.identity for m in monoids),
         name=name,
         inverse=inverse,
+        # a tuple's inverse is exact only if every component's is
+        exact_inverse=all(m.exact_inverse for m in monoids),
         commutative=all(m.commutative for m in monoids),
         # a product of selective monoids may pick a from one side and b from
         # the other, so it is not selective in general

@@ -33,7 +33,9 @@ query only at its own slide, not at every edge of the composite slide:
 
 What a plan holds (partials and elements) is estimated apart, in
 :mod:`mta.multi.memory`, which also states the rule trading calls for it;
-what its time follows (calls, answers, partials) in :mod:`mta.multi.operations`.
+what its time follows (calls, answers, partials) in :mod:`mta.multi.operations`;
+the base intervals of a B-Int or FlatFAT lookup are counted in
+:mod:`mta.multi.dyadic` (re-exported here).
 
 Every function states its complexity; ``n`` is the number of queries.
 """
@@ -41,7 +43,6 @@ Every function states its complexity; ``n`` is the number of queries.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from typing import Iterable, Sequence
 
 # The edge counts live in edge_count; they are re-exported here because the
@@ -49,6 +50,7 @@ from typing import Iterable, Sequence
 from .edge_count import (PARTIALS, Edges, composite_slide, edges, edges_cached, f1_edge_count,
                          partials_per_window, progressions, query_numbers)
 from . import lint_cost as _lint  # L-Int's landmark intervals
+from .dyadic import dyadic_pieces, mean_dyadic_pieces  # B-Int and FlatFAT lookups
 # what a tree holds is estimated in memory; the old name stays an alias
 from .memory import tree_held as partials_held
 
@@ -67,7 +69,8 @@ __all__ = [
 FINALS = ("naive", "slickdeque-inv", "rint", "slickdeque-noninv", "bint", "flatfat", "flatfit", "lint")
 #: The no-sharing baseline: one Amortized MTA per query (``partial="none"``).
 SEPARATE = "mta"
-#: Finals that need an inverse (subtract-on-evict family).
+#: Finals that need an inverse (subtract-on-evict family); a planner picks
+#: them only when it is exact (:func:`mta.multi.plan.planned_finals`).
 INVERTIBLE_FINALS = ("slickdeque-inv", "rint")
 #: Finals that need a selective monoid (combine(a, b) is a or b).
 SELECTIVE_FINALS = ("slickdeque-noninv",)
@@ -75,10 +78,9 @@ SELECTIVE_FINALS = ("slickdeque-noninv",)
 GENERAL_FINALS = ("naive", "bint", "flatfat", "flatfit", "lint")
 
 
-
 def applicable_finals(invertible: bool, selective: bool, available: Iterable[str] | None = None) -> tuple[str, ...]:
-    """The final techniques an aggregation can use, in :data:`FINALS` order.
-    O(1)."""
+    """The final techniques an aggregation can use, in :data:`FINALS` order;
+    ``invertible``: its inverse is exact (as a planner needs it).  O(1)."""
     out = [f for f in FINALS
            if f in GENERAL_FINALS or (f in INVERTIBLE_FINALS and invertible)
            or (f in SELECTIVE_FINALS and selective)]
@@ -86,56 +88,6 @@ def applicable_finals(invertible: bool, selective: bool, available: Iterable[str
         allowed = set(available)
         out = [f for f in out if f in allowed]
     return tuple(out)
-
-
-# -- dyadic decompositions (B-Int lookups, FlatFAT range queries) --------------
-
-def dyadic_pieces(lo: int, hi: int) -> int:
-    """Base intervals (Arasu-Widom Definition 3.1; the nodes of a segment
-    tree) in the minimal decomposition of leaves ``lo <= i < hi``
-    (Theorem 3.1).
-
-    The highest bit where ``lo`` and ``hi - 1`` differ splits the interval at
-    an aligned ``mid``: left of it the pieces grow (one per 1-bit of
-    ``mid - lo``), right of it they shrink (one per 1-bit of ``hi - mid``);
-    an interval that is itself a base interval is one piece.  O(1) word
-    operations."""
-    if hi <= lo:
-        return 0
-    width = hi - lo
-    if width & (width - 1) == 0 and lo % width == 0:
-        return 1
-    m = (lo ^ (hi - 1)).bit_length() - 1
-    mid = (hi - 1) >> m << m
-    return bin(mid - lo).count("1") + bin(hi - mid).count("1")
-
-
-def mean_dyadic_pieces(k: int) -> float:
-    """Mean of :func:`dyadic_pieces` over windows of ``k`` leaves, averaged
-    over 64 start positions spread evenly (by the golden ratio) across a
-    period of ``2^(bits(k) + 1)``: a tree's windows start at every
-    alignment in the long run.  Above 4,096 leaves ``k`` is first rounded to
-    12 significant bits (the mean moves by well under one piece).
-    O(64) word operations, O(1) when cached."""
-    k = int(k)
-    if k > 4096:
-        shift = k.bit_length() - 12
-        k = (k + (1 << (shift - 1))) >> shift << shift
-    return _mean_dyadic_pieces(k)
-
-
-@lru_cache(maxsize=1 << 16)
-def _mean_dyadic_pieces(k: int, samples: int = 64) -> float:
-    if k <= 0:
-        return 0.0
-    if k == 1:
-        return 1.0
-    span = 1 << (k.bit_length() + 1)
-    if span <= samples:
-        return sum(dyadic_pieces(lo, lo + k) for lo in range(span)) / span
-    phi = (math.sqrt(5) - 1) / 2
-    starts = {int(span * ((j * phi) % 1.0)) for j in range(samples)}
-    return sum(dyadic_pieces(lo, lo + k) for lo in starts) / len(starts)
 
 
 # -- the paper's Omega (section 4.1, Table 3) ----------------------------------

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from itertools import combinations
+from fractions import Fraction
+from itertools import combinations, compress
 from typing import Iterable, Sequence
 
 __all__ = ["PARTIALS", "composite_slide", "f1_edge_count", "progressions", "Edges", "edges",
@@ -28,8 +29,17 @@ __all__ = ["PARTIALS", "composite_slide", "f1_edge_count", "progressions", "Edge
 PARTIALS = ("panes", "pairs", "cutty", "none")
 
 #: Composite slides up to this many positions are enumerated exactly; longer
-#: ones are counted by inclusion-exclusion (equation (2) generalised).
+#: ones are counted group by group (:func:`_union`), by inclusion-exclusion
+#: (equation (2) generalised) where a group is too long to enumerate.
 ENUMERATE_LIMIT = 1 << 20
+
+#: Most inclusion-exclusion terms counted for one group of progressions
+#: whose moduli share factors (the terms double with every progression);
+#: past it a group too long to enumerate is estimated (:func:`_sampled_share`).
+UNION_TERMS = 1 << 12
+
+#: Positions :func:`_sampled_share` marks.
+SAMPLE = 1 << 16
 
 
 def composite_slide(slides: Iterable[int]) -> int:
@@ -106,12 +116,13 @@ class Edges:
     composite slide: ``count`` edges every ``period`` elements (or time
     units).  ``positions`` is the sorted tuple of edge offsets in
     ``[0, period)`` when the period was enumerated (at most
-    :data:`ENUMERATE_LIMIT`), else None."""
+    :data:`ENUMERATE_LIMIT`), else None.  ``exact``: False when ``count``
+    is an estimate (:func:`edges`)."""
 
-    __slots__ = ("period", "count", "positions")
+    __slots__ = ("period", "count", "positions", "exact")
 
-    def __init__(self, period: int, count: int, positions: tuple[int, ...] | None) -> None:
-        self.period, self.count, self.positions = period, count, positions
+    def __init__(self, period: int, count: int, positions: tuple[int, ...] | None, exact: bool = True) -> None:
+        self.period, self.count, self.positions, self.exact = period, count, positions, exact
 
     @property
     def density(self) -> float:
@@ -149,10 +160,11 @@ def edges(queries: Iterable[tuple[int, int]], partial: str = "panes") -> Edges:
     The period is the LCM of the progressions' moduli.  Up to
     :data:`ENUMERATE_LIMIT` positions it is enumerated (a bit set over the
     period, the paper's "Bit Set" method: O(sum of period / modulus) over the
-    distinct progressions); beyond, the union is counted by inclusion-exclusion
-    over the progressions, intersecting them by the Chinese remainder theorem
-    and pruning empty intersections (equation (2) when every offset is 0).
-    The latter is O(2^d) in the worst case for ``d`` distinct progressions."""
+    distinct progressions); beyond, by :func:`_union`: exact unless a
+    group of progressions whose moduli share factors is both too long to
+    enumerate and too large for inclusion-exclusion (``Edges.exact`` False
+    then).  O(period) or O(d^2 + UNION_TERMS + SAMPLE) for ``d`` distinct
+    progressions."""
     progs = sorted({p for q in queries for p in progressions(q, partial)})
     if not progs:
         raise ValueError("edges of no queries")
@@ -163,12 +175,20 @@ def _edges_of(progs) -> Edges:
     progs = list(progs)
     period = composite_slide(m for _, m in progs)
     if period <= ENUMERATE_LIMIT:
-        marks = bytearray(period)
-        for off, m in progs:
-            marks[off::m] = b"\x01" * len(range(off, period, m))
-        positions = tuple(i for i, b in enumerate(marks) if b)
+        positions = tuple(compress(range(period), _marks(progs, period)))
         return Edges(period, len(positions), positions)
-    return Edges(period, _union_count(progs, period), None)
+    count, exact = _union(progs, period)
+    return Edges(period, count, None, exact)
+
+
+def _marks(progs, length: int) -> bytearray:
+    """A byte per position ``0 <= x < length``: 1 where a progression has a
+    member.  O(sum of length / modulus)."""
+    marks = bytearray(length)
+    for off, m in progs:
+        if off < length:
+            marks[off::m] = b"\x01" * len(range(off, length, m))
+    return marks
 
 
 def _crt(a1: int, m1: int, a2: int, m2: int) -> tuple[int, int] | None:
@@ -182,22 +202,83 @@ def _crt(a1: int, m1: int, a2: int, m2: int) -> tuple[int, int] | None:
     return (a1 + m1 * k) % lcm, lcm
 
 
-def _union_count(progs: list[tuple[int, int]], period: int) -> int:
-    """Size of the union of the progressions within ``period`` by
-    inclusion-exclusion, depth-first with empty intersections pruned."""
-    total = 0
+def _union(progs: list[tuple[int, int]], period: int) -> tuple[int, bool]:
+    """The union's size within ``period`` (the LCM of the moduli) and
+    whether it is exact.
 
-    def walk(start: int, a: int, m: int, depth: int) -> None:
-        nonlocal total
+    Progressions whose moduli share no factor with another group's are
+    independent (Chinese remainder theorem): a position modulo the LCM of
+    all is one position modulo each group's LCM, so the positions in no
+    progression number the product of each group's.  Each group is
+    enumerated, counted by inclusion-exclusion (at most
+    :data:`UNION_TERMS` terms), or else estimated (:func:`_sampled_share`).
+    O(d^2) to group ``d`` progressions, plus each group's count."""
+    free, lcm_all, exact = 1, 1, True
+    for group in _coprime_groups(progs):
+        g_period = composite_slide(m for _, m in group)
+        lcm_all *= g_period
+        if g_period <= ENUMERATE_LIMIT:
+            count = _marks(group, g_period).count(1)
+        else:
+            count = _inclusion_exclusion(group, g_period, UNION_TERMS)
+            if count is None:
+                exact = False
+                count = round(_sampled_share(group) * g_period)
+        free *= g_period - count
+    return period - free * (period // lcm_all), exact
+
+
+def _coprime_groups(progs) -> list[list[tuple[int, int]]]:
+    """The progressions grouped so that moduli of different groups are
+    co-prime (merging every group a modulus shares a factor with).  O(d^2)."""
+    groups: list[tuple[int, list]] = []  # (LCM of the moduli, progressions)
+    for off, m in progs:
+        joined, members, lcm = [], [(off, m)], m
+        for g_lcm, g_members in groups:
+            if math.gcd(g_lcm, m) > 1:
+                members += g_members
+                lcm = lcm * g_lcm // math.gcd(lcm, g_lcm)
+            else:
+                joined.append((g_lcm, g_members))
+        groups = joined + [(lcm, members)]
+    return [sorted(members) for _, members in groups]
+
+
+def _inclusion_exclusion(progs, period: int, budget: int) -> int | None:
+    """Size of the union of ``progs`` within ``period`` by inclusion-exclusion,
+    depth-first with empty intersections pruned; None once ``budget`` terms
+    were counted.  O(budget)."""
+    total, terms = 0, 0
+
+    def walk(start: int, a: int, m: int, depth: int) -> bool:
+        nonlocal total, terms
         for j in range(start, len(progs)):
             met = _crt(a, m, *progs[j]) if depth else progs[j]
             if met is None:
                 continue
+            terms += 1
+            if terms > budget:
+                return False
             total += (period // met[1]) * (1 if depth % 2 == 0 else -1)
-            walk(j + 1, met[0], met[1], depth + 1)
+            if not walk(j + 1, met[0], met[1], depth + 1):
+                return False
+        return True
 
-    walk(0, 0, 1, 0)
-    return total
+    return total if walk(0, 0, 1, 0) else None
+
+
+def _sampled_share(progs) -> Fraction:
+    """Estimated share of positions in the union: the progressions of a
+    modulus up to :data:`SAMPLE` marked over the first SAMPLE positions
+    (each off by at most one member there), the longer ones as if
+    independent of them (each holds under 1 / SAMPLE of the positions).
+    O(SAMPLE)."""
+    short = [(off, m) for off, m in progs if m <= SAMPLE]
+    free = Fraction(SAMPLE - _marks(short, SAMPLE).count(1), SAMPLE)
+    for _, m in progs:
+        if m > SAMPLE:
+            free *= 1 - Fraction(1, m)
+    return 1 - free
 
 
 def partials_per_window(range_: int, slide: int, partial: str) -> int:

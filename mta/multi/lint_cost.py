@@ -25,8 +25,14 @@ from typing import Sequence
 
 __all__ = ["ENUMERATE_ANSWERS", "landmark_calls_enumerated", "landmark_calls_expected"]
 
-#: Most answers :func:`landmark_calls_enumerated` walks before giving up.
-ENUMERATE_ANSWERS = 1 << 20
+#: Most answers :func:`landmark_calls_enumerated` walks before giving up:
+#: the planners price hundreds of trees, so the walk stays short (the
+#: section 5.1 workload of 100 queries walks about 10,000).
+ENUMERATE_ANSWERS = 1 << 14
+
+#: (queries, id of the edges, w) -> (the edges, the counts); holding the
+#: edges keeps their id from being reused while cached.
+_CACHE: dict = {}
 
 
 def landmark_calls_enumerated(queries: Sequence[tuple[int, int, int]], edges, w: int) -> tuple | None:
@@ -43,28 +49,34 @@ def landmark_calls_enumerated(queries: Sequence[tuple[int, int, int]], edges, w:
     element, no lag); its landmark is the last multiple of ``w`` below
     ``hi``, its need the partials from ``idx(a)`` to it, and extending a
     landmark to need ``n`` costs ``n - 1`` combines.  O(answers in the
-    horizon)."""
+    horizon), O(1) when cached (the planners price a tree once per weaving)."""
     positions = edges.positions
     if positions is None or not edges.count:
         return None
-    period, count = edges.period, edges.count
+    key = (tuple(queries), id(edges), w)
+    hit = _CACHE.get(key)
+    if hit is None:
+        if len(_CACHE) > 4096:
+            _CACHE.clear()
+        hit = _CACHE[key] = (edges, _walk(queries, positions, edges.period, edges.count, w))
+    return hit[1]
+
+
+def _walk(queries, positions: tuple, period: int, count: int, w: int) -> tuple | None:
+    """:func:`landmark_calls_enumerated` over the edges' ``positions``."""
     reps = w // math.gcd(count, w)
     horizon = period * reps  # units; a multiple of every slide
     if sum(horizon // s for _, s, _ in queries) > ENUMERATE_ANSWERS:
         return None
     per_horizon = count * reps  # partials, a multiple of w
 
-    def idx(x: int) -> int:
-        full, rest = divmod(x, period)
-        return full * count + bisect_left(positions, rest)
-
     need: dict = {}
     lookups = 0
     for r, s, lag in queries:
         for end in range(s, horizon + 1, s):
-            b = end - lag
-            lo = idx(b - r)
-            hi = idx(b) - (0 if lag else 1)
+            b = end - lag  # idx(x) (the edges before x) written out: the walk's inner loop
+            lo = (b - r) // period * count + bisect_left(positions, (b - r) % period)
+            hi = b // period * count + bisect_left(positions, b % period) - (0 if lag else 1)
             if hi <= lo:
                 continue
             landmark = (hi - 1) - (hi - 1) % w

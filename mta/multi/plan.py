@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from .cost import INVERTIBLE_FINALS
+
 #: Partial aggregation techniques (one module each in :mod:`mta.multi`).
 PARTIALS = ("panes", "pairs", "cutty")
 
@@ -43,7 +45,7 @@ FINAL_ALIASES = {
     "slickdeque-inv": "slickdeque-inv", "slickdequeinv": "slickdeque-inv", "inv": "slickdeque-inv",
     "slickdeque-noninv": "slickdeque-noninv", "slickdequenoninv": "slickdeque-noninv",
     "noninv": "slickdeque-noninv", "slickdeque-non-inv": "slickdeque-noninv",
-    "slickdeque": "slickdeque",  # resolved per monoid: inv if invertible, else noninv
+    "slickdeque": "slickdeque",  # resolved per monoid: inv if a planner may pick it, else noninv
     "flatfat": "flatfat", "flatfit": "flatfit",
 }
 
@@ -71,7 +73,8 @@ def holistic(query) -> bool:
 
 
 def applicable_finals(queries) -> list:
-    """Final techniques that can serve every query of a group."""
+    """Final techniques that can serve every query of a group: what a plan
+    naming its final may run (:func:`planned_finals`: what a planner picks)."""
     if holistic(queries[0]):
         return ["bint"]  # B-INT-QNT
     monoid = queries[0].aggregator.monoid
@@ -84,6 +87,21 @@ def applicable_finals(queries) -> list:
         if monoid.selective:
             names.append("slickdeque-noninv")
     return names
+
+
+def planned_finals(queries) -> list:
+    """The final techniques a planner may pick for a group on its own
+    ('auto', 'weaveshare', 'triweave', a partial technique named without its
+    final, the 'slickdeque' alias): the applicable ones, less those that
+    subtract what leaves the window (:data:`mta.multi.cost.INVERTIBLE_FINALS`)
+    unless the monoid's inverse is exact (``Monoid.exact_inverse``).  An
+    approximate one, a sum of floats, would give other Results than the
+    other plans: every later window NaN after one inf, windows lost to a
+    large value that has left them.  Named, they run as asked."""
+    names = applicable_finals(queries)
+    if queries[0].aggregator.monoid.exact_inverse:
+        return names
+    return [f for f in names if f not in INVERTIBLE_FINALS]
 
 
 class Group:

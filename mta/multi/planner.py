@@ -22,6 +22,9 @@ over the cost model of :mod:`mta.multi.cost` (monoid calls per element):
 Every group carries its ``estimate`` (monoid calls per element) and
 ``held`` (aggregates at its peak, :mod:`mta.multi.memory`).
 
+The final techniques are those :func:`mta.multi.plan.planned_finals`
+allows: the subtract-on-evict ones only for a monoid whose inverse is exact.
+
 Queries that cannot share partials (different monoid, lift, or time
 against rows: :func:`mta.multi.plan.sharing_key`) are planned apart.  A
 query becomes numbers for the cost model in its key unit: elements for
@@ -37,7 +40,7 @@ from fractions import Fraction
 
 from . import cost as _cost
 from . import memory as _memory
-from .plan import PARTIALS, Group, applicable_finals, sharing_key
+from .plan import PARTIALS, Group, planned_finals, sharing_key
 from .shared_slicer import Slicer
 from .triweave import triweave
 from .weaveshare import price, weaveshare
@@ -53,11 +56,21 @@ def share(queries) -> list:
     return list(groups.values())
 
 
+#: The most key units a number of the cost model may count: up to it the
+#: model's floats cannot overflow (a product of two stays below 2^512).
+PRICED_UNITS = 1 << 256
+
+
 def numbers(queries, rate: float = 1.0) -> tuple[list[tuple[int, int, int]], float]:
     """``[(range, slide, lag)]`` as ints in one key unit and the elements per
     unit.  Time bounds are scaled by the LCM of their denominators (so a
     range of 0.5 with a slide of 0.25 becomes 2 and 1 at ``rate / 4``).
-    O(n)."""
+    Where that needs more than :data:`PRICED_UNITS` (a range of ``1e-300``,
+    whose denominator is 2^1049, or ``1e300`` over slides of ``1e-10``), the
+    unit is the largest bound over PRICED_UNITS, each bound is rounded to
+    it (at least one unit) and the rate clamped to ``[1 / PRICED_UNITS,
+    PRICED_UNITS]``: a rough estimate for the windows far below the largest
+    one, rather than an overflow.  O(n)."""
     values = []
     for q in queries:
         s = q.exact_slide if q.exact_slide is not None else Fraction(1)
@@ -67,13 +80,18 @@ def numbers(queries, rate: float = 1.0) -> tuple[list[tuple[int, int, int]], flo
         for x in trio:
             scale = scale * x.denominator // math.gcd(scale, x.denominator)
     out = [tuple(int(x * scale) for x in trio) for trio in values]
-    return out, rate / scale
+    if scale <= PRICED_UNITS and all(x <= PRICED_UNITS for trio in out for x in trio):
+        return out, rate / scale
+    unit = max(x for trio in values for x in trio) / PRICED_UNITS
+    out = [(max(1, round(r / unit)), max(1, round(s / unit)), round(lag / unit)) for r, s, lag in values]
+    return out, float(min(max(Fraction(rate) * unit, Fraction(1, PRICED_UNITS)), PRICED_UNITS))
 
 
 def best_final(queries) -> str:
-    """The final technique with the lowest estimate among those applicable
-    (on the tree of every query, Cutty slicing)."""
-    finals = applicable_finals(queries)
+    """The final technique with the lowest estimate among those a planner
+    may pick (:func:`mta.multi.plan.planned_finals`; on the tree of every
+    query, Cutty slicing)."""
+    finals = planned_finals(queries)
     nums, rate = numbers(queries)
     costs = _cost.tree_costs(nums, "cutty", finals, rate)
     return min(finals, key=lambda f: (costs[f], finals.index(f)))
@@ -104,7 +122,7 @@ def separate(queries, rate: float = 1.0) -> list:
 
 def _plan(queries, plan_name: str, rate: float) -> list:
     """The groups of one shareable set of queries."""
-    finals = applicable_finals(queries)
+    finals = planned_finals(queries)
     nums, unit_rate = numbers(queries, rate)
 
     def groups_of(trees) -> list:

@@ -6,7 +6,8 @@ any tree is built.  The names and aliases come from :mod:`.plan`; 'auto',
 
 from __future__ import annotations
 
-from .plan import FINAL_ALIASES, FINALS, PARTIALS, Group, Plan, applicable_finals, holistic, sharing_key
+from .plan import (FINAL_ALIASES, FINALS, PARTIALS, Group, Plan, applicable_finals, holistic, planned_finals,
+                   sharing_key)
 from .shared_slicer import Slicer
 
 __all__ = ["resolve_final", "resolve_plan", "check_groups"]
@@ -22,7 +23,16 @@ def resolve_final(name, queries) -> str:
         raise ValueError(f"unknown final technique {name!r}; one of {sorted(FINALS)} (or 'slickdeque')")
     monoid = queries[0].aggregator.monoid
     if key == "slickdeque":
-        key = "slickdeque-inv" if monoid.inverse is not None else "slickdeque-noninv"
+        if "slickdeque-inv" in planned_finals(queries):
+            key = "slickdeque-inv"
+        elif monoid.inverse is not None and not monoid.selective:
+            names = ", ".join(q.name for q in queries)
+            raise ValueError(f"final technique 'slickdeque' takes its Inv variant only for an exact inverse; monoid "
+                             f"{monoid.name!r} of {names} declares its inverse approximate (floats: one inf makes "
+                             f"every later window NaN, a large value cancels the small ones after it); name "
+                             f"'slickdeque-inv' to run it anyway, or choose another final technique")
+        else:
+            key = "slickdeque-noninv"
     if key not in applicable_finals(queries):
         if holistic(queries[0]):
             names = ", ".join(q.name for q in queries)
