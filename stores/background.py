@@ -5,10 +5,12 @@ The level queues (:mod:`stores.level_queue`) overlap store round trips with
 the engine's work: a write or a read-ahead is submitted here and its result
 taken when needed.  Backends that can send a request and read its reply
 later (Redis's :class:`stores.redis_wire.DeferredChannel`) need no thread.
+A forked child (PySpark's workers are forked) starts with a pool of its own.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Optional
@@ -56,6 +58,20 @@ def _finished() -> None:
         _inflight -= 1
         if not _inflight:
             _idle.notify_all()
+
+
+def _forked() -> None:
+    """In a forked child: a pool of its own.  The parent's pool object came
+    along without its threads (a task submitted to it would never run, and
+    a flush waiting for it would wait forever), its lock may have been held
+    by a thread that is not here, and the parent's tasks are not the
+    child's to wait for."""
+    global _executor, _executor_lock, _inflight, _idle
+    _executor, _executor_lock = None, threading.Lock()
+    _inflight, _idle = 0, threading.Condition(threading.Lock())
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def drain_background(timeout: float = 60.0) -> None:

@@ -1,8 +1,10 @@
 """The arguments every store operation checks before it reaches a backend:
-window names, epochs, levels and indices, pair blobs, and epoch ranges."""
+window names, epochs, levels and indices, pair blobs, and epoch ranges; and
+the options a window is opened with."""
 
 from __future__ import annotations
 
+import numbers
 import re
 from typing import Any, Mapping, Optional, Sequence
 
@@ -99,3 +101,25 @@ def check_pairs(window: Any, epoch: Any, level: Any, first: Any, count: Any) -> 
     check_uint("first", first)
     check_uint("count", count)
     check_uint("first + count", first + count)
+
+
+# ------------------------------------------------------------------ window options
+
+
+def check_window_options(*, group_size: Any, retain: Any, resume: Any, background: Any, durable: Any) -> None:
+    """The options of :class:`stores.window.WindowStorage`, checked before
+    its claim: an open refused for a bad option leaves the window's owner in
+    charge, and an option of the wrong type is never taken for another
+    value (``durable="no"`` is no flag, ``group_size=0`` no size)."""
+    from .steps import Before
+
+    for name, value in (("group_size", group_size), ("retain", retain)):
+        if type(value) is not int or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    for name, value in (("background", background), ("durable", durable)):
+        if type(value) is not bool:
+            raise ValueError(f"{name} must be True or False, got {value!r}")
+    version = isinstance(resume, numbers.Integral) and not isinstance(resume, bool) and resume >= 1
+    if not (version or isinstance(resume, (bool, Before))):
+        raise ValueError(f"resume must be True (the newest checkpoint), False (start empty), a checkpoint "
+                         f"version (an int >= 1) or a stores.Before, got {resume!r}")

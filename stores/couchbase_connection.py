@@ -23,6 +23,7 @@ from typing import Any, Mapping, Optional
 
 from .base import Store
 from .couchbase_errors import classify
+from .couchbase_url import query_secrets
 from .errors import StoreConfigError
 
 #: Clusters inherited across fork, kept referenced so the child never closes them.
@@ -196,7 +197,7 @@ class CouchbaseConnection(Store):
             return self._coll
 
     def _secrets(self) -> tuple[str, ...]:
-        return (self._password,) if self._password else ()
+        return ((self._password,) if self._password else ()) + query_secrets(self._cfg)
 
     _classify = staticmethod(classify)
 

@@ -12,15 +12,16 @@ stay in the SDK connection string (e.g. ``?network=external``).
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote_plus, unquote, urlencode
 
 from .errors import StoreConfigError
+from .urls import is_secret_parameter, redact_url, split_url
 
 SCHEMES = ("couchbase", "couchbases")
 
 
 def parse_couchbase_url(url: str) -> dict[str, Any]:
-    parts = urlsplit(url)
+    parts = split_url(url, "Couchbase")
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES:
         raise StoreConfigError(f"not a Couchbase URL (schemes: {', '.join(SCHEMES)})")
@@ -53,8 +54,17 @@ def parse_couchbase_url(url: str) -> dict[str, Any]:
 
 
 def redacted_url(cfg: dict[str, Any]) -> str:
+    """The store's URL as messages show it: its query parameters named like
+    secrets hidden as :func:`stores.urls.redact_url` hides them."""
     auth = ""
     if cfg.get("username") or cfg.get("password"):
         auth = (cfg.get("username") or "") + (":***" if cfg.get("password") else "") + "@"
     q = [("scope", cfg["scope"]), ("collection", cfg["collection"])] + cfg["query"]
-    return f"{cfg['scheme']}://{auth}{cfg['netloc']}/{cfg['bucket']}?{urlencode(q)}"
+    return redact_url(f"{cfg['scheme']}://{auth}{cfg['netloc']}/{cfg['bucket']}?{urlencode(q)}")
+
+
+def query_secrets(cfg: dict[str, Any]) -> tuple[str, ...]:
+    """The values of the URL's query parameters named like secrets, as given
+    and as encoded in the SDK's connection string (which its errors may quote)."""
+    values = [value for name, value in cfg["query"] if value and is_secret_parameter(name)]
+    return tuple(dict.fromkeys(values + [quote_plus(v) for v in values]))

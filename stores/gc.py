@@ -27,7 +27,9 @@ Deleting is fenced exactly like an engine's own delete
 emptied by compare-and-set, so a window opened or checkpointed between the
 listing and the deletion is left alone (counted in :attr:`Sweep.changed`),
 and an owner that opens it after that starts afresh above the deleted
-epochs.  Every pair of every epoch goes (``drop_epoch``), then the record.
+epochs (once the record is gone, at a random epoch:
+:func:`stores.window_meta.epoch_base`).  Every pair of every epoch goes
+(``drop_epoch``), then the record.
 """
 
 from __future__ import annotations

@@ -61,6 +61,25 @@ def _speaks_plain_redis(host: str, port: int, timeout: float = 0.5) -> bool:
         return False
 
 
+def _may_have_stalled(exc: BaseException, rx: Any) -> bool:
+    """``exc`` may come from a TLS handshake with a port that speaks plain
+    Redis (it stalls until the connect timeout): a connection that timed
+    out while it was being made, or a Cluster client reaching no seed (its
+    message names one seed's failure only, maybe not the stalled one's)."""
+    text = str(exc).lower()
+    return "connect" in text and (isinstance(exc, (rx.TimeoutError, TimeoutError))
+                                  or (isinstance(exc, rx.RedisClusterException) and "cannot be connected" in text))
+
+
+def _cluster_client_options() -> set[str]:
+    """The options redis-py's RedisCluster takes: its own, and those it
+    passes on to each node's connections."""
+    import inspect
+
+    from redis.cluster import REDIS_ALLOWED_KEYS, RedisCluster
+    return set(REDIS_ALLOWED_KEYS) | set(inspect.signature(RedisCluster.__init__).parameters) - {"self", "kwargs"}
+
+
 def no_retries() -> Any:
     """redis-py's retry policy that never retries (the store's bounded
     backoff is the only one); StoreConfigError when redis-py is missing."""
@@ -110,6 +129,11 @@ class RedisConnection(Store):
                 raise StoreConfigError("Redis Cluster has database 0 only")
             kwargs.pop("db", None)
             kwargs.setdefault("require_full_coverage", False)
+            # redis-py's Cluster client drops options it does not know: refused here, as Redis() refuses them
+            unknown = sorted(set(kwargs) - _cluster_client_options())
+            if unknown:
+                raise StoreConfigError(f"store {redacted_url(cfg)}: bad Redis client option: redis-py's Cluster "
+                                       f"client takes no {', '.join(map(repr, unknown))}")
         else:
             kwargs["db"] = cfg["db"]
         self._kwargs = kwargs
@@ -158,18 +182,21 @@ class RedisConnection(Store):
         from redis import exceptions as rx
         if _tls_mistake(exc) is not None:
             return CONFIG
-        if (isinstance(exc, (rx.TimeoutError, TimeoutError)) and self._kwargs.get("ssl") and not self.cluster
-                and "connect" in str(exc).lower()
-                and _speaks_plain_redis(self._kwargs["host"], self._kwargs["port"])):
-            self._plain_port = True
-            return CONFIG
+        if self._kwargs.get("ssl") and _may_have_stalled(exc, rx):
+            # a cluster's client says it reached no seed; a seed that answers plain Redis is the mistake
+            nodes = self._seeds if self.cluster else [(self._kwargs["host"], self._kwargs["port"])]
+            self._plain_port = next((node for node in nodes if _speaks_plain_redis(*node)), None)
+            if self._plain_port is not None:
+                return CONFIG
         if isinstance(exc, (rx.AuthenticationError, rx.AuthorizationError,
                             rx.NoPermissionError)):
             return AUTH
         if isinstance(exc, rx.ResponseError) and str(exc).startswith(("NOAUTH", "WRONGPASS")):
             return AUTH
+        # ClusterError: redis-py gave up following MOVED, ASK and TRYAGAIN replies (a slot being
+        # migrated, its keys split between two masters): the migration ends, and a retry then lands
         if isinstance(exc, (rx.ConnectionError, rx.TimeoutError, rx.BusyLoadingError,
-                            rx.ClusterDownError, rx.TryAgainError, rx.ReadOnlyError,
+                            rx.ClusterError, rx.TryAgainError, rx.ReadOnlyError,
                             rx.SlotNotCoveredError, ConnectionError, TimeoutError,
                             socket.timeout, OSError)):
             return TRANSIENT
@@ -183,9 +210,10 @@ class RedisConnection(Store):
         return None
 
     def _config_problem(self, exc: Exception) -> str:
-        if getattr(self, "_plain_port", False):
-            return (f"the server at {self._kwargs['host']}:{self._kwargs['port']} speaks Redis without TLS: a "
-                    "rediss:// URL needs the server's TLS port (or use redis:// for this one)")
+        if getattr(self, "_plain_port", None) is not None:
+            host, port = self._plain_port
+            return (f"the server at {host}:{port} speaks Redis without TLS: a rediss:// URL needs the server's "
+                    "TLS port (or use redis:// for this one)")
         cause = _tls_mistake(exc)
         if isinstance(cause, ssl.SSLCertVerificationError):
             trusted = self._kwargs.get("ssl_ca_certs")

@@ -6,6 +6,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from .errors import StoreConfigError
+from .urls import split_url
 
 SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")
 
@@ -28,7 +29,7 @@ def _parse_bool(name: str, value: str) -> bool:
 def parse_redis_url(url: str) -> dict[str, Any]:
     """Split a redis URL into client settings (``password`` included:
     keep the result private)."""
-    parts = urlsplit(url)
+    parts = split_url(url, "Redis")
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES:
         raise StoreConfigError(f"not a Redis URL (schemes: {', '.join(SCHEMES)})")
@@ -88,11 +89,11 @@ def _host_port(text: str) -> tuple[str, int]:
     """``host[:port]`` (``[v6]:port`` too) of a URL's host list, port 6379 by default."""
     if not text:
         return "localhost", 6379
-    parts = urlsplit("//" + text)
     try:
+        parts = urlsplit("//" + text)
         port = parts.port or 6379
     except ValueError:
-        # what follows the last colon is not shown: a password holding '/', '?' or '#' ends up there
+        # what follows the last colon is not shown: a URL missing its '@host' has its password there
         raise StoreConfigError(f"Redis URL host {text.rpartition(':')[0]!r} has an invalid port (a password "
                                "holding '/', '?', '#' or '@' must be percent-encoded)") from None
     if not parts.hostname:

@@ -110,10 +110,13 @@ class Retrying:
 
     def _scrub(self, text: str) -> str:
         """Remove secrets from a backend message (backends with a password
-        override :meth:`_secrets`)."""
+        override :meth:`_secrets`).  A secret given as another type than str
+        (``password=123456789``, bytes) is removed as the text it is sent as."""
         for secret in self._secrets():
+            if isinstance(secret, (bytes, bytearray)):
+                secret = bytes(secret).decode("utf-8", "replace")
             if secret:
-                text = text.replace(secret, "***")
+                text = text.replace(str(secret), "***")
         return text
 
     # ----------------------------------------------- backend interface

@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import os
 import re
-from urllib.parse import unquote, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 from .errors import StoreConfigError
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
 #: A URL's ``scheme://``, before its user info.
 _AUTHORITY = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
-#: A query parameter whose value is a secret (``?password=...``).
-_SECRET_PARAMETER = re.compile(
-    r"([?&;](?:[\w.\-]*(?:pass|pwd|secret|token|auth|credential)[\w.\-]*|[\w.\-]*key)=)[^&;#]*", re.IGNORECASE)
+#: The name of a query parameter whose value is a secret (``password``, ``my_token``, ``api_key``, ...).
+_SECRET_NAME = r"(?:[\w.\-]*(?:pass|pwd|secret|token|auth|credential)[\w.\-]*|[\w.\-]*key)"
+#: Such a parameter in a URL's query (``?password=...``), its value up to the next parameter.
+_SECRET_PARAMETER = re.compile(rf"([?&;]{_SECRET_NAME}=)[^&;#]*", re.IGNORECASE)
+#: How a user name or password holding reserved characters goes into a URL.
+ENCODE_HINT = ("a user name or password holding '@', ':', '/', '?', '#', '[', ']' or a space must be "
+               "percent-encoded (urllib.parse.quote(password, safe=''): '@' is %40), or given as an option")
 #: A Windows drive (``C:\`` or ``c:/``): the one colon a plain path may hold.
 _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
 #: A scheme name followed by ``//`` with no colon: a URL with a typo.
@@ -101,27 +105,61 @@ def normalize_url(url: str | None) -> str | None:
     return scheme + url[len(scheme):]
 
 
+def is_secret_parameter(name: str) -> bool:
+    """Whether a URL query parameter named ``name`` holds a secret (what
+    :func:`redact_url` hides)."""
+    return re.fullmatch(_SECRET_NAME, name, re.IGNORECASE) is not None
+
+
 def redact_url(url: str) -> str:
-    """``url`` with the password of its user info replaced by ``***`` (up to
-    the last ``@`` before the query: a password may hold an unescaped
-    ``@`` or ``/``; up to an ``@`` after a ``?`` or ``#`` with a colon
-    before it: a password may hold those too; in a string that is not a
-    well-formed URL, any ``:secret@``; a URL without authority, such as
-    ``file:///a:b@c``, is a path and left whole),
-    and so the value of any query parameter named like a secret
-    (``password``, ``token``, ``auth``, ``..._key``, ...)."""
+    """``url`` with the password of its user info replaced by ``***``, and
+    the value of any query parameter named like a secret (``password``,
+    ``token``, ``auth``, ``..._key``, ...).
+
+    The user info runs up to the *last* ``@`` of the URL when a ``:`` comes
+    before it: a password may hold any character unescaped (``@``, ``/``,
+    ``?``, ``#``), and nothing tells such a password from a query value
+    holding an ``@``, so the redaction errs on hiding more (the store
+    parsers refuse an ``@`` after the host, :func:`split_url`).  A URL
+    without authority, such as ``file:///a:b@c``, is a path and left whole;
+    in a string that is not a well-formed URL, any ``:secret@`` goes."""
     url = _SECRET_PARAMETER.sub(r"\1***", url)
     m = _AUTHORITY.match(url)
     if m is None:
         # a mistyped URL (no scheme, no "//") may still carry a password
-        return re.sub(r":[^:@/\s]*@", ":***@", url) if "@" in url else url
+        return re.sub(r":[^@/\s]*@", ":***@", url) if "@" in url else url
     rest = url[m.end():]
     if rest.startswith("/"):  # no authority (file:///a:b@c: a path)
         return url
-    at = rest.rfind("@", 0, min([i for i in (rest.find("?"), rest.find("#")) if i >= 0], default=len(rest)))
-    if at < 0:
-        at = rest.rfind("@")
-        if at < 0 or ":" not in rest[:at]:
-            return url
-    user, sep, password = rest[:at].partition(":")
-    return url[:m.end()] + user + (":***" if sep and password else sep) + rest[at:]
+    at = rest.rfind("@")
+    if at < 0 or ":" not in rest[:at]:
+        return url
+    user, _, password = rest[:at].partition(":")
+    return url[:m.end()] + user + (":***" if password else ":") + rest[at:]
+
+
+def split_url(url: str, kind: str) -> SplitResult:
+    """``urlsplit(url)`` of a network store's URL (``kind``: "Redis",
+    "Couchbase"), or a StoreConfigError quoting nothing of its user info
+    when the URL cannot be split (a password holding ``[``) or holds an
+    ``@`` after its host: a password holding ``/``, ``?`` or ``#`` before
+    its ``@`` ends the host early, and the rest of it would be read as a
+    path, a parameter or a fragment."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        raise StoreConfigError(f"{kind} URL {_without_userinfo(url)} cannot be parsed: {ENCODE_HINT}") from None
+    if parts.netloc and "@" in parts.path + parts.query + parts.fragment:
+        raise StoreConfigError(f"{kind} URL {_without_userinfo(url)} holds an '@' after its host: {ENCODE_HINT}; "
+                               "an '@' in a parameter is written %40")
+    return parts
+
+
+def _without_userinfo(url: str) -> str:
+    """``url`` for a message about a URL that does not split well: all of it
+    up to its last ``@`` hidden (any of it may be a password), query
+    parameters named like secrets too."""
+    if "@" not in url:
+        return redact_url(url)
+    m = _AUTHORITY.match(url)
+    return (m.group() if m else "") + "***@" + _SECRET_PARAMETER.sub(r"\1***", url.rpartition("@")[2])

@@ -53,6 +53,7 @@ from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
 from .background import Decoded, Pending, ready, submit
 from .batch import Batch
+from .checks import check_window_options
 from .errors import CasMismatch, StoreError
 from .head_cache import snapshot
 from .level_queue import TAIL_KEPT, StoreLevelQueue
@@ -107,8 +108,8 @@ class WindowStorage(Ownership, MetaPacking):
         batch: Batch | None = None,
         _claim_later: bool = False,
     ) -> None:
-        if type(retain) is not int or retain < 1:
-            raise ValueError(f"retain must be a positive int, got {retain!r}")
+        check_window_options(group_size=group_size, retain=retain, resume=resume, background=background,
+                             durable=durable)
         if batch is not None and (not isinstance(batch, Batch) or batch.store is not store):
             given = f"one of {batch.store.url}" if isinstance(batch, Batch) else repr(batch)
             raise ValueError(f"window {window!r}: batch must be a stores.Batch of the window's own store "
@@ -276,8 +277,7 @@ class WindowStorage(Ownership, MetaPacking):
         self._call(self.store.delete_pairs, self.window, epoch, level, first, count)
 
     def _refused(self) -> Exception:
-        """The error of a checkpoint whose compare-and-set lost: a newer
-        owner holds the window."""
+        """The error of a checkpoint whose compare-and-set lost: another owner holds the window."""
         self._waiting = False
         cache_of(self.store).forget(self.window, self._token)
         return self._fenced("checkpoint")

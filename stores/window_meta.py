@@ -8,6 +8,7 @@ through these; :mod:`stores.gc` lists and sweeps windows with them.
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import time
 from typing import Callable
@@ -17,6 +18,9 @@ from .errors import CasMismatch, CorruptValue, FormatVersionError
 
 #: Version of the metadata record layout (2: pairs stored in groups).
 META_FORMAT = 2
+
+#: Bits of the random epoch a window's new record starts from (:func:`epoch_base`).
+EPOCH_BASE_BITS = 48
 
 
 def decode_meta(blob: bytes, where: str) -> dict:
@@ -40,6 +44,24 @@ def new_meta(epoch: int, group: int) -> dict:
     """The metadata record of a window nobody has written yet."""
     return {"format": META_FORMAT, "epoch": epoch, "epochs": [], "group": group,
             "version": 0, "checkpoints": [], "gc": []}
+
+
+def epoch_base() -> int:
+    """The epoch a window's new record starts from (its first claim adds 1):
+    random below ``2**EPOCH_BASE_BITS``, not 0.  A record is deleted with
+    its window (``close(delete=True)``, a streaming key's expiry, ``mta-spark
+    gc``) and a stale engine of that earlier life may still be writing
+    pairs, which are not fenced; the window made anew under the name must
+    not share its epochs, or those pairs would land on the keys the new
+    window reads (a group's place binds window, epoch, level and index
+    only).  Two lives overlap only if one's claims reach the other's random
+    start (about claims / 2**48).  48 bits leave room for any number of
+    claims below the stores' 2**63 limit, and stay exact as a double for
+    tools that read them.  :mod:`secrets`, not :mod:`random`: forked workers
+    share the ``random`` module's state and would draw the same base.
+    A record already stored keeps its epochs, whatever they start from: a
+    claim only ever raises them."""
+    return secrets.randbits(EPOCH_BASE_BITS)
 
 
 def owner() -> str:

@@ -20,7 +20,7 @@ from .meta_cas import Swap
 from .level_queue import StoreLevelQueue
 from .meta_cache import Remembered, cache_of
 from .steps import Before, label_of, resume_point
-from .window_meta import clock_of, decode_meta, delete_fenced, new_meta, owner
+from .window_meta import clock_of, decode_meta, delete_fenced, epoch_base, new_meta, owner
 from .window_packing import claimed_payloads
 
 __all__ = ["CLAIM_DURABLE", "READ", "Ownership", "answer"]
@@ -102,7 +102,7 @@ class Ownership:
             if not decoded:
                 meta, self._packed, self._elements = dict(known.meta), known.packed, known.elements
             else:
-                meta = self._decode_meta(blob) if blob is not None else new_meta(0, group)
+                meta = self._decode_meta(blob) if blob is not None else new_meta(epoch_base(), group)
             try:
                 checkpoint = self._checkpoint_to_resume(meta, resume)
             except StoreError:
@@ -218,11 +218,13 @@ class Ownership:
 
     def missing(self, where: str) -> StoreError:
         """The error for a group that must exist but is gone: a FencingError
-        when a newer owner holds the window (its clean-up may drop the stale
-        engine's epochs), else MissingData (the store lost it)."""
+        when another owner holds the window (a newer one's clean-up may drop
+        the stale engine's epochs, and a window made anew starts at another
+        epoch, :func:`~stores.window_meta.epoch_base`, below this one's or
+        above), else MissingData (the store lost it)."""
         blob, _ = self._call(self.store.read_meta, self.window)
         meta = self._decode_meta(blob) if blob is not None else None
-        if meta is not None and meta["epoch"] > self.epoch:
+        if meta is not None and meta["epoch"] != self.epoch:
             return self._fenced("read", where)
         return MissingData(f"{where} is missing from the store (was it restarted without "
                            "persistence?); resume from a store that kept the data")
@@ -230,9 +232,10 @@ class Ownership:
     def _fenced(self, what: str, where: str | None = None) -> FencingError:
         blob, _ = self._call(self.store.read_meta, self.window)
         now = self._decode_meta(blob) if blob is not None else {"epoch": "none (deleted)"}
-        # epochs restart with a window deleted and made anew: an owner at an epoch not above this one's
+        # a window made anew starts at a random epoch (window_meta.epoch_base): above this one's or below
         taken = ("the window was deleted since this engine opened it" if blob is None
-                 else "a newer owner took it over" if now["epoch"] > self.epoch
+                 else "a newer owner took it over, or the window was deleted and made anew since this engine "
+                 "opened it" if now["epoch"] > self.epoch
                  else "the window was deleted and made anew since this engine opened it")
         error = FencingError(
             f"{where or f'window {self.window!r} in {self.store.url}'}: {what} refused, the window "

@@ -54,7 +54,7 @@ from stores import codec
 from stores.level_queue import MISS_BATCH
 from stores.meta_cache import cache_of
 from tests.oracle import CONCAT, BruteForceWindow
-from tests.store_fixtures import fresh_window, settle_background, store_url  # noqa: F401  (fixture)
+from tests.store_fixtures import fresh_window, persistent_url, settle_background, store_url  # noqa: F401  (fixtures)
 from tests.strategies import (AFFINE, CONCAT_SPEC, NEVER, PrefixOracle, Wsp, apply_operation, drain_against_oracle,
                               operations, sane_settings)
 from tests.test_engines import churn_both, insert_both
@@ -746,3 +746,88 @@ def test_a_stale_owner_from_before_the_window_was_made_anew_is_fenced(cls, store
     again.close()
     settle_background()
     store.close()
+
+
+@pytest.mark.parametrize("deleted_by", ["close", "delete_window"])
+def test_a_window_made_anew_never_reads_pairs_of_its_earlier_life(deleted_by, persistent_url):  # noqa: F811
+    """A stale engine of a window's earlier life keeps flushing groups after
+    the window was deleted and made anew under its name: the new window
+    resumes exactly its own checkpoint (its epochs start elsewhere, so those
+    groups go to keys it never reads), and the stale checkpoint is refused."""
+    from mta import Window, aggregators, policies
+
+    store, window = stores.open_store(persistent_url), fresh_window("life")
+    options = dict(store=store, window_id=window, buffer_size=16, cache_size=16)
+    newest = policies.Count(150)
+    stale = Window(aggregators.MAX, newest, resume=False, **options)
+    owner = Window(aggregators.MAX, newest, **options)  # takes the first life over: `stale` is stale
+    if deleted_by == "close":
+        owner.close(delete=True)
+    else:
+        owner.close()
+        store.delete_window(window)
+    new, oracle = Window(aggregators.MAX, newest, resume=False, **options), Window(aggregators.MAX, newest)
+    values = list(range(200, 0, -1))
+    assert new.extend(values) == oracle.extend(values)
+    new.checkpoint()
+    new.close()
+    stale.extend([10_000] * 200)  # full groups of the earlier life, flushed in the background
+    with pytest.raises(stores.FencingError, match="made anew"):
+        stale.checkpoint()
+    stale.close()
+    resumed = Window(aggregators.MAX, newest, **options)
+    assert resumed.extend([0] * 150) == oracle.extend([0] * 150)
+    resumed.close(delete=True)
+    settle_background()
+    store.close()
+
+
+def test_a_stored_record_keeps_its_epochs(persistent_url):  # noqa: F811
+    """A record already in the store (epochs counted from 1, as every record
+    had before new ones started at a random epoch) is claimed one above its
+    epoch and resumed as it is: only a new record starts elsewhere."""
+    from mta import Window, aggregators, policies
+    from stores.window_meta import new_meta
+
+    store, window = stores.open_store(persistent_url), fresh_window("kept")
+    store.cas_meta(window, None, codec.encode(dict(new_meta(3, 2), epochs=[1, 3])))
+    w = Window(aggregators.SUM, policies.Count(10), store=store, window_id=window, buffer_size=2)
+    assert w.engine._storage.epoch == 4 and len(w) == 0
+    assert w.extend(range(20))[-1] == sum(range(10, 20)) and w.checkpoint() == 1
+    w.close()
+    again = Window(aggregators.SUM, policies.Count(10), store=store, window_id=window, buffer_size=2)
+    assert again.engine._storage.epoch == 5 and again.extend([0])[-1] == sum(range(11, 20))
+    fresh = Window(aggregators.SUM, policies.Count(10), store=store, window_id=fresh_window("new"))
+    assert fresh.engine._storage.epoch > 5  # a new record: a random epoch, not 1
+    again.close(delete=True)
+    fresh.close(delete=True)
+    settle_background()
+    store.close()
+
+
+@pytest.mark.parametrize("option, value, problem", [
+    ("group_size", 0, "group_size must be a positive int, got 0"),
+    ("group_size", -3, "group_size must be a positive int"),
+    ("group_size", 2.0, "group_size must be a positive int"),
+    ("retain", 0, "retain must be a positive int"),
+    ("durable", "no", "durable must be True or False, got 'no'"),
+    ("durable", 0, "durable must be True or False"),
+    ("background", None, "background must be True or False"),
+    ("resume", "yes", "resume must be True .*got 'yes'"),
+    ("resume", -1, "resume must be True"),
+])
+def test_a_bad_window_option_is_refused_before_the_claim(option, value, problem):
+    """An option of the wrong type or out of range is refused with a
+    ValueError naming it, before the open claims the window: its owner
+    keeps it (its checkpoint is not fenced)."""
+    from mta import Window, aggregators, policies
+
+    store, window = stores.open_store(f"memory://{fresh_window('opts')}"), fresh_window("opts")
+    owner = Window(aggregators.MAX, policies.Count(100), store=store, window_id=window)
+    owner.extend(range(10))
+    owner.checkpoint()
+    with pytest.raises(ValueError, match=problem):
+        Window(aggregators.MAX, policies.Count(100), store=store, window_id=window, **{option: value})
+    owner.push(11)
+    assert owner.checkpoint() == 2  # still the owner
+    owner.close(delete=True)

@@ -6,9 +6,13 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import stores
 from stores import StoreConfigError, normalize_url, pooled_store, redact_url, scheme_of
+
+from tests.strategies import sane_settings
 
 from .test_stores import backend, make_store, store  # noqa: F401 - fixtures
 
@@ -70,6 +74,26 @@ def test_pooled_store_is_one_per_url_and_options(tmp_path):
     a.close()
     b = pooled_store(url, {"retries": 1})
     assert b is not a and not b.closed
+
+
+def test_pooled_store_takes_dict_and_list_options():
+    """Couchbase's ``cluster_options`` (a dict) reach an executor's store
+    through the pool: options equal as values share one store."""
+    url = "couchbase://127.0.0.1/bucket"
+    options = {"username": "u", "password": "p", "cluster_options": {"enable_tls": False, "tags": ["a", "b"]}}
+    a = pooled_store(url, options)
+    assert a._cluster_options == {"enable_tls": False, "tags": ["a", "b"]}
+    same = {"cluster_options": {"tags": ["a", "b"], "enable_tls": False}, "password": "p", "username": "u"}
+    assert pooled_store(url, same) is a
+    for other in ({"enable_tls": True, "tags": ["a", "b"]}, {"enable_tls": False, "tags": ("a", "b")},
+                  {"enable_tls": False}):
+        b = pooled_store(url, dict(options, cluster_options=other))
+        assert b is not a
+        b.close()
+    with pytest.raises(TypeError, match=r"option cluster_options\['token'\] is a bytearray") as e:
+        pooled_store(url, dict(options, cluster_options={"token": bytearray(b"s3cret")}))
+    assert "s3cret" not in str(e.value)
+    a.close()
 
 
 def test_open_fifo(store):
@@ -168,3 +192,90 @@ def test_a_redis_url_missing_its_slashes_is_refused_naming_no_password(url):
             as info:
         parse_redis_url(url)
     assert "s3cret" not in str(info.value) and url.rsplit("@", 1)[1] in str(info.value)
+
+
+@pytest.mark.parametrize("url", [
+    "redis://u:1234?Zq9Secret@127.0.0.1:6379/0", "redis://u:p@ss?Zq9Secret@h:6379/0",
+    "redis://u:Zq9S:ecret/x@h:6379/0", "redis://u:1234#Zq9Secret@h/0", "rediss://:Zq9[Secret]@h:6379/0",
+    "redis+cluster://:Zq9/Secret@h1:1,h2:2", "couchbase://u:Zq9?Secret@h/bucket", "couchbase://u:Zq9[Secret]@h/b",
+])
+def test_a_password_that_needs_percent_encoding_is_refused_quoting_none_of_it(url):
+    """An unescaped '/', '?' or '#' ends the host early and puts the rest of
+    the password in the path, query or fragment; '[' makes the URL
+    unsplittable: refused, saying how to encode it, naming no part of it."""
+    assert "Zq9" not in redact_url(url) and "ecret" not in redact_url(url)
+    with pytest.raises(StoreConfigError, match="must be percent-encoded") as e:
+        stores.open_store(url)
+    assert "Zq9" not in str(e.value) and "ecret" not in str(e.value)
+
+
+def test_a_percent_encoded_password_holds_any_character():
+    from urllib.parse import quote
+
+    from stores.couchbase_url import parse_couchbase_url
+    from stores.redis_url import parse_redis_url
+
+    password = "1234?Zq9[Se]cr@et/#: x"
+    assert parse_redis_url(f"rediss://u:{quote(password, safe='')}@h:6380/0")["password"] == password
+    assert parse_couchbase_url(f"couchbase://u:{quote(password, safe='')}@h/b")["password"] == password
+
+
+# -- no secret in any message -------------------------------------------------------------------------------
+
+#: Characters a password may hold unescaped (reserved ones included), and those of a secret parameter's value.
+_PASSWORD_CHARS = "Zq9Sx" + ":/?#@&;=%+ []!$"
+_VALUE_CHARS = "Zq9Sx-._~"
+
+
+def _leaked(secret: str, url: str, texts: list[str]) -> list[str]:
+    """The fragments of 5 characters of ``secret`` found in ``texts`` (but
+    for those the rest of ``url`` holds, such as its host)."""
+    structure = url.replace(secret, "")
+    fragments = {secret[i:i + 5] for i in range(len(secret) - 4)}
+    return sorted(f for f in fragments if f not in structure and any(f in t for t in texts))
+
+
+def _everything_said(url: str) -> list[str]:
+    """The redacted URL, and the repr, url, error (with its chain) and log
+    lines of a store opened at ``url`` and pinged (Redis, at a closed port)."""
+    import io
+    import logging
+    import traceback
+
+    said = io.StringIO()
+    handler = logging.StreamHandler(said)
+    logging.getLogger("stores").addHandler(handler)
+    texts = [redact_url(url)]
+    try:
+        s = stores.open_store(url, retries=1, backoff=0.001, timeout=2)
+        texts += [repr(s), s.url]
+        if not url.lower().startswith("couchbase"):  # the SDK would wait for its connect timeout
+            s.ping()
+        s.close()
+    except Exception as e:  # noqa: BLE001 - every error's text is what is checked
+        texts.append("".join(traceback.format_exception(e)))
+    finally:
+        logging.getLogger("stores").removeHandler(handler)
+    return texts + [said.getvalue()]
+
+
+@given(password=st.text(_PASSWORD_CHARS, min_size=5, max_size=16),
+       scheme=st.sampled_from(["redis", "rediss", "redis+cluster", "REDIS", "couchbase"]),
+       user=st.sampled_from(["", "u", "admin"]),
+       tail=st.sampled_from(["", "/0", "/0?socket_timeout=1", "/bucket", "/b?scope=s"]))
+@sane_settings(300)
+def test_no_message_shows_a_password_holding_reserved_characters(password, scheme, user, tail):
+    url = f"{scheme}://{user}:{password}@127.0.0.1:1{tail}"
+    texts = _everything_said(url)
+    assert not _leaked(password, url, texts), (url, texts)
+
+
+@given(value=st.text(_VALUE_CHARS, min_size=5, max_size=16),
+       name=st.sampled_from(["my_token", "auth", "api_key", "sasl_password", "Secret"]),
+       url=st.sampled_from(["couchbase://u:pw@127.0.0.1:1/bucket?network=external&{}={}",
+                            "couchbase://127.0.0.1:1/b?{}={}", "redis://127.0.0.1:1/0?{}={}"]))
+@sane_settings(100)
+def test_no_message_shows_a_secret_parameter(value, name, url):
+    url = url.format(name, value)
+    texts = _everything_said(url)
+    assert not _leaked(value, url, texts), (url, texts)

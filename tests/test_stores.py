@@ -791,6 +791,54 @@ def test_file_store_object_survives_fork(tmp_path):
     s.close()
 
 
+def _window_in_a_forked_child(url, queue):
+    try:
+        from mta import Window, aggregators, policies
+        from stores.background import drain_background
+
+        store = open_store(url)
+        w = Window(aggregators.SUM, policies.Count(10**6), store=store, window_id="child", buffer_size=16,
+                   cache_size=16)
+        w.extend(range(500))  # flushes on the background pool
+        w.checkpoint()
+        drain_background(timeout=30)
+        w.close()
+        again = Window(aggregators.SUM, policies.Count(10**6), store=store, window_id="child")
+        queue.put(("ok", len(again), again.query()))
+        again.close()
+        store.close()
+    except BaseException as exc:  # pragma: no cover - reported by the parent
+        queue.put(("error", repr(exc)))
+
+
+@pytest.mark.timeout(120)
+def test_a_child_forked_after_background_io_gets_a_pool_of_its_own(tmp_path):
+    """The parent's windows used the background pool (its threads run) when
+    it forks: a window in the child flushes on a pool of the child's own,
+    instead of waiting forever on the parent's, whose threads did not come
+    along."""
+    from mta import Window, aggregators, policies
+
+    url = f"file://{tmp_path}/forked"
+    store = open_store(url)
+    w = Window(aggregators.SUM, policies.Count(10**6), store=store, window_id="parent", buffer_size=16,
+               cache_size=16)
+    w.extend(range(500))
+    w.checkpoint()
+    w.close()
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_window_in_a_forked_child, args=(url, queue))
+    child.start()
+    child.join(timeout=30)
+    if child.is_alive():
+        child.kill()
+        child.join()
+        pytest.fail("the forked child hung waiting for a background flush")
+    assert child.exitcode == 0 and queue.get(timeout=10) == ("ok", 500, sum(range(500)))
+    store.close()
+
+
 def test_file_store_wal_and_schema(tmp_path):
     s = open_store(str(tmp_path / "db"))
     s.write_pairs("w", 0, 0, 0, [b"x"])
@@ -1192,6 +1240,50 @@ def test_redis_password_never_shown(redis_server_factory, monkeypatch):
         x.close()
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("password", [123456789, b"wrong-bytes"])
+def test_redis_password_option_of_another_type_fails_authentication_cleanly(redis_server_factory, password):
+    """A password option that is not a str (an int read from a config file,
+    bytes) and does not match: StoreAuthenticationError, at once, as for a
+    wrong str."""
+    server = redis_server_factory(password=SECRET)
+    s = open_store(f"redis://127.0.0.1:{server.port}/0", password=password, retries=3)
+    with pytest.raises(StoreAuthenticationError, match="authentication failed") as info:
+        s.ping()
+    assert info.value.attempts == 1 and ":***@" in str(info.value)
+    s.close()
+
+
+@pytest.mark.timeout(60)
+def test_rediss_cluster_url_for_plain_ports_fails_at_once_saying_so(redis_cluster):
+    """rediss+cluster:// to a cluster without TLS (docs/operations.md, TLS):
+    the handshakes stall, then the store finds a seed answering plain Redis
+    and says so instead of retrying like an outage."""
+    port = redis_cluster.nodes[0].port
+    s = open_store(f"rediss+cluster://127.0.0.1:1,127.0.0.1:{port}", retries=5, backoff=0.5, backoff_max=2.0,
+                   timeout=30)
+    with pytest.raises(StoreConfigError, match=f"the server at 127.0.0.1:{port} speaks Redis without TLS"):
+        s.ping()
+    assert s.stats.retries == 0
+    s.close()
+
+
+@pytest.mark.parametrize("url, options, unknown", [
+    ("redis+cluster://127.0.0.1:1", {"bogus_option": 1}, "'bogus_option'"),
+    ("redis+cluster://127.0.0.1:1", {"socket_timeout": 1, "db_number": 3}, "'db_number'"),
+    ("redis+cluster://127.0.0.1:1?health_check_interval=5", {}, "'health_check_interval'"),
+    ("redis://127.0.0.1:1/0", {"cluster": True, "bogus_option": 1}, "'bogus_option'"),
+])
+def test_redis_cluster_refuses_options_its_client_would_drop(url, options, unknown):
+    """An option redis-py's Cluster client does not know is refused when the
+    store is opened, as a standalone client refuses it, not dropped."""
+    with pytest.raises(StoreConfigError, match=f"bad Redis client option: .*{unknown}"):
+        open_store(url, **options)
+    s = open_store("redis+cluster://127.0.0.1:1", socket_timeout=1, max_connections=4, read_from_replicas=False,
+                   ssl_cert_reqs="none", client_name="mta")
+    s.close()
+
+
 def test_redis_url_parsing(monkeypatch):
     monkeypatch.delenv("MTA_REDIS_PASSWORD", raising=False)
     cfg = parse_redis_url("rediss://user:p%40ss@example.com:6380/3?socket_timeout=1.5")
@@ -1238,6 +1330,83 @@ def test_redis_cluster_single_node(redis_server_factory):
     assert s.read_pairs("cw", 0, 1, 0, 1) == [None]
     s.delete_window("cw")
     assert s.read_meta("cw") == (None, None)
+    s.close()
+
+
+class _SlotMigration:
+    """Resharding one slot of ``cluster`` as ``redis-cli --cluster reshard``
+    does: :meth:`begin` marks it importing and migrating, :meth:`send`
+    moves keys with MIGRATE, :meth:`end` gives the slot to its new master on
+    every master.  ``owner``: the port of the master serving it now."""
+
+    def __init__(self, cluster, slot: int) -> None:
+        import redis
+
+        self.slot = slot
+        self.clients = {n.port: redis.Redis(port=n.port) for n in cluster.nodes}
+        self.ids = {p: c.execute_command("CLUSTER", "MYID").decode() for p, c in self.clients.items()}
+        layout = self.clients[cluster.nodes[0].port].execute_command("CLUSTER", "SLOTS")
+        self.owner = next(master[1] for lo, hi, master, *_ in layout if lo <= slot <= hi)
+
+    def begin(self, src: int, dst: int) -> None:
+        self.clients[dst].execute_command("CLUSTER", "SETSLOT", self.slot, "IMPORTING", self.ids[src])
+        self.clients[src].execute_command("CLUSTER", "SETSLOT", self.slot, "MIGRATING", self.ids[dst])
+
+    def send(self, src: int, dst: int, keys=None) -> None:
+        if keys is None:
+            keys = self.clients[src].execute_command("CLUSTER", "GETKEYSINSLOT", self.slot, 1000)
+        if keys:
+            self.clients[src].execute_command("MIGRATE", "127.0.0.1", dst, "", 0, 5000, "KEYS", *keys)
+
+    def end(self, dst: int) -> None:
+        for c in self.clients.values():
+            c.execute_command("CLUSTER", "SETSLOT", self.slot, "NODE", self.ids[dst])
+
+    def move(self, src: int, dst: int) -> None:
+        self.begin(src, dst)
+        self.send(src, dst)
+        self.end(dst)
+
+    def close(self) -> None:
+        for c in self.clients.values():
+            c.close()
+
+
+@pytest.mark.timeout(120)
+def test_redis_cluster_write_during_a_slot_migration_lands_once_it_ends(redis_cluster):
+    """A slot resharded while a window writes to it: with the window's keys
+    split between two masters, the cluster answers TRYAGAIN until redis-py
+    gives up (ClusterError); the store retries that like an outage, within
+    its timeout, and the write lands once the migration ends."""
+    s = open_store(redis_cluster.url, key_prefix=f"mig{uuid.uuid4().hex[:8]}", retries=200, backoff=0.05,
+                   backoff_max=0.2, timeout=60)
+    window = "moving"
+    s.write_pairs(window, 1, 0, 0, blobs(4))
+    s.write_pairs(window, 1, 1, 0, blobs(4))
+    slot = s.client().keyslot(s.epochs_key(window))
+    migration = _SlotMigration(redis_cluster, slot)
+    src = migration.owner
+    dst = next(n.port for n in redis_cluster.nodes if n.port != src)
+    migration.begin(src, dst)
+    # the epochs set moves first: a write of pairs (the set, its level's hash) finds its keys on two masters
+    migration.send(src, dst, [s.epochs_key(window)])
+
+    def the_rest() -> None:
+        migration.send(src, dst)
+        migration.end(dst)
+
+    rest = threading.Timer(1.0, the_rest)
+    rest.start()
+    try:
+        s.write_pairs(window, 1, 0, 4, blobs(4, start=4))
+    finally:
+        rest.join()
+    assert s.stats.retries > 0  # it did wait for the migration
+    assert s.read_pairs(window, 1, 0, 0, 9) == blobs(8) + [None]
+    assert s.read_pairs(window, 1, 1, 0, 4) == blobs(4)
+    s.delete_window(window)
+    migration.move(dst, src)  # the slot back where it was, for the session's other tests
+    migration.close()
     s.close()
 
 
