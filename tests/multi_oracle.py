@@ -15,11 +15,17 @@ from scratch with ``Aggregator.aggregate`` when it is reported.
   ``flush()`` every window holding elements; reported windows are final;
 * ``late``: pushed elements with a key in a final window (``e <=
   done``) of some periodic query.
+
+Every bound is computed from exact keys and sizes (ints, or the Fractions
+of floats' binary values): a float time is the number it holds, and no
+window edge is rounded.  A periodic time window's ``end`` is ``k * slide``,
+a float (the exact product, rounded once) when the slide is one.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 from fractions import Fraction
 
 from mta.multi.query import Result
@@ -27,6 +33,13 @@ from mta.multi.query import Result
 
 def _floor_div(x, s) -> int:
     return math.floor(Fraction(x) / Fraction(s))
+
+
+def _x(x):
+    """``x`` exactly: an int (any integral type), or the Fraction of its value."""
+    if isinstance(x, numbers.Integral):
+        return int(x)
+    return Fraction(*x.as_integer_ratio())
 
 
 class MultiOracle:
@@ -42,10 +55,13 @@ class MultiOracle:
     # -- helpers
 
     def _key(self, q, element):
+        return element[1] if q.rows is not None else _x(element[0])
+
+    def _reported_key(self, q, element):
         return element[1] if q.rows is not None else element[0]
 
     def _width(self, q):
-        return q.rows if q.rows is not None else q.range
+        return _x(q.rows if q.rows is not None else q.range)
 
     def _members(self, q, lo, hi, left_closed, elements):
         out = []
@@ -55,17 +71,21 @@ class MultiOracle:
                 out.append(el[2])
         return out
 
-    def _periodic_value(self, q, e, elements):
-        w, lag = self._width(q), q.lag
+    def _periodic_value(self, q, k, elements):
+        w, lag = self._width(q), _x(q.lag)
+        e = k * _x(q.slide)
         return self._members(q, e - lag - w, e - lag, True, elements)
 
-    def _end(self, q, e):
-        return e - 1 if q.rows is not None else e
+    def _end(self, q, k):
+        if q.rows is not None:
+            return k * q.slide - 1
+        e = k * _x(q.slide)
+        return float(e) if isinstance(q.slide, float) else e
 
     def _report_until(self, q, limit, elements, out) -> None:
         """Report q's windows with done < e <= limit holding elements; None:
         every window holding elements."""
-        s, w, lag = q.slide, self._width(q), q.lag
+        s, w, lag = _x(q.slide), self._width(q), _x(q.lag)
         if not elements:
             return
         first_key = self._key(q, elements[0])
@@ -79,12 +99,11 @@ class MultiOracle:
             stop_k = _floor_div(limit, s)
         last_reported = None
         for k in range(start_k, stop_k + 1):
-            e = k * s
-            members = self._periodic_value(q, e, elements)
+            members = self._periodic_value(q, k, elements)
             if members:
-                out.append((self._end(q, e), self.order[q.name],
-                            Result(q.name, self._end(q, e), q.aggregator.aggregate(members))))
-                last_reported = e
+                out.append((self._end(q, k), self.order[q.name],
+                            Result(q.name, self._end(q, k), q.aggregator.aggregate(members))))
+                last_reported = k * s
         if limit is None:
             if last_reported is not None:
                 self.done[q.name] = max(self.done[q.name] if self.done[q.name] is not None else last_reported,
@@ -101,10 +120,9 @@ class MultiOracle:
             done = self.done.get(q.name)
             if done is None:
                 continue
-            key, w = self._key(q, element), self._width(q)
-            for k in range(_floor_div(key + q.lag, q.slide), _floor_div(min(done, key + q.lag + w), q.slide) + 1):
-                e = k * q.slide
-                if self._members(q, e - q.lag - w, e - q.lag, True, [element]):
+            key, w, lag, s = self._key(q, element), self._width(q), _x(q.lag), _x(q.slide)
+            for k in range(_floor_div(key + lag, s), _floor_div(min(done, key + lag + w), s) + 1):
+                if self._periodic_value(q, k, [element]):
                     return True
         return False
 
@@ -124,10 +142,10 @@ class MultiOracle:
             if q.slide is not None and q.rows is not None:
                 self._report_until(q, index + 1, self.elements, out)
             if q.slide is None:
-                key = self._key(q, element)
+                key, end, lag = self._key(q, element), self._reported_key(q, element), _x(q.lag)
                 w = self._width(q)
-                members = self._members(q, key - q.lag - w, key - q.lag, False, self.elements)
-                out.append((key, self.order[q.name], Result(q.name, key, q.aggregator.aggregate(members))))
+                members = self._members(q, key - lag - w, key - lag, False, self.elements)
+                out.append((end, self.order[q.name], Result(q.name, end, q.aggregator.aggregate(members))))
         out.sort(key=lambda r: (r[0], r[1]))
         return [r[2] for r in out]
 
@@ -147,8 +165,8 @@ class MultiOracle:
         last = self._key(q, self.elements[-1])
         w = self._width(q)
         if q.slide is None:
-            members = self._members(q, last - q.lag - w, last - q.lag, False, self.elements)
+            lag = _x(q.lag)
+            members = self._members(q, last - lag - w, last - lag, False, self.elements)
         else:
-            e = (_floor_div(last, q.slide) + 1) * q.slide
-            members = self._periodic_value(q, e, self.elements)
+            members = self._periodic_value(q, _floor_div(last, q.slide) + 1, self.elements)
         return q.aggregator.aggregate(members)

@@ -36,6 +36,12 @@ USE = True
 #: Final techniques the compiled core runs, with its codes for them.
 FINALS = {"naive": 0, "rint": 1, "flatfit": 2, "slickdeque-noninv": 3}
 
+#: Window ends the compiled core holds are capped here (a push never
+#: reaches them, see :meth:`~.shared.SharedWindows.flush`), and its slides
+#: and rows stay below it: an end plus a slide, or minus a window's rows,
+#: then fits the core's signed 64-bit integers.
+NATIVE_LIMIT = 1 << 62
+
 #: The inverses R-Int may use there: ``a - b`` is done in C, the moments'
 #: inverse is called.
 _INVERSES = (operator.sub, aggregators._moments_inverse)
@@ -59,6 +65,8 @@ def why_not(trees, queries, slicers) -> str:
     for q in queries:
         if not q.by_rows or q.slide is None or q.lag:
             return f"query {q.name!r} is not a rows= query with a slide and no lag"
+        if max(q.exact_width, q.exact_slide) >= NATIVE_LIMIT:
+            return f"query {q.name!r}: rows or slide of 2**62 or more is beyond the compiled core's 64-bit integers"
     lifts = set()
     for t in trees:
         if not hasattr(t, "final"):

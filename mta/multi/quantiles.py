@@ -27,20 +27,42 @@ The pieces, and where they run:
 The quantile ``phi`` of ``n`` elements is the nearest-rank one: the element
 of rank ``max(1, ceil(phi * n))`` in sorted order (the paper's
 ``floor(phi * n)`` differs by at most one rank; nearest-rank makes
-``phi = 0.5`` the median of an odd count and ``phi = 1`` the maximum).  On an
-empty window the result is None.  Elements must be mutually comparable (a
-NaN is refused when lifted).
+``phi = 0.5`` the median of an odd count and ``phi = 1`` the maximum).  The
+rank is computed exactly, with ``phi`` the number as written: a float is the
+decimal it prints as (``0.14`` is ``14/100``, not the binary double just
+above it, whose ceiling at ``n = 100`` would be rank 15), an int or a
+Fraction itself (:func:`nearest_rank`).  On an empty window the result is
+None.  Elements must be mutually comparable (a NaN is refused when lifted).
 """
 
 from __future__ import annotations
 
-import math
+import numbers
 from bisect import bisect_left, bisect_right
+from fractions import Fraction
 from functools import lru_cache, partial
 
 from ..monoid import Aggregator, Monoid
 
-__all__ = ["ExactQuantile", "Runs", "SORTED_RUNS", "median", "quantile", "select_rank"]
+__all__ = ["ExactQuantile", "Runs", "SORTED_RUNS", "exact_phi", "median", "nearest_rank", "quantile", "select_rank"]
+
+
+def exact_phi(phi) -> Fraction:
+    """``phi`` as written: a Fraction or an int exactly, a float (or another
+    real) as the shortest decimal that prints as it, since a quantile is
+    asked for in decimals and the binary double of ``0.14`` is not 0.14."""
+    if isinstance(phi, numbers.Rational):
+        return Fraction(phi.numerator, phi.denominator)
+    return Fraction(str(phi))
+
+
+def nearest_rank(phi, n: int) -> int:
+    """The 1-based rank of the nearest-rank ``phi`` quantile of ``n >= 1``
+    elements, ``max(1, ceil(phi * n))``, exact (``phi`` as :func:`exact_phi`
+    reads it).  O(1) for a Fraction ``phi``."""
+    if not isinstance(phi, Fraction):
+        phi = exact_phi(phi)
+    return max(1, -(-phi.numerator * n // phi.denominator))
 
 
 def select_rank(runs, rank: int):
@@ -130,8 +152,8 @@ class Runs:
         return f"Runs({len(self.runs)} runs, {sum(len(r) for r in self.runs)} elements)"
 
 
-def _lower(phi: float, value):
-    """The nearest-rank ``phi`` quantile of a sorted tuple or of
+def _lower(phi: Fraction, value):
+    """The nearest-rank ``phi`` quantile (exact) of a sorted tuple or of
     :class:`Runs`; None when empty.  O(p log p log N) (:func:`select_rank`)."""
     runs = value.runs if isinstance(value, Runs) else (value,)
     n = 0
@@ -139,7 +161,7 @@ def _lower(phi: float, value):
         n += len(r)
     if not n:
         return None
-    return select_rank(runs, max(1, math.ceil(phi * n)))
+    return select_rank(runs, nearest_rank(phi, n))
 
 
 class ExactQuantile(Aggregator):
@@ -155,11 +177,12 @@ class ExactQuantile(Aggregator):
     holistic = True
 
     def __init__(self, phi: float, *, on=None, monoid: Monoid = SORTED_RUNS, name: str | None = None) -> None:
-        """Checks ``phi`` (``0 <= phi <= 1``), ``on`` and ``monoid`` first;
-        O(1).  ``on(raw)`` picks the value to rank (the raw element when
-        None); ``monoid`` is for wrappers of :data:`SORTED_RUNS` (e.g. a
+        """Checks ``phi`` (a real, ``0 <= phi <= 1``, read as
+        :func:`exact_phi` says), ``on`` and ``monoid`` first; O(1).
+        ``on(raw)`` picks the value to rank (the raw element when None);
+        ``monoid`` is for wrappers of :data:`SORTED_RUNS` (e.g. a
         :class:`~mta.CountingMonoid` that counts merges)."""
-        if isinstance(phi, bool) or not isinstance(phi, (int, float)) or not 0 <= phi <= 1:
+        if isinstance(phi, bool) or not isinstance(phi, numbers.Real) or not 0 <= phi <= 1:
             raise ValueError(f"quantile needs 0 <= phi <= 1, got {phi!r}")
         if on is not None and not callable(on):
             raise TypeError(f"quantile on= must be callable raw -> value, got {type(on).__name__}")
@@ -167,7 +190,8 @@ class ExactQuantile(Aggregator):
             raise TypeError(f"ExactQuantile needs SORTED_RUNS (or a wrapper of it), got {monoid!r}")
         self.phi = phi
         lift = lift_element if on is None else _lift_on(on)
-        super().__init__(monoid, lift, partial(_lower, phi), name=name or f"quantile({phi:g})")
+        shown = f"{phi:g}" if isinstance(phi, float) else str(phi)
+        super().__init__(monoid, lift, partial(_lower, exact_phi(phi)), name=name or f"quantile({shown})")
 
     def on(self, getter, *, name: str | None = None) -> "ExactQuantile":
         """The same quantile of ``getter(raw)``; quantiles ``on`` one getter

@@ -23,6 +23,7 @@ With ``w`` the range (or rows), ``L`` the lag and ``s`` the slide:
 from __future__ import annotations
 
 import numbers
+import operator
 from fractions import Fraction
 from typing import Any, NamedTuple
 
@@ -43,12 +44,22 @@ class Result(NamedTuple):
     value: Any
 
 
-def _exact(x):
-    """``x`` as an int, or as an exact Fraction (floats included, so that
-    window bounds are computed without rounding)."""
-    if isinstance(x, int):
-        return int(x)
-    return Fraction(x)
+def exact(x):
+    """``x`` as the windows compute with it, never rounded: an int stays an
+    int (any integral type, e.g. a NumPy integer, through ``__index__``), a
+    Fraction stays itself, any other real (a float included) becomes the
+    exact Fraction of its value.  Window bounds and times go through here
+    before any sum or difference, so that no bound is computed in floats."""
+    if type(x) is int:
+        return x
+    if isinstance(x, Fraction):
+        return x
+    if isinstance(x, float):
+        return Fraction(x)
+    if hasattr(type(x), "__index__"):
+        return operator.index(x)
+    ratio = getattr(x, "as_integer_ratio", None)  # a real Fraction() does not take, e.g. a NumPy float32
+    return Fraction(*ratio()) if ratio is not None else Fraction(x)
 
 
 def _positive(name: str, what: str, value, *, integer: bool, allow_zero: bool = False):
@@ -100,10 +111,11 @@ class Query:
         self.by_rows = by_rows
         # the plans compute window bounds with these: ints, or exact Fractions
         # (floats included), never rounded
-        self.exact_width = _exact(width)
-        self.exact_slide = None if slide is None else _exact(slide)
-        self.exact_lag = _exact(lag)
-        self._float = any(isinstance(x, float) for x in (width, slide, lag))
+        self.exact_width = exact(width)
+        self.exact_slide = None if slide is None else exact(slide)
+        self.exact_lag = exact(lag)
+        # a window given in floats (or another inexact real) reports float ends
+        self._float = any(x is not None and not isinstance(x, numbers.Rational) for x in (width, slide, lag))
 
     @property
     def periodic(self) -> bool:

@@ -30,9 +30,9 @@ from ..markers import EMPTY
 from ..storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 from .plan import Plan, final_class
 from . import compiled
-from .query import OutOfOrderError, Query
+from .query import OutOfOrderError, Query, exact
 from .resolve import check_groups, resolve_plan
-from .schedule import Schedule, next_multiple
+from .schedule import Schedule, is_double, next_multiple
 from .shared_slicer import SharedSlicer
 from .tree import Tree
 
@@ -167,7 +167,9 @@ class SharedWindows:
             self._feeders.append(slicer)
             self._slicers.append(slicer)
         self._count = 0  # elements pushed
-        self._last_time = None
+        self._last_time = None  # the newest time as given (for messages)
+        self._last_held = None  # and as the executors hold it (see push)
+        self._doubles = True  # every time key held is a double (Spec.answer)
         self.late = 0
         # after a flush: the time (index) below which a pushed element may
         # fall in a window the flush made final (None: none can)
@@ -208,8 +210,8 @@ class SharedWindows:
     # ------------------------------------------------------------ keys
 
     def _last_key(self, ex):
-        """The newest element's key for ``ex``'s queries; O(1)."""
-        return self._count - 1 if ex.by_rows else self._last_time
+        """The newest element's key for ``ex``'s queries, exact; O(1)."""
+        return self._count - 1 if ex.by_rows else exact(self._last_held)
 
     def _evict(self) -> None:
         """Each executor forgets what no future window reads.  O(queries)
@@ -237,46 +239,56 @@ class SharedWindows:
                 self._fail(exc, "push")
                 raise
         self._check_usable()
-        t = None
+        t = key = None
         if self._timed:
             t = self._time(raw)
             if not _finite(t):
                 raise ArgumentRefused(f"time(raw) must give a finite real number, got {type(t).__name__} {t!r}")
-            if self._last_time is not None and t < self._last_time:
+            # the key the executors hold: a float, an int or a Fraction, which
+            # compare with each other exactly (bounds are derived with
+            # mta.multi.query.exact)
+            key = t if type(t) is int else float(t) if isinstance(t, float) else exact(t)
+            if self._last_held is not None and key < self._last_held:
                 raise OutOfOrderError(f"element time {t!r} is older than the newest time {self._last_time!r}; "
                                       "elements must arrive in time order (nothing was changed)")
+            if type(key) is not float and self._doubles and not is_double(key):
+                self._doubles = False  # a key no double equals is held: exact bounds from now on
         lifted = [(lift(raw), users) for lift, users in self._lifts]
         out: list = []
         index = self._count
         late = False
         if self._late_time is not None:
-            late = t < self._late_time and self._falls_in_final(t, False)
+            late = key < self._late_time and self._falls_in_final(key, False)
         if self._late_rows is not None:
             late = (index < self._late_rows and self._falls_in_final(index, True)) or late
         schedule = self._schedule
         try:
             if index == 0:
-                schedule.start(index, t)
+                schedule.start(index, key)
             # time windows ending at or before t are reported before the
             # element enters any tree (a shared slicer feeds several at once)
             if t is not None:
                 for f in self._slicers:
                     if not f.by_rows:
-                        f.advance(t)
-                schedule.due(t, False, out)
+                        f.advance(key)
+                schedule.due(key, False, out)
             for v, users in lifted:
                 for f in users:
-                    f.add(index if f.by_rows else t, v)
+                    f.add(index if f.by_rows else key, v)
             if self._rows:
                 schedule.due(index + 1, True, out)
             for spec in schedule.per_element:
-                spec.answer(index if spec.by_rows else t, out)
+                if spec.by_rows:
+                    spec.answer(index, index, True, out)
+                else:
+                    spec.answer(key, t, self._doubles, out)
             self._count = index + 1
             if t is not None:
                 self._last_time = t
+                self._last_held = key
             if late:
                 self.late += 1
-            if self._late_time is not None and t >= self._late_time:
+            if self._late_time is not None and key >= self._late_time:
                 self._late_time = None
             if self._late_rows is not None and index + 1 >= self._late_rows:
                 self._late_rows = None
@@ -305,13 +317,13 @@ class SharedWindows:
         return out
 
     def _falls_in_final(self, key, by_rows: bool) -> bool:
-        """Whether an element with ``key`` (its time, or its index for rows
-        specs) lies in a window a flush has made final: one ending before
-        its spec's next end.  The first window holding the key ends at the
-        first multiple of the slide past ``key + lag``.  O(periodic specs)."""
+        """Whether an element with ``key`` (its time, or its index for
+        rows specs) lies in a window a flush has made final: one ending
+        before its spec's next end.  O(periodic specs)."""
+        key = exact(key)
         for spec in self._schedule.specs:
             if spec.periodic and spec.by_rows == by_rows and spec.next is not None:
-                first = next_multiple(key + spec.lag, spec.slide)
+                first = spec.first_end(key)
                 if first < spec.next and first <= key + spec.span:
                     return True
         return False
@@ -327,7 +339,7 @@ class SharedWindows:
             if spec.by_rows:
                 if below > self._count and (self._late_rows is None or below > self._late_rows):
                     self._late_rows = below
-            elif self._last_time is not None and below > self._last_time and (
+            elif self._last_held is not None and below > self._last_held and (
                     self._late_time is None or below > self._late_time):
                 self._late_time = below
 
@@ -359,8 +371,7 @@ class SharedWindows:
             self._schedule.flush(until, out)
             self._mark_final()
             if self._core is not None:
-                # ends past 2**62 are never reached by a push
-                self._core.set_nexts([min(s.next, 1 << 62) for s in self._schedule.specs])
+                self._core.set_nexts([min(s.next, compiled.NATIVE_LIMIT) for s in self._schedule.specs])
                 self._core.evict()
             else:
                 self._evict()
@@ -385,15 +396,16 @@ class SharedWindows:
         ex = self._executor_of[name]
         q = next(q for q in ex.queries if q.name == name)
         agg = q.aggregator
+        spec = self._schedule.spec_of[name]
         if not self._count:
             return agg.lower(agg.monoid.identity)
         last = self._last_key(ex)
         try:
-            if q.periodic:
-                e = next_multiple(last, q.exact_slide)
-                value = ex.window(q, e - q.exact_lag - q.exact_width, e - q.exact_lag, True)
-            else:
-                value = ex.window(q, last - q.exact_lag - q.exact_width, last - q.exact_lag, False)
+            if not spec.periodic:  # the value push reported for the newest element
+                out: list = []
+                spec.answer(last, None, self._doubles, out)
+                return out[0][2].value
+            value = spec.ending_at(next_multiple(last, spec.slide))
             return agg.lower(agg.monoid.identity if value is EMPTY else value)
         except BaseException as exc:
             self._fail(exc, "query")
