@@ -18,7 +18,9 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
 #: A URL's ``scheme://``, before its user info.
 _AUTHORITY = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
 #: The name of a query parameter whose value is a secret (``password``, ``my_token``, ``api_key``, ...).
-_SECRET_NAME = r"(?:[\w.\-]*(?:pass|pwd|secret|token|auth|credential)[\w.\-]*|[\w.\-]*key)"
+#: The name ends in the secret's word, so that an option about one (``enable_mutation_tokens``, ``password_file``)
+#: shows its value.
+_SECRET_NAME = r"[\w.\-]*(?:pass|passwd|password|passphrase|pwd|secret|token|auth|credentials?|key)"
 #: Such a parameter in a URL's query (``?password=...``), its value up to the next parameter.
 _SECRET_PARAMETER = re.compile(rf"([?&;]{_SECRET_NAME}=)[^&;#]*", re.IGNORECASE)
 #: How a user name or password holding reserved characters goes into a URL.
@@ -122,12 +124,14 @@ def redact_url(url: str) -> str:
     holding an ``@``, so the redaction errs on hiding more (the store
     parsers refuse an ``@`` after the host, :func:`split_url`).  A URL
     without authority, such as ``file:///a:b@c``, is a path and left whole;
-    in a string that is not a well-formed URL, any ``:secret@`` goes."""
+    in a string that is not a well-formed URL, all from its first ``:`` to
+    its last ``@`` goes."""
     url = _SECRET_PARAMETER.sub(r"\1***", url)
     m = _AUTHORITY.match(url)
     if m is None:
-        # a mistyped URL (no scheme, no "//") may still carry a password
-        return re.sub(r":[^@/\s]*@", ":***@", url) if "@" in url else url
+        # a mistyped URL (no scheme, no "//") may still carry a password, holding "/", " " or "@"
+        # unescaped: all from the first ":" to the last "@" goes
+        return re.sub(r":.*@", ":***@", url, flags=re.S) if "@" in url else url
     rest = url[m.end():]
     if rest.startswith("/"):  # no authority (file:///a:b@c: a path)
         return url
@@ -149,7 +153,9 @@ def split_url(url: str, kind: str) -> SplitResult:
         parts = urlsplit(url)
     except ValueError:
         raise StoreConfigError(f"{kind} URL {_without_userinfo(url)} cannot be parsed: {ENCODE_HINT}") from None
-    if parts.netloc and "@" in parts.path + parts.query + parts.fragment:
+    # without a host (redis:/u:pw@h) the parsers name the path masked up to its "@"; a query or a
+    # fragment they would show
+    if "@" in (parts.path if parts.netloc else "") + parts.query + parts.fragment:
         raise StoreConfigError(f"{kind} URL {_without_userinfo(url)} holds an '@' after its host: {ENCODE_HINT}; "
                                "an '@' in a parameter is written %40")
     return parts

@@ -262,10 +262,11 @@ def _everything_said(url: str) -> list[str]:
 @given(password=st.text(_PASSWORD_CHARS, min_size=5, max_size=16),
        scheme=st.sampled_from(["redis", "rediss", "redis+cluster", "REDIS", "couchbase"]),
        user=st.sampled_from(["", "u", "admin"]),
-       tail=st.sampled_from(["", "/0", "/0?socket_timeout=1", "/bucket", "/b?scope=s"]))
+       tail=st.sampled_from(["", "/0", "/0?socket_timeout=1", "/bucket", "/b?scope=s"]),
+       sep=st.sampled_from(["://", "://", "//", ":/"]))  # and mistyped: a URL that is no URL at all
 @sane_settings(300)
-def test_no_message_shows_a_password_holding_reserved_characters(password, scheme, user, tail):
-    url = f"{scheme}://{user}:{password}@127.0.0.1:1{tail}"
+def test_no_message_shows_a_password_holding_reserved_characters(password, scheme, user, tail, sep):
+    url = f"{scheme}{sep}{user}:{password}@127.0.0.1:1{tail}"
     texts = _everything_said(url)
     assert not _leaked(password, url, texts), (url, texts)
 
@@ -279,3 +280,10 @@ def test_no_message_shows_a_secret_parameter(value, name, url):
     url = url.format(name, value)
     texts = _everything_said(url)
     assert not _leaked(value, url, texts), (url, texts)
+
+
+def test_an_option_about_a_secret_is_not_one():
+    """Only a parameter whose name ends in a secret's word is hidden: an SDK
+    option such as ``enable_mutation_tokens`` keeps its value in messages."""
+    url = "couchbase://u:pw@h/b?enable_mutation_tokens=true&password_file=/etc/pw&my_token=Zq9Sx"
+    assert redact_url(url) == "couchbase://u:***@h/b?enable_mutation_tokens=true&password_file=/etc/pw&my_token=***"
