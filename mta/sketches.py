@@ -40,6 +40,7 @@ import math
 from functools import lru_cache, partial
 
 from .monoid import Aggregator, Monoid
+from .multi.quantiles import nearest_rank
 
 __all__ = ["QuantileSketch", "approx_median", "approx_quantile", "quantile_sketch", "QUANTILES"]
 
@@ -104,7 +105,8 @@ class QuantileSketch:
     """What the sketch lowers to: ``quantile(phi)``, ``median``, ``count``.
 
     ``quantile(phi)`` (``0 <= phi <= 1``) is within relative error
-    ``alpha`` of the window's element of rank ``max(1, ceil(phi * count))``;
+    ``alpha`` of the window's element of rank ``max(1, ceil(phi * count))``
+    (exact, ``phi`` as written: :func:`mta.multi.quantiles.nearest_rank`);
     None on an empty window.  O(buckets)."""
 
     __slots__ = ("buckets", "alpha", "_g")
@@ -132,7 +134,7 @@ class QuantileSketch:
         n = self.count
         if n == 0:
             return None
-        rank = max(1, math.ceil(phi * n))
+        rank = nearest_rank(phi, n)
         seen = 0
         for key, c in self.buckets:
             seen += c

@@ -42,7 +42,10 @@ def spelled(given, names):
     spell it: a name that is one of ``names`` stays, one equal but for case
     to exactly one of them becomes that one, as Spark resolves it; any other
     (no such column, or several equal but for case) stays for the caller's
-    "no column" error to name.  O(len(names) + len(given))."""
+    "no column" error to name, whatever the session's
+    ``spark.sql.caseSensitive`` (exact names come first, so a session that
+    tells ``host`` from ``Host`` gets the one it names).  O(len(names) per
+    name given)."""
     if isinstance(given, (list, tuple)):
         return type(given)(spelled(g, names) for g in given)
     if not isinstance(given, str) or given in names:

@@ -9,9 +9,10 @@ from __future__ import annotations
 import math
 import operator
 import random
+from fractions import Fraction
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from mta.amortized_mta import AmortizedMTA
@@ -27,8 +28,10 @@ from tests.test_multi_queries import Spec, operations, query_sets, run
 
 
 def nearest_rank(values, phi):
+    """The element of rank ``max(1, ceil(phi * n))``, ``phi`` read as the
+    decimal it prints as (0.14 is 14/100, not the double's binary value)."""
     s = sorted(values)
-    return s[max(1, math.ceil(phi * len(s))) - 1]
+    return s[max(1, math.ceil(Fraction(str(phi)) * len(s))) - 1]
 
 
 @settings(max_examples=200, deadline=None)
@@ -150,6 +153,7 @@ finite = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e12, max_v
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(finite, min_size=1, max_size=60), st.floats(0, 1), st.sampled_from([0.001, 0.01, 0.05, 0.2]))
+@example(values=[float(i) for i in range(1, 101)], phi=0.14, alpha=0.001)  # 0.14 * 100 is 14.000000000000002
 def test_sketch_error_bound(values, phi, alpha):
     agg = quantile_sketch(alpha)
     sk = agg.aggregate(values)
