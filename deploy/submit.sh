@@ -15,7 +15,8 @@
 # Shipping the code, MTA_SHIP:
 #   pyfiles   (default) build the wheel (pip wheel --no-deps) and ship it with
 #             --py-files, renamed .zip (Spark takes .zip/.egg/.py there; a
-#             pure-Python wheel is a zip archive Python imports from).  The
+#             wheel is a zip archive Python imports from; its compiled cores
+#             are not loaded from a zip, so mta runs its pure-Python engines).  The
 #             cluster's Python must already have the dependencies: pyspark's
 #             pandas and pyarrow, msgpack, and redis or couchbase.
 #   archive   ship a whole virtualenv packed with venv-pack, MTA_VENV_ARCHIVE=

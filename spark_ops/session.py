@@ -24,8 +24,8 @@ import sys
 #: (``spark.sql.execution.arrow.maxRecordsPerBatch``, 10,000 by default).
 #: With a byte limit, Spark's Python runners measure the batch after every
 #: row they write to it; ``mapInArrow``'s batch is one struct of the row's
-#: columns, whose measure visits every column: 30 % of the JVM's time in a
-#: profile of a batch ``sliding_window`` (docs/benchmarks-spark.md,
+#: columns, whose measure visits every column: the largest cost of a batch
+#: ``sliding_window``'s plan in a profile (docs/benchmarks-spark.md,
 #: "Spark's Arrow byte check").  Only ``Int.MaxValue`` turns the check off.
 #: A batch of rows wider than 200 KB each can then pass Arrow's 2 GiB limit:
 #: such a job lowers ``maxRecordsPerBatch``, or sets a byte limit again.
@@ -36,7 +36,7 @@ ARROW_BATCH_CONF = {"spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1)
 #: and Polars read as it is), not Spark's default INT96, which Parquet
 #: deprecates and Spark keeps for old Hive and Impala readers.  INT96 is a
 #: 12-byte binary per value, which Parquet's writer tries to dictionary-
-#: encode by hashing: about a fifth of the demo's CPU per row
+#: encode by hashing, a large share of the demo's CPU per row
 #: (docs/benchmarks-spark.md, "Against the library when issue 12 was
 #: filed").  Spark reads both.
 PARQUET_CONF = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}

@@ -59,7 +59,7 @@ DOC_FILES = [ROOT / "README.md"] + sorted(DOCS.glob("*.md"))
 REDIS_PLACEHOLDER = "redis://localhost:6379/0"
 SPARK_MARKERS = ("pyspark", "sliding_window", "spark_ops.session", "local_session", "mta-spark ")
 SKIP_RE = re.compile(r"^<!--\s*test:\s*skip\b\s*(.*?)\s*-->$")
-FENCE_RE = re.compile(r"^```\s*([\w+-]*)")
+FENCE_RE = re.compile(r"^( *)```\s*([\w+-]*)")
 PRINTS_RE = re.compile(r"#\s*prints:\s?(.*)$")
 PACKAGES = ("mta", "stores", "spark_ops")
 
@@ -83,7 +83,8 @@ class Block:
 
 
 def blocks(path: Path) -> list[Block]:
-    """The fenced code blocks of a markdown file."""
+    """The fenced code blocks of a markdown file, those indented in a list
+    item too (their code dedented by the fence's indent)."""
     lines = path.read_text().splitlines()
     out, i = [], 0
     while i < len(lines):
@@ -91,9 +92,9 @@ def blocks(path: Path) -> list[Block]:
         if not m:
             i += 1
             continue
-        lang, start = m.group(1).lower(), i + 1
+        indent, lang, start = len(m.group(1)), m.group(2).lower(), i + 1
         j = start
-        while j < len(lines) and not lines[j].startswith("```"):
+        while j < len(lines) and not lines[j].lstrip(" ").startswith("```"):
             j += 1
         k = i - 1
         while k >= 0 and not lines[k].strip():
@@ -103,7 +104,9 @@ def blocks(path: Path) -> list[Block]:
             s = SKIP_RE.match(lines[k].strip())
             if s:
                 skip = s.group(1)
-        out.append(Block(path, lang, start + 1, "\n".join(lines[start:j]) + "\n", skip))
+        pad = " " * indent
+        code = "\n".join(line[indent:] if line.startswith(pad) else line.lstrip(" ") for line in lines[start:j])
+        out.append(Block(path, lang, start + 1, code + "\n", skip))
         i = j + 1
     return out
 
@@ -112,7 +115,7 @@ def prose(path: Path) -> str:
     """The file without its fenced code blocks (for links and headings)."""
     text, keep, inside = path.read_text().splitlines(), [], False
     for line in text:
-        if line.startswith("```"):
+        if FENCE_RE.match(line):
             inside = not inside
             continue
         if not inside:

@@ -37,7 +37,8 @@ def main(argv=None) -> int:
     missing = missing_modules()
     if missing:
         print(f"mta-spark: error: the spark extra is not installed (no module {', '.join(missing)}); "
-              f"install it with: {INSTALL}", file=sys.stderr)
+              f"install it with: {INSTALL} (from a wheel: pip install 'dist/mta_windows-<version>-<tag>.whl[spark]')",
+              file=sys.stderr)
         return 2
     # the project's warnings (store retries, fencing, rejected rows) as lines on stderr
     logging.basicConfig(level=logging.WARNING, format="mta-spark: %(levelname)s: %(name)s: %(message)s")
