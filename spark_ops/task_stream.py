@@ -20,8 +20,15 @@ committed one left, however often it is replayed; an attempt running
 beside another is fenced, and a stale attempt of an older micro-batch is
 refused.  Each task's progress record (:mod:`stores.runs`), read before
 its keys and stamped after them, makes a store that lost or rolled back
-the windows an error rather than a restart from empty or from older state.  Rows are ordered within a key by ``(time,
-arrival)``, the arrival number given before the shuffle
+the windows an error rather than a restart from empty or from older state.
+The records hold only if every micro-batch runs the same tasks, so the
+shuffle names its count, ``spark.sql.shuffle.partitions`` as read when
+the plan is built: adaptive execution coalesces a shuffle by key alone
+into as many tasks as each micro-batch's size calls for, never one with
+a count, and Spark restores no count from the checkpoint location, so
+the records keep it (a restart with another count fails naming both).
+Rows are ordered within a key by ``(time, arrival)``, the arrival number
+given before the shuffle
 (:func:`spark_ops.passthrough.number_rows`), so a replay sees them in the
 same order.
 
@@ -61,15 +68,19 @@ def task_streaming_plan(df, spec: WindowSpec, run: str):
     numbered = map_in_arrow(ordered, passthrough.number_rows,
                             StructType(ordered.schema.fields + [StructField(ARRIVAL, LongType(), False)]))
     group_keys = passthrough.GroupKeys(ordered.schema, list(spec.keys))
-    windows = task_windows(spec, run, passed, group_keys, target, traffic.accumulator(df.sparkSession))
-    return map_in_arrow(numbered.repartition(*[column(c) for c in spec.keys]), worker_gc.settling(windows), schema)
+    tasks = int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+    windows = task_windows(spec, run, passed, group_keys, target, traffic.accumulator(df.sparkSession), tasks)
+    shuffled = numbered.repartition(tasks, *[column(c) for c in spec.keys])
+    return map_in_arrow(shuffled, worker_gc.settling(windows), schema)
 
 
 def task_windows(spec: WindowSpec, run: str, passed: list[str], group_keys: passthrough.GroupKeys, target,
-                 count=None):
-    """The ``mapInArrow`` function of a task: every key of its partition
-    through its window, resumed as of before this micro-batch and
-    checkpointed after its rows."""
+                 count=None, tasks: int | None = None):
+    """The ``mapInArrow`` function of a task, one of ``tasks`` of each
+    micro-batch: every key of its partition through its window, resumed as
+    of before this micro-batch and checkpointed after its rows.  A null or
+    NaN key's rows are rejected without a window (:func:`open_key_window`
+    opens none, :func:`window_names` names none)."""
     fingerprint = spec.fingerprint()
 
     def windows_of_task(batches: Iterator) -> Iterator:
@@ -80,7 +91,7 @@ def task_windows(spec: WindowSpec, run: str, passed: list[str], group_keys: pass
         rows = pa.Table.from_batches(batches) if batches else None
         with traffic.counted(count, spec):
             store = stores.pooled_store(spec.store, spec.store_options)
-            progress = stores.check_run(store, spec.run_record(run, partition), query, step)
+            progress = stores.check_run(store, spec.run_record(run, partition), query, step, tasks=tasks)
             before = stores.Before(query, step)
             batch = stores.Batch(store)
             keys = [(key_value(spec, key), key_rows) for key, key_rows in _by_key(rows, group_keys)]

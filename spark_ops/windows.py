@@ -26,23 +26,25 @@ def open_key_window(spec: WindowSpec, key: Any, run: str, *, streaming: bool = F
                     durable: bool = True, batch: stores.Batch | None = None) -> KeyWindow:
     """The window of ``key`` in run ``run`` (its windows' names in the store).
 
-    Batch (``spec.engine`` as chosen for the job: ``"columnar"``, ``"amta"``
-    or ``"lmta"``): a null or NaN key's rows are rejected, the columnar
-    engine's jobs get a :class:`ColumnarKeyWindow`, ``range=`` and
-    ``rows=`` a :class:`SortedWindow`, custom policies a
-    :class:`PolicyWindow`; every one is deleted when closed.  Streaming: a
+    A null or NaN key's rows are rejected, in batch and streaming alike: no
+    window takes them, and none is opened in the store.  Batch
+    (``spec.engine`` as chosen for the job: ``"columnar"``, ``"amta"`` or
+    ``"lmta"``): the columnar engine's jobs get a
+    :class:`ColumnarKeyWindow`, ``range=`` and ``rows=`` a
+    :class:`SortedWindow`, custom policies a :class:`PolicyWindow`; every
+    one is deleted when closed.  Streaming: a
     :class:`PolicyWindow` kept in the store, fresh or resumed at checkpoint
     version ``resume`` (or as of before a micro-batch, a
     :class:`stores.Before`) with its newest time ``newest``; ``durable=False``:
     its checkpoints wait for the task's ``store.sync()``; ``batch``: they
     are written at its ``commit()``, with the other keys' (:mod:`stores.batch`)."""
+    if rows.null_key(key):
+        return RejectingWindow(spec, key)
     if streaming:
         kept = dict(newest=newest, keep=True, durable=durable, batch=batch)
         if spec.sizes:
             return SizesWindow.opened(spec, key, run, resume, **kept)
         return PolicyWindow(spec, key, run, resume=resume, **kept)
-    if rows.null_key(key):
-        return RejectingWindow(spec, key)
     if spec.engine == "columnar":
         return ColumnarKeyWindow(spec, key)
     if spec.sizes and spec.policy is None:
@@ -55,7 +57,10 @@ def open_key_window(spec: WindowSpec, key: Any, run: str, *, streaming: bool = F
 def window_names(spec: WindowSpec, key: Any, run: str) -> list[str]:
     """The store's names of ``key``'s streaming windows, in the order
     :func:`open_key_window` opens them (a task tells its
-    :class:`stores.Batch` so, :meth:`stores.Batch.expect`).  O(sizes)."""
+    :class:`stores.Batch` so, :meth:`stores.Batch.expect`); none for a null
+    or NaN key, which gets no window.  O(sizes)."""
+    if rows.null_key(key):
+        return []
     if spec.sizes:
         return [spec.one_size(size).window_id(key, size_run(run, i)) for i, size in enumerate(spec.size_values)]
     return [spec.window_id(key, run)]
@@ -256,9 +261,20 @@ def _size_versions(label, count: int, key) -> list[int]:
 
 
 class RejectingWindow(RowWindow):
-    """The rows of a null or NaN key: no window takes them."""
+    """The rows of a null or NaN key: no window takes them.  As a streaming
+    window it has nothing in the store to resume, checkpoint or delete."""
+
+    newest = None
+    resumed_label = None
 
     def aggregate(self, times, values, problems: Sequence | None):
         import pyarrow as pa
 
         return [pa.nulls(0, type=t) for t in self.types], [rows.NULL_KEY] * len(times)
+
+    def checkpoint(self, label=None) -> None:
+        """Nothing to keep: no version (a plan with Spark's state keeps none
+        for the key, and resumes it afresh, again without a window)."""
+
+    def expire(self) -> None:
+        pass

@@ -11,8 +11,8 @@ restored from a snapshot or losing its last second of AOF, a file store
 with ``synchronous="normal"`` after a power loss).
 
 So each *task* of a step keeps a record of its own (one per partition of
-the run's work; Spark keeps a streaming query's partitioning, so a key's
-rows reach the same partition at every step): :func:`check_run` reads it
+the run's work, which the run partitions the same way at every step, so a
+key's rows reach the same task each time): :func:`check_run` reads it
 before the task opens any window, and :func:`finish_run` stamps it with the
 step after the task's checkpoints and before its sync (``Store.sync``).  A
 store on one server (SQLite, a standalone Redis) keeps its writes in order
@@ -28,8 +28,12 @@ back (its checkpoint location lost steps the store kept); each fails the
 run with a :class:`~stores.errors.StoreError` instead of resuming wrong
 windows.  This needs every step to run every partition's task (a Spark
 ``foreachBatch`` that skips running its DataFrame would trip it) and the
-partitioning to stay the same (Spark restores
-``spark.sql.shuffle.partitions`` from the checkpoint location).
+partitioning to stay the same, since a record vouches only for the keys
+of its own task.  The caller gives the count of tasks (``tasks=``), which
+the record keeps: a step run as another count fails naming both counts
+(a Spark query shuffles into ``spark.sql.shuffle.partitions`` tasks as
+read when its plan is built; Spark restores no such explicit count from
+the checkpoint location, and adaptive execution leaves it as it is).
 
 The record also names its run, so a run whose windows another run has
 taken over since (the same query name started again with a new checkpoint
@@ -45,9 +49,10 @@ expired.  Give Redis no eviction policy for these keys, and sweep with an
 age longer than any key of a live query stays idle.
 
 A record is a window record without checkpoints (so ``mta-spark gc`` lists,
-ages and deletes it like any window), holding the run under ``"run"`` and
-the step last finished under ``"step"``.  Round trips per task: one read,
-one compare-and-set.
+ages and deletes it like any window), holding the run under ``"run"``, the
+step last finished under ``"step"`` and the count of tasks that step ran
+as under ``"tasks"`` (absent when the caller gives none).  Round trips per
+task: one read, one compare-and-set.
 """
 
 from __future__ import annotations
@@ -67,26 +72,39 @@ class Progress(NamedTuple):
     record: str
     meta: Any  # the decoded record, None when absent
     token: Any
+    tasks: int | None = None  # the step's count of tasks, for the stamp
 
 
-def check_run(store, record: str, run: str, step: int) -> Progress:
+def check_run(store, record: str, run: str, step: int, *, tasks: int | None = None) -> Progress:
     """Step ``step`` of run ``run`` is starting a task whose record is
-    ``record`` (a window name) in ``store``: a StoreError when, after the
-    first step, the record is missing, another run's, or stamped by a step
-    other than this one or the one before.  O(1), one round trip."""
+    ``record`` (a window name) in ``store``, one of ``tasks`` tasks of the
+    step (``None``: not told): a StoreError when, after the first step, the
+    record is missing, another run's, or stamped by a step other than this
+    one or the one before; and when this run's stamp was made by a step
+    run as another count of tasks.  O(1), one round trip."""
     blob, token = store.read_meta(record)
     meta = decode_meta(blob, f"run record {record!r} in {store.url}") if blob is not None else None
     if step > 0 and meta is None:
+        grown = "" if tasks is None else (
+            f"; or, if spark.sql.shuffle.partitions grew since the query started (it now runs as {tasks} tasks), "
+            "start it with the count it had")
         raise StoreError(
             f"{store.url} has lost the windows of this query (its record {record!r}, made by its first "
             f"micro-batch, is gone at micro-batch {step}: the store was replaced, restarted without "
             "persistence, its directory deleted, or swept by mta-spark gc); restart the query with a new "
-            "checkpoint location")
+            f"checkpoint location{grown}")
     if step > 0 and meta.get("run") != run:
         raise StoreError(
             f"another query (id {meta.get('run')}) has taken over the windows of this one (id {run}) in "
             f"{store.url} under the same name= ({record!r}): give every query its own name=")
     stamped = meta.get("step", -1) if meta is not None and meta.get("run") == run else None
+    ran_as = meta.get("tasks") if stamped is not None else None
+    if tasks is not None and ran_as is not None and ran_as != tasks:
+        raise StoreError(
+            f"this query's micro-batches ran as {ran_as} tasks and now run as {tasks} (its record {record!r} in "
+            f"{store.url}, stamped by micro-batch {stamped}): its keys reach other tasks than the ones whose "
+            f"records vouch for their windows; start it with spark.sql.shuffle.partitions={ran_as} again, or "
+            "with a new checkpoint location")
     if step > 0 and stamped < step - 1:
         raise StoreError(
             f"{store.url} has rolled back: the record {record!r} of this query was last stamped by micro-batch "
@@ -98,21 +116,26 @@ def check_run(store, record: str, run: str, step: int) -> Progress:
             f"this query is running micro-batch {step}, and {store.url} holds its record {record!r} stamped by "
             f"micro-batch {stamped}: the query's checkpoint location lost micro-batches the store kept "
             "(restored, or not synced before a power loss); restart the query with a new checkpoint location")
-    return Progress(record, meta, token)
+    return Progress(record, meta, token, tasks)
 
 
 def finish_run(store, run: str, step: int, progress: Progress) -> None:
     """The task of step ``step`` that read ``progress`` has made its
-    checkpoints: stamp its record with the step (taking it over from an
-    earlier run at step 0), unless it holds this step or a later one
-    already (an attempt of the step that ran beside this one).  Not synced
-    here: the caller syncs the store next, which makes the stamp durable with
-    the checkpoints before it.  O(1), at most one round trip."""
+    checkpoints: stamp its record with the step and the step's count of
+    tasks (taking it over from an earlier run at step 0), unless it holds
+    this step or a later one already (an attempt of the step that ran
+    beside this one).  Not synced here: the caller syncs the store next,
+    which makes the stamp durable with the checkpoints before it.  O(1), at
+    most one round trip."""
     meta = progress.meta
     if meta is not None and meta.get("run") == run and meta.get("step", -1) >= step:
         return
     stamped = dict(meta or new_meta(0, 1), run=run, step=step, used=clock_of(store)(), owner=owner())
     stamped["epochs"] = stamped["epochs"] or [0]  # a record without epochs reads as a deletion left half-done
+    if progress.tasks is None:
+        stamped.pop("tasks", None)  # an earlier run's count says nothing of this one
+    else:
+        stamped["tasks"] = progress.tasks
     try:
         store.cas_meta(progress.record, progress.token, encode(stamped), durable=False)
     except CasMismatch:

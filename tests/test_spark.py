@@ -20,7 +20,9 @@ window's values as a comma-joined string), so any ordering mistake shows.
   aggregations include a user monoid, or a store);
 * streaming: a parquet file source that grows between
   ``trigger(availableNow=True)`` runs of one query restarted from its
-  checkpoint each time: the union of the sink equals the oracle over all rows;
+  checkpoint each time: the union of the sink equals the oracle over all rows,
+  also with adaptive execution coalescing shuffle partitions by size over
+  micro-batches of one row and of thousands;
 * bad rows: ``on_bad_row="error"`` names the row, ``"flag"`` passes it through
   with null aggregations and a ``rejected`` reason, other rows unaffected;
   in streaming a row older than its key's newest time from an earlier
@@ -32,6 +34,7 @@ One SparkSession (local[2]) serves the whole module.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import random
@@ -426,6 +429,69 @@ def test_streaming_restart_with_another_job_is_refused(spark, tmp_path):
     assert "not by this one (max=max; range=20; amta; key=k, time=t, value=v)" in message
 
 
+#: Adaptive execution coalescing a shuffle's partitions by size, the sizes
+#: so small that a micro-batch of one row is one task and one of thousands
+#: of rows several.
+_COALESCING = {"spark.sql.adaptive.enabled": "true",
+               "spark.sql.adaptive.coalescePartitions.enabled": "true",
+               "spark.sql.adaptive.advisoryPartitionSizeInBytes": "2k",
+               "spark.sql.adaptive.coalescePartitions.minPartitionSize": "1k",
+               "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
+               "spark.sql.shuffle.partitions": "8"}
+
+
+@contextlib.contextmanager
+def _session_conf(spark, settings: dict):
+    """The module's session with ``settings``, its own restored after."""
+    before = {k: spark.conf.get(k, None) for k in settings}
+    for k, v in settings.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
+
+
+def test_streaming_with_adaptive_coalescing_runs_every_task_of_every_micro_batch(spark, tmp_path):
+    """Adaptive execution coalescing shuffle partitions (Spark's default,
+    and local_session's), micro-batches of one row and of thousands over
+    200 keys in turn: a shuffle by key alone runs the one row as one task
+    and the thousands as several (shown on this session first), which the
+    tasks' progress records would take for a lost or rolled-back store.
+    Every micro-batch runs the same 8 tasks (each record stamped by the
+    last one, with that count), and the sink's union equals the oracle over
+    all rows, a non-commutative aggregation among them."""
+    import stores
+
+    big = random_rounds(random.Random(11), 2, keys=200, per_key=(20, 40))
+    solo = [{"id": 100_000 + i, "k": "solo", "t": float(i), "v": 1.0 + i} for i in range(2)]
+    rounds = [solo[:1], big[0], solo[1:], big[1]]
+    aggs = ["sum", "count", "max", "first", "last", ("joined", joined(), "string")]
+    names = [a if isinstance(a, str) else a[0] for a in aggs]
+    source, store, name = str(tmp_path / "in"), f"file://{tmp_path}/store", f"s-{uuid.uuid4().hex[:8]}"
+    os.makedirs(source)
+    with _session_conf(spark, _COALESCING):
+        tasks = [spark.createDataFrame(as_tuples(r), SCHEMA).repartition("k").rdd.getNumPartitions()
+                 for r in rounds[:2]]
+        assert tasks[0] == 1 < tasks[1], f"adaptive execution did not coalesce by size: {tasks} tasks"
+        out = sliding_window(stream_source(spark, source), key="k", time="t", value="v", aggs=aggs, range=10,
+                             store=store, name=name)
+        got = _stream_rounds(spark, tmp_path, out, rounds, files_per_round=1)
+    rows = [r for batch in rounds for r in batch]
+    assert_outputs(got, rows, expected(rows, names, range=10), names)
+    opened = stores.open_store(store)
+    try:
+        records = [opened.read_meta(f"mta/{name}/~task-{p}")[0] for p in range(8)]
+        stamps = [None if r is None else (stores.decode(r)["step"], stores.decode(r)["tasks"]) for r in records]
+        assert stamps == [(3, 8)] * 8
+    finally:
+        opened.close()
+
+
 class _TimedOutState:
     """Spark's GroupState of a key whose processing-time timeout fired."""
 
@@ -536,6 +602,57 @@ def test_a_stale_expiry_keeps_the_window_a_later_micro_batch_made_anew(size, mon
     assert micro_batch(4, again, [(102.0, 4.0)]) == [(102.0, 3, 7.0)]
 
 
+@pytest.mark.parametrize("key", [None, float("nan"), (1.0, None)], ids=["null", "NaN", "null in a composite"])
+def test_a_null_or_nan_keys_streaming_rows_are_flagged_without_a_window(key, monkeypatch):
+    """A null or NaN key (a null in any column of a composite one) has no
+    streaming window: open_key_window's takes no row and puts nothing in
+    the store however it is resumed, checkpointed and closed, and
+    window_names names none (a task tells its batch none to claim).  In the
+    per-key function of a query with expire_after, its rows come out
+    flagged, Spark's state keeps no version for it, and its expiry finds
+    nothing to delete."""
+    import pyarrow as pa
+    from pyspark.sql.types import DoubleType, StructField, StructType
+
+    import stores
+    from spark_ops import passthrough, streaming
+    from spark_ops.plan import ARRIVAL, PACKED, TIME, VALUE
+    from spark_ops.spec import WindowSpec
+    from spark_ops.windows import open_key_window, window_names
+
+    columns = ["a", "b"] if isinstance(key, tuple) else ["k"]
+    parts = key if isinstance(key, tuple) else (key,)
+    spec = WindowSpec.build(key=columns if len(columns) > 1 else "k", time="t", value="v", aggs=["count", "sum"],
+                            range=10, on_bad_row="flag", store=f"memory://null-key-{uuid.uuid4().hex}")
+    store = stores.pooled_store(spec.store)
+    assert window_names(spec, key, "run") == []
+    for step, resume in enumerate([False, True, stores.Before("q", 1)]):
+        window = open_key_window(spec, key, "run", streaming=True, resume=resume, durable=False)
+        pushed = window.push(pa.array([1.0, 2.0]), pa.array([3.0, 4.0]), None)
+        window.checkpoint(["job", 2.0])
+        window.close()
+        assert [a.to_pylist() for a in pushed] == [[None, None], [None, None], ["null or NaN key"] * 2], step
+    assert store.window_names() == []
+
+    fields = [StructField(c, DoubleType()) for c in columns + ["t", "v"]]
+    group_keys = passthrough.GroupKeys(StructType(fields), columns)
+    per_key = streaming.key_windows(spec, "run", columns + ["t", "v"], group_keys, 60.0)
+    monkeypatch.setattr(streaming, "micro_batch", lambda: 1)
+    table = pa.table({**{c: pa.array([p, p], pa.float64()) for c, p in zip(columns, parts)},
+                      "t": [1.0, 2.0], "v": [3.0, 4.0], TIME: [1.0, 2.0], VALUE: [3.0, 4.0],
+                      ARRIVAL: pa.array([0, 1], pa.int64())})
+    state = _State()
+    out = [passthrough.unpack(f[PACKED]) for f in per_key(parts, iter([passthrough.frame(passthrough.pack(table))]),
+                                                          state)]
+    assert [(r["t"], r["count"], r["rejected"]) for t in out for r in t.to_pylist()] == [
+        (1.0, None, "null or NaN key"), (2.0, None, "null or NaN key")]
+    assert state.get[0] is None and store.window_names() == []
+    expired = _State(state.get, timed_out=True)
+    assert list(per_key(parts, iter([]), expired)) == [] and expired.removed
+    assert store.window_names() == []
+    store.close()
+
+
 def test_streaming_expire_after_deletes_idle_windows(spark, tmp_path):
     """expire_after= (a query with a processing-time trigger): keys without
     rows for that long have their windows deleted from the store and their
@@ -611,19 +728,29 @@ def test_streaming_bad_rows_flag(spark, tmp_path, redis_url):
     """on_bad_row="flag" in streaming (Redis, count window): a row older than
     its key's newest time from an earlier micro-batch, a null value and a null
     key come out with null aggregations and the reason; a row at exactly the
-    newest time is accepted; the other rows are unaffected."""
+    newest time is accepted; the other rows are unaffected.  The null key
+    gets no window in the store: it holds the other keys' and the tasks'
+    progress records only."""
+    import stores
+
     rounds = random_rounds(random.Random(7), 2, keys=8, per_key=(10, 30))
     rejected = _late_and_bad(rounds)
     source = str(tmp_path / "in")
     os.makedirs(source)
+    name = f"s-{uuid.uuid4().hex[:8]}"
     out = sliding_window(stream_source(spark, source), key="k", time="t", value="v", aggs=ALL_AGGS, rows=5,
-                         store=redis_url, buffer_size=2, cache_size=2, on_bad_row="flag",
-                         name=f"s-{uuid.uuid4().hex[:8]}")
+                         store=redis_url, buffer_size=2, cache_size=2, on_bad_row="flag", name=name)
     got = _stream_rounds(spark, tmp_path, out, rounds, files_per_round=2)
     rows = [r for batch in rounds for r in batch]
     want = expected(rows, ALL_NAMES, count=5, rejected=rejected)
     assert sorted(i for i, w in want.items() if w["rejected"]) == [20_000, 20_002, 20_003]
     assert_outputs(got, rows, want, ALL_NAMES, flag=True)
+    store = stores.open_store(redis_url)
+    try:
+        held = [w for w in store.window_names() if w.startswith(f"mta/{name}/") and "/~task-" not in w]
+    finally:
+        store.close()
+    assert sorted(held) == sorted({f"mta/{name}/{r['k']!r}" for r in rows if r["k"] is not None})
 
 
 def test_streaming_late_row_error_fails_the_query_naming_it(spark, tmp_path):

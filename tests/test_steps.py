@@ -201,6 +201,41 @@ def test_a_tasks_progress_record_tells_a_lost_or_rolled_back_store(store_url):  
     store.close()
 
 
+def test_a_tasks_progress_record_keeps_the_count_of_tasks_its_step_ran_as(store_url):  # noqa: F811
+    """A step told its count of tasks stamps the record with it; a later
+    step, or a replay, run as another count is a StoreError naming both
+    counts and the setting that restores the first; a record missing at a
+    grown count names that cause too.  A record stamped without a count (by
+    a caller that gives none) takes any, and a new run's stamp keeps its
+    own count, not the one the record had."""
+    store, prefix = stores.open_store(store_url), fresh_window("run") + "/~task-"
+
+    def task(run, step, tasks, partition=0):
+        record = f"{prefix}{partition}"
+        stores.finish_run(store, run, step, stores.check_run(store, record, run, step, tasks=tasks))
+        return stores.decode(store.read_meta(record)[0])
+
+    for partition in range(8):
+        assert task("a", 0, 8, partition)["tasks"] == 8
+    assert task("a", 1, 8)["tasks"] == 8
+    with pytest.raises(stores.StoreError, match=r"micro-batches ran as 8 tasks and now run as 4 .*stamped by "
+                                                r"micro-batch 1.*spark\.sql\.shuffle\.partitions=8 again"):
+        stores.check_run(store, f"{prefix}0", "a", 2, tasks=4)
+    with pytest.raises(stores.StoreError, match="ran as 8 tasks and now run as 16"):
+        stores.check_run(store, f"{prefix}0", "a", 1, tasks=16)  # a replay of step 1
+    with pytest.raises(stores.StoreError, match=r"has lost the windows.*spark\.sql\.shuffle\.partitions grew "
+                                                r"since the query started \(it now runs as 9 tasks\)"):
+        stores.check_run(store, f"{prefix}8", "a", 2, tasks=9)  # the ninth task of a grown count: no record
+    with pytest.raises(stores.StoreError, match="has lost the windows") as lost:
+        stores.check_run(store, f"{prefix}8", "a", 2)
+    assert "shuffle" not in str(lost.value)  # no count given, none to blame
+    assert "tasks" not in task("b", 0, None)  # a new run that gives no count: the old run's is dropped
+    assert task("b", 1, 3)["tasks"] == 3  # a record without a count takes the one given
+    assert task("c", 0, 5)["tasks"] == 5  # a new run's stamp holds its own count
+    assert task("c", 1, 5)["step"] == 1
+    store.close()
+
+
 @pytest.mark.parametrize("cls", ENGINES)
 def test_a_stale_attempt_of_an_older_step_is_refused(cls, store_url):  # noqa: F811
     """Steps 0 to 3 committed, then an attempt of step 2 opens the window
