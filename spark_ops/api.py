@@ -180,13 +180,24 @@ def sliding_window(df, key: str | list[str], time: str, value: str | list[str], 
             raise SlidingWindowError("a streaming sliding_window needs name= (its windows in the store are "
                                      "found by it when the query restarts; give every query its own)")
         spec = _with_engine(spec, df)
-        if expire_after is None and event_time.watermark_delay(df, spec.time) is None:
+        if runs_as_tasks(df, spec, expire_after):
             return task_streaming_plan(df, spec, name)  # nothing for Spark's state to do
         return streaming_plan(df, spec, name, expire_after)
     if expire_after is not None:
         raise SlidingWindowError("expire_after is for streaming queries; a batch job's windows are deleted "
                                  "when it is done")
     return batch_plan(df, _with_engine(spec, df), name or f"batch-{uuid.uuid4().hex[:12]}")
+
+
+def runs_as_tasks(df, spec: WindowSpec, expire_after: float | None) -> bool:
+    """Whether ``sliding_window`` runs ``df`` on
+    :func:`~spark_ops.task_stream.task_streaming_plan`, whose micro-batches
+    run as the count of tasks its progress records keep: streaming, one row
+    per input row (no ``slide``), neither ``expire_after`` nor a watermark on
+    the time column.  ``mta-spark stream`` asks before it builds the plan, to
+    resume the count the query ran as."""
+    return (df.isStreaming and spec.slide is None and expire_after is None
+            and event_time.watermark_delay(df, spec.time) is None)
 
 
 def _periodic(df, spec: WindowSpec, name, expire_after):

@@ -42,7 +42,7 @@ from .errors import (CasMismatch, CodecRegistrationError, CorruptValue, FencingE
                      MissingData, StoreAuthenticationError, StoreClosed, StoreConfigError,
                      StoreError, StoreUnavailable)
 from .pool import pooled_store
-from .runs import Progress, check_run, finish_run
+from .runs import Progress, check_run, finish_run, tasks_of
 from .steps import Before
 from .urls import normalize_url, redact_url, scheme_of, typo_hint
 from .window import WindowStorage
@@ -119,7 +119,7 @@ def _factory(url: str) -> Callable[..., Store]:
 
 __all__ = [
     "FencingError",
-    "WindowStorage", "Batch", "Before", "Progress", "check_run", "finish_run",
+    "WindowStorage", "Batch", "Before", "Progress", "check_run", "finish_run", "tasks_of",
     "open_store", "check_url", "register_backend", "normalize_url", "redact_url", "scheme_of", "pooled_store",
     "Store", "StoreStats", "Token", "MAX_WINDOW_BYTES",
     "encode", "decode", "register_codec", "unregister_codec", "registered_codecs",

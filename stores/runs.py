@@ -52,7 +52,8 @@ A record is a window record without checkpoints (so ``mta-spark gc`` lists,
 ages and deletes it like any window), holding the run under ``"run"``, the
 step last finished under ``"step"`` and the count of tasks that step ran
 as under ``"tasks"`` (absent when the caller gives none).  Round trips per
-task: one read, one compare-and-set.
+task: one read, one compare-and-set.  :func:`tasks_of` reads that count
+back, for a restart that resumes it (``mta-spark stream``).
 """
 
 from __future__ import annotations
@@ -60,10 +61,10 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .codec import encode
-from .errors import CasMismatch, StoreError
+from .errors import CasMismatch, CorruptValue, StoreError
 from .window_meta import clock_of, decode_meta, new_meta, owner
 
-__all__ = ["Progress", "check_run", "finish_run"]
+__all__ = ["Progress", "check_run", "finish_run", "tasks_of"]
 
 
 class Progress(NamedTuple):
@@ -82,8 +83,7 @@ def check_run(store, record: str, run: str, step: int, *, tasks: int | None = No
     record is missing, another run's, or stamped by a step other than this
     one or the one before; and when this run's stamp was made by a step
     run as another count of tasks.  O(1), one round trip."""
-    blob, token = store.read_meta(record)
-    meta = decode_meta(blob, f"run record {record!r} in {store.url}") if blob is not None else None
+    meta, token = _read(store, record)
     if step > 0 and meta is None:
         grown = "" if tasks is None else (
             f"; or, if spark.sql.shuffle.partitions grew since the query started (it now runs as {tasks} tasks), "
@@ -117,6 +117,28 @@ def check_run(store, record: str, run: str, step: int, *, tasks: int | None = No
             f"micro-batch {stamped}: the query's checkpoint location lost micro-batches the store kept "
             "(restored, or not synced before a power loss); restart the query with a new checkpoint location")
     return Progress(record, meta, token, tasks)
+
+
+def tasks_of(store, record: str) -> int | None:
+    """The count of tasks the step that last stamped ``record`` (a task's
+    record in ``store``) ran as; ``None`` when there is no record or it
+    holds no count (stamped by a caller that gave none).  Whichever run
+    stamped it: the run's id is the query's, which a restart learns only
+    once it runs.  CorruptValue when the count is not a positive integer.
+    O(1), one round trip."""
+    meta, _ = _read(store, record)
+    tasks = meta.get("tasks") if meta is not None else None
+    if tasks is not None and (type(tasks) is not int or tasks < 1):
+        raise CorruptValue(f"run record {record!r} in {store.url}: its count of tasks {tasks!r} is not a "
+                           "positive integer")
+    return tasks
+
+
+def _read(store, record: str):
+    """``record``'s decoded record (msgpack through :mod:`stores.codec`,
+    never pickle; ``None`` when absent) and its token.  One round trip."""
+    blob, token = store.read_meta(record)
+    return (decode_meta(blob, f"run record {record!r} in {store.url}") if blob is not None else None), token
 
 
 def finish_run(store, run: str, step: int, progress: Progress) -> None:

@@ -480,6 +480,54 @@ def test_stream_two_runs_available_now(spark, tmp_path, capsys):
     assert result.count() == len(first) + len(second) + len(third)
 
 
+def test_stream_restarted_without_partitions_resumes_the_count_of_tasks_it_ran_as(spark, tmp_path, capsys):
+    """A stream run with --partitions 3, then restarted without it on a
+    session whose count is 2 (the module's, as on a machine with other
+    cores): the restart runs as the 3 tasks its records keep, says so, and
+    the output equals the oracle over all rows; every task's record says 3
+    tasks, stamped by the second micro-batch.  A --partitions the user gives
+    stays, and the query fails naming both counts."""
+    import stores
+
+    incoming, out, ckpt, state = tmp_path / "incoming", tmp_path / "out", tmp_path / "ckpt", tmp_path / "state"
+    incoming.mkdir()
+    first = make_rows(120, keys=5, seed=11, t_lo=0, t_hi=100)
+    second = make_rows(90, keys=5, seed=12, t_lo=100.5, t_hi=160)  # later than the first file
+    second = [r for r in second if r[2] not in {v for _, _, v in first}]
+    aggs = ["max", "mean", "count", "first"]
+    args = ["stream", "--input", incoming, "--output", out, "--checkpoint", ckpt, "--store", f"file:{state}",
+            "--key", "key", "--time", "t", "--value", "v", "--agg", ",".join(aggs), "--range", 30,
+            "--trigger", "available-now"]
+    default = spark.conf.get("spark.sql.shuffle.partitions")
+    assert default == "2"  # the count a restart without --partitions would otherwise run as
+    try:
+        write_csv(incoming / "part-1.csv", first)
+        assert run_cli(spark, *args, "--partitions", 3) == 0
+        assert "processed 120 rows" in capsys.readouterr().out
+        assert_matches(spark.read.parquet(str(out)).collect(), first, aggs, range=30)
+
+        spark.conf.set("spark.sql.shuffle.partitions", default)  # --partitions set it on the shared session
+        write_csv(incoming / "part-2.csv", second)
+        code = run_cli(spark, *args)
+        captured = capsys.readouterr()
+        assert code == 0, captured.err
+        assert f"processed {len(second)} rows" in captured.out
+        assert "resuming as 3 tasks, as this query ran before" in captured.err
+        assert_matches(spark.read.parquet(str(out)).collect(), first + second, aggs, range=30)
+        with stores.open_store(f"file:{state}") as store:
+            records = [n for n in store.window_names() if "/~task-" in n]
+            assert sorted(n.rsplit("-", 1)[1] for n in records) == ["0", "1", "2"]
+            for record in records:
+                meta = stores.decode(store.read_meta(record)[0])
+                assert (meta["tasks"], meta["step"]) == (3, 1), record
+
+        write_csv(incoming / "part-3.csv", [("k0", 170.0, 0.5)])
+        assert run_cli(spark, *args, "--partitions", 2) == 1  # the user's count stays, and fails
+        assert "ran as 3 tasks and now run as 2" in one_error_line(capsys.readouterr().err)
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", default)
+
+
 @pytest.mark.parametrize("names", [("key", "t", "v"), ("KEY", "T", "V")])
 def test_stream_slide_writes_each_window_once_the_watermark_passes_it(spark, tmp_path, capsys, names):
     """--watermark 5s --slide 5s --range 10 over two available-now runs (a

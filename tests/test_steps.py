@@ -15,6 +15,8 @@ refused.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -233,6 +235,35 @@ def test_a_tasks_progress_record_keeps_the_count_of_tasks_its_step_ran_as(store_
     assert task("b", 1, 3)["tasks"] == 3  # a record without a count takes the one given
     assert task("c", 0, 5)["tasks"] == 5  # a new run's stamp holds its own count
     assert task("c", 1, 5)["step"] == 1
+    store.close()
+
+
+def test_tasks_of_reads_back_the_count_of_tasks_a_record_keeps(store_url):  # noqa: F811
+    """``tasks_of`` gives the count the step that last stamped a task's
+    record was told (the count given to ``check_run``), whichever run
+    stamped it; None without a record or a count; a count that is not a
+    positive integer is a CorruptValue naming the record.  One round trip."""
+    store, record = stores.open_store(store_url), fresh_window("run") + "/~task-0"
+
+    def task(run, step, tasks):
+        stores.finish_run(store, run, step, stores.check_run(store, record, run, step, tasks=tasks))
+
+    assert stores.tasks_of(store, record) is None  # no record: a first run
+    task("a", 0, 6)
+    trips = store.stats.round_trips
+    assert stores.tasks_of(store, record) == 6
+    assert store.stats.round_trips == trips + 1
+    task("a", 1, 6)
+    assert stores.tasks_of(store, record) == 6
+    task("b", 0, None)  # a new run that gives no count
+    assert stores.tasks_of(store, record) is None
+    task("c", 0, 3)  # another run's count is read as well: a restart knows no run id yet
+    assert stores.tasks_of(store, record) == 3
+    for bad in ("3", 0, True, 2.0):
+        blob, token = store.read_meta(record)
+        store.cas_meta(record, token, stores.encode(dict(stores.decode(blob), tasks=bad)))
+        with pytest.raises(stores.CorruptValue, match=f"run record '{re.escape(record)}'.*count of tasks"):
+            stores.tasks_of(store, record)
     store.close()
 
 

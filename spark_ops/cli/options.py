@@ -153,7 +153,9 @@ def spark_options(master: str) -> argparse.ArgumentParser:
                        help="a Spark setting for the session mta-spark starts (repeatable), "
                             "e.g. --conf spark.executor.memory=2g")
     spark.add_argument("--partitions", type=positive_int, default=None, metavar="N",
-                       help="shuffle partitions, i.e. parallel window tasks (default: 4 x the cores)")
+                       help="shuffle partitions, i.e. parallel window tasks (default: 4 x the cores; a stream "
+                            "restarted without --slide, --watermark or --expire-after takes the count it ran as, "
+                            "which its records in --store keep and require)")
     spark.add_argument("--no-ui", action="store_true",
                        help="turn off the Spark UI of the session mta-spark starts (default: on, its address "
                             "printed when the session starts; the window job is named in its job descriptions)")

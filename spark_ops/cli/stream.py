@@ -85,6 +85,7 @@ def run(args, spark=None) -> int:
               .load(inputs.spark_path(args.input)))
         if args.watermark is not None:
             df = _with_watermark(df, args)
+        _resume_tasks(args, spark, df, spec, store, name, progress)
         out, _ = observe_rejected(windows(df, args, spec, store, name, value_type), args)
         # the query's name heads the description of each micro-batch's jobs in the Spark UI; active
         # queries' names are unique in a session, as are their checkpoints (hence ``name``)
@@ -119,6 +120,32 @@ def run(args, spark=None) -> int:
           f"{', '.join(out.columns)}), checkpoint {args.checkpoint}, "
           f"{f'store {shown(store)} ({trips:,} round trips)' if store else 'windows in Spark state'}")
     return EXIT_OK
+
+
+def _resume_tasks(args, spark, df, spec, store: str | None, name: str, progress: Progress) -> None:
+    """Before the plan is built: a query on the plan whose micro-batches run
+    as the count of tasks its progress records keep (``runs_as_tasks``)
+    resumes the count it ran as, which its record of task 0 keeps
+    (:func:`stores.tasks_of`, one round trip).  Spark restores no such count
+    from the checkpoint, and the session's default (4 x the cores) follows
+    the machine, which the records would refuse.  A count the user gave
+    (--partitions, --conf spark.sql.shuffle.partitions) stays: the query
+    then fails naming both counts."""
+    from ..api import runs_as_tasks
+
+    given = args.partitions or any(key == "spark.sql.shuffle.partitions" for key, _ in args.conf)
+    # a --time missing from the input is windows()'s error to report
+    if given or not store or args.time not in df.columns or not runs_as_tasks(df, spec, args.expire_after):
+        return
+    import stores
+
+    with stores.open_store(store) as opened:
+        tasks = stores.tasks_of(opened, spec.run_record(name, 0))
+    if tasks is None:  # a first run, or records that keep no count
+        return
+    spark.conf.set("spark.sql.shuffle.partitions", str(tasks))
+    progress.line(f"    resuming as {tasks} tasks, as this query ran before (spark.sql.shuffle.partitions="
+                  f"{tasks}, from its records in {shown(store)})")
 
 
 def _text_values(schema, fmt: str, args):
