@@ -358,6 +358,7 @@ static PyMethodDef Core_methods[] = {
     {"local_size", (PyCFunction)Core_local_size, METH_NOARGS, "References held."},
     {"level_bases", (PyCFunction)Core_level_bases, METH_NOARGS,
      "Each level's first held position (above its live head once compacted)."},
+    {"mark_failed", (PyCFunction)Core_mark_failed, METH_VARARGS, "Fail the core as the wrapper failed."},
     {NULL},
 };
 
@@ -376,11 +377,13 @@ static PyMethodDef Log_methods[] = {
     {"local_size", (PyCFunction)Core_local_size, METH_NOARGS, "References held."},
     {"level_bases", (PyCFunction)Core_level_bases, METH_NOARGS,
      "Each level's first held position (above its live head once compacted)."},
+    {"mark_failed", (PyCFunction)Core_mark_failed, METH_VARARGS, "Fail the core as the wrapper failed."},
     {NULL},
 };
 
 static PyGetSetDef Core_getset[] = {
     {"failure", (getter)Core_failure, NULL, "The exception user code raised, or None.", NULL},
+    {"failed_in", (getter)Core_failed_in, NULL, "The operation it was raised in, or None.", NULL},
     {NULL},
 };
 

@@ -22,11 +22,15 @@
 
 #define NOT_NAN_INT(v) 0
 #define EXTREME_LOOP(NAME, T, IS_NAN)                                                                       \
-    static int NAME(const T *x, const long long *start, const long long *end, T *out, Py_ssize_t m,        \
-                    long long *dq, int is_max) {                                                            \
+    static int NAME(const T *x, Py_ssize_t nx, const long long *start, const long long *end, T *out,      \
+                    Py_ssize_t m, long long *dq, int is_max, WindowFault *fault) {                          \
         long long head = 0, tail = 0, next = 0, last_nan = -1, last_start = 0, last_end = -1;              \
         for (Py_ssize_t i = 0; i < m; i++) {                                                                \
             long long s = start[i], e = end[i];                                                             \
+            if (s < 0 || e >= nx) {                                                                         \
+                *fault = (WindowFault){i, s, e};                                                            \
+                return -1;                                                                                  \
+            }                                                                                               \
             if (s < last_start || e < last_end || s > e) return 0;                                          \
             last_start = s;                                                                                 \
             last_end = e;                                                                                   \
@@ -54,8 +58,9 @@ EXTREME_LOOP(extreme_int64, long long, NOT_NAN_INT)
 /* window_extreme(x, start, end, out, is_max) -> bool.  Writes each window's
  * max (or min) into out, of x's kind, and returns True; or returns False,
  * out unusable, when the windows do not slide (an end or a start
- * decreases, or a window is empty).  ValueError for a window outside x or
- * an out of another length.  The GIL is released while it runs. */
+ * decreases, or a window is empty).  ValueError for a window outside x, an
+ * out of another length, or an out sharing memory with x, start or end.
+ * The GIL is released while it runs. */
 static PyObject *window_extreme(PyObject *self, PyObject *args) {
     PyObject *ox, *os, *oe, *oout, *result = NULL;
     int is_max;
@@ -75,19 +80,23 @@ static PyObject *window_extreme(PyObject *self, PyObject *args) {
         goto release;
     }
     const long long *start = bs->buf, *end = be->buf;
-    if (!windows_inside(start, end, m, nx, "window_extreme")) goto release;
+    static const char *const names[] = {"x", "start", "end", "out"};
+    if (!windows_inside(start, end, m, nx, "window_extreme") || !outputs_apart(v, names, 3, 4, "window_extreme"))
+        goto release;
     long long *dq = PyMem_RawMalloc((nx ? nx : 1) * sizeof(long long));
     if (!dq) {
         PyErr_NoMemory();
         goto release;
     }
     int slides;
+    WindowFault fault = {0, 0, 0};
     Py_BEGIN_ALLOW_THREADS
-    slides = kind == 'd' ? extreme_double(bx->buf, start, end, bo->buf, m, dq, is_max)
-                         : extreme_int64(bx->buf, start, end, bo->buf, m, dq, is_max);
+    slides = kind == 'd' ? extreme_double(bx->buf, nx, start, end, bo->buf, m, dq, is_max, &fault)
+                         : extreme_int64(bx->buf, nx, start, end, bo->buf, m, dq, is_max, &fault);
     Py_END_ALLOW_THREADS
     PyMem_RawFree(dq);
-    result = PyBool_FromLong(slides);
+    result = slides < 0 ? NULL : PyBool_FromLong(slides);
+    if (slides < 0) window_outside("window_extreme", fault, nx);
 release:
     release_buffers(v, held);
     return result;

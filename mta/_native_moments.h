@@ -79,15 +79,40 @@ static char take_buffer(PyObject *o, Py_buffer *views, int *held, const char *ki
     return kind;
 }
 
+/* Row i's window [s, e], as a loop read it, when it lies outside the values. */
+typedef struct { Py_ssize_t i; long long s, e; } WindowFault;
+
+/* 0 with ValueError naming ``fn`` and the window ``f`` outside nx values. */
+static int window_outside(const char *fn, WindowFault f, Py_ssize_t nx) {
+    PyErr_Format(PyExc_ValueError, "%s: window %zd [%lld, %lld] is outside the %zd values", fn, f.i, f.s, f.e, nx);
+    return 0;
+}
+
 /* Whether every window [start[i], end[i]] of m lies within nx values;
- * else 0 with ValueError naming ``fn`` and the first one outside. */
+ * else 0 with ValueError naming ``fn`` and the first one outside.  Checked
+ * before a kernel runs so that such windows are refused whether or not
+ * earlier ones slide; the kernels check each window again as they read it,
+ * since another thread may write start and end while the GIL is released. */
 static int windows_inside(const long long *start, const long long *end, Py_ssize_t m, Py_ssize_t nx,
                           const char *fn) {
-    for (Py_ssize_t i = 0; i < m; i++) {
-        if (start[i] < 0 || end[i] >= nx) {
-            PyErr_Format(PyExc_ValueError, "%s: window %zd [%lld, %lld] is outside the %zd values", fn, i, start[i],
-                         end[i], nx);
-            return 0;
+    for (Py_ssize_t i = 0; i < m; i++)
+        if (start[i] < 0 || end[i] >= nx) return window_outside(fn, (WindowFault){i, start[i], end[i]}, nx);
+    return 1;
+}
+
+/* Whether the buffers from views[first] on (a kernel's outputs) share no
+ * byte with any view before them (its inputs, the other outputs); else 0
+ * with ValueError naming ``fn`` and the two.  A kernel writing where it
+ * reads would take its own results for windows' bounds or values. */
+static int outputs_apart(const Py_buffer *views, const char *const *names, int first, int n, const char *fn) {
+    for (int j = first; j < n; j++) {
+        const char *a = views[j].buf;
+        for (int k = 0; k < j; k++) {
+            const char *b = views[k].buf;
+            if (views[j].len && views[k].len && a < b + views[k].len && b < a + views[j].len) {
+                PyErr_Format(PyExc_ValueError, "%s: %s shares memory with %s", fn, names[j], names[k]);
+                return 0;
+            }
         }
     }
     return 1;
@@ -102,8 +127,8 @@ static void release_buffers(Py_buffer *views, int held) {
  * window's mean and M2 (its count is end - start + 1) and returns True; or
  * returns False, the outputs unusable, when the windows do not slide (an
  * end or a start decreases, or a window is empty).  ValueError for a window
- * outside x or outputs of another length.  The GIL is released while it
- * runs. */
+ * outside x, outputs of another length, or outputs sharing memory with x,
+ * start, end or each other.  The GIL is released while it runs. */
 static PyObject *window_moments(PyObject *self, PyObject *args) {
     PyObject *ox, *os, *oe, *omean, *om2, *result = NULL;
     if (!PyArg_ParseTuple(args, "OOOOO:window_moments", &ox, &os, &oe, &omean, &om2)) return NULL;
@@ -124,7 +149,9 @@ static PyObject *window_moments(PyObject *self, PyObject *args) {
     }
     const double *x = bx->buf;
     const long long *start = bs->buf, *end = be->buf;
-    if (!windows_inside(start, end, m, nx, "window_moments")) goto release;
+    static const char *const names[] = {"x", "start", "end", "mean_out", "m2_out"};
+    if (!windows_inside(start, end, m, nx, "window_moments") || !outputs_apart(v, names, 3, 5, "window_moments"))
+        goto release;
     Moments *front = PyMem_RawMalloc((nx ? nx : 1) * sizeof(Moments));
     if (!front) {
         PyErr_NoMemory();
@@ -132,12 +159,18 @@ static PyObject *window_moments(PyObject *self, PyObject *args) {
     }
     double *mean_out = bmean->buf, *m2_out = bm2->buf;
     int slides = 1;
+    WindowFault fault = {0, 0, 0};
     Py_BEGIN_ALLOW_THREADS
     Moments back = MOMENTS_IDENTITY;
     long long front_end = 0, back_end = 0;  /* the front holds [.., front_end), the back [front_end, back_end) */
     long long last_start = 0, last_end = -1;
     for (Py_ssize_t i = 0; i < m; i++) {
         long long s = start[i], e = end[i];
+        if (s < 0 || e >= nx) {
+            fault = (WindowFault){i, s, e};
+            slides = -1;
+            break;
+        }
         if (s < last_start || e < last_end || s > e) {
             slides = 0;
             break;
@@ -157,7 +190,8 @@ static PyObject *window_moments(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS
     PyMem_RawFree(front);
-    result = PyBool_FromLong(slides);
+    result = slides < 0 ? NULL : PyBool_FromLong(slides);
+    if (slides < 0) window_outside("window_moments", fault, nx);
 release:
     release_buffers(v, held);
     return result;

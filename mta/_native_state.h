@@ -237,4 +237,40 @@ static int stack_push(Core *c, PyObject *e1) {
     return 0;
 }
 
+/* -- failure marked from Python --------------------------------------------
+ *
+ * Core.mark_failed(exception, operation): the wrapper (mta.native) failed
+ * in its own Python code (a slide's values or a bulk eviction's count
+ * raising), which the core never saw; its guard marks the core failed too,
+ * so that the core's methods, which callers reach without the wrapper,
+ * refuse as the pure-Python engine's do.  operation is one of the guarded
+ * operations (mta.engine.GUARDED_OPERATIONS), kept as the static name the
+ * failure message shows; a core already failed keeps its first failure.
+ * While an operation runs, the call that failed was made from its user code
+ * and changed nothing (a call back in is refused): the operation fails the
+ * core itself if the error reaches it. */
+static const char *const GUARDED_NAMES[] = {"insert", "evict", "bulk_evict", "enforce", "query", "push", "slide"};
+
+static PyObject *Core_mark_failed(Core *c, PyObject *args) {
+    PyObject *exc;
+    const char *name;
+    if (!PyArg_ParseTuple(args, "Os:mark_failed", &exc, &name)) return NULL;
+    if (!PyExceptionInstance_Check(exc)) return PyErr_Format(PyExc_TypeError, "mark_failed: not an exception");
+    for (size_t i = 0; i < sizeof GUARDED_NAMES / sizeof *GUARDED_NAMES; i++) {
+        if (strcmp(name, GUARDED_NAMES[i])) continue;
+        if (!c->failure && !c->busy) {
+            c->failure = Py_NewRef(exc);
+            c->failed_in = GUARDED_NAMES[i];
+        }
+        Py_RETURN_NONE;
+    }
+    return PyErr_Format(PyExc_ValueError, "mark_failed: %s is not a guarded operation", name);
+}
+
+/* Core.failed_in: the operation the failure was raised in, or None. */
+static PyObject *Core_failed_in(Core *c, void *unused) {
+    if (!c->failure) Py_RETURN_NONE;
+    return PyUnicode_FromString(c->failed_in);
+}
+
 #endif

@@ -62,8 +62,7 @@ def _failed(engine: "Engine", name: str, exc: BaseException) -> None:
     """Mark ``engine`` failed in ``name``, unless ``exc`` refused the call
     before any change (then the state is intact)."""
     if not _refused_here(exc):
-        engine._failure = exc
-        engine._failed_in = name
+        engine._mark_failed(exc, name)
 
 
 #: This package's directory: frames of code outside it are the user's.
@@ -143,6 +142,12 @@ class Engine:
         self.wsp = wsp
         self._failure: BaseException | None = None
         self._failed_in = ""
+
+    def _mark_failed(self, exc: BaseException, name: str) -> None:
+        """User code raised ``exc`` half-way through ``name``: every later
+        call refuses (:meth:`_check_usable`)."""
+        self._failure = exc
+        self._failed_in = name
 
     def _check_usable(self) -> None:
         """Raise :class:`EngineFailedError` if user code raised half-way

@@ -10,6 +10,8 @@ dimension it needs next to the user's aggregation.
 
 from __future__ import annotations
 
+import types
+import weakref
 from typing import Any, Callable, Sequence
 
 
@@ -195,6 +197,20 @@ def _fan_out(functions: Sequence[Callable], name: str) -> Callable:
                         fs)
 
 
+#: The combines product_monoid built, each to its components' combines, which the compiled core runs
+#: componentwise without the product's frame (mta.native.combine_spec).  Held here, by the function's
+#: identity, not read from an attribute: another callable with a ``components`` (a user's, or a
+#: functools.wraps wrapper, which copies the attributes) must still be called.
+_PRODUCTS: "weakref.WeakKeyDictionary[Callable, tuple]" = weakref.WeakKeyDictionary()
+
+
+def product_components(combine: Any) -> tuple | None:
+    """The components' combines of a combine :func:`product_monoid` built,
+    else None."""
+    # product combines are plain functions, compared by identity: no other object's __eq__ is consulted
+    return _PRODUCTS.get(combine) if type(combine) is types.FunctionType else None
+
+
 def product_monoid(monoids: Sequence[Monoid]) -> Monoid:
     """The componentwise product of ``monoids``; values are tuples."""
     monoids = tuple(monoids)
@@ -205,8 +221,7 @@ def product_monoid(monoids: Sequence[Monoid]) -> Monoid:
     if all(m.inverse is not None for m in monoids):
         inverse = _componentwise2([m.inverse for m in monoids], "product_inverse")
     combine = _componentwise2([m.combine for m in monoids], "product_combine")
-    # the compiled core combines these componentwise without this function's frame (mta.native.combine_spec)
-    combine.components = tuple(m.combine for m in monoids)
+    combine.components = _PRODUCTS[combine] = tuple(m.combine for m in monoids)
     return Monoid(
         combine,
         tuple(m.identity for m in monoids),

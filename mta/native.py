@@ -37,6 +37,7 @@ from .log_mta import LogMTA
 from .engine import Engine, check_count, check_evictions
 from .errors import EmptyWindowError, EngineFailedError
 from .level_queue import MemoryLevelQueue
+from .monoid import product_components
 
 try:
     from . import _native
@@ -74,13 +75,14 @@ def combine_kind(combine) -> int:
 
 def combine_spec(combine) -> tuple[int, Any]:
     """What a core takes for ``combine``: ``(kind, fn)``.  A product's
-    combine (:func:`mta.monoid.product_monoid`, which names its components'
-    combines in ``combine.components``) is ``KIND_PRODUCT`` with ``(combine,
-    kinds, fns)``, its components' own specs, so that the core combines
-    componentwise without the product's Python frame; anything else is
-    :func:`combine_kind` and ``combine`` itself."""
-    components = getattr(combine, "components", None)
-    if _native is not None and isinstance(components, tuple):
+    combine (one :func:`mta.monoid.product_monoid` built, as
+    :func:`mta.monoid.product_components` tells) is ``KIND_PRODUCT`` with
+    ``(combine, kinds, fns)``, its components' own specs, so that the core
+    combines componentwise without the product's Python frame; anything
+    else, whatever its attributes, is :func:`combine_kind` and ``combine``
+    itself."""
+    components = product_components(combine) if _native is not None else None
+    if components is not None:
         specs = [combine_spec(f) for f in components]
         return _native.KIND_PRODUCT, (combine, tuple(k for k, _ in specs), tuple(f for _, f in specs))
     return combine_kind(combine), combine
@@ -135,10 +137,18 @@ class _NativeEngine(Engine):
         self.query = self._raw_query = core.query
         self.push = self._raw_push = core.push
 
+    def _mark_failed(self, exc: BaseException, name: str) -> None:
+        # The wrapper's own Python code raised (a slide's values, a count's __index__): the core is told, or
+        # its methods, reached without the wrapper, would go on where the pure-Python engine refuses.  The
+        # core keeps its first failure (and ignores one from a call made back into it while it runs, which
+        # changed nothing).
+        super()._mark_failed(exc, name)
+        self._core.mark_failed(exc, name)
+
     def _check_usable(self) -> None:
-        failure = self._core.failure
-        if failure is not None:
-            _failure_raiser(type(self).__name__)(failure, "an earlier operation")
+        core = self._core
+        if core.failure is not None:
+            _failure_raiser(type(self).__name__)(core.failure, core.failed_in)
 
     def checkpoint(self, label=None) -> int:
         """As an in-memory pure-Python engine: refused."""

@@ -11,6 +11,7 @@ selection functions, and the pure-Python fallback.
 
 from __future__ import annotations
 
+import functools
 import gc
 import operator
 import os
@@ -183,6 +184,55 @@ def test_user_code_raising_marks_the_engine_failed(compiled, reference, where, e
             assert isinstance(info.value.__cause__, error)
 
 
+def _raising_values():
+    yield 1
+    raise KeyError("values")
+
+
+class _BadCount:
+    def __index__(self):
+        raise KeyError("count")
+
+
+def _outcome(engine, op):
+    """What ``op(engine)`` gave: its result, or its error's type, message
+    (the engine's class name left out) and cause's type."""
+    try:
+        return "ok", op(engine)
+    except Exception as exc:  # noqa: BLE001 - every error is compared
+        cause = type(exc.__cause__).__name__ if exc.__cause__ is not None else None
+        return type(exc).__name__, str(exc).replace(type(engine).__name__, "<engine>"), cause
+
+
+#: Operations whose own Python code raises, before the core runs.
+_FAILING = {"slide values": lambda e: e.slide(_raising_values(), [0, 0]),
+            "bulk_evict count": lambda e: e.bulk_evict(_BadCount())}
+
+
+@needs_core
+@PAIRS
+@pytest.mark.parametrize("failing", sorted(_FAILING))
+def test_failing_in_the_wrapper_fails_the_engine_as_the_reference(compiled, reference, failing):
+    """An operation whose own Python code raises before the core runs (a
+    slide's values, a count's __index__ raising other than TypeError)
+    fails the engine as the reference's guard does: every later call,
+    through the core's methods too (one bound before the failure among
+    them), raises EngineFailedError from it; refusals (an empty window, a
+    bad count) before it change nothing."""
+    ops = [lambda e: e.evict(), lambda e: e.bulk_evict(3), lambda e: e.slide([1, 2], [0, 5]),
+           lambda e: (e.insert(4), e.query())[1], _FAILING[failing], lambda e: e.bulk_evict(_BadCount()),
+           lambda e: e.insert(5), lambda e: e.query(), lambda e: e.evict(), lambda e: e.enforce(),
+           lambda e: e.push(6), lambda e: e.bulk_evict(0), lambda e: e.slide([7], [0]), lambda e: len(e)]
+    seen = {}
+    for cls in (compiled, reference):
+        e = cls(A.SUM.monoid, lambda t, p: False)
+        bound = e.insert
+        seen[cls] = [_outcome(e, op) for op in ops] + [_outcome(e, lambda e: bound(8))]
+    assert seen[compiled] == seen[reference]
+    assert [o[0] for o in seen[reference][4:-2]] == ["KeyError"] + ["EngineFailedError"] * 8
+    assert seen[reference][-1][0] == "EngineFailedError"
+
+
 #: Products whose components mix native kinds and Python calls: a
 #: non-commutative one (tuple concatenation), selective ones with the None
 #: identity, moments, and a product nested in a product.
@@ -211,6 +261,53 @@ def test_products_combine_componentwise_in_the_core():
     for bad in [("not", "a spec"), (CONCAT.combine, (0,), ()), (CONCAT.combine, (99,), (CONCAT.combine,))]:
         with pytest.raises(ValueError):
             native._native.AmortizedCore(bad, (), native._native.KIND_PRODUCT, None, None, EmptyWindowError, 1)
+
+
+class _Named:
+    """A user's combine that happens to have a tuple ``components``: a
+    pair's sum, named per coordinate."""
+
+    components = ("x", "y")
+
+    def __call__(self, a, b):
+        return (a[0] + b[0], a[1] + b[1])
+
+
+class _Scaled(_Named):
+    """Its ``components`` callables the core could run, yet its own
+    combine is another: (a0 + b0, a1 * b1)."""
+
+    components = (operator.add, operator.add)
+
+    def __call__(self, a, b):
+        return (a[0] + b[0], a[1] * b[1])
+
+
+@needs_core
+@PAIRS
+def test_only_products_built_here_combine_componentwise(compiled, reference):
+    """A combine with a ``components`` attribute that product_monoid did
+    not build (a user's, or a functools.wraps wrapper of a product's, which
+    copies it) is called as it is, as the reference calls it; products
+    still reach the core componentwise."""
+    pair = product_monoid([A.SUM.monoid, A.SUM.monoid])
+    calls = [0]
+
+    @functools.wraps(pair.combine)
+    def counted(a, b):
+        calls[0] += 1
+        return pair.combine(a, b)
+
+    vs, ks = [(1, 2), (3, 4), (5, 6), (7, 8), (0, 1)], [0, 0, 1, 0, 2]
+    for combine in (_Named(), _Scaled(), counted):
+        monoid = Monoid(combine, (0, 1))
+        calls[0] = 0
+        ref = reference(monoid).slide(vs, ks)
+        ref_calls, calls[0] = calls[0], 0
+        assert compiled(monoid).slide(vs, ks) == ref and calls[0] == ref_calls
+        assert native.combine_spec(combine) == (native._native.KIND_CALL, combine)
+    assert native.combine_spec(pair.combine)[0] == native._native.KIND_PRODUCT
+    assert pair.combine.components == (operator.add, operator.add)
 
 
 @needs_core
@@ -679,3 +776,83 @@ def test_a_combine_failing_in_split_leaks_nothing(compiled, reference):
     for k in range(60, 280):
         trial(k)
         assert live[0] == before, k
+
+
+@needs_core
+def test_compiled_kernels_refuse_outputs_sharing_memory_with_their_inputs():
+    """window_extreme and window_moments write their outputs while reading
+    the windows' bounds and values: an output overlapping x, start, end or
+    the other output is refused (ValueError naming both) before anything
+    is written, and outputs in other parts of one buffer are filled right
+    (a child process: an end overwritten by a result made the kernel read
+    and write past its buffers)."""
+    pytest.importorskip("numpy")
+    out = _in_child(
+        "import numpy as np\n"
+        "from mta import native\n"
+        "def run(fn, *args):\n"
+        "    try:\n"
+        "        return fn(*args)\n"
+        "    except ValueError as exc:\n"
+        "        return str(exc)\n"
+        "ext, mom = native.window_extreme, native.window_moments\n"
+        "x, zeros = np.array([100000, 1, 2, 3]), np.zeros(4, dtype=np.int64)\n"
+        "buf = np.array([0, 1, 2, 3, 0])\n"
+        "print(run(ext, x, zeros, buf[:4], buf[1:], True))\n"
+        "print(run(ext, x, zeros, np.arange(4), x, False))\n"
+        "ends = np.array([0, 1, 2, 3, 3])\n"
+        "print(run(ext, x.astype(float), zeros, ends[:4], ends[1:].view(float), True))\n"
+        "print(run(mom, x.astype(float), zeros, ends[:4], ends[1:].view(float), np.empty(4)))\n"
+        "both = np.empty(5)\n"
+        "print(run(mom, x.astype(float), zeros, np.arange(4), both[:4], both[1:]))\n"
+        "one = np.array([0, 0, 1, 2, 0, 1, 2, 3, 9, 9, 9, 9])\n"
+        "print(run(ext, x, one[:4], one[4:8], one[8:], True), one[8:].tolist())\n"
+        "spread = np.zeros(8)\n"
+        "print(run(mom, x.astype(float), one[:4], one[4:8], spread[:4], spread[4:]), spread.tolist())\n")
+    assert out.splitlines() == [
+        "window_extreme: out shares memory with end",
+        "window_extreme: out shares memory with x",
+        "window_extreme: out shares memory with end",
+        "window_moments: mean_out shares memory with end",
+        "window_moments: m2_out shares memory with mean_out",
+        "True [100000, 100000, 2, 3]",
+        f"True {[100000.0, 50000.5, 1.5, 2.5] + [0.0, 4999900000.5, 0.5, 0.5]}"]
+
+
+@needs_core
+@pytest.mark.parametrize("name", ["window_extreme", "window_moments"])
+def test_compiled_kernels_check_each_window_as_they_read_it(name):
+    """Another thread writing an end past x while a kernel runs (the GIL
+    released): the kernel refuses that window with the ValueError of a
+    window outside x, or finishes before it reads it (a child process:
+    it read and wrote past its buffers)."""
+    pytest.importorskip("numpy")
+    call = ("native.window_extreme(x, start, end, np.empty(n), True)" if name == "window_extreme"
+            else "native.window_moments(x, start, end, np.empty(n), np.empty(n))")
+    out = _in_child(
+        "import threading\n"
+        "import numpy as np\n"
+        "from mta import native\n"
+        "n = 1_000_000\n"
+        "x, start, end = np.arange(n, dtype=float), np.arange(n), np.arange(n)\n"
+        "running, done = threading.Event(), threading.Event()\n"
+        "def write():\n"
+        "    while not done.is_set():\n"
+        "        if running.is_set():\n"
+        "            end[-1] = 1 << 40\n"
+        "writer = threading.Thread(target=write)\n"
+        "writer.start()\n"
+        "seen = set()\n"
+        "for _ in range(20):\n"
+        "    end[-1] = n - 1\n"
+        "    running.set()\n"
+        "    try:\n"
+        f"        seen.add({call})\n"
+        "    except ValueError as exc:\n"
+        f"        assert str(exc) == '{name}: window 999999 [999999, 1099511627776] is outside the 1000000 values'\n"
+        "        seen.add('outside')\n"
+        "    running.clear()\n"
+        "done.set()\n"
+        "writer.join()\n"
+        "print(*seen)\n")
+    assert set(out.split()) <= {"True", "outside"}
