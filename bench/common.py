@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import gc
 import json
+import math
 import os
 import platform
 import subprocess
@@ -229,6 +230,16 @@ def finish(data: dict, started: float) -> dict:
     except OSError:
         pass
     return data
+
+
+def sums_agree(pairs) -> bool | None:
+    """Checksums ``(count, sum)`` of methods computing the same answers all
+    agree: counts exactly, sums within a relative 1e-9 (floats summed in each
+    method's own order); None when there are none (results recorded before
+    the checksums were kept)."""
+    pairs = list(pairs)
+    return None if not pairs else all(
+        n == pairs[0][0] and math.isclose(c, pairs[0][1], rel_tol=1e-9) for n, c in pairs)
 
 
 def fmt_ns(ns: float | None) -> str:

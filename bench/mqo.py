@@ -108,7 +108,8 @@ def _groups_for(queries, plan):
 
 def run_plan(specs, plan, agg, elements: int, cfg: RunConfig, seed: int = 1) -> dict:
     """Time ``elements`` pushes after a warm-up of the longest window, then
-    count monoid calls over the same pushes with a CountingMonoid."""
+    count monoid calls over the same pushes with a CountingMonoid; the
+    timed run's answers' count and sum, the same for every plan, checked."""
     rng = random.Random(seed)
     warm = max(r for r, _ in specs) + 2 * max(s for _, s in specs)
     data = [rng.random() for _ in range(warm + elements)]
@@ -134,11 +135,14 @@ def run_plan(specs, plan, agg, elements: int, cfg: RunConfig, seed: int = 1) -> 
                     push(v)
                 out["calls_per_element"] = monoid.calls / elements
             else:
-                answers = 0
+                completed = []  # summed after the clock stops: the checksum costs no timed work
+                keep = completed.append
                 c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
                 for v in data[warm:]:
-                    answers += len(push(v))
+                    keep(push(v))
                 wall, cpu = time.perf_counter_ns() - t0, time.thread_time_ns() - c0
+                out["answers"] = answers = sum(len(rs) for rs in completed)
+                out["checksum"] = sum(r.value for rs in completed for r in rs)
                 out["results_per_element"] = answers / elements
                 out["elements_per_s"] = elements / (wall / 1e9)
                 out["elements_per_s_cpu"] = elements / (cpu / 1e9)
@@ -297,6 +301,8 @@ def summarize(data: dict) -> dict:
             "auto_over_separate_cpu": None if auto is None else auto["elements_per_s_cpu"] / sep["elements_per_s_cpu"],
             "calls_estimate_error": {k: abs(r["estimate"] - r["calls_per_element"]) / r["calls_per_element"]
                                      for k, r in plans.items() if r["calls_per_element"]},
+            "checksums_agree": common.sums_agree((r["answers"], r["checksum"]) for r in plans.values()
+                                                 if "checksum" in r),
         }
         errs = list(entry["calls_estimate_error"].values())
         entry["calls_estimate_error_mean"] = sum(errs) / len(errs)
@@ -357,6 +363,9 @@ def report(data: dict) -> str:
         lines += ["", f"{agg}: plans", common.table(
             ["plan", "resolved", "trees", "el/s", "el/s cpu", "x separate", "calls/el", "estimate", "held",
              "held est"], rows)]
+        agree = common.sums_agree((r["answers"], r["checksum"]) for r in plans.values() if "checksum" in r)
+        if agree is not None:  # results recorded before the checksums were kept have none
+            lines.append(f"checksums of the plans (count and sum of answers) agree: {'yes' if agree else 'NO'}")
     lines += mqo_model.report_lines(data, common.table, fmt_num)
     recs = [r for r in data["records"] if r.get("part") == "sweep_estimate"]
     if recs:

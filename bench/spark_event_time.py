@@ -124,7 +124,7 @@ def run(cfg: RunConfig) -> dict:
             inputs[lag] = (directory, write_input(directory, *arrivals(hosts, seconds, lag * span), files))
         methods = [(BASELINE, 0.0, None)] + [(f"in order, watermark {d:.0%}", 0.0, d) for d in DISORDER[:1]] + \
                   [(f"out of order, {d:.0%}", d, d) for d in DISORDER]
-        with storebench.backends(cfg, ("redis",)) as backends:
+        with storebench.backends(cfg, storebench.configured(cfg, ("redis",))) as backends:
             stores = [("file", None), ("redis", backends.urls.get("redis"))]
             _warm_up(spark, work)
             for repeat in range(p["repeats"]):
@@ -163,10 +163,12 @@ def emitted(rec: dict, config: dict) -> int:
     """The rows a query gave outputs for: with a watermark of d seconds, the
     rows within d of the newest time still wait for later rows when the
     input ends (each host has a reading at every whole second, so that is
-    floor(d) readings per host)."""
+    ceil(d) readings per host: a fractional d still holds back the reading
+    floor(d) seconds old; d rounded first, as fraction x range can be
+    360.00000000000006 for 360)."""
     if rec["watermark_fraction"] is None:
         return rec["events"]
-    return rec["events"] - config["hosts"] * math.floor(rec["watermark_fraction"] * config["range_s"])
+    return rec["events"] - config["hosts"] * math.ceil(round(rec["watermark_fraction"] * config["range_s"], 6))
 
 
 def _medians(data: dict) -> dict:

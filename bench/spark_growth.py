@@ -45,10 +45,10 @@ def run(cfg: RunConfig) -> dict:
         "Rows/s = rows / wall time of the job (its output consumed by sum(max)).",
     ]
     records = data["records"] = []
-    with storebench.backends(cfg, ("redis", "file")) as backends:
+    with storebench.backends(cfg, storebench.configured(cfg, ("redis", "file"))) as backends:
         urls = {"memory": None, **backends.urls}
         data["stores"] = backends.info
-        for store in STORES:
+        for store in (s for s in STORES if s in urls):  # the stores --stores leaves out are not run
             for w in p["windows"]:
                 spark = sparkbench.session(cfg, p["keys"])
                 data.setdefault("spark", sparkbench.spark_versions(spark))
@@ -59,16 +59,27 @@ def run(cfg: RunConfig) -> dict:
                 out = sliding_window(df, key="k", time="t", value="v", aggs=AGGS, range=w, store=urls[store],
                                      engine="amta")  # the MTA: a batch job's windows are in the store only there
                 with sparkbench.WorkerMemory() as mem:
-                    seconds, _, n = sparkbench.timed(out, "max")
+                    seconds, checksum, n = sparkbench.timed(out, "max")
                 spark.stop()
                 rec = {"store": store, "window": w, "rows": n, "seconds": seconds, "rows_per_s": n / seconds,
+                       "checksum": checksum,
                        "peak_worker_mb": round(mem.peak_worker_mb, 1),
                        "peak_workers_total_mb": round(mem.peak_total_mb, 1)}
                 records.append(rec)
                 cfg.log(f"  spark-growth {store:<6} W={w:>9,} {rec['rows_per_s']:>9,.0f} rows/s  "
                         f"peak worker {rec['peak_worker_mb']:>7.1f} MB  ({seconds:.1f} s)")
                 job.save()
-    return job.finish(plot, summary=summarize)
+    return job.finish(plot, summary=summarize, checksums_agree=lambda d: checksums_agree(d["records"]))
+
+
+def checksums_agree(records) -> dict:
+    """Per W, whether every store gave the same row count and sum(max)
+    (``common.sums_agree``); None for a W whose records kept no checksum."""
+    by_w: dict = {}
+    for r in records:
+        if "checksum" in r:
+            by_w.setdefault(r["window"], []).append((r["rows"], r["checksum"]))
+    return {w: common.sums_agree(pairs) for w, pairs in by_w.items()}
 
 
 def _by_store(data) -> dict:
@@ -107,6 +118,10 @@ def summary_lines(data: dict) -> list[str]:
         if "memory_met" in v:
             line += f", target {v['memory_target']}: {verdict(v['memory_met'])}"
         lines.append(line)
+    agree = checksums_agree(data["records"])
+    if agree:  # results recorded before the checksums were kept have none
+        lines.append("checksums (rows, sum(max)) of the stores agree, per W: "
+                     + ", ".join(f"{w:,} {'?' if ok is None else 'yes' if ok else 'NO'}" for w, ok in agree.items()))
     return lines
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import time
 
-from . import sparkbench, storebench
+from . import common, sparkbench, storebench
 from .common import RunConfig
 from .experiment import Run
 
@@ -61,9 +61,22 @@ def write_input(directory: str, hosts: int, seconds: int, files: int, seed: int 
     return hosts * seconds
 
 
-def run_query(df, checkpoint: str, output_mode: str) -> tuple[float, dict]:
-    q = (df.writeStream.format("noop").outputMode(output_mode).option("checkpointLocation", checkpoint)
-         .trigger(availableNow=True).start())
+def run_query(df, checkpoint: str, output_mode: str, checksum_of: str | None = None) -> tuple[float, dict]:
+    """Run ``df`` to the end of its files, into the ``noop`` sink, or with
+    ``checksum_of`` a column into one that counts the output rows and sums
+    the column (``output_rows``, ``checksum``): methods computing the same
+    outputs must show the same."""
+    writer = df.writeStream.outputMode(output_mode).option("checkpointLocation", checkpoint)
+    sums = []
+    if checksum_of is None:
+        writer = writer.format("noop")
+    else:
+        from pyspark.sql import functions as F
+
+        def keep(batch, _batch_id):
+            sums.append(tuple(batch.agg(F.count(F.lit(1)), F.sum(checksum_of)).collect()[0]))
+        writer = writer.foreachBatch(keep)
+    q = writer.trigger(availableNow=True).start()
     t0 = time.perf_counter()
     q.awaitTermination()
     seconds = time.perf_counter() - t0
@@ -74,6 +87,9 @@ def run_query(df, checkpoint: str, output_mode: str) -> tuple[float, dict]:
         state = {"state_rows": op.get("numRowsTotal"), "state_memory_bytes": op.get("memoryUsedBytes")}
     state["micro_batches"] = len(progress)
     state["input_rows"] = sum(p["numInputRows"] for p in progress)
+    if checksum_of is not None:
+        state["output_rows"] = sum(n for n, _ in sums)
+        state["checksum"] = sum(c for n, c in sums if n)
     return seconds, state
 
 
@@ -102,14 +118,15 @@ def run(cfg: RunConfig) -> dict:
     data = job.data
     data["machine"]["redis_server"] = storebench.redis_server_version()
     data["notes"] = [
-        "Events/s = events / wall time of an availableNow query, one file per micro-batch, noop sink.",
+        "Events/s = events / wall time of an availableNow query, one file per micro-batch; the sink (foreachBatch) "
+        "counts each micro-batch's rows and sums their max, so the MTA's stores show they give the same outputs.",
         f"MTA: per-event max over the last {span} s; hopping: window(ts, '{span} s', '1 s') max, update mode, "
         f"watermark {span} s.",
         "State rows: Spark's state store (stateOperators.numRowsTotal) after the last micro-batch.",
     ]
     records = data["records"] = []
     with sparkbench.spark_run(cfg, data, 4, "mta-bench-stream-") as (spark, work):
-        with storebench.backends(cfg, ("redis",)) as backends:
+        with storebench.backends(cfg, storebench.configured(cfg, ("redis",))) as backends:
             redis_url = backends.urls.get("redis")
             _warm_up(spark, work)
             for size in ("small", "large"):
@@ -137,7 +154,7 @@ def run(cfg: RunConfig) -> dict:
                                              store=url, name=f"bench-{size}-{kind}")
                         mode = "append"
                     checkpoint = os.path.join(work, f"ckpt-{size}-{len(records)}")
-                    secs, state = run_query(out, checkpoint, mode)
+                    secs, state = run_query(out, checkpoint, mode, checksum_of="max")
                     assert state["input_rows"] == events, (method, state, events)
                     rec = {"input": size, "hosts": hosts, "seconds_of_data": seconds, "events": events,
                            "method": method, "wall_s": secs, "events_per_s": events / secs, **state}
@@ -147,7 +164,17 @@ def run(cfg: RunConfig) -> dict:
                     cfg.log(f"  spark-stream {size:<5} {method:<18} {rec['events_per_s']:>9,.0f} events/s "
                             f"({secs:.1f} s, {state['micro_batches']} batches, state rows {state.get('state_rows')})")
                     job.save()
-    return job.finish(plot)
+    return job.finish(plot, checksums_agree=lambda d: checksums_agree(d["records"]))
+
+
+def checksums_agree(records) -> dict:
+    """Per input, whether the MTA's stores gave the same output rows and
+    sum(max) (``common.sums_agree``; hopping windows output other rows)."""
+    by_input: dict = {}
+    for r in records:
+        if "checksum" in r and r["method"].startswith("MTA"):
+            by_input.setdefault(r["input"], []).append((r["output_rows"], r["checksum"]))
+    return {size: common.sums_agree(pairs) for size, pairs in by_input.items()}
 
 
 def plot(data: dict, path) -> None:
@@ -194,6 +221,10 @@ def summary_lines(data: dict) -> list[str]:
             lines.append(f"[ratio] small input, {method} / hopping windows: events/s "
                          f"{mine['events_per_s'] / hop['events_per_s']:.1f}x, Spark state rows "
                          f"{mine.get('state_rows')} vs {hop.get('state_rows')}")
+    agree = checksums_agree(data["records"])
+    if agree:  # results recorded with the noop sink have no checksums
+        lines.append("checksums (output rows, sum(max)) of the MTA's stores agree: " + ", ".join(
+            f"{size} {'?' if ok is None else 'yes' if ok else 'NO'}" for size, ok in agree.items()))
     return lines
 
 

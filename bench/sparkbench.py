@@ -143,8 +143,9 @@ def timed(df, column: str) -> tuple[float, float, int]:
 
 class CpuMeter:
     """CPU seconds (user + system) of the processes below this one while a
-    block runs, by kind: :attr:`python` (PySpark's daemon and workers) and
-    :attr:`jvm` (the driver and executors; anything else not Python).
+    block runs, by kind: :attr:`python` (PySpark's daemon and workers),
+    :attr:`store` (a redis-server child: the store's work, not Spark's) and
+    :attr:`jvm` (the driver and executors; anything else).
 
     Sampled every ``every`` seconds from a thread as well as at both ends,
     each process counted up to its last sample: PySpark's daemon ignores
@@ -158,7 +159,7 @@ class CpuMeter:
 
     def __init__(self, every: float = 0.1) -> None:
         self.every = every
-        self.jvm = self.python = 0.0
+        self.jvm = self.python = self.store = 0.0
         self._start: dict = {}
         self._last: dict = {}
         self._lock = threading.Lock()
@@ -167,7 +168,9 @@ class CpuMeter:
 
     @staticmethod
     def _now() -> dict:
-        """``{(pid, start time): (kind, CPU seconds)}`` of every process below this one."""
+        """``{(pid, start time): (kind, CPU seconds)}`` of every process below this one: "python" for
+        the workers, "store" for a store server (the redis-server that bench/redis_server.py starts as a
+        child, which is not Spark's work), "jvm" for the rest."""
         import psutil
 
         out = {}
@@ -177,7 +180,8 @@ class CpuMeter:
                     t, name, born = p.cpu_times(), p.name().lower(), p.create_time()
             except psutil.Error:
                 continue
-            out[(p.pid, born)] = ("python" if "python" in name else "jvm", t.user + t.system)
+            kind = "python" if "python" in name else "store" if "redis-server" in name else "jvm"
+            out[(p.pid, born)] = (kind, t.user + t.system)
         return out
 
     def _run(self) -> None:
@@ -197,10 +201,10 @@ class CpuMeter:
         self._stop.set()
         self._thread.join()
         self._last.update(self._now())
-        totals = {"jvm": 0.0, "python": 0.0}
+        totals = {"jvm": 0.0, "python": 0.0, "store": 0.0}
         for process, (kind, cpu) in self._last.items():
             totals[kind] += cpu - self._start.get(process, (kind, 0.0))[1]
-        self.jvm, self.python = totals["jvm"], totals["python"]
+        self.jvm, self.python, self.store = totals["jvm"], totals["python"], totals["store"]
 
 
 class WorkerMemory:

@@ -80,6 +80,12 @@ class Backends:
                 client.close()
 
 
+def configured(cfg: RunConfig, used) -> tuple[str, ...]:
+    """The stores of ``used`` a benchmark may start: those ``--stores``
+    names, so a machine without redis-server runs it with the file store."""
+    return tuple(b for b in used if b in cfg.store_backends)
+
+
 @contextmanager
 def backends(cfg: RunConfig, wanted=BACKENDS) -> Iterator[Backends]:
     """Start (or connect to) the stores of ``wanted``; stop and remove what

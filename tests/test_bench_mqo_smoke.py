@@ -32,3 +32,18 @@ def test_mqo_tiny(tmp_path):
     assert params == {tuple(x) for x in data["config"]["params"]}
     assert {(e["s_max"], e["o_max"]) for e in data["summary"]["params"]} == params
     assert "Targets:" in mqo.report(data)
+
+
+def test_mqo_tiny_plans_agree_on_the_answers(tmp_path):
+    """Every plan of an aggregation computes the same windows over the same
+    pushes: the JSON keeps each plan's count and sum of answers, and the
+    summary says they agree."""
+    mqo.run(RunConfig(profile="tiny", out=tmp_path, verbose=False, plot=False))
+    data = json.loads((tmp_path / "mqo.json").read_text())
+    for agg in mqo.AGGS:
+        plans = [r for r in data["records"] if r["part"] == "plans" and r["agg"] == agg]
+        assert len(plans) == len(mqo.plan_list(data["config"]["queries"], agg))
+        assert all(r["answers"] > 0 and isinstance(r["checksum"], float) for r in plans)
+        assert len({r["answers"] for r in plans}) == 1
+        assert data["summary"][agg]["checksums_agree"] is True
+    assert "checksums of the plans (count and sum of answers) agree: yes" in mqo.report(data)

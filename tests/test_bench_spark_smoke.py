@@ -109,6 +109,44 @@ def test_cpu_meter_counts_a_process_that_exits_during_the_block():
     assert cpu.jvm >= 0
 
 
+def test_cpu_meter_counts_the_redis_server_apart_from_the_jvm(tmp_path):
+    """A child named redis-server (the store server bench/redis_server.py
+    starts) is counted as :attr:`store`, not as JVM: spark-keys would
+    otherwise publish the store's CPU as Spark's.  A Python interpreter
+    under that name stands in for it, so the test needs no redis-server."""
+    import subprocess
+    import sys
+
+    from bench.sparkbench import CpuMeter
+
+    fake = tmp_path / "redis-server"
+    fake.symlink_to(sys.executable)
+    burn = ("import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass\n"
+            "time.sleep(0.6)")
+    with CpuMeter(every=0.05) as cpu:
+        subprocess.run([str(fake), "-c", burn], check=True)
+    assert cpu.store >= 0.36, cpu.store
+    assert cpu.jvm < 0.2 and cpu.python < 0.2, (cpu.jvm, cpu.python)
+
+
+def test_spark_keys_table_labels_the_jvm_cpu_of_records_before_the_split():
+    """Records without the redis-server's own figure show their JVM CPU as
+    measured, under a header saying it includes the store server's; new
+    records get a column of their own."""
+    base = {"keys": 10, "window": spark_keys.FRESH, "method": "MTA, redis store", "micro_batches": 2, "rows": 20,
+            "rows_per_s": 5.0, "python_ms_per_key_batch": 1.0, "jvm_ms_per_key_batch": 3.0,
+            "round_trips_per_key_batch": 1.0, "load_average": 0.5}
+    ((_, old_header, old_rows),) = spark_keys.tables({"records": [base]})
+    assert "JVM CPU ms / key / batch (includes the redis-server's)" in old_header
+    assert len(old_header) == len(old_rows[0]) and "3.00" in old_rows[0]
+    new = {**base, spark_keys.STORE_SERVER: 0.25}
+    ((_, header, rows),) = spark_keys.tables({"records": [new]})
+    assert "JVM CPU ms / key / batch" in header and "redis-server CPU ms / key / batch" in header
+    assert rows[0][header.index("redis-server CPU ms / key / batch")] == "0.25"
+    ((_, header, rows),) = spark_keys.tables({"records": [base, new]})
+    assert rows[0][header.index("redis-server CPU ms / key / batch")] == "?"
+
+
 def test_spark_demo(tmp_path):
     data = _run(spark_demo, tmp_path)
     assert [r["method"] for r in data["records"]] == spark_demo.METHODS  # interleaved, one run each (tiny)
@@ -137,10 +175,54 @@ def test_spark_growth(tmp_path):
     assert {(r["store"], r["window"]) for r in data["records"]} == {
         (s, w) for s in spark_growth.STORES for w in spark_growth.PROFILES["tiny"]["windows"]}
     assert all(r["peak_worker_mb"] > 10 and r["rows"] == 2 * 2 * r["window"] for r in data["records"])
+    # every store computes the same windows: per W, the same rows and sum(max)
+    assert all(isinstance(r["checksum"], float) for r in data["records"])
+    assert data["checksums_agree"] == {w: True for w in spark_growth.PROFILES["tiny"]["windows"]}
+    assert "checksums (rows, sum(max)) of the stores agree, per W: 50 yes, 500 yes" in spark_growth.report(data)
+
+
+class _Started(Exception):
+    """Raised by the stand-in for storebench.backends: the test ends there."""
+
+
+@pytest.mark.parametrize("module", [spark_growth, spark_keys])
+def test_spark_store_benches_start_only_the_stores_configured(module, tmp_path, monkeypatch):
+    """``--stores file`` keeps a Spark benchmark from starting redis-server
+    (a machine without one runs it with the file store): the stores it asks
+    storebench.backends for are those configured."""
+    from bench import storebench
+
+    asked = []
+
+    def backends(cfg, wanted=storebench.BACKENDS):
+        asked.append(tuple(wanted))
+        raise _Started
+
+    monkeypatch.setattr(storebench, "backends", backends)
+    for stores in (("file",), ("redis", "file")):
+        with pytest.raises(_Started):
+            module.run(RunConfig(profile="tiny", out=tmp_path, verbose=False, store_backends=stores))
+    assert "redis" not in asked[0] and "redis" in asked[1], asked
+
+
+def test_spark_event_time_counts_a_fractional_delays_waiting_reading():
+    """With readings at whole seconds, a watermark delay of 2.5 s holds
+    back the readings 0, 1 and 2 s old: ceil(d) per host, not floor(d)."""
+    config = {"hosts": 2, "range_s": 1000}
+    assert spark_event_time.emitted({"events": 100, "watermark_fraction": 0.0025}, config) == 100 - 2 * 3
+    assert spark_event_time.emitted({"events": 100, "watermark_fraction": 0.003}, config) == 100 - 2 * 3
+    assert spark_event_time.emitted({"events": 100, "watermark_fraction": None}, config) == 100
 
 
 def test_spark_stream(tmp_path):
     data = _run(spark_stream, tmp_path)
+    # the MTA's stores give the same outputs: one per event, the same sum of max
+    for r in data["records"]:
+        if r["method"].startswith("MTA"):
+            assert r["output_rows"] == r["events"] and isinstance(r["checksum"], float)
+    assert data["checksums_agree"] == {"small": True, "large": True}
+    assert "checksums (output rows, sum(max)) of the MTA's stores agree: small yes, large yes" in \
+        spark_stream.report(data)
     methods = {(r["input"], r["method"]) for r in data["records"]}
     assert ("small", "hopping windows") in methods and ("large", "MTA, redis store") in methods
     for r in data["records"]:
