@@ -348,6 +348,7 @@ def summarize(data: dict) -> dict:
 def report(data: dict) -> str:
     lines = [f"MQO (section 5): Q={data['config']['q']}, S_max={data['config']['s_max']}, "
              f"O_max={data['config']['o_max']}, {data['profile']} profile"]
+    s = data.get("summary") or summarize(data)
     for agg in AGGS:
         plans = _plans(data, agg)
         if not plans:
@@ -363,7 +364,7 @@ def report(data: dict) -> str:
         lines += ["", f"{agg}: plans", common.table(
             ["plan", "resolved", "trees", "el/s", "el/s cpu", "x separate", "calls/el", "estimate", "held",
              "held est"], rows)]
-        agree = common.sums_agree((r["answers"], r["checksum"]) for r in plans.values() if "checksum" in r)
+        agree = s.get(agg, {}).get("checksums_agree")
         if agree is not None:  # results recorded before the checksums were kept have none
             lines.append(f"checksums of the plans (count and sum of answers) agree: {'yes' if agree else 'NO'}")
     lines += mqo_model.report_lines(data, common.table, fmt_num)
@@ -387,7 +388,6 @@ def report(data: dict) -> str:
                  f"{r['calls_per_element']:.2f}", f"{r['estimate']:.2f}", str(r["held"])] for r in recs]
         lines += ["", "SlickDeque's multi-query setting: ranges 1..n, slide 1",
                   common.table(["n", "agg", "final", "el/s", "calls/el", "estimate", "held"], rows)]
-    s = data.get("summary") or summarize(data)
     lines += mqo_params.report_lines(data, s.get("params", []), common.table, fmt_num)
     lines += ["", "Targets:"]
     for k, v in s.get("targets", {}).items():
