@@ -10,7 +10,13 @@
 #   docker build -t mta-windows:0.1.0 .
 
 # -- the project's wheel ---------------------------------------------------------
+# The compiled cores (mta/_native.c, stores/_codec.c) are optional ext-modules: without a
+# C compiler pip still builds a wheel, silently without them.  The slim image removes
+# its compiler, so this stage installs one; the runtime stage gets only the wheel.
 FROM python:3.11.13-slim-bookworm AS wheel
+RUN apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY pyproject.toml README.md LICENSE ./
 COPY mta/ mta/
@@ -47,6 +53,11 @@ RUN python -m venv /opt/venv \
     && rm -rf /tmp/wheels \
     && python -c "import pyspark; assert pyspark.__version__ == '${SPARK_VERSION}', pyspark.__version__" \
     && mta-spark --help > /dev/null
+
+# The build fails, rather than the image running the pure-Python engines and codec, when a
+# compiled core did not make it into the wheel (pip only warns when one fails to build).
+RUN python -c "import mta.native as n; assert n.AVAILABLE, n.WHY_NOT" \
+    && python -c "import stores.codec as c; assert c.PACKS_IN_C, 'stores._codec is not built'"
 
 # Spark from the pyspark package; executors run the same Python as the driver
 ENV SPARK_HOME=/opt/venv/lib/python3.11/site-packages/pyspark \

@@ -25,16 +25,25 @@
 #             driver runs MTA_DRIVER_PYTHON (default: $PYTHON), which needs the
 #             project installed too.
 #
-# Also added: the RocksDB state store provider (for `stream`).  Your own options
-# come after and win.
+# Also added: the RocksDB state store provider (for `stream`), unless the
+# properties file (yours or spark-defaults.conf) names one.  Your own options come
+# after and win.
 #
 # Store credentials: MTA_REDIS_PASSWORD, MTA_REDIS_USERNAME, COUCHBASE_USERNAME and
 # COUCHBASE_PASSWORD, when set here, reach the driver and the executors through a
-# properties file only you can read (spark.executorEnv.*, spark.yarn.appMasterEnv.*,
-# spark.kubernetes.driverEnv.*), never a command line.  It replaces
-# spark-defaults.conf, so the defaults ($SPARK_CONF_DIR or $SPARK_HOME/conf, or
-# your --properties-file) are copied into it first.  Spark's UI redacts the
-# passwords (spark.redaction.regex).  On Kubernetes prefer Secrets (deploy/README.md).
+# properties file only you can read (spark.executorEnv.*, spark.yarn.appMasterEnv.*),
+# never a command line.  It replaces spark-defaults.conf, so the defaults
+# ($SPARK_CONF_DIR or $SPARK_HOME/conf, or your --properties-file) are copied into
+# it first.  Spark's UI redacts the passwords (spark.redaction.regex).
+#
+# With a k8s:// master no value is passed: Spark would write it into the pods' specs
+# and the driver's config map, which whoever reads pods or config maps sees.  The
+# pods take the variables from a Secret instead
+# (spark.kubernetes.{driver,executor}.secretKeyRef.VAR=NAME:VAR; deploy/README.md
+# shows how to create it):
+#   MTA_K8S_SECRET       the Secret's name (default: mta-store-credentials)
+#   MTA_K8S_SECRET_KEYS  the variables to take from it, comma-separated (default: those
+#                        of the four set here; the Secret must hold each one)
 #
 # Other environment variables:
 #   PYTHON       the Python that builds the wheel (default: python3)
@@ -54,6 +63,15 @@ credentials=(MTA_REDIS_PASSWORD MTA_REDIS_USERNAME COUCHBASE_USERNAME COUCHBASE_
 usage() {
   sed -n '2,4p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
+}
+
+# the value of the option at submit_opts[i], which must be there
+value_at() {
+  if [ "$1" -ge "${#submit_opts[@]}" ]; then
+    echo "submit.sh: ${submit_opts[$1 - 1]} needs a value" >&2
+    usage
+  fi
+  printf '%s' "${submit_opts[$1]}"
 }
 
 # split: spark-submit options -- mta-spark arguments
@@ -77,17 +95,19 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 # the user's --properties-file and --py-files are merged with ours
-properties_base="" py_files="" deploy_mode=client opts=()
+properties_base="" py_files="" deploy_mode=client master="" opts=()
 i=0
 while [ $i -lt ${#submit_opts[@]} ]; do
   opt=${submit_opts[$i]}
   case "$opt" in
-    --properties-file) i=$((i + 1)); properties_base=${submit_opts[$i]} ;;
+    --properties-file) i=$((i + 1)); properties_base=$(value_at $i) ;;
     --properties-file=*) properties_base=${opt#*=} ;;
-    --py-files) i=$((i + 1)); py_files=${submit_opts[$i]} ;;
+    --py-files) i=$((i + 1)); py_files=$(value_at $i) ;;
     --py-files=*) py_files=${opt#*=} ;;
-    --deploy-mode) opts+=("$opt"); i=$((i + 1)); deploy_mode=${submit_opts[$i]}; opts+=("$deploy_mode") ;;
+    --deploy-mode) i=$((i + 1)); deploy_mode=$(value_at $i); opts+=("$opt" "$deploy_mode") ;;
     --deploy-mode=*) deploy_mode=${opt#*=}; opts+=("$opt") ;;
+    --master) i=$((i + 1)); master=$(value_at $i); opts+=("$opt" "$master") ;;
+    --master=*) master=${opt#*=}; opts+=("$opt") ;;
     *) opts+=("$opt") ;;
   esac
   i=$((i + 1))
@@ -98,6 +118,12 @@ if [ -z "$properties_base" ]; then
     properties_base="$conf_dir/spark-defaults.conf"
   fi
 fi
+# a property of the base file, if set there (last one wins, as in Spark)
+base_property() {
+  [ -n "$properties_base" ] || return 0
+  sed -n "s/^[[:space:]]*$1[[:space:]]*[=:[:space:]][[:space:]]*//p" "$properties_base" | tail -n 1
+}
+[ -n "$master" ] || master=$(base_property 'spark\.master')
 
 # -- the code -----------------------------------------------------------------------
 ship_opts=()
@@ -134,6 +160,28 @@ escape() {  # a Java properties value
   [ "${v:0:1}" = " " ] && v="\\$v"
   printf '%s' "$v"
 }
+# on Kubernetes, references to a Secret's keys instead of the values
+on_k8s=no k8s_secret_keys=""
+case "$master" in k8s://*) on_k8s=yes ;; esac
+if [ "$on_k8s" = yes ]; then
+  k8s_secret=${MTA_K8S_SECRET:-mta-store-credentials}
+  if [ -n "${MTA_K8S_SECRET_KEYS:-}" ]; then
+    for name in ${MTA_K8S_SECRET_KEYS//,/ }; do
+      case " ${credentials[*]} " in
+        *" $name "*) k8s_secret_keys+="$name " ;;
+        *) echo "submit.sh: MTA_K8S_SECRET_KEYS: $name is none of ${credentials[*]}" >&2; exit 2 ;;
+      esac
+    done
+  else
+    for name in "${credentials[@]}"; do
+      [ -n "${!name:-}" ] && k8s_secret_keys+="$name "
+    done
+  fi
+  if [ -n "$k8s_secret_keys" ]; then
+    echo "submit.sh: k8s master: the pods take ${k8s_secret_keys% } from Secret $k8s_secret" \
+      "(no value is passed)" >&2
+  fi
+fi
 properties="$work/spark.properties"
 (
   umask 077
@@ -142,15 +190,25 @@ properties="$work/spark.properties"
       cat "$properties_base"
       echo
     fi
-    echo "spark.sql.streaming.stateStore.providerClass=$rocksdb"
-    for name in "${credentials[@]}"; do
-      if [ -n "${!name:-}" ]; then
-        value=$(escape "${!name}")
-        for prefix in spark.executorEnv spark.yarn.appMasterEnv spark.kubernetes.driverEnv; do
-          echo "$prefix.$name=$value"
+    if [ -z "$(base_property 'spark\.sql\.streaming\.stateStore\.providerClass')" ]; then
+      echo "spark.sql.streaming.stateStore.providerClass=$rocksdb"
+    fi
+    if [ -n "$k8s_secret_keys" ]; then
+      for name in $k8s_secret_keys; do
+        for role in driver executor; do
+          echo "spark.kubernetes.$role.secretKeyRef.$name=$k8s_secret:$name"
         done
-      fi
-    done
+      done
+    elif [ "$on_k8s" != yes ]; then
+      for name in "${credentials[@]}"; do
+        if [ -n "${!name:-}" ]; then
+          value=$(escape "${!name}")
+          for prefix in spark.executorEnv spark.yarn.appMasterEnv; do
+            echo "$prefix.$name=$value"
+          done
+        fi
+      done
+    fi
   } > "$properties"
 )
 

@@ -183,6 +183,50 @@ def test_run_parquet_count_window_with_timestamps_and_file_store(spark, tmp_path
                    time_of=lambda ts: (ts - base.to_pydatetime()).total_seconds())
 
 
+class _OnCluster:
+    """The session, as a job sees it, with ``master`` for its master: what a
+    command run under spark-submit on a cluster finds."""
+
+    def __init__(self, spark, master):
+        self._spark, self._master = spark, master
+
+    def __getattr__(self, name):
+        return getattr(self._spark, name)
+
+    @property
+    def sparkContext(self):  # noqa: N802 - pyspark's name
+        session = self
+
+        class Context:
+            master = session._master
+
+            def __getattr__(self, name):
+                return getattr(session._spark.sparkContext, name)
+
+        return Context()
+
+
+def test_a_file_store_on_a_cluster_is_warned_about_where_windows_go_there(spark, tmp_path, caplog):
+    """The file store is one machine's: a job whose windows go there (an
+    MTA) on a master that is not local gets a warning on stderr, and still
+    runs; one whose windows stay in executor memory, or on a local master,
+    does not."""
+    rows = make_rows(60, keys=2, seed=4)
+    src = tmp_path / "in.csv"
+    write_csv(src, rows)
+    job = ["run", "--input", src, "--key", "key", "--time", "t", "--value", "v", "--agg", "max", "--range", 15,
+           "--store", f"file:{tmp_path / 'state'}"]
+    cluster = _OnCluster(spark, "spark://spark-master.example.com:7077")
+    warned = lambda: [r for r in caplog.records if "SQLite file on one machine" in r.getMessage()]  # noqa: E731
+    with caplog.at_level(logging.WARNING):
+        assert run_cli(spark, *job, "--output", tmp_path / "local", "--engine", "amta") == 0
+        assert run_cli(cluster, *job, "--output", tmp_path / "columnar") == 0
+        assert warned() == []
+        assert run_cli(cluster, *job, "--output", tmp_path / "amta", "--engine", "amta") == 0
+    assert len(warned()) == 1 and "spark://spark-master.example.com:7077" in warned()[0].getMessage()
+    assert spark.read.parquet(str(tmp_path / "amta")).count() == len(rows)
+
+
 def test_run_json_time_window_format_option_and_overwrite(spark, tmp_path):
     rows = make_rows(200, keys=3, seed=3)
     src = tmp_path / "events.txt"  # no telling extension: --format json

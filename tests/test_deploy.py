@@ -76,6 +76,8 @@ SUBMIT = DEPLOY / "submit.sh"
 ENTRY_FILE = DEPLOY / "mta_spark_main.py"
 COUCHBASE_INIT = DEPLOY / "docker" / "couchbase-init.sh"
 SPARK_CONF_DIR = DEPLOY / "docker" / "conf"
+SECRET_EXAMPLE = K8S / "secret.yaml.example"
+CREDENTIALS = {"MTA_REDIS_PASSWORD", "MTA_REDIS_USERNAME", "COUCHBASE_USERNAME", "COUCHBASE_PASSWORD"}
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 JOBS = ("demo", "run", "stream")
 SPARK_SERVICES = ("spark-master", "spark-worker-1", "spark-worker-2")
@@ -247,6 +249,18 @@ def docker_instructions() -> list[tuple[str, str]]:
             word, _, rest = line.partition(" ")
             out.append((word.upper(), rest.strip()))
     return out
+
+
+def docker_stages() -> list[tuple[str | None, list[tuple[str, str]]]]:
+    """The Dockerfile's build stages: (name or None, the instructions after its FROM)."""
+    stages = []
+    for word, rest in docker_instructions():
+        if word == "FROM":
+            words = [w for w in rest.split() if not w.startswith("--platform")]
+            stages.append((words[2] if len(words) == 3 and words[1].upper() == "AS" else None, []))
+        elif stages:
+            stages[-1][1].append((word, rest))
+    return stages
 
 
 def dockerfile_env() -> dict[str, str]:
@@ -437,9 +451,9 @@ def test_dockerfile_versions_are_the_projects():
     runs = " ".join(r for w, r in instructions if w == "RUN")
     assert '"pyspark==${SPARK_VERSION}"' in runs
 
-    # Python 3.11, as the project's environment, within requires-python
-    assert sys.version_info[:2] == (3, 11)
+    # the image's Python is 3.11, within requires-python; this machine's may be any it allows
     low = re.fullmatch(r">=\s*(\d+)\.(\d+)", PYPROJECT["project"]["requires-python"])
+    assert sys.version_info[:2] >= (int(low.group(1)), int(low.group(2)))
     for line in (r for w, r in instructions if w == "FROM"):
         image = line.split()[0]
         if image.startswith("python:"):
@@ -451,12 +465,14 @@ def test_dockerfile_versions_are_the_projects():
     assert env["PYSPARK_PYTHON"] == env["PYSPARK_DRIVER_PYTHON"] == "/opt/venv/bin/python"
     assert "python -m venv /opt/venv" in runs
 
-    # Java 17 from Debian, JAVA_HOME pointing at it, as on this machine
+    # Java 17 from Debian, JAVA_HOME pointing at it; this machine's, which the real runs below
+    # use, any Spark 4 runs on (17 or newer)
     assert "openjdk-17-jre-headless" in runs and env["JAVA_HOME"] == "/usr/lib/jvm/java-17"
     assert "/usr/lib/jvm/java-17" in runs
     if shutil.which("java"):
         out = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
-        assert re.search(r'version "17\.', out), f"this machine's Java is not 17: {out}"
+        major = re.search(r'version "(?:1\.)?(\d+)', out)
+        assert major and int(major.group(1)) >= 17, f"this machine's Java is older than 17: {out}"
 
     # the project's wheel (built with its LICENSE) with the extras the services need
     # (spark brings matplotlib, for demo's plot)
@@ -484,6 +500,45 @@ def test_dockerfile_versions_are_the_projects():
         assert app["spec"]["mainApplicationFile"] == "local:///opt/mta/mta_spark_main.py"
 
 
+def test_image_builds_the_compiled_cores_and_fails_without_them():
+    """The cores are optional ext-modules: pip builds a wheel without them,
+    with a warning only, where no C compiler is, and the slim Python image
+    has none.  The wheel stage installs one (the runtime stage does not need
+    it), and a RUN after the wheel's install fails the build when either
+    compiled module is missing."""
+    stages = docker_stages()
+    builders = [s for s in stages if any(w == "RUN" and "pip wheel" in r for w, r in s[1])]
+    assert len(builders) == 1, "one stage builds the wheel"
+    runs = [r for w, r in builders[0][1] if w == "RUN"]
+    before_wheel = " ".join(runs[:next(i for i, r in enumerate(runs) if "pip wheel" in r)])
+    assert re.search(r"apt-get install\b[^&;]*\bgcc\b", before_wheel) and "libc6-dev" in before_wheel, \
+        "the wheel stage must install a C compiler before pip wheel"
+    runtime = [r for w, r in stages[-1][1] if w == "RUN"]
+    assert not any(re.search(r"\b(gcc|libc6-dev|build-essential)\b", r) for r in runtime), \
+        "the runtime stage needs no compiler"
+    installed = next(i for i, r in enumerate(runtime) if "mta_windows-*.whl" in r)
+    checks = [c for r in runtime[installed:] for c in re.findall(r'python -c "([^"]*)"', r)]
+    native = [c for c in checks if "mta.native" in c and "AVAILABLE" in c]
+    codec = [c for c in checks if "stores.codec" in c and "PACKS_IN_C" in c]
+    assert native and codec, "no RUN checks that the image's compiled cores load"
+
+    # the checks themselves: they pass with the cores and fail without them
+    from mta import native as mta_native
+    from stores import codec as store_codec
+
+    if not (mta_native.AVAILABLE and store_codec.PACKS_IN_C):
+        pytest.skip("the compiled cores are not built here (no C compiler at install): "
+                    f"{mta_native.WHY_NOT or 'stores._codec missing'}")
+    env = {k: v for k, v in os.environ.items() if k != "MTA_PURE_PYTHON"}
+    env["PYTHONPATH"] = str(ROOT)
+    for code in native + codec:
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        done = subprocess.run([sys.executable, "-c", code], env={**env, "MTA_PURE_PYTHON": "1"},
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode != 0 and "AssertionError" in done.stderr, f"{code!r} passes without the cores"
+
+
 def _dockerignored(path: str, patterns: list[str]) -> bool:
     ignored = False
     parts = path.strip("/").split("/")
@@ -509,7 +564,8 @@ def test_build_context_has_what_the_dockerfile_copies_and_no_secrets():
     for source in sources:
         assert (ROOT / source).exists(), f"Dockerfile copies {source}, which does not exist"
         assert not _dockerignored(source, patterns), f".dockerignore leaves {source} out of the build context"
-    for secret in (".env", ".venv/bin/python", ".git/config", "bench/results/exp1.json", "demo-output/x"):
+    for secret in (".env", ".venv/bin/python", ".git/config", "bench/results/exp1.json", "demo-output/x",
+                   "mta/_native.cpython-311-x86_64-linux-gnu.so", "stores/_codec.cpython-311-x86_64-linux-gnu.so"):
         assert _dockerignored(secret, patterns), f".dockerignore lets {secret} into the build context"
 
 
@@ -533,8 +589,8 @@ def test_credentials_are_the_variables_the_stores_read():
     for name in ("spark-worker-1", "spark-worker-2", *JOBS):
         assert credentials <= set(environment(compose()["services"][name])), \
             f"{name} lacks store credentials (executors and drivers open the store)"
-    secret = k8s_kind("Secret")[0]
-    assert set(secret["stringData"]) <= read
+    secret = yaml_documents(SECRET_EXAMPLE)[0]
+    assert secret["kind"] == "Secret" and set(secret["stringData"]) <= read
     submit = SUBMIT.read_text()
     listed = re.search(r"^credentials=\(([^)]*)\)", submit, re.M).group(1).split()
     assert set(listed) == {"MTA_REDIS_PASSWORD", "MTA_REDIS_USERNAME", "COUCHBASE_USERNAME", "COUCHBASE_PASSWORD"}
@@ -611,7 +667,8 @@ def test_kubernetes_manifests_fit_together():
     services = {d["metadata"]["name"]: d for d in k8s_kind("Service")}
     claims = {d["metadata"]["name"] for d in k8s_kind("PersistentVolumeClaim")}
     accounts = {d["metadata"]["name"] for d in k8s_kind("ServiceAccount")}
-    secrets = {d["metadata"]["name"]: d for d in k8s_kind("Secret")}
+    secret = yaml_documents(SECRET_EXAMPLE)[0]
+    secrets = {secret["metadata"]["name"]: secret}
     apps = k8s_kind("SparkApplication")
     assert {a["spec"]["arguments"][0] for a in apps} == {"run", "stream"}
     for app in apps:
@@ -631,10 +688,12 @@ def test_kubernetes_manifests_fit_together():
             pod = app["spec"][role]
             mounted.update({m["mountPath"]: m["name"] for m in pod["volumeMounts"]})
             names = {e["name"] for e in pod["env"]}
-            assert "MTA_REDIS_PASSWORD" in names, f"{name} {role}: no store password"
+            assert names == CREDENTIALS, f"{name} {role}: the store variables are {names}"
             for e in pod["env"]:
                 ref = e["valueFrom"]["secretKeyRef"]
-                assert ref["key"] in secrets[ref["name"]]["stringData"], f"{name} {role}: no {ref}"
+                assert ref["name"] in secrets and ref["key"] == e["name"], f"{name} {role}: {ref}"
+                # a Secret holds the keys of the store in use only; a missing required key stops the pod
+                assert ref.get("optional") is True, f"{name} {role}: {e['name']} must be an optional reference"
         paths = [getattr(ns, a, None) for a in ("input", "output", "checkpoint")]
         for path in filter(None, paths):
             assert any(path.startswith(m + "/") for m in mounted), f"{name}: {path} is on no shared volume"
@@ -655,6 +714,98 @@ def test_kubernetes_manifests_fit_together():
     assert redis["spec"]["template"]["metadata"]["labels"].items() >= services["redis"]["spec"]["selector"].items()
     for volume in redis["spec"]["template"]["spec"]["volumes"]:
         assert volume["persistentVolumeClaim"]["claimName"] in claims
+
+
+def test_the_secret_example_is_never_applied():
+    """``kubectl apply -f deploy/k8s/`` takes the directory's .yaml, .yml and
+    .json files: none may be a Secret, whose placeholders would replace the
+    real values (and become Redis's password).  The example lies beside them
+    under another name, and no manifest or document says to apply it."""
+    applied = [p for p in K8S.iterdir() if p.suffix in (".yaml", ".yml", ".json")]
+    assert applied
+    for path in applied:
+        kinds = [d.get("kind") for d in yaml_documents(path)]
+        assert "Secret" not in kinds, f"kubectl apply -f deploy/k8s/ would apply the Secret in {path.name}"
+    assert SECRET_EXAMPLE.suffix not in (".yaml", ".yml", ".json")
+    assert [d["kind"] for d in yaml_documents(SECRET_EXAMPLE)] == ["Secret"]
+    texts = {p.relative_to(ROOT): p.read_text() for p in [*applied, DEPLOY / "README.md", ROOT / "README.md"]}
+    for where, text in texts.items():
+        for line in text.splitlines():
+            if "kubectl apply" in line:
+                for name in re.findall(r"-f\s+(\S+)", line):
+                    file = K8S / Path(name).name
+                    assert file.is_file() and file in applied, f"{where}: applies {name}: {line.strip()}"
+
+
+def test_pods_run_unprivileged_and_can_write_the_shared_volume():
+    """Pod Security "restricted": non-root, no privilege escalation, every
+    capability dropped, the runtime's seccomp profile; fsGroup the image's
+    user, so that a fresh volume mounted at /data is writable by it."""
+    uid = int(dict(r.split("=", 1) for w, r in docker_instructions() if w == "ARG" and "=" in r)["MTA_UID"])
+    for app in k8s_kind("SparkApplication"):
+        for role in ("driver", "executor"):
+            pod, where = app["spec"][role], f"{app['metadata']['name']} {role}"
+            security = pod.get("podSecurityContext") or {}
+            assert security.get("runAsNonRoot") is True and security.get("runAsUser") == uid, where
+            assert security.get("fsGroup") == uid, f"{where}: fsGroup must be the image's user {uid}"
+            assert security.get("seccompProfile") == {"type": "RuntimeDefault"}, where
+            container = pod.get("securityContext") or {}
+            assert container.get("allowPrivilegeEscalation") is False, where
+            assert container.get("capabilities", {}).get("drop") == ["ALL"], where
+    redis = [d for d in k8s_kind("Deployment") if d["metadata"]["name"] == "redis"][0]["spec"]["template"]["spec"]
+    assert redis["securityContext"]["runAsNonRoot"] is True
+    assert redis["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    container = redis["containers"][0]["securityContext"]
+    assert container["allowPrivilegeEscalation"] is False and container["capabilities"]["drop"] == ["ALL"]
+
+
+#: memory size suffixes: Redis's (k = 1000, kb = 1024), Kubernetes's (K = 1000, Ki = 1024) and
+#: compose's (Docker's byte values: k, m, g are powers of 1024)
+_SIZES = {"redis": {"": 1, "k": 1000, "kb": 1024, "m": 1000 ** 2, "mb": 1024 ** 2, "g": 1000 ** 3, "gb": 1024 ** 3},
+          "k8s": {"": 1, "K": 1000, "Ki": 1024, "M": 1000 ** 2, "Mi": 1024 ** 2, "G": 1000 ** 3, "Gi": 1024 ** 3},
+          "compose": {"": 1, "b": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}}
+
+
+def _bytes(size: str, units: str) -> int:
+    """A memory size in bytes, read with ``units``' suffixes (a key of :data:`_SIZES`)."""
+    m = re.fullmatch(r"(\d+)([A-Za-z]*)", str(size).strip())
+    suffix = m and (m.group(2) if units == "k8s" else m.group(2).lower())
+    assert m and suffix in _SIZES[units], f"not a {units} memory size: {size!r}"
+    return int(m.group(1)) * _SIZES[units][suffix]
+
+
+def test_redis_refuses_writes_before_its_container_is_killed():
+    """Redis's --maxmemory lies below its container's memory limit, with
+    noeviction: at the cap it refuses writes (an error the job sees) instead
+    of being killed at the limit or evicting a window's pairs."""
+    redis = [d for d in k8s_kind("Deployment") if d["metadata"]["name"] == "redis"][0]
+    container = redis["spec"]["template"]["spec"]["containers"][0]
+    service = compose()["services"]["redis"]
+    for where, args, limit, units in (
+            ("k8s/redis.yaml", container["args"], container["resources"]["limits"]["memory"], "k8s"),
+            ("docker-compose.yml redis", argv(service), service.get("mem_limit"), "compose")):
+        assert option(args, "--maxmemory-policy") == "noeviction", where
+        assert option(args, "--maxmemory") and limit, f"{where}: no --maxmemory or no memory limit"
+        # room below the limit for the append-only file's rewrite and client buffers
+        assert _bytes(option(args, "--maxmemory"), "redis") <= 0.8 * _bytes(limit, units), \
+            f"{where}: --maxmemory near the limit {limit}"
+
+
+def test_a_file_store_on_a_cluster_master_is_warned_about(caplog):
+    from spark_ops.cli.store import warn_file_store_on_cluster
+
+    url = "file:///data/state"
+    with caplog.at_level("WARNING"):
+        for master in ("local[2]", "local", "local-cluster[2,1,1024]"):
+            assert not warn_file_store_on_cluster(url, master), master
+        for store in (None, "", "redis://redis:6379/0", "couchbase://cb/mta"):
+            assert not warn_file_store_on_cluster(store, "k8s://https://k:6443"), store
+        assert caplog.records == []
+        for master in ("spark://spark-master:7077", "yarn", "k8s://https://k:6443"):
+            assert warn_file_store_on_cluster(url, master), master
+    assert len(caplog.records) == 3
+    for record in caplog.records:
+        assert record.levelname == "WARNING" and url in record.getMessage() and "redis://" in record.getMessage()
 
 
 # -- .env.example and secrets ---------------------------------------------------------------
@@ -694,7 +845,7 @@ def test_no_secret_is_committed():
     for key, value in env_example().items():
         if SECRETISH.search(key) and not key.endswith("USERNAME"):
             assert value in PLACEHOLDERS, f".env.example: {key}={value!r} is not a placeholder"
-    for secret in k8s_kind("Secret"):
+    for secret in [*k8s_kind("Secret"), *yaml_documents(SECRET_EXAMPLE)]:
         for key, value in {**secret.get("stringData", {}), **secret.get("data", {})}.items():
             assert value in PLACEHOLDERS, f"Secret {secret['metadata']['name']}: {key} is not a placeholder"
     for path, doc in k8s_documents():
@@ -705,7 +856,8 @@ def test_no_secret_is_committed():
 
     # anything that looks like "password = literal" in the deployment files and docs
     assignment = re.compile(r"""(?i)(?:passw(?:or)?d|secret|token)\w*["']?\s*[:=]\s*(?P<v>"[^"]*"|'[^']*'|[^\s"',;)}]+)""")
-    files = [COMPOSE, ENV_EXAMPLE, DOCKERFILE, *sorted(p for p in DEPLOY.rglob("*") if p.is_file())]
+    files = [COMPOSE, ENV_EXAMPLE, DOCKERFILE, *sorted(p for p in DEPLOY.rglob("*")
+                                                       if p.is_file() and "__pycache__" not in p.parts)]
     for path in files:
         for n, line in enumerate(path.read_text().splitlines(), 1):
             line = re.sub(r"\$[{(][^})]*[})]", "$VAR", line)  # ${VAR...}, $(VAR), $(command)
@@ -750,6 +902,47 @@ def test_entry_file_answers_help_and_usage_errors_without_spark():
                           text=True, env=env, timeout=60)
     assert done.returncode == 2
     assert done.stderr.strip().startswith("mta-spark: error:") and len(done.stderr.strip().splitlines()) == 1
+
+
+class _SessionStarted(Exception):
+    pass
+
+
+@pytest.mark.parametrize("given, named", [
+    (["--conf", "spark.sql.session.timeZone=Europe/Paris"], ["--conf"]),
+    (["--no-ui", "--master", "local[1]"], ["--master", "--no-ui"]),
+    ([], []),
+])
+def test_entry_file_warns_of_the_session_options_spark_submit_ignores(monkeypatch, capsys, given, named):
+    """Under spark-submit the session exists before mta-spark runs: its
+    --master, --conf and --no-ui have no effect, and the entry file says so
+    before it takes the session."""
+    import importlib.util
+    import types
+
+    spec = importlib.util.spec_from_file_location("mta_spark_main_under_test", ENTRY_FILE)
+    entry = importlib.util.module_from_spec(spec)
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    spec.loader.exec_module(entry)
+
+    def started():
+        raise _SessionStarted
+
+    builder = types.SimpleNamespace(getOrCreate=started)
+    monkeypatch.setitem(sys.modules, "pyspark.sql", types.SimpleNamespace(SparkSession=types.SimpleNamespace(
+        builder=builder)))
+    args = ["run", "--input", "/data/in", "--output", "/data/out", "--key", "k", "--time", "t", "--value", "v",
+            "--agg", "max", "--range", "60", *given]
+    with pytest.raises(_SessionStarted):
+        entry.main(args)
+    err = capsys.readouterr().err
+    if not named:
+        assert err == ""
+        return
+    assert err.startswith("mta-spark: warning: ") and len(err.splitlines()) == 1, err
+    for flag in named:
+        assert flag in err.split(" ignored")[0]
+    assert "spark-submit" in err
 
 
 def test_entrypoint_runs_commands_and_the_kubernetes_driver_and_executor_modes(tmp_path):
@@ -819,9 +1012,10 @@ def test_submit_dry_run_passes_credentials_in_a_file_not_on_the_command_line(tmp
     assert "spark.executor.memory" in names, "the given --properties-file is kept"
     assert "spark.sql.streaming.stateStore.providerClass" in names
     for var in ("MTA_REDIS_PASSWORD", "COUCHBASE_USERNAME", "COUCHBASE_PASSWORD"):
-        for prefix in ("spark.executorEnv", "spark.yarn.appMasterEnv", "spark.kubernetes.driverEnv"):
+        for prefix in ("spark.executorEnv", "spark.yarn.appMasterEnv"):
             assert f"{prefix}.{var}" in names
     assert not any("MTA_REDIS_USERNAME" in n for n in names), "unset variables are not passed"
+    assert not any(n.startswith("spark.kubernetes.") for n in names), "no Kubernetes settings for YARN"
     assert not os.path.exists(properties_file), "the properties file is removed"
 
     # client mode: the driver runs the local Python
@@ -829,6 +1023,89 @@ def test_submit_dry_run_passes_credentials_in_a_file_not_on_the_command_line(tmp
                           env=env, timeout=60)
     assert done.returncode == 0, done.stderr
     assert f"spark.pyspark.driver.python={sys.executable}" in shlex.split(done.stdout.partition("\n")[0])
+
+
+def _dry_run(args: list[str], **extra: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in CREDENTIALS and not k.startswith("MTA_K8S_")}
+    env.update({"MTA_DRY_RUN": "1", "MTA_SHIP": "archive", "MTA_VENV_ARCHIVE": "/x/mta-venv.tar.gz",
+                "SPARK_HOME": str(spark_home()), "PYTHON": sys.executable}, **extra)
+    return subprocess.run([str(SUBMIT), *args, "--", "run", "--input", "/data/in", "--output", "/data/out"],
+                          capture_output=True, text=True, env=env, timeout=60)
+
+
+def _spark_submit_spy(tmp_path: Path) -> tuple[Path, Path]:
+    """A SPARK_HOME whose spark-submit copies the properties file it is given
+    (submit.sh removes its own on exit), and where the copy goes."""
+    seen = tmp_path / "seen.properties"
+    spy = tmp_path / "spark"
+    (spy / "bin").mkdir(parents=True)
+    (spy / "bin" / "spark-submit").write_text(
+        f'#!/bin/bash\nwhile [ "$1" != --properties-file ]; do shift; done\ncp "$2" "{seen}"\n')
+    (spy / "bin" / "spark-submit").chmod(0o755)
+    return spy, seen
+
+
+def _properties(done: subprocess.CompletedProcess) -> list[str]:
+    assert done.returncode == 0, done.stderr
+    return done.stdout.partition("\nproperties:\n")[2].split()
+
+
+def test_submit_to_kubernetes_passes_secret_references_not_values(tmp_path):
+    """With a k8s:// master Spark writes spark.executorEnv.* and
+    spark.kubernetes.driverEnv.* as literal values into the pods' specs and
+    the driver's config map: submit.sh passes references to a Secret's keys
+    instead, for the credential variables set (or listed)."""
+    secret, cb_secret = "s3cr3t-R3dis-pw", "s3cr3t-CB-pw"
+    master = ["--master", "k8s://https://kubernetes.example.com:6443", "--deploy-mode", "cluster"]
+    done = _dry_run(master, MTA_REDIS_PASSWORD=secret, COUCHBASE_USERNAME="mta", COUCHBASE_PASSWORD=cb_secret)
+    names = _properties(done)
+    assert secret not in done.stdout + done.stderr and cb_secret not in done.stdout + done.stderr
+    refs = {n for n in names if ".secretKeyRef." in n}
+    assert refs == {f"spark.kubernetes.{role}.secretKeyRef.{var}" for role in ("driver", "executor")
+                    for var in ("MTA_REDIS_PASSWORD", "COUCHBASE_USERNAME", "COUCHBASE_PASSWORD")}
+    assert not any(re.match(r"spark\.(executorEnv|yarn\.appMasterEnv|kubernetes\.(driver|executor)Env)\.", n)
+                   for n in names), f"a credential's value goes to the pods' specs: {names}"
+    assert "mta-store-credentials" in done.stderr
+
+    # the properties themselves: NAME:KEY, in the Secret given by MTA_K8S_SECRET; a master from
+    # the properties file counts as well
+    base = tmp_path / "base.conf"
+    base.write_text("spark.master k8s://https://kubernetes.example.com:6443\n")
+    spy, seen = _spark_submit_spy(tmp_path)
+    done = _dry_run(["--properties-file", str(base)], MTA_DRY_RUN="0", SPARK_HOME=str(spy),
+                    MTA_REDIS_PASSWORD=secret, MTA_K8S_SECRET="my-creds",
+                    MTA_K8S_SECRET_KEYS="MTA_REDIS_USERNAME,MTA_REDIS_PASSWORD")
+    assert done.returncode == 0, done.stderr
+    written = seen.read_text()
+    assert secret not in written
+    for role in ("driver", "executor"):
+        for var in ("MTA_REDIS_USERNAME", "MTA_REDIS_PASSWORD"):
+            assert f"spark.kubernetes.{role}.secretKeyRef.{var}=my-creds:{var}" in written.splitlines()
+    assert not re.search(r"Env\.", written)
+
+    done = _dry_run(master, MTA_K8S_SECRET_KEYS="MTA_REDIS_PASSWORD,NOT_A_STORE_VARIABLE")
+    assert done.returncode == 2 and "NOT_A_STORE_VARIABLE" in done.stderr
+
+
+@pytest.mark.parametrize("option", ["--properties-file", "--py-files", "--deploy-mode", "--master"])
+def test_submit_option_without_its_value_is_a_usage_error(option):
+    done = _dry_run(["--master", "yarn", option])
+    assert done.returncode == 2 and done.stdout == ""
+    assert f"submit.sh: {option} needs a value" in done.stderr and "unbound variable" not in done.stderr
+    assert "deploy/submit.sh [spark-submit options] -- COMMAND" in done.stderr
+
+
+def test_submit_keeps_the_state_store_provider_of_the_properties_file(tmp_path):
+    base = tmp_path / "base.conf"
+    base.write_text("spark.sql.streaming.stateStore.providerClass = com.example.MyProvider\n")
+    spy, seen = _spark_submit_spy(tmp_path)
+    done = _dry_run(["--master", "yarn", "--properties-file", str(base)], MTA_DRY_RUN="0", SPARK_HOME=str(spy))
+    assert done.returncode == 0, done.stderr
+    assert ROCKSDB not in seen.read_text() and "com.example.MyProvider" in seen.read_text()
+    without = tmp_path / "plain.conf"
+    without.write_text("spark.executor.memory 2g\n")
+    done = _dry_run(["--master", "yarn", "--properties-file", str(without)], MTA_DRY_RUN="0", SPARK_HOME=str(spy))
+    assert done.returncode == 0 and f"spark.sql.streaming.stateStore.providerClass={ROCKSDB}" in seen.read_text()
 
 
 # -- the documentation's commands ----------------------------------------------------------------
@@ -912,6 +1189,16 @@ def test_documented_commands_are_real():
     extras = PYPROJECT["project"]["optional-dependencies"]
     wanted = {re.split(r"[<>=]", r)[0] for r in PYPROJECT["project"]["dependencies"] + extras["spark"] + extras["redis"]}
     assert listed == wanted, f"deploy/README.md installs {listed}, the extras need {wanted}"
+
+
+def test_documented_wheel_names_carry_the_platform_tag():
+    """The declared ext-modules make the distribution non-pure: pip tags the
+    wheel for its Python and platform even when no compiler built them, so
+    no document may promise a py3-none-any wheel."""
+    assert PYPROJECT["tool"]["setuptools"]["ext-modules"]
+    for path in (DEPLOY / "README.md", ROOT / "README.md", SUBMIT):
+        assert "py3-none-any" not in path.read_text(), f"{path.relative_to(ROOT)} names a py3-none-any wheel"
+    assert "mta_windows-0.1.0-cp311-cp311-linux_x86_64.whl" in (DEPLOY / "README.md").read_text()
 
 
 # -- couchbase-init.sh against a stand-in of Couchbase's REST API ------------------------------------
@@ -1071,9 +1358,11 @@ def test_spark_submit_recipe_ships_the_wheel_with_py_files(tmp_path, redis_serve
     site = py / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
     (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     python = str(py / "bin" / "python")
+    bare = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # as the job's Python runs below
     assert subprocess.run([python, "-c", "import pyspark, pandas, pyarrow, msgpack, redis"],
-                          cwd=tmp_path).returncode == 0
-    assert subprocess.run([python, "-c", "import spark_ops"], cwd=tmp_path, capture_output=True).returncode != 0
+                          cwd=tmp_path, env=bare).returncode == 0
+    assert subprocess.run([python, "-c", "import spark_ops"], cwd=tmp_path, capture_output=True,
+                          env=bare).returncode != 0
 
     import random
 
@@ -1099,7 +1388,7 @@ def test_spark_submit_recipe_ships_the_wheel_with_py_files(tmp_path, redis_serve
     assert done.returncode == 0, done.stdout + done.stderr[-4000:]
     assert f"wrote {len(rows)} rows" in done.stdout
     assert SECRET not in done.stdout + done.stderr
-    # py3-none-any, or platform-tagged with the compiled core when the machine has a C compiler
+    # tagged for this Python and platform, with the compiled cores when the machine has a C compiler
     assert len(list(dist.glob(f"mta_windows-{VERSION}-*.whl"))) == 1 and (dist / "mta_windows.zip").is_file()
 
     import pyarrow.parquet as pq

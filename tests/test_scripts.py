@@ -104,3 +104,61 @@ def test_venv_reinstalls_when_pyproject_or_a_c_source_changed(venv_root, changed
     assert done.returncode == 0, done.stderr
     assert sum("pip install" in c for c in _calls(log)) == 2, _calls(log)
     assert "installing mta-windows[spark]" in done.stderr
+
+
+@pytest.mark.parametrize("version, installs", [
+    ('openjdk version "11.0.22" 2024-01-16', True),
+    ('java version "1.8.0_392"', True),
+    ('openjdk version "17.0.15" 2025-04-15', False),
+    ('openjdk version "21" 2023-09-19', False),
+])
+def test_needs_installs_java_when_the_one_on_path_is_older_than_asked(fake_bin, version, installs):
+    """Spark 4 needs Java 17 or newer: a `java` on PATH is not enough."""
+    env, log = fake_bin
+    java = Path(env["PATH"].split(":")[0]) / "java"
+    java.write_text(f"#!/usr/bin/env bash\necho '{version}' >&2\n")
+    java.chmod(0o755)
+    done = subprocess.run([str(SCRIPTS / "needs"), "java>=17:openjdk-17-jre-headless"],
+                          env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    apt = [c.split(" ", 1)[1] for c in _calls(log) if c.startswith("apt-get ")]
+    assert apt == (["update -qq", "install -y -qq openjdk-17-jre-headless"] if installs else []), _calls(log)
+
+
+def test_needs_installs_java_when_there_is_none(fake_bin):
+    env, log = fake_bin
+    bare = Path(env["PATH"].split(":")[0])
+    # only the stand-ins and the tools the script itself runs: no java
+    for tool in ("bash", "sed", "head", "id", "basename"):
+        (bare / tool).symlink_to(shutil.which(tool))
+    done = subprocess.run([str(SCRIPTS / "needs"), "java>=17:openjdk-17-jre-headless"],
+                          env={**env, "PATH": str(bare)}, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "apt-get install -y -qq openjdk-17-jre-headless" in _calls(log)
+
+
+def test_venv_makes_the_virtualenv_with_PYTHON_and_refuses_one_too_old(tmp_path, fake_bin):
+    """scripts/venv creates .venv with $PYTHON (default python3) and names
+    requires-python when that Python is older."""
+    env, log = fake_bin
+    root = tmp_path / "project"
+    (root / "scripts").mkdir(parents=True)
+    shutil.copy2(SCRIPTS / "venv", root / "scripts" / "venv")
+    (root / "pyproject.toml").write_text('[project]\nrequires-python = ">=3.10"\n')
+    old = Path(env["PATH"].split(":")[0]) / "python3.9"
+    _recorder(old, log, "exit 1\n")  # sys.version_info < (3, 10): status 1
+    done = subprocess.run([str(root / "scripts" / "venv"), "spark"], env={**env, "PYTHON": str(old)},
+                          capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert "3.10 or newer" in done.stderr and "PYTHON=" in done.stderr
+    assert not any("-m venv" in c for c in _calls(log)), _calls(log)
+
+    # a Python new enough makes the virtualenv (a stand-in that records the call and makes .venv/bin/python)
+    new = Path(env["PATH"].split(":")[0]) / "python3.12"
+    _recorder(new, log, f'[ "$1" = -m ] && mkdir -p "$3/bin" && cp "{root / "scripts" / "fake"}" "$3/bin/python"\n'
+                        "exit 0\n")
+    _recorder(root / "scripts" / "fake", log)
+    done = subprocess.run([str(root / "scripts" / "venv"), "spark"], env={**env, "PYTHON": str(new)},
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert f"python3.12 -m venv {root / '.venv'}" in _calls(log)

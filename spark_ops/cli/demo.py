@@ -16,7 +16,7 @@ from .errors import EXIT_FAILED, EXIT_OK, PROG, CLIError
 from .options import Command, positive_int, store_sizes
 from .progress import Progress, duration
 from .session import active_session, session
-from .store import check_store, normalize_store, shown
+from .store import check_store, normalize_store, shown, warn_file_store_on_cluster
 
 
 def add_arguments(p) -> None:
@@ -90,6 +90,7 @@ def run(args, spark=None) -> int:
         from .. import traffic
         from ..api import choose_engine, sliding_window
 
+        warn_file_store_on_cluster(store, spark.sparkContext.master)
         label = "running windows"
         before = traffic.round_trips(spark)
         df = spark.read.parquet(input_dir)

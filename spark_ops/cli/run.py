@@ -14,7 +14,7 @@ from .errors import EXIT_OK, PROG, CLIError
 from .options import Command, reader_options, slide_option, window_options
 from .progress import Progress, duration
 from .session import session
-from .store import check_store, normalize_store, shown
+from .store import check_store, normalize_store, shown, warn_file_store_on_cluster
 from .window import describe, observe_rejected, respelled, window_spec, windows
 
 _log = logging.getLogger(__name__)
@@ -108,6 +108,8 @@ def run(args, spark=None) -> int:
             out = windows(df, args, spec, store, None)
             out, observation = observe_rejected(out, args)
             engine, why = choose_engine(dataclasses.replace(spec, store=store, engine=args.engine), df)
+        if engine != "columnar":  # the columnar engine never opens the store
+            warn_file_store_on_cluster(store, spark.sparkContext.master)
         with progress.stage("running windows", spark,
                             f"{describe(spec)}, into {args.output}; engine {engine}: {why}",
                             job=f"{PROG} run: sliding window {describe(spec)}, engine {engine}"):

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 
 import stores
 
 from .errors import CLIError
+
+_log = logging.getLogger(__name__)
 
 
 def shown(url: str | None) -> str | None:
@@ -41,3 +44,19 @@ def check_store(url: str, *, retries: int = 1) -> None:
     finally:
         with contextlib.suppress(Exception):
             store.close()
+
+
+def warn_file_store_on_cluster(url: str | None, master: str) -> bool:
+    """Warn on stderr when the windows go to a ``file:`` store (SQLite, one
+    machine's) and ``master`` is not ``local``: executors on several nodes
+    would each open their own file, or one file over a network file system,
+    which SQLite's write-ahead log does not support.  Only a warning: a
+    cluster whose executors all run on this machine is a valid set-up.
+    True if it warned."""
+    if not url or stores.scheme_of(url) != "file" or master.startswith("local"):
+        return False
+    _log.warning("--store %s is a SQLite file on one machine, and master %s may run executors on other "
+                 "nodes: there each would open its own file, or one file over a network file system, which "
+                 "SQLite does not support (it can corrupt the windows); use a redis:// or couchbase:// store "
+                 "unless every executor runs on this machine", shown(url), master)
+    return True

@@ -15,7 +15,7 @@ from .errors import EXIT_OK, PROG, CLIError
 from .options import Command, reader_options, seconds, slide_option, trigger, window_options
 from .progress import Progress, duration, rows
 from .session import session
-from .store import check_store, normalize_store, shown
+from .store import check_store, normalize_store, shown, warn_file_store_on_cluster
 from .window import OBSERVED, describe, observe_rejected, respelled, value_columns, window_spec, windows
 
 _log = logging.getLogger(__name__)
@@ -78,6 +78,7 @@ def run(args, spark=None) -> int:
     name = "stream-" + hashlib.sha1(checkpoint.encode()).hexdigest()[:12]
     progress = Progress()
     with session(args, spark, "stream", progress) as spark:
+        warn_file_store_on_cluster(store, spark.sparkContext.master)
         schema = _schema(args, spark, fmt, progress)
         spec = respelled(args, schema.names)
         schema, value_type = _text_values(schema, fmt, args)
