@@ -161,8 +161,9 @@ def run(cfg: RunConfig) -> dict:
                     if kind is not None:
                         rec.update(store_size(kind, url, f"{work}/store-{size}"))
                     records.append(rec)
+                    held = "" if state.get("state_rows") is None else f", Spark state rows {state['state_rows']}"
                     cfg.log(f"  spark-stream {size:<5} {method:<18} {rec['events_per_s']:>9,.0f} events/s "
-                            f"({secs:.1f} s, {state['micro_batches']} batches, state rows {state.get('state_rows')})")
+                            f"({secs:.1f} s, {state['micro_batches']} batches{held})")
                     job.save()
     return job.finish(plot, checksums_agree=lambda d: checksums_agree(d["records"]))
 
