@@ -252,7 +252,7 @@ def check_columns(schema, key, time: str, value) -> tuple[tuple, list]:
     fields = {f.name: f.dataType for f in schema.fields}
     for c in columns:
         if c not in fields:
-            raise SlidingWindowError(f"no column {c!r} in the input; it has {', '.join(fields)}")
+            raise SlidingWindowError(names.missing_columns([c], list(fields)))
     for c in keys if isinstance(keys, tuple) else (keys,):
         if holds(fields[c], lambda t: isinstance(t, (MapType, VariantType))):
             raise SlidingWindowError(f"key column {c!r} is {fields[c].simpleString()}: Spark cannot group or sort "

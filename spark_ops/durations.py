@@ -25,7 +25,7 @@ UNITS = {
     **dict.fromkeys(("w", "week", "weeks"), 604800.0),
 }
 _CALENDAR = ("mo", "mon", "mons", "month", "months", "y", "yr", "yrs", "year", "years")
-_NUMBER = r"(\d+(?:\.\d*)?|\.\d+)"
+_NUMBER = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)"  # ASCII digits: \d would take any script's
 _PART = re.compile(_NUMBER + r"\s*([a-z]*)")
 _WHOLE = re.compile(r"(?:\s*" + _NUMBER + r"\s*[a-z]*)+\s*")
 EXAMPLES = "a number of seconds or a duration such as 10s, 500ms, 5m, 1h30m, '10 minutes'"
@@ -39,7 +39,13 @@ def seconds(value, what: str = "duration") -> float:
     if isinstance(value, bool):
         raise ValueError(f"{what} must be {EXAMPLES}, got {value!r}")
     if isinstance(value, (numbers.Real, decimal.Decimal)):
-        total = float(value)
+        try:
+            total = float(value)
+        except OverflowError:  # an int beyond a float's range (a Decimal becomes inf instead)
+            # its repr may be thousands of digits (or beyond Python's int-to-text limit): not quoted
+            raise ValueError(f"{what} must be positive and finite, got a number beyond a float's range") from None
+        except ValueError:  # a signalling NaN Decimal
+            raise ValueError(f"{what} must be positive and finite, got {value!r}") from None
     elif isinstance(value, dt.timedelta):
         total = value.total_seconds()
     elif isinstance(value, str):
@@ -55,6 +61,8 @@ def _parse(text: str, what: str) -> float:
     t = text.strip().lower()
     if t.startswith("interval "):  # Spark SQL's literal forms: INTERVAL 5 MINUTES, INTERVAL '5' MINUTE
         t = t[len("interval "):].replace("'", " ").strip()
+    if t.startswith("-") and _WHOLE.fullmatch(t[1:]):  # '-5 minutes', INTERVAL '-10' MINUTE
+        raise ValueError(f"{what} must be positive, got {text!r}")
     parts = _PART.findall(t)
     if not parts or not _WHOLE.fullmatch(t):
         raise ValueError(f"{what} must be {EXAMPLES}, got {text!r}")
@@ -66,7 +74,17 @@ def _parse(text: str, what: str) -> float:
     return sum(float(number) * UNITS[unit or "s"] for number, unit in parts)
 
 
-def spark_interval(value: float) -> str:
+def micros(value: float, what: str = "duration") -> int:
+    """``value`` seconds (:func:`seconds`' result) in whole microseconds,
+    Spark's unit; ``ValueError`` naming ``what`` if that is none (a
+    positive duration must not become zero)."""
+    us = round(value * 1_000_000)
+    if us < 1:
+        raise ValueError(f"{what} must be at least one microsecond, got {value!r}")
+    return us
+
+
+def spark_interval(value: float, what: str = "duration") -> str:
     """``value`` seconds as an interval string Spark takes
     (``withWatermark``, triggers), exact to the microsecond."""
-    return f"{round(value * 1_000_000)} microseconds"
+    return f"{micros(value, what)} microseconds"

@@ -4,7 +4,8 @@ Spark resolves a column name without regard to case (its default,
 ``spark.sql.caseSensitive=false``), so two names that differ only in case
 are one name to a later ``select``: :func:`clashes` and :func:`repeated`
 compare names that way, and :func:`spelled` finds the column a user's name
-means as Spark's own ``df["host"]`` does.  PySpark's ``mapInArrow`` and
+means as Spark's own ``df["host"]`` does (:func:`missing_columns` says why
+one it cannot find is not there).  PySpark's ``mapInArrow`` and
 ``applyInPandasWithState`` look each input column up by its name as a path,
 where a dot reaches into a struct and a backtick quotes: a column named
 ``host.name`` or ``a`b`` cannot cross them under its own name
@@ -14,7 +15,7 @@ and the function sees them under their own names again.
 
 from __future__ import annotations
 
-__all__ = ["awkward", "clashes", "map_in_arrow", "repeated", "spelled"]
+__all__ = ["awkward", "clashes", "map_in_arrow", "missing_columns", "repeated", "spelled", "trimmed"]
 
 
 def _folded(name: str) -> str:
@@ -50,8 +51,35 @@ def spelled(given, names):
         return type(given)(spelled(g, names) for g in given)
     if not isinstance(given, str) or given in names:
         return given
-    found = [n for n in names if _folded(n) == _folded(given)]
+    found = _answering(given, names)
     return found[0] if len(found) == 1 else given
+
+
+def _answering(name: str, names) -> list[str]:
+    """The names of ``names`` equal to ``name`` but for case."""
+    return [n for n in names if _folded(n) == _folded(name)]
+
+
+def missing_columns(given, names) -> str:
+    """The error for the columns ``given`` (a list) that are not among the
+    input's ``names`` as :func:`spelled` resolves them: a name several
+    columns answer to (``HOST`` for ``host`` and ``Host``, in a session that
+    tells them apart) is ambiguous rather than absent, so the message says
+    which columns it matches."""
+    for name in given:
+        found = _answering(name, names)
+        if len(found) > 1:
+            return (f"column {name!r} matches {', '.join(map(repr, found[:-1]))} and {found[-1]!r} (equal but "
+                    "for case, which this session tells apart); spell it exactly")
+    return f"no column {', '.join(map(repr, given))} in the input; it has {', '.join(names) or 'no columns'}"
+
+
+def trimmed(name: str, names) -> str:
+    """``name``, one of several typed in one string (SQL's ``key => 'dc,
+    host'``), as it names a column of ``names``: as typed when a column
+    answers to it (a CSV header's `` v``, kept apart from a column ``v``),
+    else without the blanks around it."""
+    return name if _answering(name, names) else name.strip()
 
 
 def awkward(name: str) -> bool:

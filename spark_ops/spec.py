@@ -31,7 +31,7 @@ from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
 from . import durations, frames, values
 from .aggregations import READY
-from .names import repeated
+from .names import repeated, trimmed
 
 __all__ = ["BAD_ROW_RULES", "ENGINES", "ENGINE_CHOICES", "READY", "SlidingWindowError", "WindowSpec"]
 
@@ -338,13 +338,14 @@ def column_names(given, argument: str, several: str = "") -> str | tuple:
     return names[0] if len(names) == 1 else tuple(names)
 
 
-def split_columns(text: str) -> list[str]:
+def split_columns(text: str, columns=None) -> list[str]:
     """Columns as a user types them in one string (``mta-spark --key``,
     ``--value``; SQL's ``key =>``, ``value =>``): ``"cpu,mem"`` is
-    ``["cpu", "mem"]``, blanks around each name dropped (an empty one is
-    left for :func:`column_names` to name).  The API's lists go to
-    :func:`column_names` as they are."""
-    return [c.strip() for c in text.split(",")]
+    ``["cpu", "mem"]``, blanks around each name dropped (but where one of
+    the input's ``columns``, if given, has them: :func:`~spark_ops.names.trimmed`;
+    an empty name is left for :func:`column_names` to name).  The API's
+    lists go to :func:`column_names` as they are."""
+    return [c.strip() if columns is None else trimmed(c, columns) for c in text.split(",")]
 
 
 def _range_size(size, what: str = "range"):

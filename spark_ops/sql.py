@@ -31,7 +31,9 @@ several sizes are ``range => '5m,1h'``, ``array(300, 3600)`` or
 ``map('5m', 300, '1h', 3600)`` (columns ``max_5m``, ``max_1h``).  Several
 key or value columns are ``'dc,host'`` or ``array('dc', 'host')``, split by
 the rule the command line's ``--key`` and ``--value`` share
-(:func:`spark_ops.spec.split_columns`); with several value columns (or a
+(:func:`spark_ops.spec.split_columns`: blanks around a name are dropped
+unless a column of the table has them, as for ``time =>``; an array's names
+are taken as given); with several value columns (or a
 struct column) each aggregation names the one it reads, ``aggs =>
 'max(cpu),mean(mem)'`` (columns ``max_cpu``, ``mean_mem``), and the
 columns reach the windows as one struct, as in the DataFrame call.
@@ -58,7 +60,7 @@ from typing import Any
 from pyspark.sql.udtf import AnalyzeResult, OrderingColumn, PartitioningColumn, SelectedColumn
 
 from . import aggregations, columnar, frames, rows, values
-from .names import spelled
+from .names import missing_columns, spelled, trimmed
 from .plan import TIME, VALUE, holds, quoted, time_sql
 from .spec import SlidingWindowError, WindowSpec, split_columns
 
@@ -122,6 +124,11 @@ class SlidingWindowFunction:
             raise SlidingWindowError(f"{FUNCTION_NAME}'s aggs => names {', '.join(map(repr, unknown))}, not a "
                                      f"ready aggregation; ready ones are {', '.join(aggregations.READY)}")
         schema = table.dataType
+        # 'dc,host' is several columns, as the CLI takes them; array('dc', 'host') keeps each name verbatim
+        given.update({a: split_columns(given[a], schema.names) for a in ("key", "value", "order")
+                      if isinstance(given[a], str)})
+        if isinstance(given["time"], str):  # one column: not split, blanks dropped by the same rule
+            given["time"] = trimmed(given["time"], schema.names)
         given.update({a: spelled(given[a], schema.names) for a in ("key", "time", "value", "order")})
         fields, types = check_columns(schema, given["key"], given["time"], given["value"])
         aggs = given["aggs"]
@@ -138,8 +145,8 @@ class SlidingWindowFunction:
         order = given["order"] or []
         unknown = [c for c in order if c not in schema.names]
         if unknown:
-            raise SlidingWindowError(f"{FUNCTION_NAME}'s order => names {unknown[0]!r}, not a column of the table "
-                                     f"({', '.join(schema.names)})")
+            raise SlidingWindowError(f"{FUNCTION_NAME}'s order => names {unknown[0]!r}: "
+                                     f"{missing_columns(unknown[:1], schema.names)}")
         engine, _ = engine_for(spec, streaming=False, fractional=values.per_column(types, FractionalType))
         # the kernels found here, on the driver, as the DataFrame call does (aggs renamed by a map)
         spec = dataclasses.replace(spec, engine=engine,
@@ -277,9 +284,8 @@ def _constants(arguments: dict) -> dict:
                                                               isinstance(value, dict)):
             raise SlidingWindowError(f"{FUNCTION_NAME}'s {name} => takes a string or an array of strings, got "
                                      f"{value!r}")
-        if name in ("key", "value", "order"):  # 'dc,host' or array('dc', 'host'): several columns, as the CLI takes
-            value = split_columns(value) if isinstance(value, str) else list(value) if isinstance(
-                value, (list, tuple)) else value
+        if name in ("key", "value", "order") and isinstance(value, tuple):  # a string: split in analyze, by columns
+            value = list(value)
         given[name] = float(value) if isinstance(value, decimal.Decimal) else value
     return given
 

@@ -29,7 +29,7 @@ import math
 import operator
 import re
 
-from .names import spelled
+from .names import missing_columns, spelled
 
 #: ``"max(cpu)"``: a ready aggregation and the value column it reads.
 _READS = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*\((.*)\)\s*")
@@ -64,7 +64,7 @@ def fields_of(schema, value) -> tuple[tuple, list]:
     types = {f.name: f.dataType for f in schema.fields}
     for c in value if isinstance(value, tuple) else (value,):
         if c not in types:
-            raise SlidingWindowError(f"no column {c!r} in the input; it has {', '.join(types)}")
+            raise SlidingWindowError(missing_columns([c], list(types)))
     if isinstance(value, tuple):
         names, data = value, [types[c] for c in value]
     elif isinstance(types[value], StructType):

@@ -44,16 +44,24 @@ from .errors import (CasMismatch, CodecRegistrationError, CorruptValue, FencingE
 from .pool import pooled_store
 from .runs import Progress, check_run, finish_run, tasks_of
 from .steps import Before
-from .urls import normalize_url, redact_url, scheme_of, typo_hint
+from .urls import normalize_url, redact_url, refused, scheme_of, typo_hint
 from .window import WindowStorage
 
 _backends: dict[str, Callable[..., Store]] = {}
+_url_checks: dict[str, Callable[[str], Any]] = {}
 
 
-def register_backend(scheme: str, factory: Callable[..., Store]) -> None:
+def register_backend(scheme: str, factory: Callable[..., Store],
+                     check: Callable[[str], Any] | None = None) -> None:
     """Make ``open_store`` open URLs of ``scheme`` with ``factory(url,
-    **options)`` (a plug-in point for other backends)."""
+    **options)`` (a plug-in point for other backends); ``check(url)``, if
+    given, is the parsing the factory does first, without connecting: it
+    raises :class:`StoreConfigError` for a URL the factory would refuse."""
     _backends[scheme.lower()] = factory
+    if check is None:
+        _url_checks.pop(scheme.lower(), None)
+    else:
+        _url_checks[scheme.lower()] = check
 
 
 def _memory(url: str, **options: Any) -> Store:
@@ -76,10 +84,31 @@ def _couchbase(url: str, **options: Any) -> Store:
     return CouchbaseStore(url, **options)
 
 
-for _s, _f in (("memory", _memory), ("file", _file), ("redis", _redis), ("rediss", _redis),
-               ("redis+cluster", _redis), ("rediss+cluster", _redis),
-               ("couchbase", _couchbase), ("couchbases", _couchbase)):
-    register_backend(_s, _f)
+# each backend's URL parser, as its store's constructor runs it: modules that import no client library
+def _memory_url(url: str) -> None:
+    from .memory_store import memory_name
+    memory_name(url)
+
+
+def _file_url(url: str) -> None:
+    from .urls import parse_file_url
+    parse_file_url(url)
+
+
+def _redis_url(url: str) -> None:
+    from .redis_url import parse_redis_url
+    parse_redis_url(url)
+
+
+def _couchbase_url(url: str) -> None:
+    from .couchbase_url import parse_couchbase_url
+    parse_couchbase_url(url)
+
+
+for _s, _f, _c in (("memory", _memory, _memory_url), ("file", _file, _file_url),
+                   *((s, _redis, _redis_url) for s in ("redis", "rediss", "redis+cluster", "rediss+cluster")),
+                   ("couchbase", _couchbase, _couchbase_url), ("couchbases", _couchbase, _couchbase_url)):
+    register_backend(_s, _f, _c)
 
 
 def open_store(url: str, **options: Any) -> Store:
@@ -96,9 +125,18 @@ def open_store(url: str, **options: Any) -> Store:
 
 def check_url(url: str) -> str:
     """``url``; raises :class:`StoreConfigError` if no backend opens it (an
-    unknown scheme, naming the known ones), as :func:`open_store` would,
-    without opening anything: a job checks its URL before any task runs."""
+    unknown scheme, naming the known ones) or its backend's URL parser
+    refuses it (a malformed URL, an unknown parameter, a Redis database or
+    timeout that is not a number, ...), as :func:`open_store` would, without
+    connecting: a job checks its URL before any task runs.  The message
+    shows the URL redacted."""
     _factory(url)
+    check = _url_checks.get(scheme_of(url) or "file")
+    if check is not None:
+        try:
+            check(url)
+        except StoreConfigError as e:
+            raise refused(url, e) from None
     return url
 
 

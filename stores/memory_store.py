@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from .base import STORE_OPTIONS, Store, Token, cas_mismatch
 from .meta_cas import first_token
 from .errors import StoreConfigError
+from .urls import redact_url
 
 
 class _Space:
@@ -43,16 +44,21 @@ def reset_memory(name: Optional[str] = None) -> None:
             _spaces.pop(name, None)
 
 
+def memory_name(url: str) -> str:
+    """The space a ``memory://NAME`` URL names (``""``: a store of its own)."""
+    parts = urlsplit(url)
+    if parts.scheme != "memory":
+        raise StoreConfigError(f"not a memory:// URL: {redact_url(url)!r}")
+    if parts.query or parts.fragment:
+        raise StoreConfigError(f"memory:// URLs take no query or fragment: {redact_url(url)!r}")
+    return (parts.netloc + parts.path).strip("/")
+
+
 class MemoryStore(Store):
     scheme = "memory"
 
     def __init__(self, url: str = "memory://", **options: Any) -> None:
-        parts = urlsplit(url)
-        if parts.scheme != "memory":
-            raise StoreConfigError(f"not a memory:// URL: {url!r}")
-        name = (parts.netloc + parts.path).strip("/")
-        if parts.query or parts.fragment:
-            raise StoreConfigError(f"memory:// URLs take no query or fragment: {url!r}")
+        name = memory_name(url)
         unknown = set(options) - STORE_OPTIONS
         if unknown:
             raise StoreConfigError(f"unknown option(s) for memory:// stores: "

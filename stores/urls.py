@@ -102,9 +102,15 @@ def normalize_url(url: str | None) -> str | None:
         try:
             return "file://" + parse_file_url(url)
         except StoreConfigError as e:
-            raise StoreConfigError(f"bad store URL {redact_url(url)}: {e}") from None
+            raise refused(url, e) from None
     scheme = scheme_of(url)
     return scheme + url[len(scheme):]
+
+
+def refused(url: str, error: StoreConfigError) -> StoreConfigError:
+    """The error for a store URL its backend's parser refused with
+    ``error``, naming the URL redacted."""
+    return StoreConfigError(f"bad store URL {redact_url(url)}: {error}")
 
 
 def is_secret_parameter(name: str) -> bool:

@@ -61,6 +61,45 @@ def test_durations_refused(given):
         durations.seconds(given, "range")
 
 
+@pytest.mark.parametrize("given, message", [
+    pytest.param(10 ** 400, "range must be positive and finite, got a number beyond a float's range", id="10**400"),
+    pytest.param(10 ** 5000, "range must be positive and finite, got a number beyond a float's range",
+                 id="10**5000"),
+    ("-5 minutes", "range must be positive, got '-5 minutes'"),
+    ("INTERVAL '-10' MINUTE", "range must be positive, got \"INTERVAL '-10' MINUTE\""),
+    (decimal.Decimal("sNaN"), "range must be positive and finite, got Decimal('sNaN')"),
+    ("\u0663 minutes", "range must be a number of seconds or a duration such as")])
+def test_durations_refused_saying_why(given, message):
+    """A number beyond a float's range is the documented error (a
+    ``SlidingWindowError`` from ``range=``), not an ``OverflowError``; a
+    negative duration is told to be positive; a signalling NaN names the
+    parameter too; digits are ASCII ones."""
+    from spark_ops.spec import WindowSpec
+
+    with pytest.raises(ValueError) as err:
+        durations.seconds(given, "range")
+    assert str(err.value).startswith(message)
+    with pytest.raises(SlidingWindowError) as err:
+        WindowSpec.build(key="k", time="t", value="v", aggs=["max"], range=given)
+    assert str(err.value).startswith(message)
+
+
+def test_a_duration_that_becomes_microseconds_is_at_least_one():
+    """A watermark delay (a Spark interval, in microseconds) under one
+    microsecond is refused, as ``slide=`` is, not made zero."""
+    import argparse
+
+    from spark_ops.cli.options import interval
+
+    with pytest.raises(ValueError, match=r"^watermark must be at least one microsecond, got 4e-07$"):
+        durations.spark_interval(4e-7, "watermark")
+    assert durations.spark_interval(6e-7, "watermark") == "1 microseconds"
+    assert durations.spark_interval(durations.seconds("10m")) == "600000000 microseconds"
+    with pytest.raises(argparse.ArgumentTypeError, match="at least one microsecond"):
+        interval("0.0000004")
+    assert interval("1us") == 1e-6
+
+
 def test_numpy_and_timedelta_sizes_give_the_windows(spark):
     """``range=timedelta``, ``rows=np.int64`` and ``slide=`` as a quoted
     interval literal give the windows of the plain numbers."""

@@ -241,14 +241,30 @@ def test_value_columns_and_their_aggregations_as_spark_resolves_them(spark):
 def test_a_name_two_columns_answer_to_is_refused(spark):
     """Where the session tells names apart by case and two columns answer to
     the name given (``HOST`` for ``host`` and ``Host``), neither is guessed:
-    the error names the column and lists the input's."""
+    the error says the name matches both and must be spelled exactly, in
+    the DataFrame call (key or value) and in SQL."""
+    from pyspark.errors import AnalysisException
+
+    from spark_ops.sql import register_sql
+
+    ambiguous = "column 'HOST' matches 'host' and 'Host' (equal but for case, which this session tells apart); " \
+                "spell it exactly"
     spark.conf.set("spark.sql.caseSensitive", "true")
     try:
-        df = spark.createDataFrame([("a", "b", 1.0, 2.0)], "host string, Host string, t double, v double")
-        with pytest.raises(SlidingWindowError, match=r"no column 'HOST' in the input; it has host, Host"):
-            sliding_window(df, key="HOST", time="t", value="v", aggs=["max"], range=10)
-        got = sliding_window(df, key="Host", time="t", value="v", aggs=["max"], range=10).collect()
-        assert [tuple(r) for r in got] == [("a", "b", 1.0, 2.0, 2.0)]
+        df = spark.createDataFrame([("a", "b", 1.0, 2.0, 3.0)],
+                                   "host string, Host string, t double, cpu double, CPU double")
+        with pytest.raises(SlidingWindowError) as err:
+            sliding_window(df, key="HOST", time="t", value="cpu", aggs=["max"], range=10)
+        assert str(err.value) == ambiguous
+        with pytest.raises(SlidingWindowError, match=r"^column 'Cpu' matches 'cpu' and 'CPU' .*; spell it exactly$"):
+            sliding_window(df, key="host", time="t", value=["Cpu"], aggs=["max"], range=10)
+        register_sql(spark)
+        df.createOrReplaceTempView("two_hosts")
+        with pytest.raises(AnalysisException, match=r"column 'HOST' matches 'host' and 'Host' \(equal but for"):
+            spark.sql("SELECT * FROM mta_sliding_window(TABLE(two_hosts), key => 'HOST', time => 't', "
+                      "value => 'cpu', aggs => 'max', range => 10)").collect()
+        got = sliding_window(df, key="Host", time="t", value="CPU", aggs=["max"], range=10).collect()
+        assert [tuple(r) for r in got] == [("a", "b", 1.0, 2.0, 3.0, 3.0)]
     finally:
         spark.conf.unset("spark.sql.caseSensitive")
 

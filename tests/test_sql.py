@@ -183,6 +183,19 @@ def test_bad_arguments_fail_at_analysis(spark, arguments, message):
     assert "policy" not in str(info.value) and "Aggregator" not in str(info.value)  # what SQL cannot give
 
 
+def test_a_store_url_its_backend_refuses_fails_at_analysis(spark):
+    """A Redis URL with an unknown parameter is refused before any row is
+    read (the store is never opened), naming the URL with no password."""
+    from pyspark.errors import AnalysisException
+
+    rows = random_rows(random.Random(16), keys=2)
+    with pytest.raises(AnalysisException) as info:
+        spark.sql(_call(_table(spark, rows), key="k", time="t", value="v", aggs="max", range=5, engine="amta",
+                        store="redis://:S3cr3tPW@127.0.0.1:1/0?bogus=1"))
+    assert "bad store URL redis://:***@127.0.0.1:1/0?bogus=1: unknown Redis URL parameter 'bogus'" in str(info.value)
+    assert "S3cr3tPW" not in str(info.value)
+
+
 def test_an_argument_must_be_a_constant(spark):
     from pyspark.errors import AnalysisException
 
@@ -378,3 +391,25 @@ def test_workers_in_a_zone_with_daylight_saving_refuse_the_repeated_hour():
         assert (f"column {column!r} holds 2024-11-03T01:30:00 (local time of the Python workers), in an hour their "
                 "time zone repeats" in done.stdout), done.stdout[-2000:]
     assert "TZ=UTC" in done.stdout
+
+
+def test_blanks_around_a_name_belong_to_the_column_that_has_them(spark):
+    """A column `` v`` beside ``v`` (a CSV header's blanks): ``value => ' v'``
+    reads `` v``, as the DataFrame call's ``value=' v'`` does, and ``' k, t'``
+    style blanks are dropped only where no column has them, for ``time =>``
+    as for the others; ``array(...)`` takes each name as given."""
+    rows = [(1, "a", 1.0, 100.0, 1.0), (2, "a", 2.0, 200.0, 2.0), (3, "b", 3.0, 400.0, 4.0)]
+    spark.createDataFrame(rows, "id long, k string, t double, ` v` double, v double").createOrReplaceTempView(
+        "blanks")
+
+    def sums(key, time, value, *, arrays=False):
+        quote = (lambda n: f"array('{n}')") if arrays else (lambda n: f"'{n}'")
+        got = spark.sql(f"SELECT * FROM mta_sliding_window(TABLE(blanks), key => {quote(key)}, time => '{time}', "
+                        f"value => {quote(value)}, aggs => 'sum', range => 10, order => 'id')").collect()
+        return [r["sum"] for r in sorted(got, key=lambda r: r["id"])]
+
+    df = spark.table("blanks")
+    frame = sliding_window(df, key="k", time="t", value=" v", aggs="sum", range=10).collect()
+    assert [r["sum"] for r in sorted(frame, key=lambda r: r["id"])] == [100.0, 300.0, 400.0]
+    assert sums("k", "t", " v") == sums("k", "t", " v", arrays=True) == [100.0, 300.0, 400.0]
+    assert sums(" k ", " t ", "v ") == sums("k", "t", "v", arrays=True) == [1.0, 3.0, 4.0]

@@ -156,6 +156,53 @@ def test_url_typos_never_show_a_password():
         assert "s3cret" not in str(e.value) and "***" in str(e.value)
 
 
+@pytest.mark.parametrize("url, problem", [
+    ("redis://:S3cr3tPW@127.0.0.1:1/0?bogus=1", "unknown Redis URL parameter 'bogus'"),
+    ("redis://u:S3cr3tPW@127.0.0.1:1/notadb", "Redis URL path must be a database number, got 'notadb'"),
+    ("redis://u:S3cr3tPW@127.0.0.1:1/0?socket_timeout=abc", "URL parameter socket_timeout='abc' is not a number"),
+    ("redis://127.0.0.1:1/0?password=S3cr3tPW", "unknown Redis URL parameter 'password'"),
+    ("rediss+cluster://u:S3cr3tPW@h:1,,h2:2", "empty host"),
+    ("couchbase://u:S3cr3tPW@h/", "must name one bucket"),
+    ("couchbase://h/b?password=S3cr3tPW", "not URL parameters"),
+    ("memory://x?password=S3cr3tPW", "take no query"),
+    ("file:/tmp/x?password=S3cr3tPW", "take no query"),
+])
+def test_check_url_refuses_what_the_backend_refuses(url, problem, tmp_path, monkeypatch):
+    """``check_url`` (run when a job is defined) refuses a URL its backend's
+    parser refuses, with the error the backend gives when it opens the URL,
+    the URL shown redacted; nothing is opened."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreConfigError) as checked:
+        stores.check_url(url)
+    with pytest.raises(StoreConfigError) as opened:
+        stores.open_store(url)
+    assert problem in str(opened.value)
+    assert str(checked.value) == f"bad store URL {redact_url(url)}: {opened.value}"
+    assert "S3cr3tPW" not in str(checked.value)
+    assert os.listdir(tmp_path) == []
+
+
+def test_check_url_needs_no_client_library():
+    """The backends' URL parsers run without redis-py or the Couchbase SDK."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules.update(redis=None, couchbase=None)\n"
+            "import stores\n"
+            "for url in ('redis://u:pw@h:1/2?socket_timeout=2.5', 'rediss+cluster://h:1,h2:2', "
+            "'couchbase://h/b?scope=s', 'memory://x', 'file:/tmp/x'):\n"
+            "    assert stores.check_url(url) == url\n"
+            "for url in ('redis://h/0?bogus=1', 'couchbase://h'):\n"
+            "    try:\n"
+            "        stores.check_url(url)\n"
+            "    except stores.StoreConfigError:\n"
+            "        pass\n"
+            "    else:\n"
+            "        raise AssertionError(url)\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=root)
+
+
 def test_plain_paths_that_look_like_paths_still_make_file_stores(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for path in ("state", "a/b-c_d.e", "./x", "~/mta-x", "/abs/dir"):

@@ -84,6 +84,17 @@ def seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def interval(text: str) -> float:
+    """A duration that becomes a Spark interval (``--watermark``): in whole
+    microseconds, so at least one (a shorter one would become no delay)."""
+    value = seconds(text)
+    try:
+        durations.micros(value, "a duration")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
+
+
 def range_sizes(text: str):
     """``--range``: one duration in seconds, or several separated by commas
     (a list of the durations as typed: they label the output columns,

@@ -12,7 +12,7 @@ from .. import durations
 from ..spec import split_columns
 from . import inputs
 from .errors import EXIT_OK, PROG, CLIError
-from .options import Command, reader_options, seconds, slide_option, trigger, window_options
+from .options import Command, interval, reader_options, seconds, slide_option, trigger, window_options
 from .progress import Progress, duration, rows
 from .session import session
 from .store import check_store, normalize_store, shown, warn_file_store_on_cluster
@@ -35,7 +35,7 @@ def add_arguments(p) -> None:
     p.add_argument("--expire-after", type=seconds, metavar="DURATION",
                    help="delete the window (and Spark state) of a key that received no rows for this long, "
                         "in processing time; needs an interval --trigger (default: keep every key)")
-    p.add_argument("--watermark", type=seconds, metavar="DURATION",
+    p.add_argument("--watermark", type=interval, metavar="DURATION",
                    help="event time: rows may arrive this much out of order (e.g. 10m), by the --time column "
                         "(a timestamp); each row waits in Spark's state until the watermark (the newest time "
                         "seen minus DURATION) passes it, then enters its window in time order; a row behind "

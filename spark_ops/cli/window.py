@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 
 from .. import aggregations as aggregations_
-from ..names import spelled
+from ..names import missing_columns, spelled
 from ..spec import SlidingWindowError, WindowSpec, split_columns
 from .errors import CLIError
 from .options import aggregation_names, aggregations
@@ -91,8 +91,7 @@ def windows(df, args, spec: WindowSpec, store: str | None, name: str | None, val
     window_columns = list(dict.fromkeys([*spec.keys, args.time, *value_names]))
     missing = [c for c in window_columns if c not in fields]
     if missing:
-        raise CLIError(f"no column {', '.join(repr(c) for c in missing)} in the input; it has "
-                       f"{', '.join(fields) or 'no columns'}")
+        raise CLIError(missing_columns(missing, list(fields)))
     outputs = [n for n, _ in spec.output_columns]
     if spec.slide is not None and getattr(args, "keep_columns", False):
         raise CLIError("--keep-columns keeps the input's columns beside each input row's output; --slide gives "
