@@ -407,9 +407,10 @@ def _slide(slide, range, rows, frame: str, sizes: tuple = ()):
     if frame != "default":
         raise SlidingWindowError("slide= windows are [end - range, end), as Spark's window(); frame= is for "
                                  "the per-row output")
-    slide_us = round(slide * MICROS)
-    if slide_us < 1:
-        raise SlidingWindowError(f"slide= must be at least one microsecond, got {slide!r}")
+    try:
+        slide_us = durations.micros(slide, "slide=")
+    except ValueError as e:
+        raise SlidingWindowError(str(e)) from None
     # Spark's window() starts windows at the multiples of the slide: they end there only if it divides the size
     for label, size in sizes or ((None, range),):
         size_us = round(size * MICROS)

@@ -90,6 +90,7 @@ def test_a_duration_that_becomes_microseconds_is_at_least_one():
     import argparse
 
     from spark_ops.cli.options import interval
+    from spark_ops.spec import WindowSpec
 
     with pytest.raises(ValueError, match=r"^watermark must be at least one microsecond, got 4e-07$"):
         durations.spark_interval(4e-7, "watermark")
@@ -98,6 +99,9 @@ def test_a_duration_that_becomes_microseconds_is_at_least_one():
     with pytest.raises(argparse.ArgumentTypeError, match="at least one microsecond"):
         interval("0.0000004")
     assert interval("1us") == 1e-6
+    with pytest.raises(SlidingWindowError, match=r"^slide= must be at least one microsecond, got 4e-07$"):
+        WindowSpec.build(key="k", time="t", value="v", aggs=["max"], range=1, slide=4e-7)
+    assert WindowSpec.build(key="k", time="t", value="v", aggs=["max"], range=1, slide="1us").slide == 1e-6
 
 
 def test_numpy_and_timedelta_sizes_give_the_windows(spark):
