@@ -149,24 +149,70 @@ class OutOfRange(Exception):
 
 
 def arrow_column(results, spark: str):
-    """One aggregation's results (a list of Python values, or an Arrow array
-    as is) as an Arrow array of Spark type ``spark``; raises
-    :class:`OutOfRange` for the first integer outside the column's integer
-    type, :class:`NotOfType` for a result Arrow cannot make one of it."""
+    """One aggregation's results (a list of Python values, or an Arrow
+    array) as an Arrow array of Spark type ``spark``, by one rule for every
+    engine: a number becomes one of a declared number type only when it is
+    one exactly (an integer type takes integers, and floats only when
+    integral, within its range; a ``double`` integers within 2^53; a
+    ``decimal`` integers and ``Decimal`` values that fit, not floats); a
+    ``float`` column takes any double, rounded; other types as Arrow
+    converts Python values to them.  Raises :class:`OutOfRange` for the
+    first integer outside the column's integer type, :class:`NotOfType` for
+    a result that is not of the type."""
     import pyarrow as pa
 
-    if isinstance(results, pa.Array):
-        return results
     arrow = arrow_type(spark)
+    if isinstance(results, pa.Array):
+        if arrow is None or results.type == arrow:
+            return results
+        if not (_number(results.type) and _number(arrow)):
+            results = results.to_pylist()  # Arrow casts a number into a decimal or a string unchecked
+    if not isinstance(results, pa.Array):
+        if arrow is None or not pa.types.is_integer(arrow):
+            return _converted(results, arrow)
+        # Arrow truncates a Python float into an integer type: the results' own type first, then a checked cast
+        results = _converted(results, None, arrow)
+        if results.type == arrow:
+            return results
+        if not _number(results.type) and results.type != pa.null():
+            raise NotOfType(f"its results are {results.type}")
+    try:
+        return results.cast(arrow, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        if pa.types.is_integer(arrow) and pa.types.is_integer(results.type):
+            _out_of_range(results.to_pylist(), arrow)
+        raise NotOfType(str(exc)) from None
+
+
+def _number(kind) -> bool:
+    """An Arrow integer or floating-point type, which Arrow casts between checking every value."""
+    import pyarrow as pa
+
+    return pa.types.is_integer(kind) or pa.types.is_floating(kind)
+
+
+def _converted(results: list, arrow, integer=None):
+    """``pa.array(results, type=arrow)``, Arrow's failure as
+    :class:`OutOfRange` (an integer outside ``integer``, the column's
+    integer type, or ``arrow``'s) or :class:`NotOfType`."""
+    import pyarrow as pa
+
     try:
         return pa.array(results, type=arrow)
     except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        if arrow is not None and pa.types.is_integer(arrow):
-            low, high = -(1 << (arrow.bit_width - 1)), (1 << (arrow.bit_width - 1)) - 1
-            for i, v in enumerate(results):
-                if isinstance(v, int) and not low <= v <= high:
-                    raise OutOfRange(i, v) from None
+        integer = integer or arrow
+        if integer is not None and pa.types.is_integer(integer):
+            _out_of_range(results, integer)
         raise NotOfType(str(exc)) from None
+
+
+def _out_of_range(results: list, integer) -> None:
+    """Raise :class:`OutOfRange` for the first int of ``results`` outside
+    the Arrow integer type ``integer``, if one is."""
+    low, high = -(1 << (integer.bit_width - 1)), (1 << (integer.bit_width - 1)) - 1
+    for i, v in enumerate(results):
+        if isinstance(v, int) and not low <= v <= high:
+            raise OutOfRange(i, v)
 
 
 class NotOfType(Exception):

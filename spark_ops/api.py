@@ -28,7 +28,7 @@ from .batch import batch_plan
 from .periodic import periodic_plan
 from .names import clashes
 from .periodic_stream import periodic_streaming_plan
-from .plan import INTERNAL, holds
+from .plan import INTERNAL, holds, micro_time
 from .spec import SlidingWindowError, WindowSpec, key_columns
 from .streaming import streaming_plan
 from .task_stream import task_streaming_plan
@@ -80,7 +80,10 @@ def sliding_window(df, key: str | list[str], time: str, value: str | list[str], 
     0)``, the rows with time in ``[t - R, t]``, rows of equal time peers
     that share one output (the aggregate over all of them); in streaming
     a row whose time equals one an earlier micro-batch gave outputs for is
-    then a bad row.  For ``rows=N`` both are the newest N rows in that
+    then a bad row.  The edge is decided as ``rangeBetween`` decides it
+    over the column: for a timestamp, a date or a decimal of at most 6
+    places in whole microseconds (``R`` rounded to one; exact within 2^33
+    seconds of 1970), for a number of seconds in doubles.  For ``rows=N`` both are the newest N rows in that
     order (``rowsBetween(-(N - 1), 0)``); a ``policy`` takes the default.
     ``store``: a store URL (``file:...``, ``redis://...``,
     ``couchbase://...``) for the windows' level queues (streaming; batch
@@ -160,7 +163,8 @@ def sliding_window(df, key: str | list[str], time: str, value: str | list[str], 
                             policy=policy, store=store, store_options=store_options, engine=engine,
                             buffer_size=buffer_size, cache_size=cache_size, on_bad_row=on_bad_row,
                             frame=frame, slide=slide, ties=ties,
-                            integral=values.per_column(types, IntegralType), value_fields=fields)
+                            integral=values.per_column(types, IntegralType), value_fields=fields,
+                            micros=micro_time(df.schema[time].dataType))
     check_output_names(spec, [*spec.keys, periodic.WINDOW_END] if spec.slide is not None else df.columns)
     check_output_types(spec)
     if name is not None and (not isinstance(name, str) or not _NAME.fullmatch(name)):

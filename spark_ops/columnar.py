@@ -18,9 +18,12 @@ keeps O(window) pairs.  A batch job with a store runs here too (its windows in
 executor memory, the store unused) unless it asks for an MTA with
 ``engine="amta"`` or ``"lmta"``: the way to keep a batch job's windows in
 the store, for windows larger than executor memory.  Jobs with a custom
-policy, a user or other aggregation, or sums of an integral column (which
-NumPy would let overflow) run through the MTA
-(:class:`spark_ops.sorted_window.SortedWindow`).
+policy, a user or other aggregation, or a ``sum`` or ``mean`` of an
+integral column (:data:`FLOAT_ONLY`: NumPy would let the sum overflow) run
+through the MTA (:class:`spark_ops.sorted_window.SortedWindow`).  A ready
+aggregator under a type of one's own runs here: its results are
+converted to that type by the rule every engine's are
+(:func:`spark_ops.aggregations.arrow_column`).
 """
 
 from __future__ import annotations
@@ -79,7 +82,7 @@ class ColumnarKeyWindow(RowWindow):
         self.window = ColumnarWindow(kernels,
                                      rows=sizes if sizes and spec.rows is not None else spec.rows,
                                      range=sizes if sizes and spec.range is not None else spec.range,
-                                     frame=spec.frame, reads=spec.reads)
+                                     frame=spec.frame, reads=spec.reads, micros=spec.micros)
         self._positive = "geomean" in self.window.names
 
     def aggregate(self, times, values, problems):
@@ -93,7 +96,8 @@ class ColumnarKeyWindow(RowWindow):
         if not len(times):
             return [pa.nulls(0, type=t) for t in self.types], problems
         results = self.window.push(times.to_numpy(), value_columns.numpy_values(values))
-        return [pa.array(a, mask=null, type=t) for (a, null), t in zip(results, self.types)], problems
+        # in the kernels' own types: RowWindow.push converts them to the declared ones by the engines' one rule
+        return [pa.array(a, mask=null) for a, null in results], problems
 
     def close(self) -> None:
         self.window.close()
@@ -133,9 +137,11 @@ class ColumnarWindow:
     time; each row's results over its own window (with ``frame="sql"``,
     :class:`ColumnarKeyWindow` gives peers the last one's).  ``rows`` or
     ``range`` is one size or a list of sizes: every size is computed on the
-    same rows (the carried rows are those the largest still reaches)."""
+    same rows (the carried rows are those the largest still reaches);
+    ``micros``: the times count microseconds (:func:`spark_ops.frames.range_edge`)."""
 
-    def __init__(self, names, *, rows=None, range=None, frame: str = "default", reads: tuple = ()) -> None:
+    def __init__(self, names, *, rows=None, range=None, frame: str = "default", reads: tuple = (),
+                 micros: bool = False) -> None:
         self.names = list(names)
         self.reads = tuple(reads)  # per kernel, the field of structured values it reads
         self.several = isinstance(rows if rows is not None else range, (list, tuple))
@@ -145,7 +151,7 @@ class ColumnarWindow:
         else:
             self.sizes = list(range if self.several else [range])
         self.rows, self.range = rows, range
-        self._edges = [frames.range_edge(r, frame) for r in self.sizes] if range is not None else None
+        self._edges = [frames.range_edge(r, frame, micros) for r in self.sizes] if range is not None else None
         self._values, self._times = Carried(), Carried()  # the carried rows
         self._base = 0  # the position of the first carried row among all of the key's rows
         self._stacks = [{} for _ in self.sizes]  # per size, the reductions' CarriedStacks

@@ -16,6 +16,11 @@ output per row.  They differ only for ``range=R``:
 For ``rows=N`` both are the newest N rows in ``(time, arrival)`` order,
 ``rowsBetween(-(N - 1), 0)`` over that order.
 
+The edge ``t - R`` is decided as ``rangeBetween`` decides it over the time
+column: in integer microseconds for one that counts them (a timestamp, a
+date, a decimal of at most 6 places), in doubles for a number of seconds
+(:func:`range_edge`).
+
 ``ties=`` says what orders rows of equal time (:data:`TIES`).  ``"input"``
 (the default): their arrival, so a job's output depends on its input
 alone; a batch plan numbers the rows before the shuffle and sorts on
@@ -43,6 +48,7 @@ an earlier micro-batch gave is a bad row (:func:`spark_ops.rows.check_row`).
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import numpy as np
@@ -67,17 +73,66 @@ def refused(frame: str, ties: str, policy) -> str | None:
     return None
 
 
-def range_edge(span: float, frame: str) -> Callable:
+def range_edge(span: float, frame: str, micros: bool = False) -> Callable:
     """``edge(t)``: the window of a row at time ``t`` holds the rows with
     time ``> edge(t)`` (and ``<= t``).  ``t`` is a float or a NumPy array of
     them (double seconds, as every window takes its times).
 
-    ``"default"``: ``t - span``.  ``"sql"``: the largest double below
-    ``t - span``, so ``> edge(t)`` is exactly ``>= t - span`` with ``t -
-    span`` rounded as Spark rounds a double frame's bound."""
+    ``micros``: the time column counts whole microseconds (a timestamp, a
+    date, a decimal of at most 6 decimal places, :func:`spark_ops.plan.micro_time`), and
+    its double seconds are ``us / 10^6`` rounded once: the edge is then decided
+    in integer microseconds, as Spark SQL's ``rangeBetween`` over such a
+    column is, ``span`` taken in whole microseconds (:func:`span_micros`);
+    exact for times within :data:`MICRO_EXACT` seconds of 1970.  Else
+    (a number of seconds), in doubles, as Spark's over a double column:
+    ``"default"``: ``t - span``; ``"sql"``: the largest double below ``t -
+    span``, so ``> edge(t)`` is exactly ``>= t - span`` with ``t - span``
+    rounded as Spark rounds a double frame's bound."""
+    if micros:
+        return _micro_edge(span_micros(span), frame)
     if frame == "sql":
         return lambda t: np.nextafter(t - span, -np.inf)
     return lambda t: t - span
+
+
+#: Double seconds tell every microsecond apart, and map back to it, within
+#: 2^33 seconds of 1970 (the years 1698 to 2242): the spacing of doubles
+#: there is below a microsecond.
+MICRO_EXACT = 2.0 ** 33
+
+
+def span_micros(span: float) -> int:
+    """A ``range=`` of ``span`` seconds in whole microseconds, the finest
+    a timestamp tells apart (a duration's text is exact to them; a number
+    is rounded to the nearest); ``ValueError`` for a span that rounds to
+    none (:func:`spark_ops.durations.micros`)."""
+    from .durations import micros
+
+    return micros(span, "range on a timestamp, date or decimal time column")
+
+
+def _micro_edge(span_us: int, frame: str) -> Callable:
+    """:func:`range_edge` for times counting microseconds.  A row at ``s_us``
+    is in the window of one at ``t_us`` when ``s_us >= low_us``, ``low_us =
+    t_us - span_us`` (``+ 1`` in the default frame, whose edge is open).
+    Rounding ``us / 10^6`` to a double keeps the order of microseconds and,
+    within :data:`MICRO_EXACT`, tells them apart, so that is ``s >=
+    fl(low_us / 10^6)``: the edge is the double below it.  ``t_us`` is
+    ``t * 10^6`` rounded, corrected by one where that product's own rounding
+    lands on the neighbour (from 2^31 seconds on)."""
+    drop = float(span_us - (1 if frame == "default" else 0))
+
+    def edge(t):
+        if isinstance(t, np.ndarray):
+            us = np.rint(t * 1e6)
+            us = np.where((us - 1) / 1e6 == t, us - 1, np.where((us + 1) / 1e6 == t, us + 1, us))
+            return np.nextafter((us - drop) / 1e6, -np.inf)
+        if not math.isfinite(t):
+            return t - drop
+        us = round(t * 1e6)
+        us = us - 1 if (us - 1) / 1e6 == t else us + 1 if (us + 1) / 1e6 == t else us
+        return math.nextafter((us - drop) / 1e6, -math.inf)
+    return edge
 
 
 def last_peers(times: np.ndarray) -> np.ndarray | None:

@@ -83,8 +83,8 @@ def windows_batch(spec: WindowSpec, arrow_schema, key, ends_us, results):
     """One key's windows as an Arrow record batch of ``arrow_schema``
     (:func:`output_schema`): ``ends_us`` their ends, ``results`` per
     aggregation and size (aggregation-major) a NumPy array and null mask
-    (the kernels') or a list of Python values (a monoid's, converted by the
-    overflow rule, :func:`spark_ops.aggregations.arrow_column`)."""
+    (the kernels') or a list of Python values (a monoid's), each converted
+    to its declared type by :func:`spark_ops.aggregations.arrow_column`."""
     import pyarrow as pa
 
     k = len(spec.keys)
@@ -94,17 +94,15 @@ def windows_batch(spec: WindowSpec, arrow_schema, key, ends_us, results):
     end_column = _ends_array(np.asarray(ends_us, dtype=np.int64), arrow_schema.field(k).type)
     arrays = []
     for i, ((name, _, spark), result) in enumerate(zip(spec.columns, results)):
-        if isinstance(result, list):
-            try:
-                arrays.append(aggregations.arrow_column(result, spark).cast(arrow_schema.field(k + 1 + i).type))
-            except aggregations.OutOfRange as exc:
-                end = end_column[exc.index].as_py()
-                raise aggregations.overflow_error(spec, key, name, end, exc.value, spark) from None
-            except aggregations.NotOfType as exc:
-                raise aggregations.not_of_type(name, spark, str(exc)) from None
-        else:
-            a, null = result
-            arrays.append(pa.array(a, mask=null, type=arrow_schema.field(k + 1 + i).type))
+        if not isinstance(result, list):  # the kernel's own type, converted to the declared one as a monoid's are
+            result = pa.array(result[0], mask=result[1])
+        try:
+            arrays.append(aggregations.arrow_column(result, spark).cast(arrow_schema.field(k + 1 + i).type))
+        except aggregations.OutOfRange as exc:
+            end = end_column[exc.index].as_py()
+            raise aggregations.overflow_error(spec, key, name, end, exc.value, spark) from None
+        except aggregations.NotOfType as exc:
+            raise aggregations.not_of_type(name, spark, str(exc)) from None
     return pa.RecordBatch.from_arrays(key_columns + [end_column] + arrays, schema=arrow_schema)
 
 

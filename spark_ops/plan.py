@@ -108,6 +108,18 @@ def plain_time(data_type) -> bool:
     return not isinstance(data_type, DecimalType)
 
 
+def micro_time(data_type) -> bool:
+    """A time column whose values are whole microseconds, and whose double
+    seconds (:func:`seconds`, :func:`time_sql`) are their count over 10^6
+    rounded once: a timestamp (with a zone or without), a date, a decimal
+    of at most 6 decimal places.  Its ``range=`` edges are decided in
+    microseconds (:func:`spark_ops.frames.range_edge`)."""
+    from pyspark.sql.types import DateType, DecimalType, TimestampNTZType, TimestampType
+
+    return (isinstance(data_type, (DateType, TimestampType, TimestampNTZType))
+            or isinstance(data_type, DecimalType) and data_type.scale <= 6)
+
+
 def seconds(times):
     """An Arrow time column (one :func:`plain_time` allows, or the doubles
     of :data:`TIME`) as the windows take it, the same doubles as

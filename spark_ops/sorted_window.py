@@ -76,7 +76,7 @@ class SortedWindow(RowWindow):
         self.range, self.rows = spec.range, spec.rows
         self.times = None
         if self.range is not None:
-            self._edge = frames.range_edge(spec.range, spec.frame)
+            self._edge = frames.range_edge(spec.range, spec.frame, spec.micros)
             self.times = MemoryLevelQueue(0, 0)
         self._in_store = False
         self._fifo_chunk = 1 << 30
@@ -289,7 +289,7 @@ class SizesSortedWindow(SortedWindow):
         else:
             self._storage = None
         if self.range is not None:
-            self._edges = [frames.range_edge(size, spec.frame) for size in self.sizes]
+            self._edges = [frames.range_edge(size, spec.frame, spec.micros) for size in self.sizes]
             self.stacks = SizesTwoStacks(aggregator.monoid, len(self.sizes), tagged=True,
                                          chunk=2 * spec.cache_size, **levels)
         else:

@@ -94,17 +94,20 @@ class WindowSpec:
     #: Per aggregation, the position in :attr:`value_fields` of the column
     #: it reads, or ``None`` (the whole value); ``()`` when none names one.
     reads: tuple = ()
+    #: The time column counts whole microseconds: range edges are decided in them (:func:`frames.range_edge`).
+    micros: bool = False
 
     @classmethod
     def build(cls, *, key, time, value, aggs, range=None, rows=None, policy=None, store=None,
               store_options=None, engine="auto", buffer_size=DEFAULT_BUFFER_SIZE,
               cache_size=DEFAULT_CACHE_SIZE,
               on_bad_row="error", namespace="mta", frame="default", slide=None, ties="input",
-              integral: bool | tuple = False, value_fields: tuple = ()) -> "WindowSpec":
+              integral: bool | tuple = False, value_fields: tuple = (), micros: bool = False) -> "WindowSpec":
         """Check the arguments of :func:`spark_ops.sliding_window`;
         ``integral``: the value column holds integers (per value column for
         several, :func:`spark_ops.values.per_column`); ``value_fields``: the
-        value columns when there are several (a struct's fields)."""
+        value columns when there are several (a struct's fields); ``micros``:
+        the time column counts microseconds (:func:`spark_ops.plan.micro_time`)."""
         given = [name for name, v in (("range", range), ("rows", rows), ("policy", policy)) if v is not None]
         if len(given) != 1:
             raise SlidingWindowError(
@@ -112,7 +115,7 @@ class WindowSpec:
                 f"(a SlidePolicy over (time, value) records); got {given or 'none'}")
         sizes = ()
         if range is not None:
-            range, sizes = _sizes(range, "range", _range_size)
+            range, sizes = _sizes(range, "range", lambda size: _range_size(size, micros=micros))
         if rows is not None:
             rows, sizes = _sizes(rows, "rows", _rows_size)
         if policy is not None and not isinstance(policy, SlidePolicy):
@@ -144,7 +147,7 @@ class WindowSpec:
                    aggs=resolved, range=range, rows=rows, ties=ties,
                    policy=policy, store=_store_url(store), store_options=dict(store_options or {}),
                    engine=engine, buffer_size=buffer_size, cache_size=cache_size,
-                   on_bad_row=on_bad_row, namespace=namespace, frame=frame, sizes=sizes, slide=slide)
+                   on_bad_row=on_bad_row, namespace=namespace, frame=frame, sizes=sizes, slide=slide, micros=micros)
         clash = repeated([name for name, _ in spec.output_columns])
         if clash:
             raise SlidingWindowError(f"output column {', '.join(map(repr, clash))} would come twice (names ignore "
@@ -204,8 +207,7 @@ class WindowSpec:
                                                                      else self.rows]
 
     def one_size(self, size) -> "WindowSpec":
-        """This spec with the single size ``size`` (of the same kind), for a
-        window serving one of several sizes."""
+        """This spec with the single size ``size`` (of the same kind), for one of several sizes' windows."""
         if self.range is not None:
             return replace(self, range=size, sizes=())
         return replace(self, rows=size, sizes=())
@@ -221,7 +223,7 @@ class WindowSpec:
 
     def slide_policy(self) -> SlidePolicy:
         if self.range is not None:
-            edge = frames.range_edge(self.range, self.frame)
+            edge = frames.range_edge(self.range, self.frame, self.micros)
             return policies.custom(policies.MAX_MONOID, _time_of, lambda total, prefix: prefix <= edge(total),
                                    name=f"TimeRange({self.range!r}, frame={self.frame})")
         if self.rows is not None:
@@ -313,10 +315,8 @@ RETAIN_BY_STEP = 1
 
 
 def key_columns(key) -> str | tuple:
-    """``key=`` as :class:`WindowSpec` holds it: one column's name (also
-    for a list of one, so that it runs exactly as the name alone), or a
-    tuple of several; a :class:`SlidingWindowError` for an empty list, a
-    name that is not a string, or a name given twice."""
+    """``key=`` as :class:`WindowSpec` holds it (:func:`column_names`; a
+    list of one runs exactly as the name alone)."""
     return column_names(key, "key", " (a composite key)")
 
 
@@ -348,11 +348,13 @@ def split_columns(text: str, columns=None) -> list[str]:
     return [c.strip() if columns is None else trimmed(c, columns) for c in text.split(",")]
 
 
-def _range_size(size, what: str = "range"):
+def _range_size(size, what: str = "range", micros: bool = False):
     """One ``range=`` (or ``slide=``: ``what``) size in seconds (a number, a
-    ``timedelta`` or a duration, :func:`spark_ops.durations.seconds`)."""
+    ``timedelta`` or a duration, :func:`spark_ops.durations.seconds`);
+    ``micros``: of whole microseconds (:func:`spark_ops.frames.span_micros`)."""
     try:
-        return durations.seconds(size, what)
+        seconds = durations.seconds(size, what)
+        return seconds if not micros or frames.span_micros(seconds) else None  # a span of no microsecond: refused
     except ValueError as exc:
         raise SlidingWindowError(str(exc)) from None
 

@@ -61,7 +61,7 @@ from pyspark.sql.udtf import AnalyzeResult, OrderingColumn, PartitioningColumn, 
 
 from . import aggregations, columnar, frames, rows, values
 from .names import missing_columns, spelled, trimmed
-from .plan import TIME, VALUE, holds, quoted, time_sql
+from .plan import TIME, VALUE, holds, micro_time, quoted, time_sql
 from .spec import SlidingWindowError, WindowSpec, split_columns
 
 __all__ = ["CHUNK", "FUNCTION_NAME", "SlidingWindowFunction", "register_sql"]
@@ -140,7 +140,8 @@ class SlidingWindowFunction:
                                 aggs=aggs if isinstance(aggs, str) else list(aggs),
                                 range=given["range"], rows=given["rows"], frame=given["frame"], store=given["store"],
                                 engine=given["engine"], on_bad_row=given["on_bad_row"],
-                                integral=values.per_column(types, IntegralType), value_fields=fields)
+                                integral=values.per_column(types, IntegralType), value_fields=fields,
+                                micros=micro_time(schema[given["time"]].dataType))
         check_output_names(spec, schema.names)
         order = given["order"] or []
         unknown = [c for c in order if c not in schema.names]

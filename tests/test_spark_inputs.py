@@ -183,6 +183,24 @@ def test_user_aggregation_type_mistakes(spark):
         sliding_window(df, aggs=[("s", big, "tinyint")], **kw).collect()
 
 
+@pytest.mark.parametrize("engine", ["auto", "amta"])
+def test_ready_aggregators_under_declared_types_give_them_on_every_engine(spark, engine):
+    """Ready aggregators under names of one's own: ``count`` as ``int`` and
+    ``max`` as ``float`` (fused on the MTA) come out as declared, as the
+    brute-force windows give them; ``max`` as ``long`` of non-integral
+    values fails naming the column rather than truncating."""
+    from mta.aggregators import READY
+
+    df = spark.createDataFrame([("a", 1.0, 2.5), ("a", 2.0, 3.5), ("a", 3.0, 1.25)], "k string, t double, v double")
+    aggs = [("c", READY["count"].aggregator, "int"), ("m", READY["max"].aggregator, "float")]
+    out = sliding_window(df, "k", "t", "v", aggs, rows=2, engine=engine)
+    assert out.schema.simpleString() == "struct<k:string,t:double,v:double,c:int,m:float>"
+    assert [(r.c, r.m) for r in out.orderBy("t").collect()] == [(1, 2.5), (2, 3.5), (2, 3.5)]
+    with pytest.raises(Exception, match="aggregation 'peak' returned a result that is not long"):
+        sliding_window(df, "k", "t", "v", [("peak", READY["max"].aggregator, "long")], rows=2,
+                       engine=engine).collect()
+
+
 def test_user_aggregation_declared_as_a_pyspark_type(spark):
     from pyspark.sql.types import IntegerType
 
