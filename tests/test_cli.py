@@ -831,7 +831,8 @@ def test_error_missing_column(spark, small_csv, tmp_path, capsys):
     ("bad --buffer-size", dict(size=("--rows", "3", "--buffer-size", "0")), "must be at least 1"),
     ("both sizes", dict(size=("--range", "10", "--rows", "3")), "not allowed with"),
     ("neither size", dict(size=()), "one of the arguments --range --rows is required"),
-    ("bad range", dict(size=("--range", "-4")), "must be a number of seconds or a duration"),
+    ("negative range", dict(size=("--range", "-4")), "must be positive, got '-4'"),
+    ("bad range", dict(size=("--range", "4 parsecs")), "must be a number of seconds or a duration"),
     ("unknown frame", dict(size=("--range", "4", "--frame", "pandas")), "invalid choice: 'pandas'"),
 ])
 def test_usage_errors(small_csv, tmp_path, capsys, case, extra, expect):
