@@ -88,11 +88,10 @@ def range_edge(span: float, frame: str, micros: bool = False) -> Callable:
     ``"default"``: ``t - span``; ``"sql"``: the largest double below ``t -
     span``, so ``> edge(t)`` is exactly ``>= t - span`` with ``t - span``
     rounded as Spark rounds a double frame's bound."""
-    if micros:
-        return _micro_edge(span_micros(span), frame)
-    if frame == "sql":
-        return lambda t: np.nextafter(t - span, -np.inf)
-    return lambda t: t - span
+    def in_doubles(t):
+        return np.nextafter(t - span, -np.inf) if frame == "sql" else t - span
+
+    return _micro_edge(span_micros(span), frame, in_doubles) if micros else in_doubles
 
 
 #: Double seconds tell every microsecond apart, and map back to it, within
@@ -111,7 +110,7 @@ def span_micros(span: float) -> int:
     return micros(span, "range on a timestamp, date or decimal time column")
 
 
-def _micro_edge(span_us: int, frame: str) -> Callable:
+def _micro_edge(span_us: int, frame: str, in_doubles: Callable) -> Callable:
     """:func:`range_edge` for times counting microseconds.  A row at ``s_us``
     is in the window of one at ``t_us`` when ``s_us >= low_us``, ``low_us =
     t_us - span_us`` (``+ 1`` in the default frame, whose edge is open).
@@ -119,16 +118,19 @@ def _micro_edge(span_us: int, frame: str) -> Callable:
     within :data:`MICRO_EXACT`, tells them apart, so that is ``s >=
     fl(low_us / 10^6)``: the edge is the double below it.  ``t_us`` is
     ``t * 10^6`` rounded, corrected by one where that product's own rounding
-    lands on the neighbour (from 2^31 seconds on)."""
+    lands on the neighbour (from 2^31 seconds on).  Beyond :data:`MICRO_EXACT`
+    (and for an infinite time), where doubles no longer tell microseconds
+    apart, the edge is ``in_doubles(t)``, as for a number of seconds."""
     drop = float(span_us - (1 if frame == "default" else 0))
 
     def edge(t):
         if isinstance(t, np.ndarray):
             us = np.rint(t * 1e6)
             us = np.where((us - 1) / 1e6 == t, us - 1, np.where((us + 1) / 1e6 == t, us + 1, us))
-            return np.nextafter((us - drop) / 1e6, -np.inf)
-        if not math.isfinite(t):
-            return t - drop
+            exact = np.nextafter((us - drop) / 1e6, -np.inf)
+            return np.where(np.abs(t) < MICRO_EXACT, exact, in_doubles(t))
+        if not abs(t) < MICRO_EXACT:  # NaN and infinities too
+            return in_doubles(t)
         us = round(t * 1e6)
         us = us - 1 if (us - 1) / 1e6 == t else us + 1 if (us + 1) / 1e6 == t else us
         return math.nextafter((us - drop) / 1e6, -math.inf)

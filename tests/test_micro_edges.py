@@ -66,6 +66,19 @@ def test_edge_is_exact_across_the_whole_range_of_times():
             assert np.array_equal(got, want), (frame, span_us)
 
 
+def test_beyond_the_exact_range_the_edge_is_taken_in_doubles():
+    """Past :data:`frames.MICRO_EXACT` seconds (the years before 1698 and
+    after 2242) doubles no longer tell microseconds apart: the edge is the
+    double one, as for a number of seconds (a row exactly the range back
+    then stays out of the default frame), scalar and array alike."""
+    times = [frames.MICRO_EXACT, 32503680020.0, 253402297215.0, -frames.MICRO_EXACT - 5.0, math.inf]
+    for frame in frames.FRAMES:
+        micro, double = frames.range_edge(10.0, frame, micros=True), frames.range_edge(10.0, frame)
+        assert [micro(t) for t in times] == [double(t) for t in times]
+        assert np.array_equal(micro(np.array(times)), double(np.array(times)))
+    assert frames.range_edge(10.0, "default", micros=True)(32503680020.0) == 32503680010.0
+
+
 def test_a_span_below_a_microsecond_is_refused_on_such_a_column():
     refused = "range on a timestamp, date or decimal time column must be at least one microsecond, got "
     with pytest.raises(SlidingWindowError, match="^" + refused + "4e-07$"):
