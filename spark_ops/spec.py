@@ -315,8 +315,7 @@ RETAIN_BY_STEP = 1
 
 
 def key_columns(key) -> str | tuple:
-    """``key=`` as :class:`WindowSpec` holds it (:func:`column_names`; a
-    list of one runs exactly as the name alone)."""
+    """``key=`` as :class:`WindowSpec` holds it (:func:`column_names`; a list of one runs as the name alone)."""
     return column_names(key, "key", " (a composite key)")
 
 
@@ -349,12 +348,13 @@ def split_columns(text: str, columns=None) -> list[str]:
 
 
 def _range_size(size, what: str = "range", micros: bool = False):
-    """One ``range=`` (or ``slide=``: ``what``) size in seconds (a number, a
-    ``timedelta`` or a duration, :func:`spark_ops.durations.seconds`);
-    ``micros``: of whole microseconds (:func:`spark_ops.frames.span_micros`)."""
+    """One ``range=`` (or ``slide=``: ``what``) size in seconds (:func:`spark_ops.durations.seconds`);
+    ``micros``: of one microsecond or more (:func:`spark_ops.frames.span_micros`)."""
     try:
         seconds = durations.seconds(size, what)
-        return seconds if not micros or frames.span_micros(seconds) else None  # a span of no microsecond: refused
+        if micros:
+            frames.span_micros(seconds)  # a span of no whole microsecond is refused
+        return seconds
     except ValueError as exc:
         raise SlidingWindowError(str(exc)) from None
 
