@@ -47,11 +47,15 @@ import sys
 import sysconfig
 import threading
 import time
-import tomllib
 import urllib.parse
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+try:
+    import tomllib  # novermin: the except below covers Python 3.10
+except ModuleNotFoundError:  # Python 3.10: the same parser, from PyPI
+    import tomli as tomllib
 
 import pytest
 
