@@ -338,12 +338,12 @@ def column_names(given, argument: str, several: str = "") -> str | tuple:
 
 
 def split_columns(text: str, columns=None) -> list[str]:
-    """Columns as a user types them in one string (``mta-spark --key``,
-    ``--value``; SQL's ``key =>``, ``value =>``): ``"cpu,mem"`` is
-    ``["cpu", "mem"]``, blanks around each name dropped (but where one of
-    the input's ``columns``, if given, has them: :func:`~spark_ops.names.trimmed`;
-    an empty name is left for :func:`column_names` to name).  The API's
-    lists go to :func:`column_names` as they are."""
+    """Columns as a user types them in one string (``mta-spark --key``, ``--value``; SQL's ``key =>``,
+    ``value =>``): ``"cpu,mem"`` is ``["cpu", "mem"]``, blanks around each name dropped (but where one of
+    the input's ``columns``, if given, has them: :func:`~spark_ops.names.trimmed`; an empty name is left
+    for :func:`column_names` to name).  A list or tuple (names already resolved) stays as it is."""
+    if isinstance(text, (list, tuple)):
+        return list(text)
     return [c.strip() if columns is None else trimmed(c, columns) for c in text.split(",")]
 
 

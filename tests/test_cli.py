@@ -334,6 +334,23 @@ def test_run_csv_keys_are_text_and_a_schema_matches_columns_by_name(spark, tmp_p
     assert [r["max"] for r in spark.read.parquet(str(tmp_path / "o3")).orderBy("ts").collect()] == [1.0, 5.0, 2.0]
 
 
+def test_run_blanks_around_a_name_belong_to_the_column_that_has_them(spark, tmp_path):
+    """A CSV header's `` v`` beside ``v``: ``--value ' v'`` reads `` v``, as
+    ``sliding_window(value=' v')`` and SQL's ``value => ' v'`` do; blanks
+    around a name no column has are dropped (``--key ' k '``)."""
+    src = tmp_path / "blanks.csv"
+    src.write_text("k,t, v,v\na,1,100,1\na,2,200,2\nb,3,400,4\n")
+
+    def sums(*names):
+        out = tmp_path / f"o{len(list(tmp_path.iterdir()))}"
+        args = ["--key", names[0], "--time", names[1], "--value", names[2], "--agg", "sum", "--range", 10]
+        assert run_cli(spark, "run", "--input", src, "--output", out, *args) == 0
+        return [r["sum"] for r in spark.read.parquet(str(out)).orderBy("t").collect()]
+
+    assert sums("k", "t", " v") == [100, 300, 400]
+    assert sums(" k ", " t", "v ") == [1, 3, 4]
+
+
 def test_run_input_not_in_its_format_is_a_usage_error_naming_the_file(spark, tmp_path, capsys):
     """A CSV read as Parquet (a wrong --format, or a misleading file name)
     is the input's problem: exit 2 with the path, the format and Spark's

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 
 from .. import aggregations as aggregations_
-from ..names import missing_columns, spelled
+from ..names import missing_columns, spelled, trimmed
 from ..spec import SlidingWindowError, WindowSpec, split_columns
 from .errors import CLIError
 from .options import aggregation_names, aggregations
@@ -40,10 +40,12 @@ def window_spec(args) -> WindowSpec:
 def respelled(args, columns) -> WindowSpec:
     """The window of ``args`` with ``--key``, ``--time`` and ``--value`` as
     the input's ``columns`` spell them (Spark's names ignore case:
-    :func:`spark_ops.names.spelled`); ``args`` is updated to match."""
-    args.key = ",".join(spelled(split_columns(args.key), columns))
-    args.time = spelled(args.time, columns)
-    args.value = ",".join(spelled(value_columns(args), columns))
+    :func:`spark_ops.names.spelled`, blanks around a name kept only where
+    a column has them: :func:`spark_ops.names.trimmed`); ``args`` is updated
+    to match, ``key`` and ``value`` becoming lists."""
+    args.key = spelled(split_columns(args.key, columns), columns)
+    args.time = spelled(trimmed(args.time, columns), columns)
+    args.value = spelled(split_columns(args.value, columns), columns)
     return window_spec(args)
 
 
