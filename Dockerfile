@@ -30,11 +30,12 @@ FROM python:3.11.13-slim-bookworm
 ARG SPARK_VERSION=4.3.0
 ARG MTA_UID=10001
 
-# Java 17: OpenJDK from Debian bookworm; JAVA_HOME through an architecture-independent link
+# Java 17: OpenJDK from Debian bookworm; JAVA_HOME through an architecture-independent link.
+# libnss-wrapper: the entrypoint gives a uid without a passwd entry one (deploy/docker/entrypoint.sh)
 RUN mkdir -p /usr/share/man/man1 \
     && apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        openjdk-17-jre-headless procps tini \
+        openjdk-17-jre-headless procps tini libnss-wrapper \
     && rm -rf /var/lib/apt/lists/* \
     && ln -s "$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")" /usr/lib/jvm/java-17 \
     && /usr/lib/jvm/java-17/bin/java -version 2>&1 | grep -q 'version "17\.'
@@ -45,9 +46,11 @@ ENV JAVA_HOME=/usr/lib/jvm/java-17 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONUNBUFFERED=1
 
+# the dependencies at the versions of deploy/docker/constraints.txt: the same in every build
 COPY --from=wheel /wheels/ /tmp/wheels/
+COPY deploy/docker/constraints.txt /opt/mta/constraints.txt
 RUN python -m venv /opt/venv \
-    && pip install --no-cache-dir \
+    && pip install --no-cache-dir -c /opt/mta/constraints.txt \
         "pyspark==${SPARK_VERSION}" \
         "$(ls /tmp/wheels/mta_windows-*.whl)[spark,redis,couchbase]" \
     && rm -rf /tmp/wheels \
@@ -69,13 +72,14 @@ ENV SPARK_HOME=/opt/venv/lib/python3.11/site-packages/pyspark \
 
 COPY deploy/docker/conf/ /opt/mta/conf/
 COPY deploy/docker/entrypoint.sh /opt/mta/entrypoint.sh
+COPY deploy/docker/refuse-placeholders.sh /opt/mta/refuse-placeholders.sh
 COPY deploy/mta_spark_main.py /opt/mta/mta_spark_main.py
 
 # an unprivileged user; /data is where compose mounts the shared volume
 RUN useradd --uid "${MTA_UID}" --user-group --create-home --home-dir /home/mta --shell /usr/sbin/nologin mta \
     && mkdir -p /data/incoming /opt/mta/work \
     && chown -R mta:mta /data /opt/mta/work \
-    && chmod 0755 /opt/mta/entrypoint.sh
+    && chmod 0755 /opt/mta/entrypoint.sh /opt/mta/refuse-placeholders.sh
 
 USER mta
 WORKDIR /home/mta

@@ -44,6 +44,9 @@
 #   MTA_K8S_SECRET       the Secret's name (default: mta-store-credentials)
 #   MTA_K8S_SECRET_KEYS  the variables to take from it, comma-separated (default: those
 #                        of the four set here; the Secret must hold each one)
+# and the driver and executor pods get the label app.kubernetes.io/part-of=mta-windows, which
+# (with Spark's own spark-role label) is what lets them through deploy/k8s/redis.yaml's
+# NetworkPolicy to Redis; a --properties-file or --conf of your own can change it.
 #
 # Other environment variables:
 #   PYTHON       the Python that builds the wheel (default: python3)
@@ -59,6 +62,7 @@ python=${PYTHON:-python3}
 ship=${MTA_SHIP:-pyfiles}
 rocksdb=org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider
 credentials=(MTA_REDIS_PASSWORD MTA_REDIS_USERNAME COUCHBASE_USERNAME COUCHBASE_PASSWORD)
+k8s_label=app.kubernetes.io/part-of=mta-windows
 
 usage() {
   sed -n '2,4p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
@@ -186,6 +190,11 @@ properties="$work/spark.properties"
 (
   umask 077
   {
+    if [ "$on_k8s" = yes ]; then
+      for role in driver executor; do
+        echo "spark.kubernetes.$role.label.$k8s_label"
+      done
+    fi
     if [ -n "$properties_base" ]; then
       cat "$properties_base"
       echo

@@ -9,12 +9,15 @@ checked statically:
   ``mta-spark`` subcommand with real options (``spark_ops.cli.build_parser``),
   and so are the commands in deploy/README.md and the README's cluster section;
 * images are pinned; the Dockerfile's Spark, Python and Java versions are the
-  project's (pyproject.toml, the installed pyspark);
+  project's (pyproject.toml, the installed pyspark); the image's Python
+  dependencies are pinned (deploy/docker/constraints.txt) within pyproject's ranges;
 * store URLs name the services, ports, bucket/scope/collection and credential
   variables that exist (parsed with the stores' own URL parsers), and the
   credential variables are the ones the stores read;
 * every ``${VAR}`` of the compose file is in .env.example; no password or token
-  is committed as a literal.
+  is committed as a literal;
+* Redis's NetworkPolicy admits the Spark pods of the jobs, by the labels the
+  manifests, submit.sh and the README give them, and no other pod.
 
 What runs without Docker runs for real:
 
@@ -27,7 +30,8 @@ What runs without Docker runs for real:
   ``stream`` job with the image's spark-defaults.conf (RocksDB state store);
 * the image's entrypoint: commands as given, the Kubernetes ``driver`` mode
   (spark-submit of the entry file) and ``executor`` mode (Spark's executor
-  backend, which finds no driver here);
+  backend, which finds no driver here), also under a uid without a passwd entry;
+  its refusal of placeholder passwords;
 * deploy/docker/couchbase-init.sh against a stand-in of Couchbase's REST API.
 """
 
@@ -35,6 +39,7 @@ from __future__ import annotations
 
 import base64
 import fnmatch
+import importlib.metadata
 import json
 import os
 import re
@@ -543,6 +548,103 @@ def test_image_builds_the_compiled_cores_and_fails_without_them():
         assert done.returncode != 0 and "AssertionError" in done.stderr, f"{code!r} passes without the cores"
 
 
+CONSTRAINTS = DEPLOY / "docker" / "constraints.txt"
+
+
+def _constraints() -> dict[str, str]:
+    """deploy/docker/constraints.txt: canonical name -> pinned version."""
+    from packaging.utils import canonicalize_name
+
+    pins = {}
+    for n, line in enumerate(CONSTRAINTS.read_text().splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        m = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([0-9][0-9A-Za-z.+!-]*)", line)
+        assert m, f"constraints.txt line {n} is not NAME==VERSION: {line!r}"
+        name = canonicalize_name(m.group(1))
+        assert name not in pins, f"constraints.txt pins {name} twice"
+        pins[name] = m.group(2)
+    return pins
+
+
+def _image_install() -> str:
+    """The runtime stage's RUN that pip-installs the project's wheel."""
+    installs = [r for w, r in docker_stages()[-1][1] if w == "RUN" and "mta_windows-*.whl" in r]
+    assert len(installs) == 1, "one RUN of the runtime stage installs the wheel"
+    return installs[0]
+
+
+def test_image_installs_its_python_dependencies_at_pinned_versions():
+    """The image's pip install takes deploy/docker/constraints.txt (-c), and every
+    package pyproject.toml names for the extras the image installs is pinned
+    there, within pyproject's range; pyspark at the Dockerfile's SPARK_VERSION."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+    from packaging.version import Version
+
+    pins = _constraints()
+    copied = [r.split() for w, r in docker_stages()[-1][1] if w == "COPY" and "constraints.txt" in r]
+    assert [c[:-1] for c in copied] == [["deploy/docker/constraints.txt"]], "the runtime stage copies constraints.txt"
+    install = _image_install()
+    words = shlex.split(install.split("pip install", 1)[1].split("&&", 1)[0])
+    given = [words[i + 1] for i, w in enumerate(words[:-1]) if w in ("-c", "--constraint")]
+    given += [w.split("=", 1)[1] for w in words if w.startswith("--constraint=")]
+    assert given == [copied[0][-1]], f"the image's pip install does not take {copied[0][-1]} as constraints: {words}"
+
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    installed_extras = re.search(r"mta_windows-\*\.whl\)\[([a-z,]+)\]", install).group(1).split(",")
+    wanted = [Requirement(r) for r in PYPROJECT["project"]["dependencies"]]
+    wanted += [Requirement(r) for extra in installed_extras for r in extras[extra]]
+    assert {canonicalize_name(r.name) for r in wanted} >= {"pyspark", "pandas", "pyarrow", "numpy", "py4j",
+                                                           "msgpack", "redis", "hiredis", "couchbase", "matplotlib"}
+    for r in wanted:
+        name = canonicalize_name(r.name)
+        assert name in pins, f"constraints.txt does not pin {name} (pyproject: {r})"
+        assert r.specifier.contains(Version(pins[name]), prereleases=True), \
+            f"constraints.txt pins {name}=={pins[name]}, outside pyproject's {r}"
+    spark = dict(r.split("=", 1) for w, r in docker_instructions() if w == "ARG" and "=" in r)["SPARK_VERSION"]
+    assert pins["pyspark"] == spark, f"constraints.txt pins pyspark {pins['pyspark']}, the image installs {spark}"
+
+
+def test_constraints_pin_what_the_pinned_packages_require():
+    """Each pinned package's requirements on the image's Python (its FROM line's,
+    on Linux) are pinned too, at versions they accept: pip resolves nothing
+    unpinned.  Read from the metadata of the pinned versions installed here."""
+    from packaging.markers import default_environment
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+    from packaging.version import Version
+
+    pins = _constraints()
+    image = [r.split()[0] for w, r in docker_instructions() if w == "FROM"][-1]
+    python = re.match(r"python:(\d+\.\d+\.\d+)-", image).group(1)
+    marker_env = {**default_environment(), "python_version": python.rsplit(".", 1)[0],
+                  "python_full_version": python, "sys_platform": "linux", "platform_system": "Linux",
+                  "os_name": "posix", "implementation_name": "cpython", "platform_python_implementation": "CPython",
+                  "extra": ""}
+    read = []
+    for name, version in pins.items():
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        if dist.version != version:
+            continue
+        read.append(name)
+        for text in dist.requires or []:
+            r = Requirement(text)
+            if r.marker is not None and not any(r.marker.evaluate({**marker_env, "platform_machine": machine})
+                                                for machine in ("x86_64", "aarch64")):
+                continue
+            needed = canonicalize_name(r.name)
+            assert needed in pins, f"{name}=={version} requires {r}, which constraints.txt does not pin"
+            assert r.specifier.contains(Version(pins[needed]), prereleases=True), \
+                f"{name}=={version} requires {r}; constraints.txt pins {needed}=={pins[needed]}"
+    if not read:
+        pytest.skip("none of the pinned versions is installed here to read its requirements from")
+
+
 def _dockerignored(path: str, patterns: list[str]) -> bool:
     ignored = False
     parts = path.strip("/").split("/")
@@ -741,6 +843,94 @@ def test_the_secret_example_is_never_applied():
                     assert file.is_file() and file in applied, f"{where}: applies {name}: {line.strip()}"
 
 
+def _selects(selector: dict, labels: dict[str, str]) -> bool:
+    """Whether a Kubernetes label selector (matchLabels, matchExpressions) selects ``labels``."""
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for e in selector.get("matchExpressions") or []:
+        key, op, values = e["key"], e["operator"], e.get("values") or []
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+        assert op in ("In", "NotIn", "Exists", "DoesNotExist"), op
+    return True
+
+
+def _spark_pod_labels(role: str, own: dict[str, str]) -> dict[str, str]:
+    """A Spark pod's labels: those Spark on Kubernetes sets (and the operator's), and ``own``."""
+    labels = {"spark-app-selector": "spark-0123456789abcdef", "spark-app-name": "mta-windows-run",
+              "spark-role": role, "spark-version": "4.3.0",
+              "sparkoperator.k8s.io/app-name": "mta-windows-run", "sparkoperator.k8s.io/submission-id": "1234"}
+    if role == "executor":
+        labels.update({"spark-exec-id": "1", "spark-exec-resourceprofile-id": "0"})
+    return {**labels, **own}
+
+
+def _conf_labels(pairs: list[str], role: str) -> dict[str, str]:
+    """The pod labels of ``spark.kubernetes.ROLE.label.KEY=VALUE`` settings."""
+    prefix = f"spark.kubernetes.{role}.label."
+    return dict(p[len(prefix):].split("=", 1) for p in pairs if p.startswith(prefix))
+
+
+def test_only_the_jobs_spark_pods_reach_redis(tmp_path):
+    """A NetworkPolicy lets into the Redis pods, on Redis's port only, the Spark
+    driver and executor pods of the SparkApplications, of submit.sh with a
+    k8s:// master and of the README's spark-submit command, with the labels
+    they give them: not the pods of another Spark application, nor other pods."""
+    redis = [d for d in k8s_kind("Deployment") if d["metadata"]["name"] == "redis"][0]
+    redis_labels = redis["spec"]["template"]["metadata"]["labels"]
+    container = redis["spec"]["template"]["spec"]["containers"][0]
+    policies = [p for p in k8s_kind("NetworkPolicy") if _selects(p["spec"]["podSelector"], redis_labels)]
+    assert len(policies) == 1, "one NetworkPolicy selects the Redis pods"
+    spec = policies[0]["spec"]
+    assert "Ingress" in spec["policyTypes"]
+    named = {p.get("name"): p["containerPort"] for p in container["ports"]}
+    service = [d for d in k8s_kind("Service") if d["metadata"]["name"] == "redis"][0]
+    target = service["spec"]["ports"][0]["targetPort"]
+    for rule in spec["ingress"]:
+        ports = {named.get(p["port"], p["port"]) for p in rule["ports"]}
+        assert ports == {named.get(target, target)} == {6379}, f"the policy opens {ports}, not Redis's port only"
+        assert all(p.get("protocol", "TCP") == "TCP" for p in rule["ports"])
+        for peer in rule["from"]:
+            assert set(peer) == {"podSelector"}, f"a peer other than pods of this namespace: {peer}"
+
+    def admitted(labels: dict[str, str]) -> bool:
+        return any(_selects(peer["podSelector"], labels) for rule in spec["ingress"] for peer in rule["from"])
+
+    pods = {}
+    for app in k8s_kind("SparkApplication"):
+        for role in ("driver", "executor"):
+            own = app["spec"][role].get("labels") or {}
+            pods[f"{app['metadata']['name']} {role}"] = _spark_pod_labels(role, own)
+    spy, seen = _spark_submit_spy(tmp_path)
+    done = _dry_run(["--master", "k8s://https://kubernetes.example.com:6443", "--deploy-mode", "cluster"],
+                    MTA_DRY_RUN="0", SPARK_HOME=str(spy))
+    assert done.returncode == 0, done.stderr
+    written = seen.read_text().splitlines()
+    readme = [shlex.split(c) for _, c in _doc_commands(DEPLOY / "README.md")
+              if c.startswith("spark-submit --master k8s://")]
+    assert len(readme) == 1, "deploy/README.md: the spark-submit command for Kubernetes"
+    confs = [readme[0][i + 1] for i, w in enumerate(readme[0][:-1]) if w == "--conf"]
+    for role in ("driver", "executor"):
+        pods[f"submit.sh {role}"] = _spark_pod_labels(role, _conf_labels(written, role))
+        pods[f"deploy/README.md spark-submit {role}"] = _spark_pod_labels(role, _conf_labels(confs, role))
+    for where, labels in pods.items():
+        assert admitted(labels), f"{where}: its pods, labelled {labels}, do not reach Redis"
+
+    # and nothing else: Redis itself, another Spark application's pods, a pod of the project not run by Spark
+    others = {"the Redis pod": redis_labels,
+              "another application's driver": _spark_pod_labels("driver", {}),
+              "another application's executor": _spark_pod_labels("executor", {"app.kubernetes.io/part-of": "x"}),
+              "a pod labelled part-of only": {"app.kubernetes.io/part-of": "mta-windows"}}
+    for where, labels in others.items():
+        assert not admitted(labels), f"{where} reaches Redis"
+
+
 def test_pods_run_unprivileged_and_can_write_the_shared_volume():
     """Pod Security "restricted": non-root, no privilege escalation, every
     capability dropped, the runtime's seccomp profile; fsGroup the image's
@@ -872,6 +1062,103 @@ def test_no_secret_is_committed():
                 assert ok, f"{path.relative_to(ROOT)}:{n}: a literal secret? {m.group(0)!r}"
 
 
+REFUSE = DEPLOY / "docker" / "refuse-placeholders.sh"
+
+
+def _published_placeholders() -> set[str]:
+    """The passwords the project's files show in place of real ones: .env.example's,
+    secret.yaml.example's and deploy/README.md's examples."""
+    found = {v for k, v in env_example().items() if k.endswith("PASSWORD")}
+    found |= {v for k, v in yaml_documents(SECRET_EXAMPLE)[0]["stringData"].items() if k.endswith("PASSWORD")}
+    for m in re.finditer(r"""PASSWORD=(["'])([^"'$]+)\1""", (DEPLOY / "README.md").read_text()):
+        found.add(m.group(2))
+    assert {"change-me", "REPLACE_ME", "..."} <= found, found
+    return found
+
+
+def _fake_spark(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """An environment for the entrypoint whose spark-submit only records that it ran."""
+    ran = tmp_path / "ran"
+    spark = tmp_path / "spark"
+    (spark / "bin").mkdir(parents=True)
+    (spark / "bin" / "spark-submit").write_text(f'#!/bin/bash\necho "$@" > "{ran}"\n')
+    (spark / "bin" / "spark-submit").chmod(0o755)
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "SPARK_HOME": str(spark), "JAVA_HOME": str(tmp_path)}
+    return env, ran
+
+
+def test_placeholder_passwords_stop_the_image_before_it_starts_anything(tmp_path):
+    """The image's entrypoint refuses, naming the variable, any password that is
+    still a placeholder the project publishes, in every mode: so the compose
+    file's workers and jobs with .env.example copied as it is, and the pods of a
+    Secret made from secret.yaml.example; with passwords of one's own they run."""
+    env, ran = _fake_spark(tmp_path)
+
+    def entrypoint(*args: str, **extra: str) -> subprocess.CompletedProcess:
+        ran.unlink(missing_ok=True)
+        return subprocess.run(["bash", str(ENTRYPOINT), *args], env={**env, **extra}, capture_output=True,
+                              text=True, timeout=60, cwd=tmp_path)
+
+    driver = ("driver", "--master", "local[1]", "local:///opt/mta/mta_spark_main.py", "run")
+    for placeholder in sorted(_published_placeholders()):
+        for name in ("MTA_REDIS_PASSWORD", "COUCHBASE_PASSWORD", "COUCHBASE_ADMIN_PASSWORD"):
+            for args in (driver, ("touch", str(ran))):
+                done = entrypoint(*args, **{name: placeholder})
+                assert done.returncode == 78 and not ran.exists(), f"{name}={placeholder}: {args[0]} ran"
+                assert f"{name} is still the placeholder" in done.stderr, done.stderr
+    done = entrypoint(*driver, MTA_REDIS_PASSWORD="s3cr3t-R3dis-pw", COUCHBASE_PASSWORD="change-me-not")
+    assert done.returncode == 0 and ran.read_text().split()[-2:] == list(driver[-2:]), done.stderr
+
+    services = compose()["services"]  # .env.example copied to .env as it is
+    chosen = compose({**env_example(), "MTA_REDIS_PASSWORD": "s3cr3t-R3dis-pw", "COUCHBASE_PASSWORD": "s3cr3t-CB-pw",
+                      "COUCHBASE_ADMIN_PASSWORD": "s3cr3t-adm1n-pw"})["services"]
+    image = f"mta-windows:{VERSION}"
+    workers = [n for n, s in services.items() if s.get("image") == image and "MTA_REDIS_PASSWORD" in environment(s)]
+    assert set(workers) >= {"spark-worker-1", "spark-worker-2", *JOBS}
+    for name in workers:
+        done = entrypoint("touch", str(ran), **environment(services[name]))
+        assert done.returncode == 78 and not ran.exists(), f"docker-compose.yml {name} starts with change-me"
+        assert "MTA_REDIS_PASSWORD" in done.stderr and "COUCHBASE_PASSWORD" in done.stderr and ".env" in done.stderr
+        done = entrypoint("touch", str(ran), **environment(chosen[name]))
+        assert done.returncode == 0 and ran.exists(), f"docker-compose.yml {name}: {done.stderr}"
+
+    secret = yaml_documents(SECRET_EXAMPLE)[0]["stringData"]
+    for app in k8s_kind("SparkApplication"):
+        for role, args in (("driver", driver), ("executor", ("executor",))):
+            pod_env = {e["name"]: secret[e["valueFrom"]["secretKeyRef"]["key"]]
+                       for e in app["spec"][role]["env"] if e["valueFrom"]["secretKeyRef"]["key"] in secret}
+            done = entrypoint(*args, **pod_env)
+            assert done.returncode == 78 and not ran.exists(), f"{app['metadata']['name']} {role}: {done.stderr}"
+            assert "mta-store-credentials" in done.stderr
+
+    # the image holds the check beside its entrypoint
+    copies = {tuple(r.split()[-2:]) for w, r in docker_instructions() if w == "COPY" and not r.startswith("--from")}
+    target = dict(copies)["deploy/docker/entrypoint.sh"]
+    assert ("deploy/docker/refuse-placeholders.sh", str(Path(target).parent / REFUSE.name)) in copies
+
+
+def test_couchbase_init_refuses_placeholder_passwords_before_provisioning(fake_couchbase):
+    """The cluster keeps the administrator password it is provisioned with:
+    couchbase-init stops before its first request while either password is
+    still .env.example's placeholder.  The compose file mounts the check
+    beside the script."""
+    raw = raw_compose()["services"]["couchbase-init"]
+    mounts = dict(v.split(":")[:2] for v in raw["volumes"])
+    init_target = mounts["./deploy/docker/couchbase-init.sh"]
+    assert mounts.get(f"./{REFUSE.relative_to(ROOT)}") == str(Path(init_target).parent / REFUSE.name)
+
+    base = environment(compose()["services"]["couchbase-init"])  # .env.example as it is
+    base.update(COUCHBASE_HOST="127.0.0.1", COUCHBASE_REST_PORT=str(fake_couchbase.port),
+                PATH=os.environ["PATH"], HOME=os.environ.get("HOME", "/tmp"))
+    for admin, user in (("change-me", "change-me"), ("adm1n-Pw", "change-me"), ("change-me", "us3r-Pw")):
+        env = {**base, "COUCHBASE_ADMIN_PASSWORD": admin, "COUCHBASE_PASSWORD": user}
+        done = subprocess.run(["bash", str(COUCHBASE_INIT)], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 78, done.stdout + done.stderr
+        for name, value in (("COUCHBASE_ADMIN_PASSWORD", admin), ("COUCHBASE_PASSWORD", user)):
+            assert (f"{name} is still the placeholder" in done.stderr) == (value == "change-me"), done.stderr
+        assert fake_couchbase.requests == [] and fake_couchbase.cluster is None, "it went on to Couchbase"
+
+
 def _k8s_env_lists(doc: dict):
     spec = doc.get("spec", {})
     for container in spec.get("template", {}).get("spec", {}).get("containers", []):
@@ -984,6 +1271,85 @@ def test_entrypoint_runs_commands_and_the_kubernetes_driver_and_executor_modes(t
                SPARK_JAVA_OPT_0="-Dspark.network.timeout=5s")
     assert done.returncode != 0
     assert f"Failed to connect to /127.0.0.1:{port}" in done.stdout + done.stderr, done.stderr[-3000:]
+
+
+ANONYMOUS_UID = 1000650000  # as OpenShift picks them: listed in no /etc/passwd
+
+
+def _nss_wrapper() -> str | None:
+    """libnss_wrapper.so where the entrypoint looks for it (the image's libnss-wrapper)."""
+    for pattern in ("/usr/lib/*/libnss_wrapper.so", "/usr/lib/libnss_wrapper.so", "/lib/*/libnss_wrapper.so"):
+        for path in sorted(Path("/").glob(pattern.lstrip("/"))):
+            if path.stat().st_size:
+                return str(path)
+    return None
+
+
+def test_entrypoint_gives_a_uid_without_a_passwd_entry_one(tmp_path):
+    """Under a uid /etc/passwd does not list, Spark's Hadoop login stops with
+    "Invalid UID".  The entrypoint gives the uid an entry through nss_wrapper
+    (the image installs libnss-wrapper), with which an executor gets as far as
+    its driver; where the library is missing it says so up front.  Run in a
+    user namespace that maps this user to that uid."""
+    home = java_home()
+    if home is None:
+        pytest.skip(NO_JAVA)
+    as_anonymous = ["unshare", "--user", f"--map-user={ANONYMOUS_UID}", "--map-group=0"]
+    if shutil.which("unshare") is None or subprocess.run([*as_anonymous, "true"], capture_output=True).returncode:
+        pytest.skip("no unshare, or user namespaces are not allowed here")
+    assert subprocess.run(["getent", "passwd", str(ANONYMOUS_UID)], capture_output=True).returncode == 2
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "JAVA_HOME": home, "SPARK_HOME": str(spark_home()),
+           "SPARK_LOCAL_IP": "127.0.0.1"}
+    run = lambda *args, **extra: subprocess.run([*as_anonymous, "bash", str(ENTRYPOINT), *args],  # noqa: E731
+                                                env={**env, **extra}, capture_output=True, text=True, timeout=120,
+                                                cwd=tmp_path)
+    port = free_port()  # nothing listens there
+    executor = dict(SPARK_EXECUTOR_MEMORY="512m", SPARK_DRIVER_URL=f"spark://CoarseGrainedScheduler@127.0.0.1:{port}",
+                    SPARK_EXECUTOR_ID="1", SPARK_EXECUTOR_CORES="1", SPARK_APPLICATION_ID="app-1",
+                    SPARK_EXECUTOR_POD_IP="127.0.0.1", SPARK_RESOURCE_PROFILE_ID="0",
+                    SPARK_EXECUTOR_POD_NAME="mta-exec-1", SPARK_JAVA_OPT_0="-Dspark.network.timeout=5s")
+    done = run("executor", **executor)
+    logs = done.stdout + done.stderr
+    if _nss_wrapper() is None:
+        assert f"uid {ANONYMOUS_UID} has no entry in /etc/passwd" in done.stderr and "libnss-wrapper" in done.stderr
+        assert "Invalid UID" in logs, logs[-3000:]
+        pytest.skip("libnss_wrapper.so is not installed here (apt-get install libnss-wrapper): "
+                    "checked only that the entrypoint says so")
+    assert "Invalid UID" not in logs and f"Failed to connect to /127.0.0.1:{port}" in logs, logs[-3000:]
+    entry = run("bash", "-c", 'getent passwd "$(id -u)"').stdout.strip().split(":")
+    assert entry[2:4] == [str(ANONYMOUS_UID), "0"] and entry[5] == str(tmp_path), entry
+    assert run("bash", "-c", "getent passwd root").stdout.startswith("root:x:0:0:"), "the other entries stay"
+
+
+def test_entrypoint_puts_the_hadoop_configuration_on_the_executor_classpath(tmp_path):
+    """Spark mounts the Hadoop configuration (spark.kubernetes.hadoop.configMapName)
+    in its pods and names it in HADOOP_CONF_DIR: the executor's classpath has it
+    after Spark's configuration and before the jars, and SPARK_DIST_CLASSPATH
+    last, as in Spark's own image; unset, they leave no empty entry."""
+    java = tmp_path / "jdk" / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text('#!/bin/bash\nprintf "%s\\n" "$@"\n')
+    java.chmod(0o755)
+    spark = spark_home()
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "JAVA_HOME": str(tmp_path / "jdk"),
+           "SPARK_HOME": str(spark), "SPARK_CONF_DIR": "/opt/mta/conf", "SPARK_LOCAL_IP": "127.0.0.1",
+           "SPARK_EXECUTOR_MEMORY": "1g", "SPARK_DRIVER_URL": "spark://CoarseGrainedScheduler@10.0.0.1:7078",
+           "SPARK_EXECUTOR_ID": "1", "SPARK_EXECUTOR_CORES": "1", "SPARK_APPLICATION_ID": "spark-1",
+           "SPARK_EXECUTOR_POD_IP": "10.0.0.2", "SPARK_RESOURCE_PROFILE_ID": "0", "SPARK_EXECUTOR_POD_NAME": "exec-1"}
+
+    def classpath(**extra: str) -> list[str]:
+        done = subprocess.run(["bash", str(ENTRYPOINT), "executor"], env={**env, **extra}, capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        args = done.stdout.splitlines()
+        assert "org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend" in args
+        return option(args, "-cp").split(":")
+
+    assert classpath() == ["/opt/mta/conf", f"{spark}/jars/*"]
+    assert classpath(HADOOP_CONF_DIR="/opt/hadoop/conf", SPARK_EXTRA_CLASSPATH="/opt/extra/*",
+                     SPARK_DIST_CLASSPATH="/opt/hadoop/share/a.jar:/opt/hadoop/share/b.jar") == \
+        ["/opt/mta/conf", "/opt/hadoop/conf", f"{spark}/jars/*", "/opt/extra/*",
+         "/opt/hadoop/share/a.jar", "/opt/hadoop/share/b.jar"]
 
 
 def test_submit_dry_run_passes_credentials_in_a_file_not_on_the_command_line(tmp_path):
@@ -1451,7 +1817,8 @@ def test_standalone_cluster_from_the_compose_commands_runs_the_stream_job(tmp_pa
     if home is None:
         pytest.skip(NO_JAVA)
     redis = redis_server_factory(password=SECRET)
-    services = compose({**env_example(), "MTA_REDIS_PASSWORD": SECRET})["services"]
+    # a .env of one's own: the image refuses .env.example's placeholder passwords
+    services = compose({**env_example(), "MTA_REDIS_PASSWORD": SECRET, "COUCHBASE_PASSWORD": "t3st-CB-pw"})["services"]
     master_port, master_ui, worker_ui = free_port(), free_port(), free_port()
     data = tmp_path / "data"
     store = option(argv(services["stream"]), "--store")

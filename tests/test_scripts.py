@@ -62,6 +62,18 @@ def test_needs_does_nothing_when_every_command_is_there(fake_bin):
     assert _calls(log) == []
 
 
+def test_needs_finds_a_shared_library_where_debian_installs_them(fake_bin):
+    """``libNAME.so`` stands for a library under /usr/lib or /usr/lib/<arch>:
+    one that is there (libc's) installs nothing, one that is not its package."""
+    env, log = fake_bin
+    present = sorted(p.name for p in Path("/usr/lib").glob("*/libc.so*")) or pytest.skip("no libc under /usr/lib")
+    done = subprocess.run([str(SCRIPTS / "needs"), f"{present[0]}:pkg-libc", "libno_such_mta.so:pkg-missing"],
+                          env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    apt = [c.split(" ", 1)[1] for c in _calls(log) if c.startswith("apt-get ")]
+    assert apt == ["update -qq", "install -y -qq pkg-missing"], _calls(log)
+
+
 @pytest.fixture
 def venv_root(tmp_path):
     """A copy of ``scripts/venv`` in a project root whose ``.venv/bin/python``

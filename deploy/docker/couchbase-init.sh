@@ -12,7 +12,8 @@
 #      the administrator.
 #
 # Passwords never appear on a command line: curl reads them from files only this
-# script can read.
+# script can read.  It refuses the placeholder passwords of .env.example
+# (refuse-placeholders.sh, mounted beside it).
 set -euo pipefail
 
 host=${COUCHBASE_HOST:-couchbase}
@@ -26,6 +27,9 @@ collection=${COUCHBASE_COLLECTION:-levels}
 ram=${COUCHBASE_RAM_MB:-1024}
 bucket_ram=${COUCHBASE_BUCKET_RAM_MB:-512}
 rest="http://$host:${COUCHBASE_REST_PORT:-8091}"
+
+# before provisioning: the cluster keeps the administrator password it is provisioned with
+bash "$(dirname "${BASH_SOURCE[0]}")/refuse-placeholders.sh"
 
 umask 077
 secrets=$(mktemp -d)
