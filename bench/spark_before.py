@@ -101,11 +101,10 @@ class JobProcess:
 
 
 def run(cfg: RunConfig) -> dict:
-    from spark_ops.cli.demo_report import write_parquet_input
-    from spark_ops.telemetry import fleet_memory
+    from spark_ops.cli.demo_report import DEMO_HOURS, DEMO_SEED, DEMO_WINDOW, demo_readings, write_parquet_input
 
     p = PROFILES[cfg.profile]
-    job = Run(NAME, cfg, {**p, "aggs": AGGS, "range_seconds": 3600, "methods": list(METHODS),
+    job = Run(NAME, cfg, {**p, "aggs": AGGS, "range_seconds": DEMO_WINDOW["range"], "methods": list(METHODS),
                           "master": sparkbench.MASTER, "shuffle_partitions": PARTITIONS})
     data = job.data
     work = tempfile.mkdtemp(prefix="mta-bench-before-")
@@ -117,8 +116,9 @@ def run(cfg: RunConfig) -> dict:
         data["notes"] = [
             f"before: the library at commit {data['before_commit'][:10]} (git archive of mta, stores, spark_ops); "
             f"now: the working tree at {data['machine'].get('git_commit', '?')[:10]}.",
-            f"{p['rows']:,} readings from {p['hosts']} hosts over 24 h (the demo's generator, seed 0), one-hour "
-            "windows, max, mean and stddev per host, Parquet in and out; every method reads the same files.",
+            f"{p['rows']:,} readings from {p['hosts']} hosts over {DEMO_HOURS:g} h (the demo's generator, seed "
+            f"{DEMO_SEED}), windows of {DEMO_WINDOW['range']:,} s, max, mean and stddev per host, Parquet in and "
+            "out; every method reads the same files.",
             "Each library runs in its own process and Spark session (local[2]); the requests alternate, "
             f"{p['repeats']} run(s) each after one unmeasured run; the medians count.",
             "CPU: user + system seconds of the JVM and of the Python workers below each job process (psutil).",
@@ -126,7 +126,7 @@ def run(cfg: RunConfig) -> dict:
         if any(Path(libraries["before"], "mta").glob("*.c")):
             data["notes"].append("before: its C extension is not built here, so it runs its pure-Python engines.")
         input_dir = os.path.join(work, "input")
-        write_parquet_input(fleet_memory(p["hosts"], p["rows"], seed=0, span=24 * 3600.0), input_dir)
+        write_parquet_input(demo_readings(p["hosts"], p["rows"]), input_dir)
         for side, library in libraries.items():
             processes[side] = JobProcess(library, work)
 

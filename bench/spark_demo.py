@@ -67,6 +67,8 @@ PROFILES = {
     "quick": dict(rows=200_000, hosts=60, repeats=2),
     "tiny": dict(rows=3_000, hosts=5, repeats=1),
 }
+#: The demo's aggregations (spark_ops.cli.demo_report.DEMO_AGGS, which run() checks this against), spelled
+#: out: bench.spark_before_job imports this module beside an older commit's library, which lacks that module.
 AGGS = ["max", "mean", "stddev"]
 OLD = "MTA, file store named (before)"
 NEW = "columnar (now)"
@@ -131,10 +133,10 @@ USER_AGGS = [("max", Aggregator(Monoid(_user_max, None, name="user_max"), name="
 def _windows_stage(spark, input_dir: str, out_dir: str, store: str | None, engine: str, aggs=AGGS) -> None:
     """The demo's windows stage (spark_ops.cli.demo), with ``engine``."""
     from spark_ops import sliding_window
+    from spark_ops.cli.demo_report import DEMO_WINDOW
 
     df = spark.read.parquet(input_dir)
-    windows = sliding_window(df, key="host", time="ts", value="mem_mb", aggs=aggs, range=3600, store=store,
-                             engine=engine)
+    windows = sliding_window(df, **DEMO_WINDOW, aggs=aggs, store=store, engine=engine)
     windows.write.mode("overwrite").parquet(out_dir)
 
 
@@ -142,6 +144,7 @@ def _sql_stage(spark, input_dir: str, out_dir: str) -> None:
     """The windows stage as the SQL table function (spark_ops.sql)."""
     from pyspark.sql import functions as F
 
+    from spark_ops.cli.demo_report import DEMO_WINDOW as W
     from spark_ops.sql import register_sql
 
     register_sql(spark)
@@ -149,7 +152,8 @@ def _sql_stage(spark, input_dir: str, out_dir: str) -> None:
     readings = spark.read.parquet(input_dir).withColumn("seq", F.monotonically_increasing_id())
     readings.createOrReplaceTempView("readings")
     spark.sql(f"""SELECT * EXCEPT (seq) FROM mta_sliding_window(TABLE(readings), order => 'seq',
-                  key => 'host', time => 'ts', value => 'mem_mb', aggs => '{",".join(AGGS)}', range => 3600)""") \
+                  key => '{W["key"]}', time => '{W["time"]}', value => '{W["value"]}', aggs => '{",".join(AGGS)}',
+                  range => {W["range"]})""") \
          .write.mode("overwrite").parquet(out_dir)
 
 
@@ -170,15 +174,19 @@ def _handover_stage(spark, input_dir: str, out_dir: str, arrow: bool) -> None:
     """Spark's hand-over of the rows to a Python UDTF and back, no window."""
     from pyspark.sql.functions import udtf
 
+    from spark_ops.cli.demo_report import DEMO_WINDOW as W
+
     spark.udtf.register("mta_bench_identity", udtf(_Identity, useArrow=arrow))
     spark.read.parquet(input_dir).createOrReplaceTempView("readings")
-    spark.sql("SELECT * FROM mta_bench_identity(TABLE(readings) PARTITION BY host ORDER BY ts)") \
+    spark.sql(f"SELECT * FROM mta_bench_identity(TABLE(readings) PARTITION BY {W['key']} ORDER BY {W['time']})") \
          .write.mode("overwrite").parquet(out_dir)
 
 
 def _pipeline_stage(spark, input_dir: str, out_dir: str) -> None:
     """The stage's plan (spark_ops.batch) with a Python function in place of the windows."""
     from pyspark.sql import functions as F
+
+    from spark_ops.cli.demo_report import DEMO_WINDOW as W
 
     def values_as_outputs(batches):
         import pyarrow as pa
@@ -191,8 +199,8 @@ def _pipeline_stage(spark, input_dir: str, out_dir: str) -> None:
     df = spark.read.parquet(input_dir)
     schema = ", ".join([f"`{f.name}` {f.dataType.simpleString()}" for f in df.schema.fields]
                        + [f"{a} double" for a in AGGS])
-    (df.withColumn("arrival", F.monotonically_increasing_id()).repartition("host")
-       .sortWithinPartitions("host", "ts", "arrival")
+    (df.withColumn("arrival", F.monotonically_increasing_id()).repartition(W["key"])
+       .sortWithinPartitions(W["key"], W["time"], "arrival")
        .mapInArrow(values_as_outputs, schema).write.mode("overwrite").parquet(out_dir))
 
 
@@ -204,17 +212,20 @@ def _checksums(spark, out_dir: str) -> list[float]:
 
 
 def run(cfg: RunConfig) -> dict:
-    from spark_ops.cli.demo_report import write_parquet_input
-    from spark_ops.telemetry import fleet_memory
+    from spark_ops.cli.demo_report import DEMO_AGGS, DEMO_HOURS, DEMO_SEED, DEMO_WINDOW, demo_readings, \
+        write_parquet_input
 
+    if tuple(AGGS) != DEMO_AGGS:
+        raise RuntimeError(f"bench.spark_demo.AGGS {AGGS} is not the demo's {list(DEMO_AGGS)}: make them one")
     sparkbench.ship_by_value(__name__)  # USER_AGGS' functions
     p = PROFILES[cfg.profile]
-    job = Run(NAME, cfg, {**p, "aggs": AGGS, "range_seconds": 3600, "methods": METHODS,
+    job = Run(NAME, cfg, {**p, "aggs": AGGS, "range_seconds": DEMO_WINDOW["range"], "methods": METHODS,
                           "master": sparkbench.MASTER, "shuffle_partitions": PARTITIONS})
     data = job.data
     data["notes"] = [
-        f"{p['rows']:,} readings from {p['hosts']} hosts over 24 h (the demo's generator and seed 0), "
-        "one-hour windows, max, mean and stddev per host; the stage reads Parquet and writes Parquet.",
+        f"{p['rows']:,} readings from {p['hosts']} hosts over {DEMO_HOURS:g} h (the demo's generator and seed "
+        f"{DEMO_SEED}), windows of {DEMO_WINDOW['range']:,} s, max, mean and stddev per host; the stage reads "
+        "Parquet and writes Parquet.",
         f"The methods alternate, {p['repeats']} run(s) each, in one session; the medians count.",
         "CPU: user + system seconds of the JVM (driver and executors, one process in local mode) and of "
         "the Python workers (psutil), per output row.",
@@ -226,7 +237,7 @@ def run(cfg: RunConfig) -> dict:
     with sparkbench.spark_run(cfg, data, PARTITIONS, "mta-bench-demo-") as (spark, work):
         input_dir, out_dir = os.path.join(work, "input"), os.path.join(work, "windows")
         store = f"file://{work}/state"
-        write_parquet_input(fleet_memory(p["hosts"], p["rows"], seed=0, span=24 * 3600.0), input_dir)
+        write_parquet_input(demo_readings(p["hosts"], p["rows"]), input_dir)
         stages = {OLD: lambda: _windows_stage(spark, input_dir, out_dir, store, "amta"),
                   NEW: lambda: _windows_stage(spark, input_dir, out_dir, store, "auto"),
                   MTA_MEMORY: lambda: _windows_stage(spark, input_dir, out_dir, None, "amta"),

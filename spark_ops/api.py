@@ -29,7 +29,7 @@ from .periodic import periodic_plan
 from .names import clashes
 from .periodic_stream import periodic_streaming_plan
 from .plan import INTERNAL, holds, micro_time
-from .spec import SlidingWindowError, WindowSpec, key_columns
+from .spec import ENGINES, SlidingWindowError, WindowSpec, key_columns
 from .streaming import streaming_plan
 from .task_stream import task_streaming_plan
 
@@ -333,6 +333,14 @@ def choose_engine(spec: WindowSpec, df) -> tuple[str, str]:
     from pyspark.sql.types import FractionalType
 
     return engine_for(spec, streaming=df.isStreaming, fractional=_per_value_column(df, spec, FractionalType))
+
+
+def keeps_windows_in_store(engine: str) -> bool:
+    """Whether a job on ``engine`` (as :func:`choose_engine` names it) may
+    keep its windows in its store: an MTA's go there (a batch window may
+    run in executor memory first, see :func:`engine_for`); the columnar
+    engine's stay in executor memory, and it never opens the store."""
+    return engine in ENGINES
 
 
 def engine_for(spec: WindowSpec, *, streaming: bool, fractional: bool | tuple) -> tuple[str, str]:

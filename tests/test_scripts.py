@@ -174,3 +174,102 @@ def test_venv_makes_the_virtualenv_with_PYTHON_and_refuses_one_too_old(tmp_path,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert f"python3.12 -m venv {root / '.venv'}" in _calls(log)
+
+
+def test_venv_makes_again_a_virtualenv_without_pip(venv_root, fake_bin):
+    """A .venv whose python has no pip (made where Python's venv support was
+    missing, or interrupted) is made again with $PYTHON, then installed
+    into, instead of every later run failing with 'No module named pip'."""
+    root, log = venv_root
+    env, _ = fake_bin
+    broken = root / ".venv" / "bin" / "python"
+    _recorder(broken, log, 'echo "No module named pip" >&2\nexit 1\n')
+    (root / ".venv" / "leftover").write_text("")
+    # $PYTHON: records its calls; -m venv DIR makes DIR/bin/python, a python with pip (a recorder)
+    maker = Path(env["PATH"].split(":")[0]) / "python3.12"
+    _recorder(root / "scripts" / "good-python", log)
+    _recorder(maker, log, f'[ "$1" = -m ] && [ "$2" = venv ] && mkdir -p "$3/bin" && '
+                          f'cp "{root / "scripts" / "good-python"}" "$3/bin/python"\nexit 0\n')
+    done = subprocess.run([str(root / "scripts" / "venv"), "spark"], env={**env, "PYTHON": str(maker)},
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "has no working python or pip: making it again" in done.stderr
+    calls = _calls(log)
+    made = calls.index(f"python3.12 -m venv {root / '.venv'}")
+    assert not (root / ".venv" / "leftover").exists()
+    # the new virtualenv's python (the broken one fails every call) installs the project
+    assert any(c.startswith("python -m pip install --quiet -e") for c in calls[made:]), calls
+
+
+def test_venv_that_cannot_get_pip_says_what_to_install_and_leaves_no_half_venv(tmp_path, fake_bin):
+    env, log = fake_bin
+    root = tmp_path / "project"
+    (root / "scripts").mkdir(parents=True)
+    shutil.copy2(SCRIPTS / "venv", root / "scripts" / "venv")
+    (root / "pyproject.toml").write_text('[project]\nrequires-python = ">=3.10"\n')
+    # Debian's python -m venv without its -venv package: a bin/python without pip, and status 1
+    maker = Path(env["PATH"].split(":")[0]) / "python3.12"
+    _recorder(maker, log, '[ "$1" = -m ] && [ "$2" = venv ] && mkdir -p "$3/bin" && '
+                          'printf "#!/usr/bin/env bash\\nexit 1\\n" > "$3/bin/python" && chmod +x "$3/bin/python" '
+                          '&& exit 1\nexit 0\n')
+    for _ in range(2):  # the second run finds no half-made .venv either
+        done = subprocess.run([str(root / "scripts" / "venv"), "spark"], env={**env, "PYTHON": str(maker)},
+                              capture_output=True, text=True)
+        assert done.returncode == 1, done.stderr
+        assert "cannot make a virtualenv with pip" in done.stderr and "python3-venv" in done.stderr
+        assert not (root / ".venv").exists()
+
+
+def _python_stand_in(path: Path, log: Path, *, venv_support: bool, version: str = "3.12") -> None:
+    """A Python whose ``import ensurepip, venv`` works or not, and that
+    prints its version for ``sys.version_info``."""
+    _recorder(path, log, f'case "$2" in *ensurepip*) exit {0 if venv_support else 1} ;; '
+                         f'*version_info*) echo {version} ;; esac\nexit 0\n')
+
+
+@pytest.mark.parametrize("python, installs", [
+    (None, "python3-venv"),  # python3 itself lacks venv support: the package named
+    ("python3.12", "python3.12-venv"),  # $PYTHON lacks it: that Python's own package
+])
+def test_needs_checks_venv_support_of_the_python_scripts_venv_uses(fake_bin, python, installs):
+    env, log = fake_bin
+    bin_dir = Path(env["PATH"].split(":")[0])
+    _python_stand_in(bin_dir / "python3", log, venv_support=python is not None, version="3.11")
+    _python_stand_in(bin_dir / "python3.12", log, venv_support=False)
+    if python:
+        env = {**env, "PYTHON": python}
+    done = subprocess.run([str(SCRIPTS / "needs"), "python3-venv:python3-venv"], env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    apt = [c.split(" ", 1)[1] for c in _calls(log) if c.startswith("apt-get ")]
+    assert apt == ["update -qq", f"install -y -qq {installs}"], _calls(log)
+
+
+def test_needs_installs_no_venv_support_that_PYTHON_has(fake_bin):
+    env, log = fake_bin
+    bin_dir = Path(env["PATH"].split(":")[0])
+    _python_stand_in(bin_dir / "python3", log, venv_support=False)
+    _python_stand_in(bin_dir / "python3.12", log, venv_support=True)
+    done = subprocess.run([str(SCRIPTS / "needs"), "python3-venv:python3-venv"], env={**env, "PYTHON": "python3.12"},
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and not any(c.startswith("apt-get") for c in _calls(log)), _calls(log)
+
+
+def test_demo_script_runs_the_job_in_the_callers_directory(tmp_path):
+    """scripts/demo's relative --out (and the default ./demo-output) are the
+    caller's: mta-spark starts in the directory scripts/demo was run from."""
+    root = tmp_path / "project"
+    (root / "scripts").mkdir(parents=True)
+    (root / ".venv" / "bin").mkdir(parents=True)
+    shutil.copy2(SCRIPTS / "demo", root / "scripts" / "demo")
+    log = tmp_path / "calls.log"
+    for stand_in in ("scripts/needs", "scripts/venv"):
+        _recorder(root / stand_in, log)
+    _recorder(root / ".venv" / "bin" / "mta-spark", log, f'pwd > "{tmp_path / "cwd"}"\n')
+    caller = tmp_path / "elsewhere"
+    caller.mkdir()
+    done = subprocess.run(["../project/scripts/demo", "--out", "my-results", "--rows", "1000"], cwd=caller,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "mta-spark demo --out my-results --rows 1000" in _calls(log)
+    assert (tmp_path / "cwd").read_text().strip() == str(caller)

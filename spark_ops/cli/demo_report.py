@@ -8,6 +8,20 @@ import shutil
 
 #: The demo's aggregations, over one hour per host.
 DEMO_AGGS = ("max", "mean", "stddev")
+#: The demo's windows besides their aggregations: ``sliding_window``'s key,
+#: time, value and range (the benchmarks of the demo's windows stage run these).
+DEMO_WINDOW = {"key": "host", "time": "ts", "value": "mem_mb", "range": 3600}
+#: The demo's data by default: the hours the readings span and the seed.
+DEMO_HOURS = 24.0
+DEMO_SEED = 0
+
+
+def demo_readings(hosts: int, rows: int, *, hours: float = DEMO_HOURS, seed: int = DEMO_SEED):
+    """The demo's readings (:func:`spark_ops.telemetry.fleet_memory`): ``rows``
+    from ``hosts`` hosts spanning ``hours``."""
+    from ..telemetry import fleet_memory
+
+    return fleet_memory(hosts, rows, seed=seed, span=hours * 3600.0)
 
 
 def write_parquet_input(readings, directory: str, rows_per_file: int = 125_000) -> int:

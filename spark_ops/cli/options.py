@@ -76,6 +76,27 @@ def positive_int(text: str) -> int:
     return n
 
 
+def number_in(kind: type, low, high=None, *, above: bool = False, note: str = ""):
+    """An argument type: a ``kind`` (int or float) number from ``low`` (more
+    than it with ``above``) to ``high`` (unbounded when None, ``note`` said
+    after it), whose error names that range."""
+    def shown(n) -> str:
+        return f"{n:,}" if kind is int else f"{n:,g}"
+
+    def parse(text: str):
+        try:
+            n = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {'an integer' if kind is int else 'a number'}: {text!r}") from None
+        if not ((n > low if above else n >= low) and (high is None or n <= high)):  # NaN fails both
+            raise argparse.ArgumentTypeError(
+                f"must be {'more than' if above else 'at least'} {shown(low)}"
+                + (f" and at most {shown(high)}{note}" if high is not None else "") + f", got {text}")
+        return n
+
+    return parse
+
+
 def seconds(text: str) -> float:
     """A duration (:mod:`spark_ops.durations`) in seconds."""
     try:
@@ -234,14 +255,13 @@ def window_options(p: argparse.ArgumentParser, *, store_required: bool, store_no
                                "column less) (default: %(default)s)")
     cols.add_argument("--on-bad-row", choices=("error", "flag"), default="error",
                       help="a row with a null or NaN key, time or value, an infinite time, a CSV value that "
-                           "is not a number, a value an aggregation cannot take (geomean of a value <= 0), or, streaming, a time older "
-                           "than its key's newest in an earlier micro-batch: 'error' stops the job naming the "
-                           "row; 'flag' keeps it with null aggregations and the reason in a 'rejected' column "
-                           "(--slide: leaves it out of the windows, counted in the summary and logged; with "
-                           "--slide also a time more than 4.6e12 seconds from 1970, beyond the microseconds "
-                           "the windows count, as with --watermark, and with stream --slide a row behind the "
-                           "watermark) "
-                           "(default: %(default)s)")
+                           "is not a number, a value an aggregation cannot take (geomean of a value <= 0), or, "
+                           "streaming, a time older than its key's newest in an earlier micro-batch: 'error' "
+                           "stops the job naming the row; 'flag' keeps it with null aggregations and the reason "
+                           "in a 'rejected' column (--slide: leaves it out of the windows, counted in the summary "
+                           "and logged; with --slide also a time more than 4.6e12 seconds from 1970, beyond the "
+                           "microseconds the windows count, as with --watermark, and with stream --slide a row "
+                           "behind the watermark) (default: %(default)s)")
     cols.add_argument("--engine", choices=ENGINE_CHOICES, default="auto", help=engine_help())
     store_sizes(cols)
     store_help = ("where the windows' level queues live: file:DIR (embedded SQLite), "

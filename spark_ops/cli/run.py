@@ -14,7 +14,7 @@ from .errors import EXIT_OK, PROG, CLIError
 from .options import Command, reader_options, slide_option, window_options
 from .progress import Progress, duration
 from .session import session
-from .store import check_store, normalize_store, shown, warn_file_store_on_cluster
+from .store import batch_store, round_trips_note, warn_where_windows_go
 from .window import describe, observe_rejected, respelled, window_spec, windows
 
 _log = logging.getLogger(__name__)
@@ -88,9 +88,7 @@ def run(args, spark=None) -> int:
     if out_local is not None and os.path.exists(out_local) and not args.overwrite:
         raise CLIError(f"output {args.output} exists; pass --overwrite to replace it")
     _check_apart(args.input, args.output)
-    store = normalize_store(args.store)
-    if store:
-        check_store(store)
+    store = batch_store(args.store)
     progress = Progress()
     with session(args, spark, "run", progress) as spark:
         from .. import excluded, traffic
@@ -108,8 +106,7 @@ def run(args, spark=None) -> int:
             out = windows(df, args, spec, store, None)
             out, observation = observe_rejected(out, args)
             engine, why = choose_engine(dataclasses.replace(spec, store=store, engine=args.engine), df)
-        if engine != "columnar":  # the columnar engine never opens the store
-            warn_file_store_on_cluster(store, spark.sparkContext.master)
+        warn_where_windows_go(store, engine, spark.sparkContext.master)
         with progress.stage("running windows", spark,
                             f"{describe(spec)}, into {args.output}; engine {engine}: {why}",
                             job=f"{PROG} run: sliding window {describe(spec)}, engine {engine}"):
@@ -130,7 +127,7 @@ def run(args, spark=None) -> int:
                          PROG, rejected, rows, args.output)
     print(f"wrote {rows:,} rows to {args.output} (Parquet: {', '.join(out.columns)}) "
           f"in {duration(elapsed)}, {rows / max(elapsed, 1e-9):,.0f} rows/s{flagged}"
-          + (f"; store {shown(store)}: {trips:,} round trips" if store else ""))
+          + round_trips_note(store, trips))
     return EXIT_OK
 
 

@@ -46,6 +46,33 @@ def check_store(url: str, *, retries: int = 1) -> None:
             store.close()
 
 
+def batch_store(url: str | None) -> str | None:
+    """A batch command's ``--store`` (``run``, ``demo``), normalised and,
+    when given, pinged before Spark starts whatever the engine: a wrong URL
+    fails in a second.  Whether the job's windows go there is the engine's
+    rule (:func:`spark_ops.api.keeps_windows_in_store`), which the
+    command's engine line states (:func:`spark_ops.api.choose_engine`)."""
+    store = normalize_store(url)
+    if store:
+        check_store(store)
+    return store
+
+
+def warn_where_windows_go(url: str | None, engine: str, master: str) -> bool:
+    """:func:`warn_file_store_on_cluster` for a job on ``engine``, which
+    opens its store only when it keeps windows there.  True if it warned."""
+    from ..api import keeps_windows_in_store
+
+    return keeps_windows_in_store(engine) and warn_file_store_on_cluster(url, master)
+
+
+def round_trips_note(url: str | None, trips: int) -> str:
+    """The summary's account of the store: its URL and the job's round trips
+    to it (0 where the engine kept the windows in executor memory); empty
+    without a store."""
+    return f"; store {shown(url)}: {trips:,} round trips" if url else ""
+
+
 def warn_file_store_on_cluster(url: str | None, master: str) -> bool:
     """Warn on stderr when the windows go to a ``file:`` store (SQLite, one
     machine's) and ``master`` is not ``local``: executors on several nodes
