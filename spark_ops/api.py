@@ -106,8 +106,9 @@ def sliding_window(df, key: str | list[str], time: str, value: str | list[str], 
     value; a value the aggregations cannot take (``geomean`` of a value
     <= 0); in streaming without a watermark, a time older than its key's
     newest time in an earlier micro-batch (rows are ordered within a
-    micro-batch, not across them); with one, a time at or behind the watermark
-    (a late row).
+    micro-batch, not across them); with one, a late row: a time at or behind
+    the watermark (with ``slide=``, behind it: a row at the watermark is on
+    time, as in Spark's ``window()``, its windows all ending after it).
 
     Event time (streaming): when the time column carries a watermark
     (``df.withWatermark(time, "10 minutes")``), rows may arrive in any
@@ -165,7 +166,8 @@ def sliding_window(df, key: str | list[str], time: str, value: str | list[str], 
                             frame=frame, slide=slide, ties=ties,
                             integral=values.per_column(types, IntegralType), value_fields=fields,
                             micros=micro_time(df.schema[time].dataType))
-    check_output_names(spec, [*spec.keys, periodic.WINDOW_END] if spec.slide is not None else df.columns)
+    check_output_names(spec, [*spec.keys] if spec.slide is not None else df.columns,
+                       added=[periodic.WINDOW_END] if spec.slide is not None else [])
     check_output_types(spec)
     if name is not None and (not isinstance(name, str) or not _NAME.fullmatch(name)):
         raise SlidingWindowError(f"name must be 1 to 40 letters, digits, '.', '_' or '-', got {name!r}")
@@ -292,9 +294,17 @@ def _per_value_column(df, spec: WindowSpec, kind) -> bool | tuple:
     return values.per_column(values.types_of(df.schema, spec), kind)
 
 
-def check_output_names(spec: WindowSpec, columns) -> None:
-    """No input column has the name of one of ``spec``'s output columns."""
-    clash = clashes(columns, [n for n, _ in spec.output_columns])
+def check_output_names(spec: WindowSpec, columns, added=()) -> None:
+    """No input column kept in the output (``columns``), nor one the plan
+    adds (``added``: ``slide=``'s ``window_end``), has the name of one of
+    ``spec``'s output columns.  O(columns + outputs)."""
+    outputs = [n for n, _ in spec.output_columns]
+    taken = clashes(outputs, added)
+    if taken:
+        raise SlidingWindowError(f"output column {', '.join(map(repr, taken))} has the name of the column "
+                                 f"{', '.join(map(repr, added))} this job adds (Spark's names ignore case); "
+                                 "name the aggregation differently")
+    clash = clashes(columns, outputs)
     if clash:
         raise SlidingWindowError(f"input column {', '.join(map(repr, clash))} has the name of an output column "
                                  "(Spark's names ignore case); rename it (or name a user aggregation differently)")

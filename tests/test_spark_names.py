@@ -171,6 +171,16 @@ def test_output_names_equal_but_for_case_are_refused(spark, kw, message):
         sliding_window(df, **{"key": "Window_End", "time": "t", "value": "v", **kw})
 
 
+def test_an_aggregation_named_like_slides_window_end_is_named_as_such(spark):
+    """With ``slide=`` the output has a ``window_end`` column of the job's
+    own: an aggregation of that name (but for case) is refused as clashing
+    with it, not with an input column the input does not have."""
+    df = spark.createDataFrame([("a", 1.0, 2.0)], "k string, t double, v double")
+    with pytest.raises(SlidingWindowError, match="the column 'window_end' this job adds") as err:
+        sliding_window(df, key="k", time="t", value="v", aggs={"Window_End": "max"}, range=10, slide=5)
+    assert "input column" not in str(err.value)
+
+
 @pytest.mark.parametrize("header, given, keys", [
     (("host.name", "t", "v"), ("host.name", "t", "v"), None),
     (("Host", "TS", "Mem"), ("host", "ts", "mem"), {"a.b": "007", "c": "7", "d`e": "x"})])
