@@ -273,8 +273,8 @@ def check_columns(schema, key, time: str, value) -> tuple[tuple, list]:
         raise SlidingWindowError(f"input column {', '.join(map(repr, internal))} has a name sliding_window "
                                  "uses internally (Spark's names ignore case); rename it")
     if not isinstance(fields[time], (NumericType, TimestampType, TimestampNTZType, DateType)):
-        hint = (f": parse it first, df.withColumn({time!r}, F.to_timestamp({time!r})) (mta-spark: --schema "
-                f"'..., {time} TIMESTAMP, ...')") if isinstance(fields[time], StringType) else ""
+        hint = (f": parse it first, df.withColumn({time!r}, F.to_timestamp({time!r})) (or .cast('double') "
+                "for seconds)") if isinstance(fields[time], StringType) else ""
         raise SlidingWindowError(f"time column {time!r} is {fields[time].simpleString()}, "
                                  f"not a number of seconds, a timestamp or a date{hint}")
     return values.fields_of(schema, value)

@@ -46,10 +46,17 @@ def not_a_number(v) -> str:
     return f"value of type {type(v).__name__}, not a number"
 
 
-#: A text input's value that does not parse as a number (``format_string``
-#: arguments: the text and the file it came from), for readers that parse a
-#: text column themselves (the CLI's CSV input).
-TEXT_NOT_A_NUMBER = "value '%s' is not a number (file %s)"
+def text_not_parsed(what: str = "value", kind: str = "a number") -> str:
+    """A text input's ``what`` (value, time) that does not parse as ``kind``
+    (``format_string`` arguments: the text and the file it came from), for
+    readers that parse a text column themselves (the CLI's CSV input)."""
+    return f"{what} '%s' is not {kind} (file %s)"
+
+
+TEXT_NOT_A_NUMBER = text_not_parsed()
+
+#: A record a text reader could not parse (JSON: Spark's ``_corrupt_record``), as :func:`text_not_parsed`.
+MALFORMED = "malformed record '%s' (file %s)"
 
 
 def out_of_order(t, newest) -> str:

@@ -583,8 +583,11 @@ def test_stream_restarted_without_partitions_resumes_the_count_of_tasks_it_ran_a
                 assert (meta["tasks"], meta["step"]) == (3, 1), record
 
         write_csv(incoming / "part-3.csv", [("k0", 170.0, 0.5)])
-        assert run_cli(spark, *args, "--partitions", 2) == 1  # the user's count stays, and fails
-        assert "ran as 3 tasks and now run as 2" in one_error_line(capsys.readouterr().err)
+        # the user's count stays, and fails: a usage error whose remedy is the option
+        assert run_cli(spark, *args, "--partitions", 2) == 2
+        line = one_error_line(capsys.readouterr().err)
+        assert "ran as 3 tasks and now run as 2" in line and "start it with --partitions 3 again" in line, line
+        assert "spark.sql.shuffle.partitions=" not in line, line
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", default)
 

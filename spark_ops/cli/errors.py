@@ -50,11 +50,23 @@ def failure_message(exc: BaseException) -> tuple[str, int]:
         if found is None and _is_python_worker_error(e):
             found = _from_traceback(_worker_traceback(e))
         if found is not None:
-            return found
+            return _configured(found)
     # A cause pyspark did not turn into an exception object (a stream's, say)
     # is only text in the message: look there for the worker's traceback.
     found = _from_traceback(str(exc)) or _raised_rejection(str(exc))
-    return found if found is not None else _spark_message(exc)
+    return _configured(found if found is not None else _spark_message(exc))
+
+
+#: A store's refusal of a stream restarted with another count of tasks (:mod:`stores.runs`): the
+#: user's configuration, its remedy the CLI's option.
+_TASKS = re.compile(r"start it with spark\.sql\.shuffle\.partitions=(\d+) again")
+
+
+def _configured(found: tuple[str, int]) -> tuple[str, int]:
+    message, code = found
+    if _TASKS.search(message):
+        return _TASKS.sub(r"start it with --partitions \1 again", message), EXIT_USAGE
+    return found
 
 
 def _raised_rejection(text: str) -> tuple[str, int] | None:
@@ -193,7 +205,13 @@ def _java_root_cause(exc: BaseException) -> str | None:
         return None
 
 
+def cli_remedy(message: str) -> str:
+    """``message`` with the API's remedy for a rejected row spelled as the
+    CLI option (:data:`spark_ops.rows.FLAG_IT`)."""
+    return message.replace("pass on_bad_row='flag'", "pass --on-bad-row flag")
+
+
 def _clean(message: str) -> str:
-    message = message.replace("pass on_bad_row='flag'", "pass --on-bad-row flag")
+    message = cli_remedy(message)
     message = " ".join(message.split())
     return message if len(message) <= 600 else message[:597] + "..."

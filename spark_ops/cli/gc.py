@@ -13,7 +13,7 @@ from stores.gc import sweep_listed
 from .. import durations
 from .errors import EXIT_OK, CLIError
 from .options import Command
-from .store import normalize_store, shown
+from .store import normalize_store, pinged
 
 def age(text: str) -> float:
     """An age such as ``1d``, ``12h``, ``30m``, ``2w``, ``1d12h`` or a number
@@ -58,18 +58,8 @@ def run(args, spark=None) -> int:
         directory = parse_file_url(url)
         if not os.path.isdir(directory):
             raise CLIError(f"no store at {url}: {directory} is not a directory (give the store= the jobs used)")
-    try:
-        store = stores.open_store(url)
-    except stores.StoreError as e:
-        raise CLIError(f"bad store URL {shown(url)}: {e}") from None
-    except ImportError as e:
-        raise CLIError(f"store {shown(url)} needs a package that is not installed: {e}") from None
     out = sys.stdout
-    try:
-        try:
-            store.ping()
-        except stores.StoreError as e:  # before anything is deleted: a usage error, as for run
-            raise CLIError(f"cannot use --store: {e}") from None
+    with pinged(url) as store:  # before anything is deleted: a usage error, as for run
         print(f"listing the windows of {store.url} (one metadata read each) ...", file=sys.stderr,
               flush=True)
         found = store.windows(args.older_than)
@@ -83,8 +73,6 @@ def run(args, spark=None) -> int:
                   file=out)
             return EXIT_OK
         result = sweep_listed(store, found, progress=_Reporter())
-    finally:
-        store.close()
     deleted = len(result.deleted)
     print(f"deleted {deleted} window{'s' * (deleted != 1)} of {result.found}, "
           f"kept {result.kept} (in use, or of unknown age)"

@@ -118,18 +118,78 @@ def load(spark, fmt: str, path: str, options=(), schema=None):
                        "format") from e
 
 
-def inferred_schema(spark, fmt: str, path: str, options, keys):
+def inferred_schema(spark, fmt: str, path: str, options, keys, time: str | None = None):
     """The schema Spark infers from the files at ``path``, a CSV's key
     columns as ``STRING``: a key is its text ("007" and "7" are two hosts,
-    which inference would read as one number)."""
+    which inference would read as one number).  A CSV's ``time`` column
+    inferred as text (a text among numbers or timestamps) takes the type
+    most of its texts parse as (:func:`time_text_type`): the window then
+    parses it row by row, a text that does not parse being a bad row."""
     from pyspark.sql.types import StringType, StructField, StructType
 
     schema = load(spark, fmt, path, options).schema
     if fmt != "csv":
         return schema
     keys = spelled(list(keys), schema.names)
-    return StructType([StructField(f.name, StringType(), f.nullable) if f.name in keys else f
-                       for f in schema.fields])
+    time = spelled([time], schema.names)[0] if time is not None else None
+    fields = [StructField(f.name, StringType(), f.nullable) if f.name in keys else f for f in schema.fields]
+    if time in schema.names and isinstance(schema[time].dataType, StringType):
+        kind = time_text_type(load(spark, fmt, path, options, StructType(fields)), time, path)
+        fields = [StructField(f.name, kind, f.nullable) if f.name == time and kind is not None else f
+                  for f in fields]
+    return StructType(fields)
+
+
+def time_text_type(df, time: str, path: str | None = None):
+    """The type most texts of a batch ``df``'s string ``time`` column parse
+    as: ``DoubleType`` (seconds) or ``TimestampType``, ``None`` if none
+    parses (one job).  ``path``: the input whose types are being inferred,
+    an error if it has no rows (a CSV's header alone gives only text)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DoubleType, TimestampType
+
+    text = F.col(f"`{time.replace('`', '``')}`")
+    found = df.select(F.count(F.lit(1)), F.count(text.try_cast("double")),
+                      F.count(text.try_cast("timestamp"))).first()
+    if found[0] == 0 and path is not None:
+        raise CLIError(f"input {path} has no rows, so there are no column types to infer; pass --schema "
+                       "'col TYPE, ...'")
+    if max(found[1], found[2]) == 0:
+        return None
+    return DoubleType() if found[1] >= found[2] else TimestampType()
+
+
+def _where(path: str) -> str:
+    """``path`` resolved: local paths through symlinks, others as Spark sees them; no trailing slash."""
+    local = local_path(path)
+    return (os.path.realpath(local) if local is not None else spark_path(path)).rstrip("/")
+
+
+def check_apart(input_path: str, path: str, option: str = "--output") -> None:
+    """``path`` (``option``'s directory) neither is, holds nor lies in the
+    input: replacing or adding to it would delete or add input files, and
+    reading a directory that holds it would read what the job wrote."""
+    a, b = _where(input_path), _where(path)
+    if a == b or a.startswith(b + "/") or b.startswith(a + "/"):
+        raise CLIError(f"{option} {path} and --input {input_path} overlap (writing {option} would delete or add "
+                       f"to the input); give an {option} outside the input")
+
+
+def check_writable(path: str, option: str = "--output") -> None:
+    """Fail before Spark starts if a local ``path`` cannot be made: its
+    nearest existing ancestor is a file, or not writable."""
+    local = local_path(path)
+    if local is None:
+        return
+    parent = os.path.dirname(local.rstrip("/")) or "/"
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if os.path.exists(local) and not os.path.isdir(local):
+        raise CLIError(f"cannot write {option} {path}: it is a file; give a directory")
+    if not os.path.isdir(parent):
+        raise CLIError(f"cannot write {option} {path}: {parent} is a file, not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise CLIError(f"cannot write {option} {path}: permission denied in {parent}")
 
 
 def parse_schema(text: str):

@@ -16,7 +16,7 @@ from .. import durations
 from ..aggregations import READY
 from ..columnar import AGGREGATIONS, FLOAT_ONLY
 from ..frames import FRAMES, TIES
-from ..spec import ENGINE_CHOICES
+from ..spec import ENGINE_CHOICES, MICROS_TIME_LIMIT
 from .errors import CLIError
 
 
@@ -257,11 +257,13 @@ def window_options(p: argparse.ArgumentParser, *, store_required: bool, store_no
                       help="a row with a null or NaN key, time or value, an infinite time, a CSV value that "
                            "is not a number, a value an aggregation cannot take (geomean of a value <= 0), or, "
                            "streaming, a time older than its key's newest in an earlier micro-batch: 'error' "
-                           "stops the job naming the row; 'flag' keeps it with null aggregations and the reason "
-                           "in a 'rejected' column (--slide: leaves it out of the windows, counted in the summary "
-                           "and logged; with --slide also a time more than 4.6e12 seconds from 1970, beyond the "
+                           "stops the job naming the "
+                           "row; 'flag' keeps it with null aggregations and the reason in a 'rejected' column "
+                           "(--slide: leaves it out of the windows, counted in the summary and logged; with "
+                           f"--slide also a time more than {MICROS_TIME_LIMIT:.3g} seconds from 1970, beyond the "
                            "microseconds the windows count, as with --watermark, and with stream --slide a row "
-                           "behind the watermark) (default: %(default)s)")
+                           "behind the watermark) "
+                           "(default: %(default)s)")
     cols.add_argument("--engine", choices=ENGINE_CHOICES, default="auto", help=engine_help())
     store_sizes(cols)
     store_help = ("where the windows' level queues live: file:DIR (embedded SQLite), "

@@ -15,7 +15,7 @@ from .options import Command, reader_options, slide_option, window_options
 from .progress import Progress, duration
 from .session import session
 from .store import batch_store, round_trips_note, warn_where_windows_go
-from .window import describe, observe_rejected, respelled, window_spec, windows
+from .window import describe, observe_rejected, respelled, text_columns, typed, window_spec, windows
 
 _log = logging.getLogger(__name__)
 
@@ -39,20 +39,6 @@ def add_arguments(p) -> None:
                    help="write every input column (default: only the key, time and value columns) "
                         "and the aggregations")
     window_options(p, store_required=False, batch=True)
-
-
-def _check_apart(input_path: str, output: str) -> None:
-    """The output directory neither is, holds nor lies in the input:
-    replacing it would delete input files, and reading a directory that
-    holds it would read earlier outputs."""
-    def where(path):
-        local = inputs.local_path(path)
-        return (os.path.realpath(local) if local is not None else inputs.spark_path(path)).rstrip("/")
-
-    a, b = where(input_path), where(output)
-    if a == b or a.startswith(b + "/") or b.startswith(a + "/"):
-        raise CLIError(f"output {output} and input {input_path} overlap (writing the output would delete or "
-                       "add to the input); give an --output outside the input")
 
 
 def _write(spark, out, target: str, overwrite: bool) -> None:
@@ -87,7 +73,8 @@ def run(args, spark=None) -> int:
     out_local = inputs.local_path(args.output)
     if out_local is not None and os.path.exists(out_local) and not args.overwrite:
         raise CLIError(f"output {args.output} exists; pass --overwrite to replace it")
-    _check_apart(args.input, args.output)
+    inputs.check_apart(args.input, args.output)
+    inputs.check_writable(args.output)
     store = batch_store(args.store)
     progress = Progress()
     with session(args, spark, "run", progress) as spark:
@@ -100,12 +87,17 @@ def run(args, spark=None) -> int:
         t0 = time.monotonic()
         with progress.stage("reading input", spark, f"{fmt} {args.input}"):
             if fmt == "csv" and schema is None:  # the inferred types, keys as text
-                schema = inputs.inferred_schema(spark, fmt, args.input, args.option, spec.keys)
+                schema = inputs.inferred_schema(spark, fmt, args.input, args.option, spec.keys, args.time)
+            types = {}
+            if schema is not None:
+                respelled(args, schema.names)
+                schema, types = text_columns(schema, fmt, args)
             df = inputs.load(spark, fmt, args.input, args.option, schema)
             spec = respelled(args, df.columns)
-            out = windows(df, args, spec, store, None)
+            out = windows(df, args, spec, store, None, types)
             out, observation = observe_rejected(out, args)
-            engine, why = choose_engine(dataclasses.replace(spec, store=store, engine=args.engine), df)
+            engine, why = choose_engine(dataclasses.replace(spec, store=store, engine=args.engine),
+                                        typed(df, args, types))
         warn_where_windows_go(store, engine, spark.sparkContext.master)
         with progress.stage("running windows", spark,
                             f"{describe(spec)}, into {args.output}; engine {engine}: {why}",

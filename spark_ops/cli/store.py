@@ -25,25 +25,37 @@ def normalize_store(url: str | None) -> str | None:
         raise CLIError(str(e)) from None
 
 
-def check_store(url: str, *, retries: int = 1) -> None:
-    """Open the store and ping it (few retries): fail clearly before Spark starts."""
+@contextlib.contextmanager
+def pinged(url: str, **options):
+    """The store at ``url`` opened (``options``: :func:`stores.open_store`'s)
+    and pinged, closed after: a :class:`CLIError` saying what failed, before
+    anything reads or deletes windows."""
     from stores.errors import StoreError
 
+    needs = f"store {shown(url)} needs a package that is not installed: %s"
     try:
-        store = stores.open_store(url, retries=retries, backoff=0.05, backoff_max=0.2)
+        store = stores.open_store(url, **options)
     except StoreError as e:
         raise CLIError(f"bad store URL {shown(url)}: {e}") from None
     except ImportError as e:
-        raise CLIError(f"store {shown(url)} needs a package that is not installed: {e}") from None
+        raise CLIError(needs % e) from None
     try:
-        store.ping()
-    except StoreError as e:
-        raise CLIError(f"cannot use --store: {e}") from None
-    except ImportError as e:
-        raise CLIError(f"store {shown(url)} needs a package that is not installed: {e}") from None
+        try:
+            store.ping()
+        except StoreError as e:
+            raise CLIError(f"cannot use --store: {e}") from None
+        except ImportError as e:
+            raise CLIError(needs % e) from None
+        yield store
     finally:
         with contextlib.suppress(Exception):
             store.close()
+
+
+def check_store(url: str, *, retries: int = 1) -> None:
+    """Open the store and ping it (few retries): fail clearly before Spark starts."""
+    with pinged(url, retries=retries, backoff=0.05, backoff_max=0.2):
+        pass
 
 
 def batch_store(url: str | None) -> str | None:

@@ -3,7 +3,6 @@ directory, with a checkpoint and the windows in a store; resumable."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import signal
 import threading
@@ -11,12 +10,14 @@ import threading
 from .. import durations
 from ..spec import split_columns
 from . import inputs
+from .checkpoint import Checkpoint, schema_change
 from .errors import EXIT_OK, PROG, CLIError
 from .options import Command, interval, reader_options, seconds, slide_option, trigger, window_options
 from .progress import Progress, duration, rows
 from .session import session
 from .store import check_store, normalize_store, shown, warn_file_store_on_cluster
-from .window import OBSERVED, describe, observe_rejected, respelled, value_columns, window_spec, windows
+from .window import (OBSERVED, describe, observe_rejected, respelled, text_columns, value_columns, window_spec,
+                     windows)
 
 _log = logging.getLogger(__name__)
 
@@ -30,7 +31,9 @@ def add_arguments(p) -> None:
     p.add_argument("--schema", metavar="DDL",
                    help="input schema, e.g. 'host STRING, ts TIMESTAMP, mem DOUBLE', a CSV's columns "
                         "matched to its header by name (default: inferred from the files already in the "
-                        "directory, a CSV's key columns read as text)")
+                        "directory when the query first starts, a CSV's key columns read as text, then kept in "
+                        "--checkpoint for its restarts; a --schema that changes the type of an output column "
+                        "of a started query is refused)")
     reader_options(p)
     p.add_argument("--expire-after", type=seconds, metavar="DURATION",
                    help="delete the window (and Spark state) of a key that received no rows for this long, "
@@ -64,30 +67,36 @@ def run(args, spark=None) -> int:
         raise CLIError("mta-spark stream needs --store URL (the windows live there between micro-batches), "
                        "e.g. --store file:state; only --slide keeps its windows in Spark's state")
     local = inputs.check_input(args.input, directory=True)
+    for option, path in (("--output", args.output), ("--checkpoint", args.checkpoint)):
+        inputs.check_apart(args.input, path, option)
+        inputs.check_writable(path, option)
     empty = local is not None and not inputs.visible_files(local)
-    if empty and args.schema is None:
-        raise CLIError(f"input directory {args.input} is empty, so there is nothing to infer the schema "
-                       "from; pass --schema 'col TYPE, ...' (and --format) to wait for files")
-    if empty and args.format is None:
-        raise CLIError(f"input directory {args.input} is empty; pass --format csv|parquet|json")
-    fmt = inputs.format_of(args.input, local, args.format)
     store = normalize_store(args.store)
     if store:
         check_store(store)
-    checkpoint = inputs.local_path(args.checkpoint) or args.checkpoint
-    name = "stream-" + hashlib.sha1(checkpoint.encode()).hexdigest()[:12]
     progress = Progress()
     with session(args, spark, "stream", progress) as spark:
         warn_file_store_on_cluster(store, spark.sparkContext.master)
-        schema = _schema(args, spark, fmt, progress)
+        checkpoint = Checkpoint(spark, args.checkpoint)
+        kept = checkpoint.kept()
+        fmt = args.format or (kept.get("format") if empty else None)
+        if empty and args.schema is None and "schema" not in kept:
+            raise CLIError(f"input directory {args.input} is empty, so there is nothing to infer the schema "
+                           "from; pass --schema 'col TYPE, ...' (and --format) to wait for files")
+        if empty and fmt is None:
+            raise CLIError(f"input directory {args.input} is empty; pass --format csv|parquet|json")
+        fmt = inputs.format_of(args.input, local, fmt)
+        schema = _schema(args, spark, fmt, progress, kept)
         spec = respelled(args, schema.names)
-        schema, value_type = _text_values(schema, fmt, args)
+        name = kept.get("name") or _name(checkpoint, spec, store)
+        record = {"format": fmt, "schema": schema.jsonValue(), "name": name}
+        schema, types = text_columns(schema, fmt, args)
         df = (inputs.reader(spark.readStream, fmt, streaming=True, options=args.option, schema=schema)
               .load(inputs.spark_path(args.input)))
         if args.watermark is not None:
             df = _with_watermark(df, args)
         _resume_tasks(args, spark, df, spec, store, name, progress)
-        out, _ = observe_rejected(windows(df, args, spec, store, name, value_type), args)
+        out, _ = observe_rejected(windows(df, args, spec, store, name, types), args)
         # the query's name heads the description of each micro-batch's jobs in the Spark UI; active
         # queries' names are unique in a session, as are their checkpoints (hence ``name``)
         writer = (out.writeStream.queryName(f"{PROG} stream ({name}): sliding window {describe(spec)}")
@@ -105,8 +114,11 @@ def run(args, spark=None) -> int:
         from .. import excluded, traffic
 
         before, left_out = traffic.round_trips(spark), excluded.rejected_rows(spark)
-        with progress.stage("streaming", None, f"{args.input} -> {args.output} ({describe(spec)}), {what}"):
+        if record != kept:  # the schema and name this query starts with, for its restarts
+            checkpoint.keep(record)
+        with progress.stage("streaming", spark, f"{args.input} -> {args.output} ({describe(spec)}), {what}") as jobs:
             query = writer.start()
+            jobs.follow(str(query.runId))  # the job group of the query's micro-batches
             total, batches, stopped, rejected = _watch(query, progress)
         trips = traffic.round_trips(spark) - before
         left_out = excluded.rejected_rows(spark) - left_out
@@ -149,22 +161,6 @@ def _resume_tasks(args, spark, df, spec, store: str | None, name: str, progress:
                   f"{tasks}, from its records in {shown(store)})")
 
 
-def _text_values(schema, fmt: str, args):
-    """A CSV's numeric value columns read as text, and per such column its
-    type (Spark's CSV reader turns a value that is not a number into a
-    null, which would be flagged as one): ``windows`` parses them and flags
-    such a row as not a number."""
-    from pyspark.sql.types import NumericType, StringType, StructField, StructType
-
-    names = set(value_columns(args))
-    numeric = {f.name: f.dataType for f in schema.fields
-               if f.name in names and isinstance(f.dataType, NumericType)} if fmt == "csv" else {}
-    if not numeric:
-        return schema, None
-    fields = [StructField(f.name, StringType(), f.nullable) if f.name in numeric else f for f in schema.fields]
-    return StructType(fields), numeric
-
-
 def _with_watermark(df, args):
     """``df`` with Spark's watermark on the time column (--watermark)."""
     from pyspark.sql.types import TimestampType
@@ -175,12 +171,41 @@ def _with_watermark(df, args):
     return df.withWatermark(args.time, durations.spark_interval(args.watermark)) if args.time in df.columns else df
 
 
-def _schema(args, spark, fmt: str, progress: Progress):
-    """``--schema``, else the schema of the files already in the directory."""
+def _schema(args, spark, fmt: str, progress: Progress, kept: dict):
+    """``--schema``, else the schema the query started with (``kept`` in
+    its checkpoint), else the schema of the files already in the directory
+    (a query's first run).  A ``--schema`` that changes the type of a
+    column the output holds is refused: the sink's Parquet files would
+    disagree."""
+    from pyspark.sql.types import StructType
+
+    before = StructType.fromJson(kept["schema"]) if "schema" in kept else None
     if args.schema is not None:
-        return inputs.parse_schema(args.schema)
+        schema = inputs.parse_schema(args.schema)
+        output = {c.lower() for c in [*split_columns(args.key), args.time, *value_columns(args)]}
+        change = before and schema_change(before, schema, output, args.checkpoint)
+        if change:
+            raise CLIError(change)
+        return schema
+    if before is not None:
+        progress.line(f"    schema as the query started with: {before.simpleString()} (from {args.checkpoint})")
+        return before
     with progress.stage("inferring the schema", spark, f"from the files in {args.input}"):
-        return inputs.inferred_schema(spark, fmt, args.input, args.option, split_columns(args.key))
+        return inputs.inferred_schema(spark, fmt, args.input, args.option, split_columns(args.key), args.time)
+
+
+def _name(checkpoint: Checkpoint, spec, store: str | None) -> str:
+    """The query's name in the store (its windows' prefix) on its first run
+    under this version: from its checkpoint location resolved; for a query
+    an earlier version started (which named it by the location as typed),
+    the name under which the store holds its first task's record."""
+    names = checkpoint.names()
+    if len(names) > 1 and store and checkpoint.started():
+        import stores
+
+        with stores.open_store(store) as opened:
+            return next((n for n in names if opened.read_meta(spec.run_record(n, 0))[0] is not None), names[0])
+    return names[0]
 
 
 def _watch(query, progress: Progress) -> tuple[int, int, bool, int]:
