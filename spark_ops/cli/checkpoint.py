@@ -72,8 +72,7 @@ class Checkpoint:
     def names(self) -> list[str]:
         """The query's possible names in the store, by its location: resolved
         (symlinks, trailing slashes, a qualified URI), then as the location
-        was typed, which earlier versions named a query by (their
-        checkpoints keep no name)."""
+        was typed: the name of a query whose checkpoint keeps none."""
         local = inputs.local_path(self.location)
         resolved = os.path.realpath(local) if local is not None else self._dir.toString().rstrip("/")
         typed = local if local is not None else self.location
