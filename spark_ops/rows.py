@@ -53,8 +53,6 @@ def text_not_parsed(what: str = "value", kind: str = "a number") -> str:
     return f"{what} '%s' is not {kind} (file %s)"
 
 
-TEXT_NOT_A_NUMBER = text_not_parsed()
-
 #: A record a text reader could not parse (JSON: Spark's ``_corrupt_record``), as :func:`text_not_parsed`.
 MALFORMED = "malformed record '%s' (file %s)"
 

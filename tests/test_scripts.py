@@ -149,14 +149,21 @@ def test_needs_installs_java_when_there_is_none(fake_bin):
     assert "apt-get install -y -qq openjdk-17-jre-headless" in _calls(log)
 
 
-def test_venv_makes_the_virtualenv_with_PYTHON_and_refuses_one_too_old(tmp_path, fake_bin):
-    """scripts/venv creates .venv with $PYTHON (default python3) and names
-    requires-python when that Python is older."""
-    env, log = fake_bin
+def _project_with_venv_script(tmp_path) -> Path:
+    """A project root holding a copy of ``scripts/venv`` and a pyproject.toml
+    asking for Python 3.10 or newer, and no virtualenv."""
     root = tmp_path / "project"
     (root / "scripts").mkdir(parents=True)
     shutil.copy2(SCRIPTS / "venv", root / "scripts" / "venv")
     (root / "pyproject.toml").write_text('[project]\nrequires-python = ">=3.10"\n')
+    return root
+
+
+def test_venv_makes_the_virtualenv_with_PYTHON_and_refuses_one_too_old(tmp_path, fake_bin):
+    """scripts/venv creates .venv with $PYTHON (default python3) and names
+    requires-python when that Python is older."""
+    env, log = fake_bin
+    root = _project_with_venv_script(tmp_path)
     old = Path(env["PATH"].split(":")[0]) / "python3.9"
     _recorder(old, log, "exit 1\n")  # sys.version_info < (3, 10): status 1
     done = subprocess.run([str(root / "scripts" / "venv"), "spark"], env={**env, "PYTHON": str(old)},
@@ -203,10 +210,7 @@ def test_venv_makes_again_a_virtualenv_without_pip(venv_root, fake_bin):
 
 def test_venv_that_cannot_get_pip_says_what_to_install_and_leaves_no_half_venv(tmp_path, fake_bin):
     env, log = fake_bin
-    root = tmp_path / "project"
-    (root / "scripts").mkdir(parents=True)
-    shutil.copy2(SCRIPTS / "venv", root / "scripts" / "venv")
-    (root / "pyproject.toml").write_text('[project]\nrequires-python = ">=3.10"\n')
+    root = _project_with_venv_script(tmp_path)
     # Debian's python -m venv without its -venv package: a bin/python without pip, and status 1
     maker = Path(env["PATH"].split(":")[0]) / "python3.12"
     _recorder(maker, log, '[ "$1" = -m ] && [ "$2" = venv ] && mkdir -p "$3/bin" && '

@@ -195,10 +195,10 @@ def _schema(args, spark, fmt: str, progress: Progress, kept: dict):
 
 
 def _name(checkpoint: Checkpoint, spec, store: str | None) -> str:
-    """The query's name in the store (its windows' prefix) on its first run
-    under this version: from its checkpoint location resolved; for a query
-    an earlier version started (which named it by the location as typed),
-    the name under which the store holds its first task's record."""
+    """The query's name in the store (its windows' prefix) when its
+    checkpoint keeps none: from its checkpoint location resolved, unless the
+    query ran already under the location as typed (:meth:`Checkpoint.names`),
+    then the name under which the store holds its first task's record."""
     names = checkpoint.names()
     if len(names) > 1 and store and checkpoint.started():
         import stores
