@@ -16,7 +16,7 @@ queries.
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
+from functools import lru_cache
 from fractions import Fraction
 from itertools import combinations, compress
 from typing import Iterable, Sequence
@@ -33,10 +33,20 @@ PARTIALS = ("panes", "pairs", "cutty", "none")
 #: (equation (2) generalised) where a group is too long to enumerate.
 ENUMERATE_LIMIT = 1 << 20
 
-#: Most inclusion-exclusion terms counted for one group of progressions
-#: whose moduli share factors (the terms double with every progression);
-#: past it a group too long to enumerate is estimated (:func:`_sampled_share`).
-UNION_TERMS = 1 << 12
+#: Most inclusion-exclusion steps (intersections tried, met or empty) for
+#: one group of progressions whose moduli share factors (the terms double
+#: with every progression); past it a group too long to enumerate is
+#: estimated (:func:`_sampled_share`).
+UNION_TERMS = 1 << 14
+
+#: The same budget for the planners' counts (:func:`edges_cached`): they
+#: price thousands of candidate trees, and the sampled share, off by under
+#: one member per progression in :data:`SAMPLE` positions, is as good for a
+#: price.
+PLAN_UNION_TERMS = 1 << 7
+
+#: Most marked positions :func:`edges_cached` keeps (one byte each).
+CACHE_BYTES = 1 << 27
 
 #: Positions :func:`_sampled_share` marks.
 SAMPLE = 1 << 16
@@ -88,7 +98,13 @@ def progressions(query, partial: str) -> tuple[tuple[int, int], ...]:
     * none: every key is a partial.
 
     O(1)."""
-    r, s, lag = query_numbers(query)
+    return _progressions(*query_numbers(query), partial)
+
+
+@lru_cache(maxsize=1 << 16)
+def _progressions(r: int, s: int, lag: int, partial: str) -> tuple[tuple[int, int], ...]:
+    """:func:`progressions` of numbers (cached: the planners ask for each
+    query's thousands of times)."""
     if partial == "panes":
         g = math.gcd(r, s)
         return (((-lag) % g, g),)
@@ -116,13 +132,26 @@ class Edges:
     composite slide: ``count`` edges every ``period`` elements (or time
     units).  ``positions`` is the sorted tuple of edge offsets in
     ``[0, period)`` when the period was enumerated (at most
-    :data:`ENUMERATE_LIMIT`), else None.  ``exact``: False when ``count``
-    is an estimate (:func:`edges`)."""
+    :data:`ENUMERATE_LIMIT`), else None; it is built from ``marks`` (a
+    byte per offset) on first use, since the planners price most edge sets
+    by their count alone.  ``exact``: False when ``count`` is an estimate
+    (:func:`edges`)."""
 
-    __slots__ = ("period", "count", "positions", "exact")
+    __slots__ = ("period", "count", "marks", "exact", "_positions")
 
-    def __init__(self, period: int, count: int, positions: tuple[int, ...] | None, exact: bool = True) -> None:
-        self.period, self.count, self.positions, self.exact = period, count, positions, exact
+    def __init__(self, period: int, count: int, positions: tuple[int, ...] | None, exact: bool = True,
+                 marks: bytearray | None = None) -> None:
+        self.period, self.count, self.exact = period, count, exact
+        if marks is None and positions is not None:
+            marks = _marks(((p, period) for p in positions), period)
+        self.marks, self._positions = marks, positions
+
+    @property
+    def positions(self) -> tuple[int, ...] | None:
+        """The sorted edge offsets, or None when not enumerated.  O(period) once."""
+        if self._positions is None and self.marks is not None:
+            self._positions = tuple(compress(range(self.period), self.marks))
+        return self._positions
 
     @property
     def density(self) -> float:
@@ -130,24 +159,22 @@ class Edges:
         return self.count / self.period
 
     def is_edge(self, position: int) -> bool:
-        """Whether an edge follows ``position`` (only when enumerated; O(log count))."""
-        if self.positions is None:
+        """Whether an edge follows ``position`` (only when enumerated; O(1))."""
+        if self.marks is None:
             raise ValueError("edge positions were not enumerated (period too long)")
-        p = position % self.period
-        i = bisect_right(self.positions, p)
-        return i > 0 and self.positions[i - 1] == p
+        return bool(self.marks[position % self.period])
 
     def in_range(self, lo: int, hi: int) -> int:
-        """Edges following positions ``lo < p <= hi`` (O(log count))."""
-        if self.positions is None:
+        """Edges following positions ``lo < p <= hi`` (O(period) at most)."""
+        marks = self.marks
+        if marks is None:
             return round((hi - lo) * self.density)
         full, rest = divmod(hi - lo, self.period)
         a = lo % self.period
         b = a + rest
-        pos = self.positions
-        n = full * self.count + bisect_right(pos, min(b, self.period - 1)) - bisect_right(pos, a)
+        n = full * self.count + marks.count(1, a + 1, min(b, self.period - 1) + 1)
         if b >= self.period:
-            n += bisect_right(pos, b - self.period)
+            n += marks.count(1, 0, b - self.period + 1)
         return n
 
     def __repr__(self) -> str:
@@ -171,13 +198,13 @@ def edges(queries: Iterable[tuple[int, int]], partial: str = "panes") -> Edges:
     return _edges_of(progs)
 
 
-def _edges_of(progs) -> Edges:
+def _edges_of(progs, terms: int | None = None) -> Edges:
     progs = list(progs)
     period = composite_slide(m for _, m in progs)
     if period <= ENUMERATE_LIMIT:
-        positions = tuple(compress(range(period), _marks(progs, period)))
-        return Edges(period, len(positions), positions)
-    count, exact = _union(progs, period)
+        marks = _marks(progs, period)
+        return Edges(period, marks.count(1), None, marks=marks)
+    count, exact = _union(progs, period, terms)
     return Edges(period, count, None, exact)
 
 
@@ -202,7 +229,7 @@ def _crt(a1: int, m1: int, a2: int, m2: int) -> tuple[int, int] | None:
     return (a1 + m1 * k) % lcm, lcm
 
 
-def _union(progs: list[tuple[int, int]], period: int) -> tuple[int, bool]:
+def _union(progs: list[tuple[int, int]], period: int, terms: int | None = None) -> tuple[int, bool]:
     """The union's size within ``period`` (the LCM of the moduli) and
     whether it is exact.
 
@@ -210,8 +237,8 @@ def _union(progs: list[tuple[int, int]], period: int) -> tuple[int, bool]:
     independent (Chinese remainder theorem): a position modulo the LCM of
     all is one position modulo each group's LCM, so the positions in no
     progression number the product of each group's.  Each group is
-    enumerated, counted by inclusion-exclusion (at most
-    :data:`UNION_TERMS` terms), or else estimated (:func:`_sampled_share`).
+    enumerated, counted by inclusion-exclusion (at most ``terms`` steps,
+    :data:`UNION_TERMS` unless told), or else estimated (:func:`_sampled_share`).
     O(d^2) to group ``d`` progressions, plus each group's count."""
     free, lcm_all, exact = 1, 1, True
     for group in _coprime_groups(progs):
@@ -220,7 +247,7 @@ def _union(progs: list[tuple[int, int]], period: int) -> tuple[int, bool]:
         if g_period <= ENUMERATE_LIMIT:
             count = _marks(group, g_period).count(1)
         else:
-            count = _inclusion_exclusion(group, g_period, UNION_TERMS)
+            count = _inclusion_exclusion(group, g_period, UNION_TERMS if terms is None else terms)
             if count is None:
                 exact = False
                 count = round(_sampled_share(group) * g_period)
@@ -246,19 +273,19 @@ def _coprime_groups(progs) -> list[list[tuple[int, int]]]:
 
 def _inclusion_exclusion(progs, period: int, budget: int) -> int | None:
     """Size of the union of ``progs`` within ``period`` by inclusion-exclusion,
-    depth-first with empty intersections pruned; None once ``budget`` terms
-    were counted.  O(budget)."""
+    depth-first with empty intersections pruned; None once ``budget``
+    intersections were tried.  O(budget)."""
     total, terms = 0, 0
 
     def walk(start: int, a: int, m: int, depth: int) -> bool:
         nonlocal total, terms
         for j in range(start, len(progs)):
-            met = _crt(a, m, *progs[j]) if depth else progs[j]
-            if met is None:
-                continue
             terms += 1
             if terms > budget:
                 return False
+            met = _crt(a, m, *progs[j]) if depth else progs[j]
+            if met is None:
+                continue
             total += (period // met[1]) * (1 if depth % 2 == 0 else -1)
             if not walk(j + 1, met[0], met[1], depth + 1):
                 return False
@@ -271,14 +298,15 @@ def _sampled_share(progs) -> Fraction:
     """Estimated share of positions in the union: the progressions of a
     modulus up to :data:`SAMPLE` marked over the first SAMPLE positions
     (each off by at most one member there), the longer ones as if
-    independent of them (each holds under 1 / SAMPLE of the positions).
-    O(SAMPLE)."""
+    independent of them (each holds under 1 / SAMPLE of the positions;
+    their product summed as logarithms, so that shares far below a float's
+    epsilon keep their precision).  O(SAMPLE)."""
     short = [(off, m) for off, m in progs if m <= SAMPLE]
-    free = Fraction(SAMPLE - _marks(short, SAMPLE).count(1), SAMPLE)
-    for _, m in progs:
-        if m > SAMPLE:
-            free *= 1 - Fraction(1, m)
-    return 1 - free
+    marked = _marks(short, SAMPLE).count(1) if short else 0
+    if marked == SAMPLE:
+        return Fraction(1)
+    log_free = math.log1p(-marked / SAMPLE) + math.fsum(math.log1p(-1 / m) for _, m in progs if m > SAMPLE)
+    return Fraction(-math.expm1(log_free))
 
 
 def partials_per_window(range_: int, slide: int, partial: str) -> int:
@@ -300,13 +328,21 @@ def partials_per_window(range_: int, slide: int, partial: str) -> int:
 
 def edges_cached(progs: tuple[tuple[int, int], ...]) -> Edges:
     """:func:`edges` by progression set (the planners price the same trees
-    under many techniques).  O(1) when cached."""
+    under many techniques), with the planners' inclusion-exclusion budget
+    :data:`PLAN_UNION_TERMS`, so a pricing's work is bounded.  O(1) when cached; else O(period) up to
+    :data:`ENUMERATE_LIMIT`, O(d^2 + PLAN_UNION_TERMS + SAMPLE) beyond."""
+    global _cache_bytes
     hit = _EDGE_CACHE.get(progs)
     if hit is None:
-        if len(_EDGE_CACHE) > 4096:
+        hit = _edges_of(progs, PLAN_UNION_TERMS)
+        size = len(hit.marks) if hit.marks is not None else 0
+        if len(_EDGE_CACHE) > 4096 or _cache_bytes + size > CACHE_BYTES:
             _EDGE_CACHE.clear()
-        hit = _EDGE_CACHE[progs] = _edges_of(progs)
+            _cache_bytes = 0
+        _EDGE_CACHE[progs] = hit
+        _cache_bytes += size
     return hit
 
 
 _EDGE_CACHE: dict[tuple, Edges] = {}
+_cache_bytes = 0

@@ -10,8 +10,9 @@ every composite slide, the landmarks every ``w`` partials, so the pattern of
 lookups repeats after ``w / gcd(edges per composite slide, w)`` composite
 slides; one such horizon is enumerated, every query's answers in it mapped
 to their landmark (modulo the horizon) and each landmark charged its
-largest need.  When the edges were not enumerated (a composite slide too
-long) or the horizon holds too many answers, :func:`landmark_calls_expected`
+largest need (the horizon is also a multiple of every slide: a Panes
+tree's period need not be).  When the edges were not enumerated (a
+composite slide too long) or the horizon holds too many answers, :func:`landmark_calls_expected`
 estimates it assuming each query looks up a landmark independently, which
 overestimates workloads whose slides divide one another (their lookups
 share landmarks).
@@ -23,12 +24,18 @@ import math
 from bisect import bisect_left
 from typing import Sequence
 
-__all__ = ["ENUMERATE_ANSWERS", "landmark_calls_enumerated", "landmark_calls_expected"]
+__all__ = ["ENUMERATE_ANSWERS", "ENUMERATE_UNITS", "landmark_calls_enumerated", "landmark_calls_expected"]
 
 #: Most answers :func:`landmark_calls_enumerated` walks before giving up:
 #: the planners price hundreds of trees, so the walk stays short (the
 #: section 5.1 workload of 100 queries walks about 10,000).
 ENUMERATE_ANSWERS = 1 << 14
+
+#: Longest horizon (in units) :func:`landmark_calls_enumerated` walks: its
+#: edge positions are built over it.  Horizons this long come from slides
+#: that do not divide one another, whose lookups do fall on landmarks
+#: independently, so the expected count is within a few percent there.
+ENUMERATE_UNITS = 1 << 16
 
 #: (queries, id of the edges, w) -> (the edges, the counts); holding the
 #: edges keeps their id from being reused while cached.
@@ -48,27 +55,39 @@ def landmark_calls_enumerated(queries: Sequence[tuple[int, int, int]], edges, w:
     before ``b`` (less the open partial when the window ends at the newest
     element, no lag); its landmark is the last multiple of ``w`` below
     ``hi``, its need the partials from ``idx(a)`` to it, and extending a
-    landmark to need ``n`` costs ``n - 1`` combines.  O(answers in the
-    horizon), O(1) when cached (the planners price a tree once per weaving)."""
-    positions = edges.positions
-    if positions is None or not edges.count:
+    landmark to need ``n`` costs ``n - 1`` combines.  None also past
+    :data:`ENUMERATE_UNITS` or :data:`ENUMERATE_ANSWERS`.  O(answers in the
+    horizon + the horizon), O(1) when cached (the planners price a tree once per weaving)."""
+    if edges.marks is None or not edges.count:
         return None
+    horizon = _horizon(queries, edges.period, edges.count, w)[0]
+    if horizon > ENUMERATE_UNITS or sum(horizon // s for _, s, _ in queries) > ENUMERATE_ANSWERS:
+        return None  # checked before the positions are built: most priced trees stop here
     key = (tuple(queries), id(edges), w)
     hit = _CACHE.get(key)
     if hit is None:
         if len(_CACHE) > 4096:
             _CACHE.clear()
-        hit = _CACHE[key] = (edges, _walk(queries, positions, edges.period, edges.count, w))
+        hit = _CACHE[key] = (edges, _walk(queries, edges.positions, edges.period, edges.count, w))
     return hit[1]
 
 
-def _walk(queries, positions: tuple, period: int, count: int, w: int) -> tuple | None:
+def _horizon(queries, period: int, count: int, w: int) -> tuple[int, int]:
+    """``(units, partials)`` after which the lookups repeat: a multiple of
+    the edges' period and of every slide (Panes' period is the LCM of the
+    pane sizes, which a slide need not divide) holding a multiple of ``w``
+    partials.  O(n)."""
+    units = period
+    for _, s, _ in queries:
+        units = units * s // math.gcd(units, s)
+    partials = count * (units // period)
+    reps = w // math.gcd(partials, w)
+    return units * reps, partials * reps
+
+
+def _walk(queries, positions: tuple, period: int, count: int, w: int) -> tuple:
     """:func:`landmark_calls_enumerated` over the edges' ``positions``."""
-    reps = w // math.gcd(count, w)
-    horizon = period * reps  # units; a multiple of every slide
-    if sum(horizon // s for _, s, _ in queries) > ENUMERATE_ANSWERS:
-        return None
-    per_horizon = count * reps  # partials, a multiple of w
+    horizon, per_horizon = _horizon(queries, period, count, w)
 
     need: dict = {}
     lookups = 0

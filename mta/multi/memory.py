@@ -39,11 +39,18 @@ cached (:func:`mta.multi.edge_count.edges_cached`).
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 from .edge_count import edges_cached, progressions, query_numbers
 
-__all__ = ["MEMORY_SLACK", "tree_held", "separate_held", "held_price", "lean"]
+__all__ = ["EVICT_EVERY", "MEMORY_SLACK", "tree_held", "separate_held", "held_price", "lean"]
+
+#: Pushes between two evictions (:mod:`mta.multi.shared`): the floor below
+#: which no window reads is O(queries) to compute, and forgetting later
+#: only holds a few more partials (floors never decrease, so an older one
+#: is still safe).  :func:`tree_held` counts those partials.
+EVICT_EVERY = 16
 
 #: The most, as a fraction of the cheapest candidate's estimated calls per
 #: element, a plan may cost more to hold fewer partials.
@@ -55,13 +62,16 @@ def tree_held(queries: Sequence[tuple[int, ...]], partial: str, rate: float = 1.
     (``(range, slide[, lag])`` in one unit) under ``partial`` within the
     longest reach ``range + lag``, at most the ``reach * rate`` elements
     there (a partial holds one element at least).  What no window reads
-    any more is forgotten a few pushes late
-    (:data:`mta.multi.shared.EVICT_EVERY`), a few partials more.
-    O(n + log edge count), plus the edge count on a cache miss."""
+    any more is forgotten every :data:`EVICT_EVERY` pushes, so at the peak
+    the tree also holds the partials of the ``EVICT_EVERY - 1`` elements
+    since the last eviction: the reach is counted that much longer (what
+    decides the estimate of a window of a few elements).
+    O(n + edge period), plus the edge count on a cache miss."""
     queries = [query_numbers(q) for q in queries]
     e = edges_cached(tuple(sorted({p for q in queries for p in progressions(q, partial)})))
     reach = max(r + lag for r, _, lag in queries)
-    return max(1, min(e.in_range(0, reach), round(reach * rate)))
+    late = (EVICT_EVERY - 1) / rate  # units the last EVICT_EVERY - 1 pushes span
+    return max(1, min(e.in_range(0, reach + math.ceil(late)), round(reach * rate + EVICT_EVERY - 1)))
 
 
 def separate_held(query: tuple[int, ...], rate: float = 1.0) -> int:

@@ -17,9 +17,11 @@ with the same monoid (:func:`sharing_key`).
 
 from __future__ import annotations
 
+import numbers
 from typing import Sequence
 
 from .cost import INVERTIBLE_FINALS
+from .query import Query
 
 #: Partial aggregation techniques (one module each in :mod:`mta.multi`).
 PARTIALS = ("panes", "pairs", "cutty")
@@ -143,6 +145,31 @@ class Group:
                 f"estimate={self.estimate!r}{shared}{held})")
 
 
+def check_given(groups) -> None:
+    """Given groups (a :class:`Plan`'s, or ``plan=``'s) must be
+    :class:`Group` objects whose estimate is None or a real number and
+    whose held is None or an int >= 0, before anything reads them: a
+    TypeError or ValueError naming the group otherwise.  Whether they
+    cover the queries and can run is :func:`mta.multi.resolve.check_groups`.
+    O(groups)."""
+    for g in groups:
+        if not isinstance(g, Group):
+            raise TypeError(f"a plan's groups must be mta.multi.Group objects, got {type(g).__name__} {g!r}")
+        if not g.queries:
+            raise ValueError(f"a plan's group needs at least one query: {g!r}")
+        bad = [q for q in g.queries if not isinstance(q, Query)]
+        if bad:
+            # not {g!r}: a group's repr reads its queries' names
+            raise TypeError(f"a group's queries must be mta.Query objects, got {type(bad[0]).__name__} {bad[0]!r}")
+        for what in ("partial", "final"):
+            if not isinstance(getattr(g, what), str):
+                raise TypeError(f"a group's {what} technique must be a str, got {getattr(g, what)!r} in {g!r}")
+        if g.estimate is not None and (isinstance(g.estimate, bool) or not isinstance(g.estimate, numbers.Real)):
+            raise TypeError(f"a group's estimate must be a real number or None, got {g.estimate!r} in {g!r}")
+        if g.held is not None and (isinstance(g.held, bool) or not isinstance(g.held, int) or g.held < 0):
+            raise TypeError(f"a group's held must be an int >= 0 or None, got {g.held!r} in {g!r}")
+
+
 class Plan:
     """An execution plan: ``groups``, ``slicers`` (the shared first levels
     its groups name, in order), ``estimate``, the total estimated monoid
@@ -151,8 +178,10 @@ class Plan:
     ``name`` is how it was asked for."""
 
     def __init__(self, groups: Sequence[Group], name: str = "", estimate: float | None = None) -> None:
-        """O(groups)."""
+        """O(groups); malformed groups raise TypeError or ValueError
+        (:func:`check_given`)."""
         self.groups = list(groups)
+        check_given(self.groups)
         self.name = name
         self.slicers: list = []
         for g in self.groups:

@@ -70,7 +70,10 @@ def numbers(queries, rate: float = 1.0) -> tuple[list[tuple[int, int, int]], flo
     unit is the largest bound over PRICED_UNITS, each bound is rounded to
     it (at least one unit) and the rate clamped to ``[1 / PRICED_UNITS,
     PRICED_UNITS]``: a rough estimate for the windows far below the largest
-    one, rather than an overflow.  O(n)."""
+    one, rather than an overflow.  ``rows=`` queries count elements: their
+    rate is 1 whatever ``rate`` says.  O(n)."""
+    if any(q.by_rows for q in queries):
+        rate = 1.0
     values = []
     for q in queries:
         s = q.exact_slide if q.exact_slide is not None else Fraction(1)
@@ -87,13 +90,13 @@ def numbers(queries, rate: float = 1.0) -> tuple[list[tuple[int, int, int]], flo
     return out, float(min(max(Fraction(rate) * unit, Fraction(1, PRICED_UNITS)), PRICED_UNITS))
 
 
-def best_final(queries) -> str:
+def best_final(queries, rate: float = 1.0) -> str:
     """The final technique with the lowest estimate among those a planner
     may pick (:func:`mta.multi.plan.planned_finals`; on the tree of every
     query, Cutty slicing)."""
     finals = planned_finals(queries)
-    nums, rate = numbers(queries)
-    costs = _cost.tree_costs(nums, "cutty", finals, rate)
+    nums, unit_rate = numbers(queries, rate)
+    costs = _cost.tree_costs(nums, "cutty", finals, unit_rate)
     return min(finals, key=lambda f: (costs[f], finals.index(f)))
 
 
@@ -124,6 +127,7 @@ def _plan(queries, plan_name: str, rate: float) -> list:
     """The groups of one shareable set of queries."""
     finals = planned_finals(queries)
     nums, unit_rate = numbers(queries, rate)
+    memo: dict = {}  # the weavings price many of the same trees
 
     def groups_of(trees) -> list:
         return [Group([queries[i] for i in t.members], t.partial, t.final, t.estimate, held=t.held) for t in trees]
@@ -137,20 +141,20 @@ def _plan(queries, plan_name: str, rate: float) -> list:
                 for t in trees]
 
     if plan_name == "weaveshare":
-        return groups_of(weaveshare(nums, finals, PARTIALS, unit_rate))
+        return groups_of(weaveshare(nums, finals, PARTIALS, unit_rate, memo=memo))
     if plan_name == "triweave":
-        return three_level(*triweave(nums, finals, PARTIALS, unit_rate))
+        return three_level(*triweave(nums, finals, PARTIALS, unit_rate, memo=memo))
     plans = [
         separate(queries, rate),
-        groups_of([price(nums, tuple(range(len(nums))), PARTIALS, finals, unit_rate)]),
-        groups_of(weaveshare(nums, finals, PARTIALS, unit_rate)),
-        three_level(*triweave(nums, finals, PARTIALS, unit_rate)),
+        groups_of([price(nums, tuple(range(len(nums))), PARTIALS, finals, unit_rate, memo=memo)]),
+        groups_of(weaveshare(nums, finals, PARTIALS, unit_rate, memo=memo)),
+        three_level(*triweave(nums, finals, PARTIALS, unit_rate, memo=memo)),
     ]
     cheapest = min(plans, key=total_estimate)
     lam = _memory.held_price(total_estimate(cheapest), total_held(cheapest))
     plans += [
-        groups_of(weaveshare(nums, finals, PARTIALS, unit_rate, held_price=lam)),
-        three_level(*triweave(nums, finals, PARTIALS, unit_rate, held_price=lam)),
+        groups_of(weaveshare(nums, finals, PARTIALS, unit_rate, held_price=lam, memo=memo)),
+        three_level(*triweave(nums, finals, PARTIALS, unit_rate, held_price=lam, memo=memo)),
     ]
     return plans
 

@@ -6,8 +6,11 @@ any tree is built.  The names and aliases come from :mod:`.plan`; 'auto',
 
 from __future__ import annotations
 
-from .plan import (FINAL_ALIASES, FINALS, PARTIALS, Group, Plan, applicable_finals, holistic, planned_finals,
-                   sharing_key)
+import math
+import numbers
+
+from .plan import (FINAL_ALIASES, FINALS, PARTIALS, Group, Plan, applicable_finals, check_given, holistic,
+                   planned_finals, sharing_key)
 from .shared_slicer import Slicer
 
 __all__ = ["resolve_final", "resolve_plan", "check_groups"]
@@ -47,15 +50,32 @@ def resolve_final(name, queries) -> str:
     return key
 
 
-def resolve_plan(queries: list, plan) -> tuple[list, str]:
-    """The groups of ``plan`` and its display name.  ``plan`` may also be
+def check_rate(rate) -> float:
+    """``rate`` (elements per time unit, ``SharedWindows(rate=)``) as a
+    float: None is 1; else a finite real number > 0, or TypeError or
+    ValueError.  O(1)."""
+    if rate is None:
+        return 1.0
+    if isinstance(rate, bool) or not isinstance(rate, numbers.Real):
+        raise TypeError(f"rate must be a real number of elements per time unit, got {type(rate).__name__} {rate!r}")
+    value = float(rate)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"rate must be a finite number > 0 of elements per time unit, got {rate!r}")
+    return value
+
+
+def resolve_plan(queries: list, plan, rate: float = 1.0) -> tuple[list, str]:
+    """The groups of ``plan`` and its display name, priced at ``rate``
+    elements per time unit (:func:`check_rate`).  ``plan`` may also be
     groups already made (a list of :class:`Group`, or a
     :class:`~mta.multi.plan.Plan`), e.g. another plan's groups re-split by
     hand; :func:`check_groups` checks them.  O(queries) plus the planner."""
     if isinstance(plan, Plan):
-        return _with_held(plan.groups), plan.name or "given"
+        check_given(plan.groups)  # its list may have changed since it was made
+        return _with_held(plan.groups, rate), plan.name or "given"
     if isinstance(plan, (list, tuple)) and plan and all(isinstance(g, Group) for g in plan):
-        return _with_held(plan), "given"
+        check_given(plan)
+        return _with_held(plan, rate), "given"
     if isinstance(plan, str):
         parts = [p.strip() for p in plan.split("+")]
     elif isinstance(plan, (tuple, list)) and all(isinstance(p, str) for p in plan):
@@ -72,14 +92,14 @@ def resolve_plan(queries: list, plan) -> tuple[list, str]:
             raise ValueError(f"plan {name!r} chooses the final techniques itself; drop {final!r}")
         from . import planner
 
-        groups = list(planner.choose(queries, name))
+        groups = list(planner.choose(queries, name, rate=rate))
         return groups, name
     if name == "separate":
         if final is not None:
             raise ValueError(f"plan 'separate' runs every query on its own Amortized MTA; drop {final!r}")
         from . import planner
 
-        return planner.separate(queries), name
+        return planner.separate(queries, rate), name
     if name not in PARTIALS:
         raise ValueError(f"unknown plan {name!r}; one of 'auto', 'weaveshare', 'triweave', 'separate', "
                          f"{', '.join(repr(p) for p in PARTIALS)} (optionally '+final')")
@@ -87,13 +107,13 @@ def resolve_plan(queries: list, plan) -> tuple[list, str]:
 
     groups = []
     for qs in planner.share(queries):
-        f = planner.best_final(qs) if final is None else resolve_final(final, qs)
-        groups.append(Group(qs, name, f, planner.estimate(qs, name, f), held=planner.held(qs, name)))
+        f = planner.best_final(qs, rate) if final is None else resolve_final(final, qs)
+        groups.append(Group(qs, name, f, planner.estimate(qs, name, f, rate), held=planner.held(qs, name, rate)))
     label = name if final is None else f"{name}+{groups[0].final if len(groups) == 1 else final}"
     return groups, label
 
 
-def _with_held(groups) -> list:
+def _with_held(groups, rate: float = 1.0) -> list:
     """Given groups, each with its held estimate (:func:`planner.held`) when
     it came without one: a copy then, the caller's group is left as it is.
     Groups the checks will refuse are passed on unchanged.  O(queries)."""
@@ -103,7 +123,7 @@ def _with_held(groups) -> list:
     for g in groups:
         if isinstance(g, Group) and g.held is None and g.queries and (g.partial in PARTIALS or g.final == "mta"):
             g = Group(g.queries, g.partial, g.final, g.estimate, g.slicer,
-                      planner.held(g.queries, "none" if g.final == "mta" else g.partial))
+                      planner.held(g.queries, "none" if g.final == "mta" else g.partial, rate))
         out.append(g)
     return out
 

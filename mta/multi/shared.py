@@ -28,18 +28,14 @@ from typing import Any, Callable, Iterable
 from ..errors import EngineFailedError, MTAError, OperationRefused
 from ..markers import EMPTY
 from ..storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
+from .memory import EVICT_EVERY  # pushes between two evictions, in memory: its held estimate counts them
 from .plan import Plan, final_class
 from . import compiled
 from .query import OutOfOrderError, Query, exact
-from .resolve import check_groups, resolve_plan
+from .resolve import check_groups, check_rate, resolve_plan
 from .schedule import Schedule, is_double, next_multiple
 from .shared_slicer import SharedSlicer
 from .tree import Tree
-
-#: Pushes between two evictions: the floor below which no window reads is
-#: O(queries) to compute, and forgetting later only holds a few more
-#: partials (floors never decrease, so an older one is still safe).
-EVICT_EVERY = 16
 
 
 class ArgumentRefused(OperationRefused, TypeError):
@@ -73,6 +69,9 @@ class SharedWindows:
     ``("pairs", "bint")``, or groups already made (a :class:`Plan` or a list
     of :class:`Group`).  ``store=`` and ``window_id=`` keep B-Int's level
     queues in a store (``options``: ``buffer_size``, ``cache_size``).
+    ``rate`` is the expected elements per time unit of the ``range=``
+    queries, a finite number > 0 (1 when None): the planners price plans
+    with it (``rows=`` queries count elements and ignore it).
 
     If user code (time, lift, combine, lower) raises before anything
     changed, the object is intact; if it raises half-way, every later call
@@ -80,7 +79,7 @@ class SharedWindows:
     """
 
     def __init__(self, queries: Iterable[Query], *, time: Callable[[Any], Any] | None = None, plan="auto",
-                 store=None, window_id: str | None = None, **options) -> None:
+                 rate=None, store=None, window_id: str | None = None, **options) -> None:
         if isinstance(queries, Query):
             raise TypeError("SharedWindows takes a list of Query, not one Query")
         queries = list(queries)
@@ -105,7 +104,7 @@ class SharedWindows:
             raise TypeError("SharedWindows: window_id= and store options need a store=")
         if store is not None and (not isinstance(window_id, str) or not window_id):
             raise TypeError(f"SharedWindows: store= needs window_id=, a non-empty str (got {window_id!r})")
-        groups, name = resolve_plan(queries, plan)
+        groups, name = resolve_plan(queries, plan, check_rate(rate))
         check_groups(queries, groups)
         if store is not None and not any(g.final == "bint" for g in groups):
             raise ValueError("store= keeps B-Int's levels in the store: the plan has no B-Int tree "
@@ -391,6 +390,8 @@ class SharedWindows:
         self._check_usable()
         if self._core is not None:
             self._sync()
+        if not isinstance(name, str):  # before the lookup: an unhashable name would raise a plain TypeError
+            raise ArgumentRefused(f"query(name) needs a query's name, a str, got {type(name).__name__} {name!r}")
         if name not in self._executor_of:
             raise UnknownQuery(f"no query named {name!r}; queries: {sorted(self._executor_of)}")
         ex = self._executor_of[name]

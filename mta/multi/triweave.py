@@ -32,12 +32,13 @@ def shared_edges(queries: Sequence[tuple[int, int]], partial: str) -> _cost.Edge
 
 def triweave(queries: Sequence[tuple[int, int]], finals: Sequence[str] = _cost.FINALS,
              partials: Sequence[str] = ("panes", "pairs", "cutty"),
-             rate: float = 1.0, held_price: float = 0.0) -> tuple[str, list[Tree], float]:
+             rate: float = 1.0, held_price: float = 0.0, memo: dict | None = None) -> tuple[str, list[Tree], float]:
     """TriWeave's plan: ``(shared partial technique, trees, calls per
     element)``; the total counts the shared slicer once.  ``held_price``
     (calls per held partial, :mod:`mta.multi.memory`) weighs the trees'
     partials in the weaving and in the choice of the slicer's technique;
-    the returned total is calls only.  O(|partials| * C^2) tree pricings
+    the returned total is calls only; ``memo`` as in
+    :func:`~mta.multi.weaveshare.price`.  O(|partials| * C^2) tree pricings
     for ``C`` edge classes."""
     queries = [tuple(map(int, q)) for q in queries]
     if not queries:
@@ -47,7 +48,7 @@ def triweave(queries: Sequence[tuple[int, int]], finals: Sequence[str] = _cost.F
         shared = shared_edges(queries, partial)
 
         def pricer(members: tuple[int, ...], partial=partial, shared=shared) -> Tree:
-            return price(queries, members, (partial,), finals, rate, shared, held_price)
+            return price(queries, members, (partial,), finals, rate, shared, held_price, memo)
 
         trees = weave(queries, edge_classes(queries, (partial,)), pricer)
         total = max(1.0 - shared.density / rate, 0.0) + sum(t.estimate for t in trees)

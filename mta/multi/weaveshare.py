@@ -56,11 +56,16 @@ class Tree:
 
 def price(queries: Sequence[tuple[int, int]], members: tuple[int, ...], partials: Sequence[str],
           finals: Sequence[str], rate: float = 1.0, shared: _cost.Edges | None = None,
-          held_price: float = 0.0) -> Tree:
+          held_price: float = 0.0, memo: dict | None = None) -> Tree:
     """The ``(partial, final)`` for the tree of ``members`` with the lowest
-    calls per element plus ``held_price`` per held partial.
-    O(|partials| * |finals| * cost.tree_cost)."""
+    calls per element plus ``held_price`` per held partial.  ``memo`` (a
+    dict the caller keeps for one set of queries, finals and rate) holds
+    each ``(members, partial, shared edges)``'s calls and held partials, so
+    weavings that differ only in ``held_price`` price a tree once.
+    O(|partials| * |finals| * cost.tree_cost), O(|partials|) when memoized."""
     qs = [queries[i] for i in members]
+    members = tuple(sorted(members))
+    shared_key = None if shared is None else (shared.period, shared.count)
     best = None
     seen = set()
     for partial in partials:
@@ -70,13 +75,18 @@ def price(queries: Sequence[tuple[int, int]], members: tuple[int, ...], partials
         if key in seen:
             continue
         seen.add(key)
-        held = tree_held(qs, partial, rate)
-        for final, c in _cost.tree_costs(qs, partial, finals, rate, shared_edges=shared).items():
+        priced = None if memo is None else memo.get((members, partial, shared_key))
+        if priced is None:
+            priced = (tree_held(qs, partial, rate), _cost.tree_costs(qs, partial, finals, rate, shared_edges=shared))
+            if memo is not None:
+                memo[(members, partial, shared_key)] = priced
+        held, costs = priced
+        for final, c in costs.items():
             score = c + held_price * held
             if best is None or score < best[0]:
                 best = (score, partial, final, c, held)
     assert best is not None, "price needs at least one partial and one final technique"
-    return Tree(tuple(sorted(members)), best[1], best[2], best[3], best[4], best[0])
+    return Tree(members, best[1], best[2], best[3], best[4], best[0])
 
 
 def edge_classes(queries: Sequence[tuple[int, int]], partials: Sequence[str]) -> list[tuple[int, ...]]:
@@ -126,15 +136,15 @@ def weave(queries: Sequence[tuple[int, int]], start: Iterable[tuple[int, ...]],
 
 def weaveshare(queries: Sequence[tuple[int, int]], finals: Sequence[str] = _cost.FINALS,
                partials: Sequence[str] = ("panes", "pairs", "cutty"), rate: float = 1.0,
-               held_price: float = 0.0) -> list[Tree]:
+               held_price: float = 0.0, memo: dict | None = None) -> list[Tree]:
     """WeaveShare's plan for ``queries`` (``(range, slide)`` pairs): trees that
-    each slice their own input; ``held_price`` as in :func:`price`.
+    each slice their own input; ``held_price`` and ``memo`` as in :func:`price`.
     O(C^2) tree pricings for ``C`` edge classes (at most ``n``)."""
     queries = [tuple(map(int, q)) for q in queries]
     if not queries:
         return []
 
     def pricer(members: tuple[int, ...]) -> Tree:
-        return price(queries, members, partials, finals, rate, held_price=held_price)
+        return price(queries, members, partials, finals, rate, held_price=held_price, memo=memo)
 
     return weave(queries, edge_classes(queries, partials), pricer)
