@@ -22,7 +22,7 @@ from hypothesis import given, settings, strategies as st
 
 from mta import Query, SharedWindows
 from mta.monoid import Aggregator, CountingMonoid
-from mta.multi import cost, edge_count, lint_cost
+from mta.multi import cost, edge_count, lint_cost, planner
 from tests.multi_oracle import MultiOracle
 from tests.oracle import CONCAT
 from tests import multi_paths
@@ -143,5 +143,8 @@ def test_rate_is_ignored_by_rows_queries():
                                              (0, ValueError), (-1.5, ValueError), (math.nan, ValueError),
                                              (math.inf, ValueError)])
 def test_rate_refused(rate, error):
+    """SharedWindows and the planner it calls refuse the same rates (one rule)."""
     with pytest.raises(error, match="rate"):
         SharedWindows([Query("a", CONCAT_AGG, range=3)], time=_time, rate=rate)
+    with pytest.raises(error, match="rate"):
+        planner.choose([Query("a", CONCAT_AGG, range=3)], rate=rate)

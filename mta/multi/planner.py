@@ -41,6 +41,7 @@ from fractions import Fraction
 from . import cost as _cost
 from . import memory as _memory
 from .plan import PARTIALS, Group, planned_finals, sharing_key
+from .resolve import check_rate
 from .shared_slicer import Slicer
 from .triweave import triweave
 from .weaveshare import price, weaveshare
@@ -186,8 +187,7 @@ def choose(queries, plan_name: str = "auto", *, rate: float = 1.0) -> list:
     shareable set, ``C`` its edge classes (:mod:`mta.multi.weaveshare`)."""
     if plan_name not in PLAN_NAMES:
         raise ValueError(f"planner: plan must be one of {PLAN_NAMES}, got {plan_name!r}")
-    if not rate > 0:
-        raise ValueError(f"planner: rate must be > 0, got {rate!r}")
+    rate = check_rate(rate)
     groups = []
     for qs in share(queries):
         if plan_name == "auto":
