@@ -680,6 +680,10 @@ def test_stream_slide_usage_errors(tmp_path, capsys):
     assert "--slide in a stream writes each window once the watermark" in one_error_line(capsys.readouterr().err)
     assert cli.main(argv) == 2
     assert "needs --store URL" in one_error_line(capsys.readouterr().err)
+    state = tmp_path / "state"
+    assert cli.main(argv + ["--slide", "5", "--watermark", "5s", "--store", f"file:{state}"]) == 2
+    assert "--slide keeps a stream's windows in Spark's state" in one_error_line(capsys.readouterr().err)
+    assert not state.exists(), "the unused store was made"
 
 
 def test_stream_interval_trigger_stops_cleanly_on_sigint(spark, tmp_path, capsys):

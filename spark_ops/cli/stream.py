@@ -49,7 +49,7 @@ def add_arguments(p) -> None:
                         "interval such as 10s (run until interrupted)")
     slide_option(p, streaming=True)
     window_options(p, store_required=False,
-                   store_note="; streaming windows stay there between micro-batches (needed, except with --slide, "
+                   store_note="; streaming windows stay there between micro-batches (needed; refused with --slide, "
                               "whose windows live in Spark's state)")
 
 
@@ -63,6 +63,9 @@ def run(args, spark=None) -> int:
     if spec.slide is not None and args.watermark is None:
         raise CLIError("--slide in a stream writes each window once the watermark passes its end: give "
                        "--watermark DURATION (how late a row may arrive, by the --time column)")
+    if spec.slide is not None and args.store:
+        raise CLIError("--slide keeps a stream's windows in Spark's state (under --checkpoint), so --store would "
+                       "never be used: drop --store")
     if spec.slide is None and not args.store:
         raise CLIError("mta-spark stream needs --store URL (the windows live there between micro-batches), "
                        "e.g. --store file:state; only --slide keeps its windows in Spark's state")
