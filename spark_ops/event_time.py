@@ -164,9 +164,16 @@ def timeout_ms(waiting, time: str) -> int:
     its oldest waiting row (``time``: the time column; Spark times a
     timeout out when the watermark passes it; the result is at least the
     current watermark, which is below every waiting row's time)."""
-    oldest_us = int(micros(waiting.column(time)).min())
-    # Spark takes only positive timestamps; a row that waits is after the first watermark (0)
-    return max(-(-oldest_us // 1000) - 1, 1)
+    return reached_ms(int(micros(waiting.column(time)).min()))
+
+
+def reached_ms(us: int) -> int:
+    """The event-time timeout (ms) at which Spark calls a key once the
+    watermark reaches ``us`` (microseconds): Spark times a key out when the
+    watermark passes the timeout, and its watermark is in whole ms.  At
+    least 1: Spark takes only positive timestamps, and whatever waits is
+    after the first watermark (0).  O(1)."""
+    return max(-(-us // 1000) - 1, 1)
 
 
 def expiry_ms(newest: float, size: float, watermark: float) -> int:

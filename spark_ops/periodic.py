@@ -39,6 +39,7 @@ from mta.markers import EMPTY
 
 from . import aggregations, rows, worker_gc
 from .columnar import aggregate, not_positive
+from .durations import in_micros
 from .batch import runs
 from .kernels import KERNELS, Rows
 from .keys import key_reader, positive_zero, same_key
@@ -106,6 +107,13 @@ def windows_batch(spec: WindowSpec, arrow_schema, key, ends_us, results):
     return pa.RecordBatch.from_arrays(key_columns + [end_column] + arrays, schema=arrow_schema)
 
 
+def slide_and_ranges_us(spec: WindowSpec) -> tuple[int, list[int]]:
+    """``spec``'s slide and window lengths in whole microseconds, converted
+    as ``spec`` checked that the slide divides each length
+    (:func:`spark_ops.durations.in_micros`).  O(sizes)."""
+    return in_micros(spec.slide), [in_micros(r) for r in spec.size_values]
+
+
 def periodic_plan(df, spec: WindowSpec, run: str):
     """``df``'s windows as rows ``(key, window_end, one column per
     aggregation and size)``: on the columnar engine's kernels when
@@ -129,8 +137,7 @@ def periodic_plan(df, spec: WindowSpec, run: str):
     time_at, value_at, shown_at = (shipped.index(c) for c in (time_column, value_column, spec.time))
     key_columns, key_of = key_reader(list(range(k)))
     kernels = list(spec.kernels)
-    slide_us = round(spec.slide * MICROS)
-    ranges_us = [round(r * MICROS) for r in spec.size_values]
+    slide_us, ranges_us = slide_and_ranges_us(spec)
 
     def windows_of_partition(batches):
         current, window, out = EMPTY, None, []

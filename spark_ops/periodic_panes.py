@@ -38,7 +38,7 @@ from .batch import runs
 from .keys import key_reader, same_key
 from .names import map_in_arrow
 from .plan import column, micros_sql, quoted, seconds as time_seconds, time_sql
-from .spec import MICROS, WindowSpec
+from .spec import WindowSpec
 
 PANE = "__mta_pane"
 BAD = "__mta_bad"
@@ -147,7 +147,7 @@ def pane_plan(df, spec: WindowSpec, schema: str, arrow_schema):
     from pyspark.sql import functions as F
     from pyspark.sql.types import FractionalType
 
-    from .periodic import PeriodicWindow, windows_batch
+    from .periodic import PeriodicWindow, slide_and_ranges_us, windows_batch
 
     types = {f.name: f.dataType for f in df.schema.fields}
     k = len(spec.keys)
@@ -162,7 +162,7 @@ def pane_plan(df, spec: WindowSpec, schema: str, arrow_schema):
     bad = " OR ".join(f"({condition})" for condition, _ in rows.column_rules_sql(
         [(quoted(c), isinstance(types[c], FractionalType)) for c in spec.keys], seconds, list(zip(parts, floating)),
         micros=True))
-    slide_us = round(spec.slide * MICROS)
+    slide_us, ranges_us = slide_and_ranges_us(spec)
     # a bad row's time is not converted (an infinite one cannot be): its pane is null
     t_us = f"CASE WHEN {bad} THEN NULL ELSE {micros_sql(spec.time, types[spec.time])} END"
     pane = f"({t_us} - pmod({t_us}, {slide_us})) div {slide_us}"
@@ -179,7 +179,6 @@ def pane_plan(df, spec: WindowSpec, schema: str, arrow_schema):
         kernel == "mean" for kernel, _ in steps)
     reads = [at for kernel, at in steps if kernel != "mean"] + [i for kernel, at in steps if kernel == "mean"
                                                                 for i in at]
-    ranges_us = [round(r * MICROS) for r in spec.size_values]
     key_columns, key_of = key_reader(list(range(k)))
     n_sizes = len(ranges_us)
 

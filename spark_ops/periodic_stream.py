@@ -137,8 +137,7 @@ def _windows_of_key(spec: WindowSpec, target, group_keys: passthrough.GroupKeys,
     ``count``: with ``on_bad_row="flag"``, the accumulator of the rows left
     out (late ones: the others never reach the function), else ``None``."""
     fingerprint = f"{spec.fingerprint()}; slide={spec.slide!r}"  # the panes' length is the slide
-    slide_us = round(spec.slide * MICROS)
-    ranges_us = [round(r * MICROS) for r in spec.size_values]
+    slide_us, ranges_us = periodic.slide_and_ranges_us(spec)
 
     def windows_of_key(key, frames, state):
         import pandas as pd
@@ -185,7 +184,7 @@ def _timeout_ms(window: MonoidPeriodicWindow, waiting, time: str) -> int:
     at = []
     end_us = window.panes.next_end_us()
     if end_us is not None:
-        at.append(max(-(-end_us // 1000) - 1, 1))
+        at.append(event_time.reached_ms(end_us))
     if waiting is not None and waiting.num_rows:
         at.append(event_time.timeout_ms(waiting, time))
     return min(at)

@@ -415,7 +415,7 @@ def _slide(slide, range, rows, frame: str, sizes: tuple = ()):
         raise SlidingWindowError(str(e)) from None
     # Spark's window() starts windows at the multiples of the slide: they end there only if it divides the size
     for label, size in sizes or ((None, range),):
-        size_us = round(size * MICROS)
+        size_us = durations.in_micros(size)
         if size_us > MICROS_SPAN:
             raise SlidingWindowError(f"range {size!r} is longer than a slide= window can be "
                                      f"({MICROS_SPAN // MICROS:,} seconds)")
