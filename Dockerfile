@@ -75,10 +75,13 @@ COPY deploy/docker/entrypoint.sh /opt/mta/entrypoint.sh
 COPY deploy/docker/refuse-placeholders.sh /opt/mta/refuse-placeholders.sh
 COPY deploy/mta_spark_main.py /opt/mta/mta_spark_main.py
 
-# an unprivileged user; /data is where compose mounts the shared volume
+# an unprivileged user; /data is where compose mounts the shared volume.  What the jobs write
+# is group 0's and as writable for it as for mta: OpenShift runs the image as a uid of its own
+# choosing in group 0
 RUN useradd --uid "${MTA_UID}" --user-group --create-home --home-dir /home/mta --shell /usr/sbin/nologin mta \
     && mkdir -p /data/incoming /opt/mta/work \
-    && chown -R mta:mta /data /opt/mta/work \
+    && chown -R mta:0 /data /opt/mta/work /home/mta \
+    && chmod -R g=u /data /opt/mta/work /home/mta \
     && chmod 0755 /opt/mta/entrypoint.sh /opt/mta/refuse-placeholders.sh
 
 USER mta

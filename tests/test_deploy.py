@@ -1321,6 +1321,38 @@ def test_entrypoint_gives_a_uid_without_a_passwd_entry_one(tmp_path):
     assert run("bash", "-c", "getent passwd root").stdout.startswith("root:x:0:0:"), "the other entries stay"
 
 
+def test_what_the_jobs_write_is_group_0_writable_for_a_uid_the_platform_picks():
+    """OpenShift runs the image as a uid of its own choosing in group 0
+    (ANONYMOUS_UID above): every directory the image leaves for the jobs to
+    write (Spark's worker directory, the working directory, the compose
+    volume's mount point, what the image makes with the user) belongs to
+    group 0 and gives it the owner's rights, recursively."""
+    _, final = docker_stages()[-1]
+    runs = [shlex.split(rest) for word, rest in final if word == "RUN"]
+    chgrp0, group_rw, made = set(), set(), set()
+    for words in runs:
+        for command in " ".join(words).split("&&"):
+            argv = command.split()
+            if argv[:2] == ["chown", "-R"] and argv[2].endswith(":0"):
+                chgrp0.update(argv[3:])
+            elif argv[:3] == ["chmod", "-R", "g=u"]:
+                group_rw.update(argv[3:])
+            elif argv[:2] == ["mkdir", "-p"] and "useradd" in words:  # the user's, not the build's
+                made.update(argv[2:])
+    workdir = [rest for word, rest in final if word == "WORKDIR"][-1]
+    mounts = {volume.split(":")[1] for service in compose()["services"].values() if "build" in service
+              for volume in service.get("volumes", []) if isinstance(volume, str) and volume.startswith("mta-data:")}
+    written = made | mounts | {dockerfile_env()["SPARK_WORKER_DIR"], workdir}
+    assert mounts and made, "found no directory the jobs write"
+
+    def covered(path, by):
+        return any(path == d or path.startswith(d.rstrip("/") + "/") for d in by)
+
+    assert [p for p in sorted(written) if not covered(p, chgrp0)] == [], f"not group 0's (chown -R ...:0): {chgrp0}"
+    assert [p for p in sorted(written) if not covered(p, group_rw)] == [], \
+        f"not group-writable (chmod -R g=u): {group_rw}"
+
+
 def test_entrypoint_puts_the_hadoop_configuration_on_the_executor_classpath(tmp_path):
     """Spark mounts the Hadoop configuration (spark.kubernetes.hadoop.configMapName)
     in its pods and names it in HADOOP_CONF_DIR: the executor's classpath has it
