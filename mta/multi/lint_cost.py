@@ -77,9 +77,7 @@ def _horizon(queries, period: int, count: int, w: int) -> tuple[int, int]:
     the edges' period and of every slide (Panes' period is the LCM of the
     pane sizes, which a slide need not divide) holding a multiple of ``w``
     partials.  O(n)."""
-    units = period
-    for _, s, _ in queries:
-        units = units * s // math.gcd(units, s)
+    units = math.lcm(period, *(s for _, s, _ in queries))
     partials = count * (units // period)
     reps = w // math.gcd(partials, w)
     return units * reps, partials * reps
