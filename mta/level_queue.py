@@ -71,9 +71,11 @@ class MemoryLevelQueue(LevelQueue):
     Moving ``lo`` drops millions of elements in O(1), as the paper's
     ``remove_pairs`` (Algorithm 2).  Once the dead prefix outgrows the live
     part, the next append copies the live part to a fresh list and the
-    old list goes to a graveyard that later appends (to any level) free a few
-    references at a time, so no single operation pays for deallocating a bulk
-    eviction (the paper's background garbage collector, section 4.1.4).
+    old list goes to a graveyard that later appends (to any level; an extend
+    counts as its elements' appends) free a few references at a time, so no
+    single operation pays for deallocating a bulk eviction (the paper's
+    background garbage collector, section 4.1.4); :func:`reclaim_all` frees
+    the rest where no operation waits (the end of a Spark task).
     """
 
     __slots__ = ("_items", "_base")
@@ -107,10 +109,16 @@ class MemoryLevelQueue(LevelQueue):
             _reclaim()
 
     def extend(self, values) -> None:
+        """O(len(values)): compaction as :meth:`append` does it, and as many
+        references reclaimed as that many appends would (a caller pushing a
+        batch at a time would otherwise free a grave sixteen references per
+        batch, and the graves would pile up)."""
         if values:
-            self.append(values[0])  # compaction and reclaiming, as append does them
+            self.append(values[0])
             self._items += values[1:]
             self.hi += len(values) - 1
+            if _graveyard and len(values) > 1:
+                _reclaim(len(values) - 1)
 
     def discard(self) -> None:
         _graveyard.append(self._items)
@@ -126,16 +134,35 @@ _graveyard: list[list] = []
 _RECLAIM_PER_APPEND = 16
 
 
-def _reclaim() -> None:
+def _reclaim(appends: int = 1) -> None:
+    """Free up to ``_RECLAIM_PER_APPEND`` references per append counted,
+    newest grave first.  O(appends)."""
     # Shared by every engine of the process: another thread may empty or pop
     # the last grave between these lines, which only frees references sooner.
+    budget = _RECLAIM_PER_APPEND * appends
     try:
-        grave = _graveyard[-1]
-        del grave[-_RECLAIM_PER_APPEND:]
-        if not grave:
-            _graveyard.pop()
+        while budget > 0:
+            grave = _graveyard[-1]
+            step = min(budget, len(grave))
+            if step:
+                del grave[-step:]
+                budget -= step
+            if not grave:
+                _graveyard.pop()
     except IndexError:
         pass
+
+
+def reclaim_all() -> None:
+    """Free every grave now, O(references waiting): for the end of a task,
+    where no element waits on it, so that a process left idle (or running
+    work that appends little) does not hold a finished window's dropped
+    elements, nor walk them in every full garbage collection."""
+    while _graveyard:
+        try:
+            _graveyard.pop()
+        except IndexError:  # another thread took the last one
+            break
 
 
 def graveyard_size() -> int:

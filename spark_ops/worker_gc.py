@@ -17,13 +17,24 @@ collected once and moved to the collector's permanent generation
 so the collections after later tasks walk only what came after.  Frozen
 objects are still freed by reference counting; only a reference cycle
 among them that becomes garbage later is never collected: the first
-task's own closure at most, once per process, since everything else
-frozen is long-lived by then.  Freezing at every task would leak every
-task's closure (a user's policy class pickled by value is a cycle), so
-it is done once.  A worker that is not reused runs one task and exits:
+task's own closure at most, since everything else frozen is long-lived
+by then.  Freezing at every task would leak every task's closure (a
+user's policy class pickled by value is a cycle), so it is done again
+only when the process has imported modules since (a later job of another
+kind, a store's client, pandas for a user's own UDF): their objects are
+as long-lived, and otherwise every later collection would walk them (a
+few tens of thousands of objects, tens of milliseconds per task on the
+benchmark machine); one closure at most per such import.  A worker that
+is not reused runs one task and exits:
 nothing to gain, so nothing is done (a worker run without PySpark's
 daemon, ``spark.python.use.daemon=false``, with reuse on, still makes the
 one collection, needlessly: the daemon is Spark's default on Linux).
+
+The same functions free the level queues' graveyard when they end
+(:func:`mta.level_queue.reclaim_all`): the elements a window dropped wait
+there to be freed a few per later append, which a worker whose next tasks
+append little would never make, and every full collection after every
+later task would walk them.
 """
 
 from __future__ import annotations
@@ -31,17 +42,22 @@ from __future__ import annotations
 import functools
 import gc
 import os
+import sys
+
+from mta.level_queue import reclaim_all
 
 _settled = False
+_modules_frozen = 0  # len(sys.modules) when the heap was last frozen
 
 
 def settle() -> None:
-    """Freeze what this reused worker holds, once per process: one full
-    collection (O(objects tracked)), then O(1) per call."""
-    global _settled
-    if _settled:
+    """Freeze what this reused worker holds: once per process, and again
+    after it imported modules.  One full collection (O(objects tracked))
+    each time, else O(1)."""
+    global _settled, _modules_frozen
+    if _settled and len(sys.modules) == _modules_frozen:
         return
-    _settled = True
+    _settled, _modules_frozen = True, len(sys.modules)
     if os.environ.get("SPARK_REUSE_WORKER") and gc.isenabled():
         gc.collect()
         gc.freeze()
@@ -50,10 +66,14 @@ def settle() -> None:
 def settling(fn):
     """``fn``, a function Spark calls in a Python worker that returns an
     iterator (a ``mapInArrow`` or ``applyInPandasWithState`` function),
-    calling :func:`settle` once its output is consumed."""
+    freeing the graveyard when it ends and calling :func:`settle` once its
+    output is consumed."""
     @functools.wraps(fn)
     def settled(*args):
-        yield from fn(*args)
+        try:
+            yield from fn(*args)
+        finally:
+            reclaim_all()
         settle()
 
     return settled

@@ -173,6 +173,30 @@ def test_memory_reclaimed_after_bulk_eviction(engine):
         assert e.query() == t
 
 
+def test_a_queue_fed_in_batches_frees_what_it_drops_as_appends_would():
+    """A level fed a batch at a time with ``extend`` (the range windows'
+    times FIFO), its head dropped as the window slides: the lists compaction
+    drops are freed as fast as appends one by one would free them, so the
+    graveyard stays within a couple of windows however long the stream runs;
+    :func:`level_queue.reclaim_all` frees the rest at once."""
+    batch, window = 5_000, 20_000
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(level_queue, "_graveyard", [])  # isolated from other tests
+        q = level_queue.MemoryLevelQueue()
+        peak = 0
+        for b in range(100):
+            q.extend([float(x) for x in range(b * batch, (b + 1) * batch)])
+            q.lo = max(q.lo, q.hi - window)
+            peak = max(peak, graveyard_size())
+        assert q.lo == 100 * batch - window and q.span(q.lo, q.hi) == [float(x) for x in range(q.lo, q.hi)]
+        assert peak <= 2 * (window + batch), peak
+        assert q.local_size() <= 2 * (window + batch)  # compacted: the dropped lists went to the graveyard
+        q.discard()
+        assert graveyard_size() >= window
+        level_queue.reclaim_all()
+        assert graveyard_size() == 0
+
+
 # ---------------------------------------------------------------------------
 # the failure guard
 
