@@ -139,13 +139,7 @@ def periodic_plan(df, spec: WindowSpec, run: str):
     kernels = list(spec.kernels)
     slide_us, ranges_us = slide_and_ranges_us(spec)
 
-    def windows_of_partition(batches):
-        current, window, out = EMPTY, None, []
-
-        def emit(key, ends_us, results):
-            if len(ends_us):
-                out.append(windows_batch(spec, arrow_schema, key, ends_us, results))
-
+    def checked(batches):
         for batch in batches:
             keys = key_columns(batch)
             times, values = seconds(batch.column(time_at)), batch.column(value_at)
@@ -156,27 +150,56 @@ def periodic_plan(df, spec: WindowSpec, run: str):
                 i = next(i for i, p in enumerate(problems) if p)
                 raise rows.rejected(spec, problems[i], key_of(keys, i), batch.column(shown_at)[i].as_py(),
                                     values[i].as_py())
-            for start, end in runs(keys):
-                key = key_of(keys, start)
-                if current is EMPTY or not same_key(key, current):
-                    if window is not None:
-                        emit(current, *window.close())
-                    current = key
-                    window = (PeriodicWindow(kernels, ranges_us, slide_us, spec.reads) if columnar
-                              else MonoidPeriodicWindow(spec, key, ranges_us, slide_us))
-                n = end - start
-                t_us = micros(batch.column(time_at).slice(start, n))
-                if columnar:
-                    emit(key, *window.push(t_us, numpy_values(values.slice(start, n))))
-                else:
-                    emit(key, *window.push(t_us, values.slice(start, n), batch.column(shown_at).slice(start, n)))
-            yield from out
-            out.clear()
-        if window is not None:
-            emit(current, *window.close())
-            yield from out
+            yield batch
+
+    def open_window(key):
+        if columnar:
+            return PeriodicWindow(kernels, ranges_us, slide_us, spec.reads)
+        return MonoidPeriodicWindow(spec, key, ranges_us, slide_us)
+
+    def push(window, batch, start, end):
+        n = end - start
+        t_us, values = micros(batch.column(time_at).slice(start, n)), batch.column(value_at).slice(start, n)
+        if columnar:
+            return window.push(t_us, numpy_values(values))
+        return window.push(t_us, values, batch.column(shown_at).slice(start, n))
+
+    def windows_of_partition(batches):
+        return windows_by_key(checked(batches), key_columns, key_of, open_window, push,
+                              lambda key, ends_us, results: windows_batch(spec, arrow_schema, key, ends_us, results))
 
     return map_in_arrow(ordered, worker_gc.settling(windows_of_partition), schema)
+
+
+def windows_by_key(batches, key_columns, key_of, open_window, push, output):
+    """Both periodic plans' pass over a partition's batches, whose rows come
+    by key: each batch cut into runs of one key (:func:`spark_ops.batch.runs`);
+    a key's window opens at its first run (``open_window(key)``), takes each
+    of its runs (``push(window, batch, start, end)``) and closes when the
+    next key starts or the batches end.  What a push or a close returns,
+    ``(ends_us, results)``, becomes an Arrow batch by ``output(key, ends_us,
+    results)`` when some window ended; a batch's outputs are yielded once
+    all its runs are pushed.  O(runs) beyond the callbacks."""
+    current, window, out = EMPTY, None, []
+
+    def emit(key, ends_us, results):
+        if len(ends_us):
+            out.append(output(key, ends_us, results))
+
+    for batch in batches:
+        keys = key_columns(batch)
+        for start, end in runs(keys):
+            key = key_of(keys, start)
+            if window is None or not same_key(key, current):
+                if window is not None:
+                    emit(current, *window.close())
+                current, window = key, open_window(key)
+            emit(key, *push(window, batch, start, end))
+        yield from out
+        out.clear()
+    if window is not None:
+        emit(current, *window.close())
+        yield from out
 
 
 def _ends_array(ends_us: np.ndarray, arrow_type):

@@ -34,8 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import rows, values as value_columns, worker_gc
-from .batch import runs
-from .keys import key_reader, same_key
+from .keys import key_reader
 from .names import map_in_arrow
 from .plan import column, micros_sql, quoted, seconds as time_seconds, time_sql
 from .spec import WindowSpec
@@ -147,7 +146,7 @@ def pane_plan(df, spec: WindowSpec, schema: str, arrow_schema):
     from pyspark.sql import functions as F
     from pyspark.sql.types import FractionalType
 
-    from .periodic import PeriodicWindow, slide_and_ranges_us, windows_batch
+    from .periodic import PeriodicWindow, slide_and_ranges_us, windows_batch, windows_by_key
 
     types = {f.name: f.dataType for f in df.schema.fields}
     k = len(spec.keys)
@@ -226,31 +225,20 @@ def pane_plan(df, spec: WindowSpec, schema: str, arrow_schema):
                     out.append((s / np.where(empty, 1, c), empty if empty.any() else None))
         return out
 
-    def windows_of_partition(batches):
-        current, window, out = None, None, []
-        started = False
-
-        def emit(key, ends_us, results):
-            if len(ends_us):
-                out.append(windows_batch(spec, arrow_schema, key, ends_us, finish(results)))
-
+    def checked(batches):
         for batch in batches:
             check(batch)
-            keys_ = key_columns(batch)
-            pane_at = batch.column(k).to_numpy(zero_copy_only=False)
-            for start, end in runs(keys_):
-                key = key_of(keys_, start)
-                if not started or not same_key(key, current):
-                    if window is not None:
-                        emit(current, *window.close())
-                    started, current = True, key
-                    window = PeriodicWindow(kernels, ranges_us, slide_us, tuple(reads))
-                emit(key, *window.push(pane_at[start:end] * slide_us, partials(batch, start, end - start)))
-            yield from out
-            out.clear()
-        if window is not None:
-            emit(current, *window.close())
-            yield from out
+            yield batch
+
+    def push(window, batch, start, end):
+        panes_at = batch.column(k).slice(start, end - start).to_numpy(zero_copy_only=False)
+        return window.push(panes_at * slide_us, partials(batch, start, end - start))
+
+    def windows_of_partition(batches):
+        return windows_by_key(checked(batches), key_columns, key_of,
+                              lambda key: PeriodicWindow(kernels, ranges_us, slide_us, tuple(reads)), push,
+                              lambda key, ends_us, results: windows_batch(spec, arrow_schema, key, ends_us,
+                                                                          finish(results)))
 
     return map_in_arrow(panes.repartition(*keys).sortWithinPartitions(*keys, column(PANE)),
                         worker_gc.settling(windows_of_partition), schema)
