@@ -118,6 +118,40 @@ def test_groups_and_inclusion_exclusion_count_exactly(progs):
     assert e.count == brute(progs, period)
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.sampled_from([2, 3, 4, 6, 8, 9, 12, 16, 18, 24, 36, 48])),
+                min_size=1, max_size=24).map(lambda ps: sorted({(off % m, m) for off, m in ps})),
+       st.integers(1, 200))
+def test_inclusion_exclusion_gives_up_at_once_where_its_budget_cannot_do(progs, budget):
+    """``d`` progressions take ``d (d + 1) / 2`` intersections at least
+    (each one, then each later one below it, empty or not): with a smaller
+    budget the count is None without a single intersection computed; with a
+    larger one it is None exactly when the walk runs out, else the brute
+    force's."""
+    period = edge_count.composite_slide(m for _, m in progs)
+    steps = []
+    crt = edge_count._crt
+
+    def counted(*a):
+        steps.append(a)
+        return crt(*a)
+
+    saved, edge_count._crt = edge_count._crt, counted
+    try:
+        got = edge_count._inclusion_exclusion(progs, period, budget)
+        bounded_steps = len(steps)
+        unbounded = edge_count._inclusion_exclusion(progs, period, 1 << 30)
+    finally:
+        edge_count._crt = saved
+    d = len(progs)
+    assert unbounded == brute(progs, period)
+    if d * (d + 1) // 2 > budget:
+        assert got is None and bounded_steps == 0
+    else:
+        assert got is None or got == unbounded
+        assert got is not None or d > 1  # one progression's count takes one step
+
+
 def test_a_group_past_the_budget_is_estimated_close(monkeypatch):
     """16 progressions whose moduli all share factors (products of two of
     2..13): past the inclusion-exclusion budget the count is estimated from

@@ -274,7 +274,11 @@ def _coprime_groups(progs) -> list[list[tuple[int, int]]]:
 def _inclusion_exclusion(progs, period: int, budget: int) -> int | None:
     """Size of the union of ``progs`` within ``period`` by inclusion-exclusion,
     depth-first with empty intersections pruned; None once ``budget``
-    intersections were tried.  O(budget)."""
+    intersections were tried.  O(budget); O(1) when ``d`` progressions are
+    too many for it: the walk tries every one and, below each, every later
+    one, ``d (d + 1) / 2`` at least, whichever intersections are empty."""
+    if len(progs) * (len(progs) + 1) // 2 > budget:
+        return None
     total, terms = 0, 0
 
     def walk(start: int, a: int, m: int, depth: int) -> bool:
