@@ -215,3 +215,36 @@ def test_timestamps_far_from_1970_fall_in_spark_windows(spark, year):
         got = {r.end - base: r for r in out.select(F.expr("unix_micros(window_end)").alias("end"), *aggs).collect()}
         assert {e: tuple(r[a] for a in aggs) for e, r in got.items()} == \
             {e: tuple(r[a] for a in aggs) for e, r in want.items()}, (aggs, engine, _plan(out))
+
+
+@pytest.mark.parametrize("aggs, engine", [(["max", "count"], "auto"), (["max", "count", "first"], "auto"),
+                                          (["max", "count"], "amta")], ids=["panes", "kernels", "monoids"])
+def test_keys_across_batches_and_partitions_on_every_plan(spark, aggs, engine):
+    """Each plan's per-partition loop (panes, the kernels' rows, the
+    monoids): Arrow batches of 7 rows, so a batch holds several keys and a
+    key spans batches; one partition for every key, then more partitions
+    than keys (empty ones); a bad row inside a batch fails naming its key."""
+    rng = random.Random(13)
+    rows = [(f"k{k}", float(t), rng.uniform(-9, 9)) for k in range(4)
+            for t in sorted(rng.sample(range(-20, 40), rng.randint(3, 25)))]  # distinct times: first is defined
+    rng.shuffle(rows)
+    schema = "k string, t double, v double"
+    common = dict(key="k", time="t", value="v", aggs=aggs, range={"s": 3, "l": 9}, slide=3, engine=engine)
+    batch, shuffle = "spark.sql.execution.arrow.maxRecordsPerBatch", "spark.sql.shuffle.partitions"
+    before = {name: spark.conf.get(name, None) for name in (batch, shuffle)}
+    for partitions in ("1", "9"):
+        spark.conf.set(batch, "7")
+        spark.conf.set(shuffle, partitions)
+        try:
+            got = sliding_window(spark.createDataFrame(rows, schema), **common).collect()
+            bad = rows[:len(rows) // 2] + [("k2", 5.5, None)] + rows[len(rows) // 2:]
+            with pytest.raises(Exception) as info:
+                sliding_window(spark.createDataFrame(bad, schema), **common).collect()
+        finally:
+            for name, value in before.items():
+                if value is None:
+                    spark.conf.unset(name)
+                else:
+                    spark.conf.set(name, value)
+        _assert_same({(g.k, g.window_end): g.asDict() for g in got}, _oracle(rows, aggs, {"s": 3, "l": 9}, 3))
+        assert "row rejected (null or NaN value): k='k2', t=5.5, v=None" in str(info.value), str(info.value)[:2000]
