@@ -24,6 +24,7 @@ need not import ``tests``.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import random
@@ -60,6 +61,23 @@ FORCE_SPILL = 64
 
 
 # -- sessions --------------------------------------------------------------------
+@contextlib.contextmanager
+def session_conf(spark, settings: dict):
+    """``spark`` with ``settings`` while the block runs, its own restored
+    after (a setting it did not have is unset)."""
+    before = {k: spark.conf.get(k, None) for k in settings}
+    for k, v in settings.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
+
+
 def spark_session(master: str, **conf):
     """A new session on ``master``; a running session is stopped first (its
     master and settings would otherwise be reused by ``getOrCreate``)."""

@@ -34,7 +34,6 @@ One SparkSession (local[2]) serves the whole module.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import os
 import random
@@ -49,8 +48,8 @@ from mta import policies
 from spark_ops import READY, SlidingWindowError, sliding_window
 from spark_ops.columnar import AGGREGATIONS as COLUMNAR
 from tests.spark_fixtures import (SCHEMA, as_tuples, assert_outputs, expected, is_bad, joined, random_rounds,
-                                  random_rows, read_sink, run_available_now, ship_by_value, spark_session,
-                                  split_by_key, stream_source, write_parquet)
+                                  random_rows, read_sink, run_available_now, session_conf, ship_by_value,
+                                  spark_session, split_by_key, stream_source, write_parquet)
 
 ship_by_value(sys.modules[__name__])
 
@@ -440,22 +439,6 @@ _COALESCING = {"spark.sql.adaptive.enabled": "true",
                "spark.sql.shuffle.partitions": "8"}
 
 
-@contextlib.contextmanager
-def _session_conf(spark, settings: dict):
-    """The module's session with ``settings``, its own restored after."""
-    before = {k: spark.conf.get(k, None) for k in settings}
-    for k, v in settings.items():
-        spark.conf.set(k, v)
-    try:
-        yield
-    finally:
-        for k, v in before.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)
-
-
 def test_streaming_with_adaptive_coalescing_runs_every_task_of_every_micro_batch(spark, tmp_path):
     """Adaptive execution coalescing shuffle partitions (Spark's default,
     and local_session's), micro-batches of one row and of thousands over
@@ -474,7 +457,7 @@ def test_streaming_with_adaptive_coalescing_runs_every_task_of_every_micro_batch
     names = [a if isinstance(a, str) else a[0] for a in aggs]
     source, store, name = str(tmp_path / "in"), f"file://{tmp_path}/store", f"s-{uuid.uuid4().hex[:8]}"
     os.makedirs(source)
-    with _session_conf(spark, _COALESCING):
+    with session_conf(spark, _COALESCING):
         tasks = [spark.createDataFrame(as_tuples(r), SCHEMA).repartition("k").rdd.getNumPartitions()
                  for r in rounds[:2]]
         assert tasks[0] == 1 < tasks[1], f"adaptive execution did not coalesce by size: {tasks} tasks"

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from spark_ops import sliding_window
 from spark_ops.rows import BEYOND_MICROS
-from tests.spark_fixtures import ORACLE, _close, key_times, ship_by_value
+from tests.spark_fixtures import ORACLE, _close, key_times, session_conf, ship_by_value
 
 ship_by_value(sys.modules[__name__])
 
@@ -230,21 +230,12 @@ def test_keys_across_batches_and_partitions_on_every_plan(spark, aggs, engine):
     rng.shuffle(rows)
     schema = "k string, t double, v double"
     common = dict(key="k", time="t", value="v", aggs=aggs, range={"s": 3, "l": 9}, slide=3, engine=engine)
-    batch, shuffle = "spark.sql.execution.arrow.maxRecordsPerBatch", "spark.sql.shuffle.partitions"
-    before = {name: spark.conf.get(name, None) for name in (batch, shuffle)}
     for partitions in ("1", "9"):
-        spark.conf.set(batch, "7")
-        spark.conf.set(shuffle, partitions)
-        try:
+        with session_conf(spark, {"spark.sql.execution.arrow.maxRecordsPerBatch": "7",
+                                  "spark.sql.shuffle.partitions": partitions}):
             got = sliding_window(spark.createDataFrame(rows, schema), **common).collect()
             bad = rows[:len(rows) // 2] + [("k2", 5.5, None)] + rows[len(rows) // 2:]
             with pytest.raises(Exception) as info:
                 sliding_window(spark.createDataFrame(bad, schema), **common).collect()
-        finally:
-            for name, value in before.items():
-                if value is None:
-                    spark.conf.unset(name)
-                else:
-                    spark.conf.set(name, value)
         _assert_same({(g.k, g.window_end): g.asDict() for g in got}, _oracle(rows, aggs, {"s": 3, "l": 9}, 3))
         assert "row rejected (null or NaN value): k='k2', t=5.5, v=None" in str(info.value), str(info.value)[:2000]

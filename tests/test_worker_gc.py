@@ -26,7 +26,7 @@ import sys
 
 import pytest
 
-from tests.spark_fixtures import ship_by_value
+from tests.spark_fixtures import session_conf, ship_by_value
 
 ship_by_value(sys.modules[__name__])
 
@@ -170,14 +170,9 @@ def test_no_worker_holds_a_grave_after_a_time_window_job(spark):
 
     n, width = 4_000, 1_500
     df = spark.range(0, n, 1, 2).selectExpr("0L AS k", "CAST(id AS DOUBLE) AS t", "CAST(id % 13 AS DOUBLE) AS v")
-    batch = "spark.sql.execution.arrow.maxRecordsPerBatch"
-    before = spark.conf.get(batch)
-    spark.conf.set(batch, "250")
-    try:
+    with session_conf(spark, {"spark.sql.execution.arrow.maxRecordsPerBatch": "250"}):
         out = sliding_window(df, key="k", time="t", value="v", aggs=["count"], range=width, engine="amta")
         got = sorted((r.t, r["count"]) for r in out.select("t", "count").collect())
-    finally:
-        spark.conf.set(batch, before)
     assert got == [(float(t), min(t + 1, width)) for t in range(n)]
     reports = spark.range(0, 8, 1, 8).mapInArrow(_graves, "pid long, graves long").collect()
     assert all(r.graves == 0 for r in reports), reports
