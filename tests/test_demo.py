@@ -206,8 +206,8 @@ def test_an_out_with_outputs_the_demo_did_not_write_is_refused_and_kept(tmp_path
 # -- the summary and the help ---------------------------------------------------------------
 def _summary(capsys, on):
     readings = fleet_memory(2, 20, seed=1)
-    summary = {"rows": 20, "overall": "o", "top": "t", "check": {"host": "host-000", "rows": 9, "ok": True,
-                                                                   "diff": 0.0}}
+    summary = {"rows": 20, "overall": "o", "top": "t", "host": "host-000",
+               "check": {"hosts": 2, "rows": 20, "ok": True, "differs": None, "diff": 0.0}}
 
     class Times:
         times = {"running windows": 2.0}
@@ -215,6 +215,48 @@ def _summary(capsys, on):
     demo._print_summary(readings, summary, "/x", 1, Times, engine="columnar", why="w", own_store=False, on=on,
                         seconds=(2.0, 4.0))
     return capsys.readouterr().out
+
+
+def _brute_windows(readings):
+    """Every reading's one-hour max, mean and sample stddev by brute force
+    (a host's rows in time order, ties in input order), the rows shuffled."""
+    rows = []
+    for host, part in readings.groupby("host", sort=False):
+        part = part.sort_values("ts", kind="stable")
+        ts, vs = list(part["ts"]), list(part["mem_mb"])
+        for j in range(len(part)):
+            window = [v for t, v in zip(ts[:j + 1], vs[:j + 1]) if t > ts[j] - np.timedelta64(3600, "s")]
+            mean = sum(window) / len(window)
+            std = math.sqrt(sum((v - mean) ** 2 for v in window) / (len(window) - 1)) if len(window) > 1 else math.nan
+            rows.append((host, ts[j], vs[j], max(window), mean, std))
+    windows = __import__("pandas").DataFrame(rows, columns=["host", "ts", "mem_mb", "max", "mean", "stddev"])
+    return windows.sample(frac=1, random_state=3).reset_index(drop=True)
+
+
+def test_the_check_finds_the_host_whose_windows_differ():
+    """The demo's check compares every host's windows with pandas' rolling
+    ones (brute force agrees with it, rows of equal time included, in any
+    row order of the output) and names the host a wrong value, a missing
+    row or a swapped tie is in."""
+    from spark_ops.cli.demo_report import _check
+
+    readings = fleet_memory(3, 90, seed=2, span=4 * 3600.0)
+    readings["ts"] = readings["ts"].dt.floor("10min")  # ties, kept in input order
+    assert readings.duplicated(["host", "ts"]).any()
+    windows = _brute_windows(readings)
+    assert _check(windows, readings) == (None, pytest.approx(0.0, abs=1e-6))
+    host = sorted(set(readings["host"]))[1]
+    for spoil in ("value", "row", "tie"):
+        bad = windows.copy()
+        at = bad.index[bad["host"] == host][5]
+        if spoil == "value":
+            bad.loc[at, "mean"] += 0.5
+        elif spoil == "row":
+            bad = bad.drop(index=at)
+        else:  # two readings of equal time with their windows exchanged: their values in the other's order
+            tie = bad[(bad["host"] == host) & bad.duplicated(["host", "ts"], keep=False)].index[:2]
+            bad.loc[tie, "mem_mb"] = bad.loc[tie[::-1], "mem_mb"].to_numpy()
+        assert _check(bad, readings)[0] == host, spoil
 
 
 def test_the_summary_says_a_new_sessions_rows_per_second_are_a_cold_runs(capsys):

@@ -185,7 +185,7 @@ def run(args, spark=None) -> int:
                    own_store=own_store, on=master if new_session else None, seconds=(window_seconds, total))
     check = summary["check"]
     if not check["ok"]:
-        raise CLIError(f"the windows of {check['host']} differ from pandas' rolling windows", EXIT_FAILED)
+        raise CLIError(f"the windows of {check['differs']} differ from pandas' rolling windows", EXIT_FAILED)
     return EXIT_OK
 
 
@@ -241,13 +241,14 @@ def _print_summary(readings, summary: dict, out: str, files: int, progress, *, e
     print(_indent(summary["top"], 4))
     print()
     check = summary["check"]
-    print(f"  check          {check['host']}: {check['rows']:,} windows "
-          f"{'match' if check['ok'] else 'DO NOT match'} pandas rolling('1h') max/mean/std "
+    hosts = f"all {check['hosts']:,} host{'s' * (check['hosts'] != 1)}"
+    verdict = "match" if check["ok"] else f"DO NOT match ({check['differs']}'s first)"
+    print(f"  check          {hosts}: {check['rows']:,} windows {verdict} pandas rolling('1h') max/mean/std "
           f"(largest difference {check['diff']:.3g})")
     print(f"  input          {os.path.join(out, 'input')} ({files} Parquet file{'s' * (files != 1)}: host, ts, "
           "mem_mb)")
     print(f"  windows        {os.path.join(out, 'windows')} (Parquet: host, ts, mem_mb, {', '.join(DEMO_AGGS)})")
-    print(f"  plot           {os.path.join(out, 'host.png')} ({check['host']})")
+    print(f"  plot           {os.path.join(out, 'host.png')} ({summary['host']})")
     sys.stdout.flush()
 
 

@@ -1,5 +1,5 @@
 """The demo's files and report: its input written as Parquet, the summary
-tables, the check of one host against pandas' rolling windows, and the plot."""
+tables, the check of every host against pandas' rolling windows, and the plot."""
 
 from __future__ import annotations
 
@@ -48,8 +48,8 @@ def write_parquet_input(readings, directory: str, rows_per_file: int = 125_000) 
 
 
 def report(readings, windows_dir: str, plot: str) -> dict:
-    """Summary tables of the windows, the check of the top host against
-    pandas, and its plot written to ``plot``."""
+    """Summary tables of the windows, the check of every host against
+    pandas (:func:`_check`), and the plot of the top host written to ``plot``."""
     import pyarrow.parquet as pq
 
     w = pq.read_table(windows_dir).to_pandas()
@@ -68,34 +68,56 @@ def report(readings, windows_dir: str, plot: str) -> dict:
 
     host = top.index[0]
     mine = w[w["host"] == host].sort_values("ts", kind="stable").reset_index(drop=True)
-    source = readings[readings["host"] == host].sort_values("ts", kind="stable")
-    same, diff = _check(mine, source, len(w) == len(readings))
+    differs, diff = _check(w, readings)
     _plot_host(mine, host, plot)
-    return {"rows": len(w), "overall": overall, "top": top_text,
-            "check": {"host": host, "rows": len(mine), "ok": same, "diff": diff}}
+    return {"rows": len(w), "overall": overall, "top": top_text, "host": host,
+            "check": {"hosts": int(readings["host"].nunique()), "rows": len(w), "ok": differs is None,
+                      "differs": differs, "diff": diff}}
 
 
-def _check(mine, source, same: bool) -> tuple[bool, float]:
-    """Whether one host's windows match pandas' rolling one-hour windows of
-    its readings, and their largest difference."""
+def _check(windows, readings) -> tuple[str | None, float]:
+    """Every host's windows against pandas' rolling one-hour windows of its
+    readings (a host's rows in time order, ties in input order, as
+    ``sliding_window`` orders them), whatever the order of the output's
+    rows: both sides sorted on every column (:func:`_sorted`), so readings
+    of equal host and time meet by value (identical readings compare as a
+    multiset).  Returns the first host whose rows or windows differ (None if
+    none does) and the largest difference.  O(n log n) for n readings."""
     import numpy as np
 
-    rolled = source.set_index("ts")["mem_mb"].rolling("3600s")
-    expected = {"max": rolled.max().to_numpy(), "mean": rolled.mean().to_numpy(),
-                "stddev": rolled.std().to_numpy()}
-    same = same and len(mine) == len(source) and np.array_equal(mine["mem_mb"].to_numpy(),
-                                                                 source["mem_mb"].to_numpy())
+    expected = readings.sort_values(["host", "ts"], kind="stable").reset_index(drop=True)  # lexsort: stable
+    # grouped in sorted order, each host's rows in theirs: the results line up with the rows
+    rolled = expected.groupby("host", sort=False).rolling("3600s", on="ts")["mem_mb"]
+    expected = expected.assign(max=rolled.max().to_numpy(), mean=rolled.mean().to_numpy(),
+                               stddev=rolled.std().to_numpy())
+    if len(windows) != len(expected):
+        counts = windows["host"].value_counts().sub(expected["host"].value_counts(), fill_value=0)
+        return str(counts[counts != 0].index.min()), float("nan")
+    hosts = sorted(set(expected["host"]))
+    (got_host, *got), (want_host, *want) = _sorted(windows, hosts), _sorted(expected, hosts)
+    wrong = (got_host != want_host) | (got[0] != want[0]) | (got[1] != want[1])  # host, time, reading
     diff = 0.0
-    if same:
-        for name, want in expected.items():
-            got = mine[name].to_numpy(dtype=float)
-            both_nan = np.isnan(got) & np.isnan(want)
-            close = np.isclose(got, want, rtol=1e-6, atol=1e-3) | both_nan
-            same = same and bool(close.all())
-            finite = ~np.isnan(got) & ~np.isnan(want)
-            if finite.any():
-                diff = max(diff, float(np.abs(got[finite] - want[finite]).max()))
-    return same, diff
+    for have, should in zip(got[2:], want[2:]):
+        wrong |= ~(np.isclose(have, should, rtol=1e-6, atol=1e-3) | np.isnan(have) & np.isnan(should))
+        finite = ~np.isnan(have) & ~np.isnan(should)
+        if finite.any():
+            diff = max(diff, float(np.abs(have[finite] - should[finite]).max()))
+    first = np.flatnonzero(wrong)
+    return (hosts[want_host[first[0]]] if len(first) else None), diff
+
+
+def _sorted(frame, hosts: list) -> list:
+    """The columns host (its index in ``hosts``, -1 if not there), time (ns
+    since the epoch), reading and :data:`DEMO_AGGS` as NumPy arrays, rows
+    sorted on all of them in that order (NaN last)."""
+    import numpy as np
+    import pandas as pd
+
+    columns = [pd.Categorical(frame["host"], categories=hosts).codes,
+               pd.to_datetime(frame["ts"], utc=True).dt.as_unit("ns").astype("int64").to_numpy(),
+               *(frame[c].to_numpy(dtype=float) for c in ("mem_mb", *DEMO_AGGS))]
+    order = np.lexsort(columns[::-1])
+    return [c[order] for c in columns]
 
 
 def _plot_host(frame, host: str, path: str) -> None:
