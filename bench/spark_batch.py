@@ -67,11 +67,11 @@ import contextlib
 import math
 import statistics
 
-from spark_ops.session import ARROW_BATCH_CONF
-
-from . import common, sparkbench
+from . import common, spark_batch_jobs, sparkbench
 from .common import RunConfig, fmt_num
 from .experiment import Run, save_figure, verdict
+from .spark_batch_jobs import (BYTE_LIMIT, pandas_floor, pandas_rolling, pipeline, plan_floor, sliding,
+                               spark_byte_check, sql, top2)
 
 NAME = "spark-batch"
 
@@ -103,143 +103,17 @@ COLUMNAR_CHECKED = "columnar max, Spark's byte check"
 PANDAS_CHECKED = "pandas rolling max, Spark's byte check"
 #: The methods run with Spark's Arrow byte check on, and the method each repeats.
 BYTE_CHECKED = {COLUMNAR_CHECKED: COLUMNAR, PANDAS_CHECKED: PANDAS}
-BYTE_LIMIT = next(iter(ARROW_BATCH_CONF))  # the setting this project's sessions give Int.MaxValue
 METHODS = [COLUMNAR, COLUMNAR_ANY, MTA, MTA_FILE, MTA_TOP2, SQL_DEFAULT, SQL_TREE, PANDAS, PANDAS_TIES, COLUMNAR_CHECKED,
            PANDAS_CHECKED, PIPELINE, PLAN_FLOOR, PANDAS_FLOOR]
 
 
-# -- the user monoid: the two largest values ----------------------------------------
-def _top2_combine(a, b):
-    x = sorted(a + b, reverse=True)
-    return tuple(x[:2])
-
-
-def _top2_lift(v):
-    return (v,)
-
-
-def _top2_lower(a):
-    return a[1] if len(a) == 2 else None
-
-
-def top2():
-    from mta import Aggregator, Monoid
-
-    return Aggregator(Monoid(_top2_combine, (), name="top2", commutative=True), _top2_lift, _top2_lower,
-                      name="top2")
-
-
-# -- methods --------------------------------------------------------------------------
 def _column(method: str) -> str:
     """The result column a method's job is summed over."""
     return "top2" if method == MTA_TOP2 else "max"
 
 
-def _plan_floor(df):
-    """sliding_window's batch plan, its worker's function returning the
-    values as the result column as they are (no copy, no window)."""
-    from spark_ops import worker_gc
-
-    def values_as_they_are(batches):
-        import pyarrow as pa
-
-        for batch in batches:
-            yield pa.RecordBatch.from_arrays(batch.columns + [batch.column(2)], names=batch.schema.names + ["max"])
-
-    return _plan_without_windows(df, worker_gc.settling(values_as_they_are))
-
-
-def _pandas_floor(df):
-    """The pandas method without rolling: each key's rows sorted by time,
-    the values as the result column."""
-    def sorted_values(frame):
-        frame = frame.sort_values("t", kind="stable")
-        frame["max"] = frame["v"]
-        return frame
-
-    return df.groupBy("k").applyInPandas(sorted_values, "k int, t double, v double, max double")
-
-
-def _sliding_window(df, w, frame, aggs, store=None, engine="amta", ties="input"):
-    from spark_ops import sliding_window
-
-    size = {"rows": w} if frame == "rows" else {"range": w}
-    return sliding_window(df, key="k", time="t", value="v", aggs=aggs, store=store, engine=engine, ties=ties,
-                          **size)
-
-
-def _sql(spark, df, w, frame, segment_tree: bool):
-    spark.conf.set("spark.sql.window.segmentTree.enabled", str(segment_tree).lower())
-    df.createOrReplaceTempView("readings")
-    unit = "ROWS" if frame == "rows" else "RANGE"
-    return spark.sql(f"SELECT k, t, v, max(v) OVER (PARTITION BY k ORDER BY t {unit} BETWEEN {w - 1} "
-                     "PRECEDING AND CURRENT ROW) AS max FROM readings")
-
-
-def _pandas(df, w, frame_kind="rows", ties: bool = False):
-    """Pandas rolling max per key in ``applyInPandas`` (:func:`_rolling_max`);
-    with ``ties``, the rows numbered before the shuffle."""
-    from pyspark.sql import functions as F
-
-    numbered = df.withColumn("n", F.monotonically_increasing_id()) if ties else df
-    return numbered.groupBy("k").applyInPandas(lambda frame: _rolling_max(frame, w, frame_kind, ties),
-                                               "k int, t double, v double, max double")
-
-
-def _rolling_max(frame, w, frame_kind: str, ties: bool):
-    """One key's rows with their rolling max over the newest ``w`` rows
-    (``frame_kind="rows"``) or ``w`` seconds, sorted by time; with
-    ``ties``, rows of equal time in the order of their number ``n``
-    (dropped), as ``sliding_window`` orders them."""
-    import pandas as pd
-
-    frame = frame.sort_values(["t", "n"] if ties else "t", kind="stable")
-    if ties:
-        frame = frame.drop(columns="n")
-    if frame_kind == "rows":
-        frame["max"] = frame["v"].rolling(w, min_periods=1).max()
-    else:
-        by_time = pd.Series(frame["v"].to_numpy(), index=pd.to_timedelta(frame["t"].to_numpy(), unit="s"))
-        frame["max"] = by_time.rolling(f"{w}s").max().to_numpy()
-    return frame
-
-
-def _plan_without_windows(df, fn):
-    """sliding_window's batch plan (rows numbered, shuffled by key, sorted
-    on ``(key, time, arrival)``) with ``fn`` as its ``mapInArrow`` function."""
-    from spark_ops.plan import key_time_ordered, number_rows
-
-    return key_time_ordered(number_rows(df), ["k"], "t").mapInArrow(fn, "k int, t double, v double, max double")
-
-
-def _pipeline(df):
-    """sliding_window's batch plan with the windows left out."""
-    def values_as_results(batches):
-        import pyarrow as pa
-
-        for batch in batches:
-            yield pa.RecordBatch.from_arrays(batch.columns + [pa.array(batch.column(2).to_pylist(), pa.float64())],
-                                             names=batch.schema.names + ["max"])
-
-    return _plan_without_windows(df, values_as_results)
-
-
-@contextlib.contextmanager
-def _spark_byte_check(spark):
-    """The session with ``spark.sql.execution.arrow.maxBytesPerBatch`` at
-    Spark's default while the block runs (Spark then measures each Arrow
-    batch after every row it writes to it)."""
-    before = spark.conf.get(BYTE_LIMIT, None)
-    spark.conf.unset(BYTE_LIMIT)
-    try:
-        yield
-    finally:
-        if before is not None:
-            spark.conf.set(BYTE_LIMIT, before)
-
-
 def run(cfg: RunConfig) -> dict:
-    sparkbench.ship_by_value(__name__)
+    sparkbench.ship_by_value(spark_batch_jobs.__name__)  # the functions the workers run
     p = PROFILES[cfg.profile]
     job = Run(NAME, cfg, {**p, "methods": METHODS, "master": sparkbench.MASTER, "shuffle_partitions": p["keys"]})
     data = job.data
@@ -265,22 +139,22 @@ def run(cfg: RunConfig) -> dict:
         for w in p["windows"]:
             for frame in p["frames"]:
                 jobs = {
-                    COLUMNAR: lambda: _sliding_window(df, w, frame, ["max"], engine="auto"),
-                    COLUMNAR_ANY: lambda: _sliding_window(df, w, frame, ["max"], engine="auto", ties="any"),
-                    MTA: lambda: _sliding_window(df, w, frame, ["max"]),
-                    MTA_FILE: lambda: _sliding_window(df, w, frame, ["max"], store=f"file://{state}"),
-                    MTA_TOP2: lambda: _sliding_window(df, w, frame, [("top2", top2(), "double")]),
-                    SQL_TREE: lambda: _sql(spark, df, w, frame, True),
+                    COLUMNAR: lambda: sliding(df, w, frame, ["max"], engine="auto"),
+                    COLUMNAR_ANY: lambda: sliding(df, w, frame, ["max"], engine="auto", ties="any"),
+                    MTA: lambda: sliding(df, w, frame, ["max"]),
+                    MTA_FILE: lambda: sliding(df, w, frame, ["max"], store=f"file://{state}"),
+                    MTA_TOP2: lambda: sliding(df, w, frame, [("top2", top2(), "double")]),
+                    SQL_TREE: lambda: sql(spark, df, w, frame, True),
                 }
                 if w <= p["default_frame_max"]:
-                    jobs[SQL_DEFAULT] = lambda: _sql(spark, df, w, frame, False)
-                jobs[PANDAS] = lambda: _pandas(df, w, frame)
-                jobs[PANDAS_TIES] = lambda: _pandas(df, w, frame, ties=True)
+                    jobs[SQL_DEFAULT] = lambda: sql(spark, df, w, frame, False)
+                jobs[PANDAS] = lambda: pandas_rolling(df, w, frame)
+                jobs[PANDAS_TIES] = lambda: pandas_rolling(df, w, frame, ties=True)
                 jobs.update({checked: jobs[method] for checked, method in BYTE_CHECKED.items()})
                 if frame == "rows":
-                    jobs.update({PLAN_FLOOR: lambda: _plan_floor(df), PANDAS_FLOOR: lambda: _pandas_floor(df)})
+                    jobs.update({PLAN_FLOOR: lambda: plan_floor(df), PANDAS_FLOOR: lambda: pandas_floor(df)})
                     if w == p["windows"][0]:
-                        jobs[PIPELINE] = lambda: _pipeline(df)
+                        jobs[PIPELINE] = lambda: pipeline(df)
                 if not records:  # every method once, untimed: the Python workers, NumPy and the JIT warmed up
                     for method in jobs:
                         sparkbench.timed(jobs[method](), _column(method))
@@ -290,7 +164,7 @@ def run(cfg: RunConfig) -> dict:
                     for method in methods:
                         if method == SQL_DEFAULT and round_:
                             continue  # O(W) per row: run once
-                        with _spark_byte_check(spark) if method in BYTE_CHECKED else contextlib.nullcontext():
+                        with spark_byte_check(spark) if method in BYTE_CHECKED else contextlib.nullcontext():
                             byte_limit = spark.conf.get(BYTE_LIMIT, None) or "Spark's default"
                             job_df = jobs[method]()
                             with sparkbench.CpuMeter() as cpu:

@@ -15,6 +15,7 @@ import pytest
 pytest.importorskip("matplotlib")
 
 from bench import spark_batch, spark_before, spark_demo, spark_event_time, spark_growth, spark_keys, spark_stream  # noqa: E402
+from bench import spark_batch_jobs  # noqa: E402
 from bench.common import RunConfig  # noqa: E402
 
 
@@ -75,7 +76,7 @@ def test_pandas_baseline_with_ties_in_input_order_gives_sliding_windows_answer()
     spark = sparkbench.session(RunConfig(profile="tiny"), 4)
     try:
         df = spark.createDataFrame(rows, "k int, t double, v double")
-        got = sorted(tuple(r) for r in spark_batch._pandas(df, w, "rows", ties=True).collect())
+        got = sorted(tuple(r) for r in spark_batch_jobs.pandas_rolling(df, w, "rows", ties=True).collect())
         ours = sorted(tuple(r) for r in sliding_window(df, key="k", time="t", value="v", aggs=["max"], rows=w)
                       .select("k", "t", "v", "max").collect())
     finally:
@@ -87,7 +88,7 @@ def test_pandas_baseline_with_ties_in_input_order_gives_sliding_windows_answer()
 
     key_rows = [(k, t, v, n) for n, (k, t, v) in enumerate(rows) if k == 1]
     frame = pd.DataFrame(rng.sample(key_rows, len(key_rows)), columns=["k", "t", "v", "n"])
-    assert list(spark_batch._rolling_max(frame, w, "rows", ties=True).itertuples(index=False, name=None)) == \
+    assert list(spark_batch_jobs.rolling_max(frame, w, "rows", ties=True).itertuples(index=False, name=None)) == \
         [e for e in expected if e[0] == 1]
 
 
