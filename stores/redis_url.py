@@ -106,7 +106,8 @@ def redacted_url(cfg: dict[str, Any]) -> str:
     auth = ""
     if cfg.get("username") or cfg.get("password"):
         auth = (cfg.get("username") or "") + (":***" if cfg.get("password") else "") + "@"
-    hosts = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in cfg.get("seeds") or [(cfg["host"], cfg["port"])])
+    seeds = cfg.get("seeds") or [(cfg["host"], cfg["port"])]
+    hosts = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in seeds)
     db = "" if cfg["cluster"] else f"/{cfg['db']}"
     return f"{scheme}://{auth}{hosts}{db}"
 

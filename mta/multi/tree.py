@@ -49,7 +49,8 @@ class Tree:
         # B-INT-QNT: exact quantiles select over B-Int's cover, unmerged
         self.holistic = holistic(self.queries[0]) and hasattr(final, "runs")
         specs: dict = {}
-        self.spec = {q.name: specs.setdefault((q.periodic, q.exact_width, q.exact_lag), len(specs)) for q in self.queries}
+        self.spec = {q.name: specs.setdefault((q.periodic, q.exact_width, q.exact_lag), len(specs))
+                     for q in self.queries}
 
     def add(self, key, v) -> None:
         """Partial aggregation: one combine unless ``key`` starts a partial,
