@@ -177,12 +177,14 @@ class SortedWindow(RowWindow):
     def _evictions(self, times: Sequence[float]) -> list[int]:
         """How many of the oldest rows leave after each row's insert.
 
-        For ``range=``: the rows of earlier pushes still in the window are
-        read from the head of the times FIFO only while some are left (an
-        O(log k) search each time the head moves); the new rows' cutoffs
-        are found by one binary search each in the new times (NumPy), and
-        only the new rows still in the window at the end enter the FIFO
-        (the others never need their times again).  O(n log n) for n rows."""
+        For ``range=``: the rows of earlier pushes that leave during the
+        push are found by one O(log k) search from the head of the times
+        FIFO (k rows in it) for the last row's cutoff, read together, and
+        each row's cutoff is found among them by a binary search (NumPy), as
+        are the new rows' cutoffs among the new times; only the new rows
+        still in the window at the end enter the FIFO (the others never need
+        their times again).  O(n log n + g) for n rows and g earlier rows
+        leaving: each row's time is read from the FIFO once, when it leaves."""
         if self.rows is not None:
             room = max(self.rows - len(self.engine), 0)
             n = len(times)
@@ -195,16 +197,12 @@ class SortedWindow(RowWindow):
         cutoffs = self._edge(at)
         earlier = np.zeros(n, dtype=np.int64)  # rows of earlier pushes gone by each row's cutoff
         if fifo.lo < fifo.hi and n:
-            gone = 0
-            for i, cutoff in enumerate(cutoffs.tolist()):
-                if fifo.lo == fifo.hi:
-                    earlier[i:] = gone
-                    break
-                if fifo[fifo.lo] <= cutoff:
-                    step = leading_at_most(fifo, cutoff)
-                    fifo.lo += step
-                    gone += step
-                earlier[i] = gone
+            reach = np.maximum.accumulate(cutoffs)  # the FIFO's head only moves forward
+            gone = leading_at_most(fifo, float(reach[-1]))
+            if gone:  # the rows leaving, read together: each row's time is read once, when it leaves
+                leaving = np.asarray(fifo.span(fifo.lo, fifo.lo + gone), dtype=np.float64)
+                earlier = np.searchsorted(leaving, reach, side="right")
+                fifo.lo += gone
         # a row's cutoff is below its time, but not below a later row of equal time: only rows inserted count
         new = np.minimum(np.searchsorted(at, cutoffs, side="right"), np.arange(1, n + 1))
         total = earlier + new

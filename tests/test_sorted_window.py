@@ -306,3 +306,34 @@ def test_one_aggregation_that_is_a_product_gives_one_column(engine):
     (column,) = w.slide(times, lifted)
     w.close()
     assert problems is None and column == [(max(win), min(win)) for win in brute(times, values, range=3.0)]
+
+
+def test_a_time_window_reads_each_leaving_time_once():
+    """A time window spanning several batches, each row of a batch pushing
+    one earlier row out: the rows leaving are read from the times FIFO
+    together, each once, plus an O(log k) search per batch, not searched
+    for row by row (three reads or more per row).  Results against brute
+    force."""
+    class Counted(MemoryLevelQueue):
+        reads = 0
+
+        def __getitem__(self, i):
+            Counted.reads += 1
+            return super().__getitem__(i)
+
+        def span(self, a, b):
+            Counted.reads += b - a
+            return super().span(a, b)
+
+    span, batch, n = 1_000, 250, 6_000
+    spec = WindowSpec.build(key="k", time="t", value="v", aggs=["max"], range=span)
+    w = SortedWindow(spec, "k", "memory")
+    w.times = Counted(0, 0)
+    times = [float(t) for t in range(n)]
+    values = [float((t * 7919) % 1009) for t in range(n)]
+    got = []
+    for lo in range(0, n, batch):
+        got.extend(w.slide(times[lo:lo + batch], w.lift(values[lo:lo + batch])[0])[0])
+    w.close()
+    assert got == [max(window) for window in brute(times, values, range=span)]
+    assert Counted.reads / (n - span) <= 1.25, Counted.reads
