@@ -45,6 +45,26 @@ def _callable(f, what: str):
     return f
 
 
+def _ordered(f, what: str):
+    """``f``, refusing a result that is not a number ordered against
+    ``-inf``: a NaN would stop a max or sum dimension from ever evicting
+    again, and a None or a str would fail inside the engine; refused in the
+    lift, the raw value leaves the window as it was (a ``LiftError``)."""
+    _callable(f, what)
+
+    def lift(raw):
+        v = f(raw)
+        try:
+            ordered = v >= -math.inf
+        except TypeError:
+            raise TypeError(f"{what} {v!r} is not a number") from None
+        if not ordered:
+            raise ValueError(f"{what} {v!r} is NaN")
+        return v
+
+    return lift
+
+
 class SlidePolicy:
     """A WSP over its own dimension: ``monoid``, ``lift`` and ``holds``.
 
@@ -113,7 +133,8 @@ class TimeRange(SlidePolicy):
     Dimension: the max of ``time(raw)``; evict P iff ``max(P) <= max(total) -
     range`` (computed this way round, so that float rounding agrees with a
     cutoff ``t - range`` computed elsewhere).  Times are ints or floats (anything comparable with ``-inf``)
-    and must be non-decreasing in arrival order.  (The WSP itself stays
+    and must be non-decreasing in arrival order; a NaN or a time that is
+    no number is refused when lifted, the window unchanged.  (The WSP itself stays
     prefix-monotone with late times, but no longer means "the last
     ``range``": a late element only leaves with a prefix whose max time is
     old enough, so it may outlive its range.)  The checking mode reports a
@@ -126,7 +147,7 @@ class TimeRange(SlidePolicy):
         self.range = range
         super().__init__(
             MAX_MONOID,
-            _callable(time, "TimeRange time"),
+            _ordered(time, "TimeRange time"),
             lambda total, prefix: prefix <= total - range,
             name=f"TimeRange({range!r})",
             validate=_times_in_order,
@@ -150,7 +171,7 @@ class SumAtMost(SlidePolicy):
         if not bound >= 0:
             raise PolicyError(f"SumAtMost needs a bound >= 0, got {bound!r}")
         self.bound = bound
-        _callable(value, "SumAtMost value")
+        value = _ordered(value, "SumAtMost value")
 
         def lift(raw):
             v = value(raw)
@@ -171,7 +192,7 @@ class OlderThanMax(SlidePolicy):
     """
 
     def __init__(self, value: Callable[[Any], Any] = _identity_function) -> None:
-        lift = _callable(value, "OlderThanMax value")
+        lift = _ordered(value, "OlderThanMax value")
         super().__init__(MAX_MONOID, lift, lambda total, prefix: prefix < total, name="OlderThanMax()")
 
 

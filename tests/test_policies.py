@@ -22,7 +22,7 @@ from mta.policies import (
     TimeRange,
     custom,
 )
-from mta.window import Window
+from mta.window import LiftError, Window
 from tests.oracle import CONCAT, BruteForceWindow
 
 #: None is the Window's default engine, AmortizedMTA.
@@ -217,3 +217,34 @@ def test_dimension_monoids_are_lawful():
     check_monoid(COUNT_MONOID, [0, 1, 5])
     check_monoid(MAX_MONOID, [-3, 0, 2.5, 7])
     check_monoid(SUM_LAST_MONOID, [(1, 1), (0, 0), (4, 2)])
+
+
+@ENGINES
+@pytest.mark.parametrize("check", [False, True, 2])
+@pytest.mark.parametrize("make, rule, bad", [
+    (lambda: TimeRange(10, time=fst), within(10), (math.nan, 1)),
+    (lambda: TimeRange(10, time=fst), within(10), (None, 1)),
+    (lambda: TimeRange(10, time=fst), within(10), ("5", 1)),
+    (lambda: SumAtMost(10, value=snd), suffix_sum_at_most(10), (3, math.nan)),
+    (lambda: OlderThanMax(value=snd), from_oldest_max, (3, math.nan)),
+    (lambda: AnyOf(Count(4), TimeRange(10, time=fst)), lambda w: max(newest(4)(w), within(10)(w)), (math.nan, 1)),
+], ids=["time-nan", "time-none", "time-str", "sum-nan", "max-nan", "combined-nan"])
+def test_a_time_or_value_that_is_no_ordered_number_is_refused_and_the_window_keeps_sliding(engine, check, make, rule,
+                                                                                            bad):
+    """A NaN (or a None or str) where a policy's max or sum dimension needs
+    a number is refused when lifted, in every mode, naming the policy and
+    the raw value; the window is unchanged and keeps sliding as brute force
+    says (a NaN taken in stopped eviction for good: the window grew without
+    bound)."""
+    w = Window(CONTENTS, make(), engine, check=check)
+    stream = [(t, t % 5) for t in range(0, 60, 3)]
+    expected = []
+    for i, raw in enumerate(stream):
+        if i == 2:
+            with pytest.raises(LiftError, match=rf"slide policy .* cannot lift raw value \({bad[0]!r}"):
+                w.push(bad)
+            assert w.query() == expected
+        expected.append(raw)
+        del expected[: rule(expected)]
+        assert w.push(raw) == expected
+    assert len(expected) < len(stream)
