@@ -254,6 +254,8 @@ def check_columns(schema, key, time: str, value) -> tuple[tuple, list]:
                                    VariantType)
 
     keys = key_columns(key)
+    if not isinstance(time, str) or not time:
+        raise SlidingWindowError(f"time= takes one column's name (a string), got {time!r}")
     columns = (*(keys if isinstance(keys, tuple) else (keys,)), time)
     fields = {f.name: f.dataType for f in schema.fields}
     for c in columns:

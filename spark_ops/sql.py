@@ -28,7 +28,8 @@ DataFrame call, the engine chosen by the same rule) in chunks of
 ``range`` or ``rows``, ``frame``, ``engine``, ``store``, ``on_bad_row``)
 are those of :func:`spark_ops.sliding_window` and must be constants;
 several sizes are ``range => '5m,1h'``, ``array(300, 3600)`` or
-``map('5m', 300, '1h', 3600)`` (columns ``max_5m``, ``max_1h``).  Several
+``map('5m', 300, '1h', 3600)`` (columns ``max_5m``, ``max_1h``; a map's
+smallest size first, since Spark gives a map in no set order).  Several
 key or value columns are ``'dc,host'`` or ``array('dc', 'host')``, split by
 the rule the command line's ``--key`` and ``--value`` share
 (:func:`spark_ops.spec.split_columns`: blanks around a name are dropped
@@ -59,7 +60,7 @@ from typing import Any
 
 from pyspark.sql.udtf import AnalyzeResult, OrderingColumn, PartitioningColumn, SelectedColumn
 
-from . import aggregations, columnar, frames, rows, values
+from . import aggregations, columnar, durations, frames, rows, values
 from .names import missing_columns, spelled, trimmed
 from .plan import TIME, VALUE, holds, micro_time, quoted, time_sql
 from .spec import SlidingWindowError, WindowSpec, split_columns
@@ -103,7 +104,8 @@ class SlidingWindowFunction:
         """The output schema and the job, checked before any row is read."""
         from pyspark.sql.pandas.types import to_arrow_type
         import pyarrow as pa
-        from pyspark.sql.types import DecimalType, DoubleType, FractionalType, IntegralType, StructType, TimestampType
+        from pyspark.sql.types import (ArrayType, DecimalType, DoubleType, FloatType, FractionalType, IntegralType,
+                                       StructType, TimestampType)
 
         from .api import check_columns, check_output_names, engine_for
 
@@ -143,6 +145,13 @@ class SlidingWindowFunction:
                                 integral=values.per_column(types, IntegralType), value_fields=fields,
                                 micros=micro_time(schema[given["time"]].dataType))
         check_output_names(spec, schema.names)
+        for k in spec.keys:  # PySpark starts an instance per key value it sees: NaN != NaN in Python
+            if isinstance(schema[k].dataType, (ArrayType, StructType)) and holds(
+                    schema[k].dataType, lambda t: isinstance(t, (DoubleType, FloatType))):
+                raise SlidingWindowError(
+                    f"{FUNCTION_NAME}'s key column {k!r} is {schema[k].dataType.simpleString()}: a NaN inside it "
+                    "would make each of its rows a key of its own here; key by a column without floating fields "
+                    f"(e.g. to_json({k})), or call sliding_window on the DataFrame, which groups them as Spark does")
         order = given["order"] or []
         unknown = [c for c in order if c not in schema.names]
         if unknown:
@@ -295,7 +304,7 @@ def _sizes(value, counts: bool = False):
     """``range =>`` or ``rows =>`` (``counts``) as :func:`spark_ops.sliding_window`
     takes it: several sizes as ``'5m,1h'`` or ``array(300, 3600)`` (a list,
     labelled by their text) or ``map('5m', 300, '1h', 3600)`` (a dict of
-    labels); SQL's decimal literals and intervals (``INTERVAL '10'
+    labels, smallest size first: Spark gives a map in no set order); SQL's decimal literals and intervals (``INTERVAL '10'
     MINUTE``) as seconds, counts typed as text (``'10,100'``) as ints."""
     def one(v):
         if isinstance(v, decimal.Decimal):
@@ -315,9 +324,19 @@ def _sizes(value, counts: bool = False):
                                                    for v in value):
             return dict(zip(labels, map(one, value)))
         return [one(v) for v in value]  # sliding_window names a size given twice
-    if isinstance(value, dict):
-        return {label: one(v) for label, v in value.items()}
+    if isinstance(value, dict):  # Spark hands a map over in no set order: its sizes come smallest first
+        sizes = {label: one(v) for label, v in value.items()}
+        return dict(sorted(sizes.items(), key=lambda item: (_magnitude(item[1], counts), str(item[0]))))
     return one(value)
+
+
+def _magnitude(size, counts: bool):
+    """What orders a map's sizes: a count, or a range's seconds (a size the
+    DataFrame call would refuse sorts first, and is refused there)."""
+    try:
+        return float(size) if counts else durations.seconds(size, "range")
+    except (TypeError, ValueError, SlidingWindowError):
+        return -math.inf
 
 
 def _label(v) -> str:

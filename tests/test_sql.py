@@ -6,6 +6,7 @@ errors that name the fix."""
 from __future__ import annotations
 
 import datetime as dt
+import math
 import random
 import sys
 
@@ -82,11 +83,15 @@ def test_same_rows_as_the_dataframe_call(spark, time_type):
     assert {type(r.max) for r in sql} == {int}
 
 
-@pytest.mark.parametrize("sizes, labels", [("'5,12.5'", ["5", "12.5"]), ("array(5, 12.5)", ["5", "12.5"]),
-                                            ("map('short', '5s', 'long', '12.5 seconds')", ["short", "long"]),
-                                            ("'3,2'", ["3", "2"]),
-                                            ("array(INTERVAL '5' SECOND, INTERVAL '12.5' SECOND)", ["5", "12.5"])])
-def test_several_sizes_in_one_call(spark, sizes, labels):
+@pytest.mark.parametrize("sizes, labels, values", [
+    ("'5,12.5'", ["5", "12.5"], None), ("array(5, 12.5)", ["5", "12.5"], None),
+    ("map('short', '5s', 'long', '12.5 seconds')", ["short", "long"], [5.0, 12.5]),
+    # Spark hands a map over in no set order: its sizes come smallest first, however written
+    ("map('long', '12.5 seconds', 'mid', '8s', 'short', '5s')", ["short", "mid", "long"], [5.0, 8.0, 12.5]),
+    ("map('r10', '10s', 'r3', '3s')", ["r3", "r10"], [3.0, 10.0]),
+    ("'3,2'", ["3", "2"], None),
+    ("array(INTERVAL '5' SECOND, INTERVAL '12.5' SECOND)", ["5", "12.5"], None)])
+def test_several_sizes_in_one_call(spark, sizes, labels, values):
     """range => several sizes: one column per aggregation and size, each
     equal to the oracle over its own size, and to the DataFrame call."""
     rows = random_rows(random.Random(15), keys=4)
@@ -94,15 +99,14 @@ def test_several_sizes_in_one_call(spark, sizes, labels):
     table = _table(spark, rows)
     got = spark.sql(f"SELECT * FROM mta_sliding_window(TABLE({table}), order => 'id', key => 'k', "
                     f"time => 't', value => 'v', aggs => 'max,count,first', range => {sizes})").collect()
-    values = [float(v) for v in labels] if labels[0] != "short" else [5.0, 12.5]
     assert list(got[0].__fields__)[4:] == [f"{a}_{label}" for a in aggs for label in labels]
-    for label, size in zip(labels, values):
+    for label, size in zip(labels, values or [float(v) for v in labels]):
         want = expected(rows, aggs, range=size)
         assert_outputs([{**{c: g[c] for c in ("id", "k", "t", "v")}, **{a: g[f"{a}_{label}"] for a in aggs}}
                         for g in got], rows, want, aggs)
     df = spark.table(table)
     frame = sliding_window(df, key="k", time="t", value="v", aggs=aggs,
-                           range=dict(zip(labels, values)) if labels[0] == "short" else [v.strip() for v in labels])
+                           range=dict(zip(labels, values)) if values else [v.strip() for v in labels])
     assert canonical(got) == canonical(frame.collect())
 
 
@@ -172,6 +176,7 @@ def test_the_function_partitions_and_orders_its_table_itself(spark, partitions):
     (dict(key="k", time="t", value="v", aggs=5, range=5), "aggs => takes a string or an array of strings, got 5"),
     (dict(key="k", time="t", value="v", aggs="max", range=5, order=5), "order => takes a string or an array"),
     (dict(key=5, time="t", value="v", aggs="max", range=5), "key => takes a string or an array of strings"),
+    (dict(key="k", time=5, value="v", aggs="max", range=5), "time= takes one column's name (a string), got 5"),
 ])
 def test_bad_arguments_fail_at_analysis(spark, arguments, message):
     from pyspark.errors import AnalysisException
@@ -413,3 +418,22 @@ def test_blanks_around_a_name_belong_to_the_column_that_has_them(spark):
     assert [r["sum"] for r in sorted(frame, key=lambda r: r["id"])] == [100.0, 300.0, 400.0]
     assert sums("k", "t", " v") == sums("k", "t", " v", arrays=True) == [100.0, 300.0, 400.0]
     assert sums(" k ", " t ", "v ") == sums("k", "t", "v", arrays=True) == [1.0, 3.0, 4.0]
+
+
+def test_a_struct_key_with_a_floating_field_is_refused_at_analysis(spark):
+    """PySpark would start an instance per row of a struct key holding a
+    NaN (NaN != NaN in Python): each row a window of its own.  Refused,
+    naming the column and the remedy; keyed by to_json of it, the rows of
+    the NaN key share one window, as in the DataFrame call."""
+    from pyspark.errors import AnalysisException
+
+    spark.createDataFrame([((math.nan,), float(t), 1.0) for t in range(6)], "k struct<a: double>, t double, v double"
+                          ).createOrReplaceTempView("nan_keys")
+    with pytest.raises(AnalysisException) as info:
+        spark.sql(_call("nan_keys", order=None, key="k", time="t", value="v", aggs="count", rows=100)).collect()
+    assert "key column 'k' is struct<a:double>: a NaN inside it would make each of its rows a key" in str(info.value)
+    spark.sql("SELECT to_json(k) AS k, t, v FROM nan_keys").createOrReplaceTempView("json_keys")
+    got = spark.sql(_call("json_keys", order=None, key="k", time="t", value="v", aggs="count", rows=100)).collect()
+    assert sorted(r["count"] for r in got) == [1, 2, 3, 4, 5, 6]
+    frame = sliding_window(spark.table("nan_keys"), key="k", time="t", value="v", aggs=["count"], rows=100)
+    assert sorted(r["count"] for r in frame.collect()) == [1, 2, 3, 4, 5, 6]
