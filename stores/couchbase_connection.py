@@ -25,6 +25,7 @@ from .base import Store
 from .couchbase_errors import classify
 from .couchbase_url import query_secrets
 from .errors import StoreConfigError
+from .options import seconds
 
 #: Clusters inherited across fork, kept referenced so the child never closes them.
 inherited: list = []
@@ -142,9 +143,16 @@ class CouchbaseConnection(Store):
         self.bucket_name = cfg["bucket"]
         self.scope_name = cfg["scope"]
         self.collection_name = cfg["collection"]
-        self.connect_timeout = float(connect_timeout)
-        self.kv_timeout = float(kv_timeout)
+        self.connect_timeout = seconds("connect_timeout", connect_timeout)
+        self.kv_timeout = seconds("kv_timeout", kv_timeout)
+        if cluster_options is not None and not isinstance(cluster_options, Mapping):
+            # its type only: settings may hold credentials
+            raise StoreConfigError(f"cluster_options must be a dict of ClusterOptions settings, "
+                                   f"not {type(cluster_options).__name__}")
         self._cluster_options = dict(cluster_options or {})
+        if "transcoder" in self._cluster_options:
+            raise StoreConfigError("cluster_options must not set transcoder: the store reads and writes raw bytes "
+                                   "(RawBinaryTranscoder), never values the SDK encodes")
         self._coll = collection
         self._cluster: Any = None
         self._owns_cluster = collection is None

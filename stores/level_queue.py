@@ -308,7 +308,7 @@ class StoreLevelQueue(HeadCache, LevelQueue):
         q._recent = [None] * max(0, q.lo - base) + list(rec["tail"])
         if len(q._recent) != q.hi - base:
             raise CorruptValue(
-                f"window {storage.window!r}: level {level} checkpoint record is inconsistent"
+                f"window {storage.window!r} in {storage.store.url}: level {level} checkpoint record is inconsistent"
             )
         return q
 

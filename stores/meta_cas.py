@@ -18,10 +18,10 @@ import secrets
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from .checks import as_blob, check_window
-from .errors import CasMismatch, StoreConfigError
+from .errors import CasMismatch, CorruptValue, StoreConfigError
 from .stats import StoreStats
 
-__all__ = ["MetaCas", "Swap", "Token", "cas_mismatch", "first_token"]
+__all__ = ["MetaCas", "Swap", "Token", "cas_mismatch", "first_token", "stored_record"]
 
 #: Opaque compare-and-set token of a window's metadata (``None`` when the
 #: record is absent).  Compare tokens only with ``==``; never interpret them.
@@ -43,6 +43,24 @@ def first_token(window: str, value: bytes) -> int:
     successors stay exact in Redis's Lua numbers (doubles).  O(len(value))."""
     digest = hashlib.blake2b(window.encode() + b"\0" + value, digest_size=8, key=_FIRST_TOKEN_KEY).digest()
     return int.from_bytes(digest, "big") % (2**52 - 1) + 1
+
+
+def stored_record(url: str, window: str, blob: Any, version: Any) -> tuple[bytes, int]:
+    """A metadata record as a backend that numbers its versions read it
+    (SQLite's columns, Redis's hash fields: another application or a hand
+    edit may have written anything there), checked: ``(blob, version)``,
+    the version an int (Redis keeps it as decimal digits); CorruptValue
+    naming the window, the store (``url``, redacted) and the field otherwise,
+    rather than a lost compare-and-set or an unexpected error later."""
+    if isinstance(version, (bytes, str)) and version.isdigit() and version.isascii():
+        version = int(version)
+    if type(version) is not int:
+        raise CorruptValue(f"window {window!r} in {url}: its metadata record's version {version!r} is not an "
+                           "integer (a record this code did not write)")
+    if not isinstance(blob, bytes):
+        raise CorruptValue(f"window {window!r} in {url}: its metadata record's blob is a {type(blob).__name__}, "
+                           "not bytes (a record this code did not write)")
+    return blob, version
 
 
 class MetaCas:

@@ -22,11 +22,11 @@ import os
 import socket
 import ssl
 import threading
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from .base import AUTH, CONFIG, TRANSIENT, Store
 from .errors import StoreConfigError
-from .redis_url import redacted_url
+from .redis_url import check_client_settings, redacted_url
 from .redis_wire import CAS_LUA, DELETE_META_LUA, READ_LUA, WRITE_LUA, command
 
 
@@ -34,19 +34,43 @@ from .redis_wire import CAS_LUA, DELETE_META_LUA, READ_LUA, WRITE_LUA, command
 TLS_FILES = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile")
 
 
+#: What a server that is not a Cluster node answers a Cluster client (redis-py's words).
+NOT_A_CLUSTER = "Cluster mode is not enabled"
+
+
+def _chain(exc: BaseException | None) -> Iterator[BaseException]:
+    """``exc`` and the errors behind it (``__cause__``, else ``__context__``):
+    redis-py wraps a refusal or a TLS mistake in a ConnectionError, and its
+    Cluster client in a RedisClusterException, like an outage."""
+    seen = 0
+    while exc is not None and seen < 8:
+        yield exc
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+
+
 def _tls_mistake(exc: BaseException) -> BaseException | None:
     """The TLS configuration error behind ``exc`` (a certificate that does
     not verify, a missing file, a handshake with a server not speaking TLS),
-    or None: redis-py wraps them in a ConnectionError, like an outage."""
-    seen = 0
-    while exc is not None and seen < 8:
-        if isinstance(exc, ssl.SSLCertVerificationError) or isinstance(exc, FileNotFoundError):
-            return exc
-        if isinstance(exc, ssl.SSLError) and getattr(exc, "reason", None) in (
+    or None."""
+    for cause in _chain(exc):
+        if isinstance(cause, ssl.SSLCertVerificationError) or isinstance(cause, FileNotFoundError):
+            return cause
+        if isinstance(cause, ssl.SSLError) and getattr(cause, "reason", None) in (
                 "WRONG_VERSION_NUMBER", "PEM_LIB", "KEY_VALUES_MISMATCH", "NO_START_LINE"):
-            return exc
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+            return cause
     return None
+
+
+def _refused(exc: BaseException, rx: Any) -> bool:
+    """Whether the server refused the credentials behind ``exc``."""
+    return any(isinstance(cause, (rx.AuthenticationError, rx.AuthorizationError, rx.NoPermissionError))
+               or (isinstance(cause, rx.ResponseError) and str(cause).startswith(("NOAUTH", "WRONGPASS")))
+               for cause in _chain(exc))
+
+
+def _not_a_cluster(exc: BaseException, rx: Any) -> bool:
+    """Whether a seed behind ``exc`` answered that it is not a Cluster node."""
+    return any(isinstance(cause, rx.RedisClusterException) and NOT_A_CLUSTER in str(cause) for cause in _chain(exc))
 
 
 def _speaks_plain_redis(host: str, port: int, timeout: float = 0.5) -> bool:
@@ -120,6 +144,10 @@ class RedisConnection(Store):
         if cfg["tls"]:
             kwargs["ssl"] = True
         kwargs.update(options)  # pass-through client options win
+        try:
+            check_client_settings(kwargs)
+        except StoreConfigError as exc:
+            raise StoreConfigError(f"store {redacted_url(cfg)}: {exc}") from None
         for name in TLS_FILES:
             path = kwargs.get(name)
             if path is not None and not os.path.isfile(path):
@@ -164,7 +192,14 @@ class RedisConnection(Store):
                         client = RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in self._seeds], **kwargs)
                     else:
                         client = redis.Redis(**self._kwargs)
-                except TypeError as exc:
+                        # a connection is made lazily, and checks its settings then (ssl_cert_reqs):
+                        # one made here, not connected, checks them when the store is opened
+                        pool = client.connection_pool
+                        pool.connection_class(**pool.connection_kwargs)
+                except (TypeError, ValueError, redis.RedisError) as exc:
+                    # the Cluster client connects to its seeds here: their failures are classified as any other's
+                    if isinstance(exc, redis.RedisError) and self._classify(exc) is not None:
+                        raise
                     raise StoreConfigError(
                         f"store {self.url}: bad Redis client option: "
                         f"{self._scrub(str(exc))}") from None
@@ -182,17 +217,17 @@ class RedisConnection(Store):
         from redis import exceptions as rx
         if _tls_mistake(exc) is not None:
             return CONFIG
+        # before the outages: the Cluster client reports a refusal as reaching no seed
+        if _refused(exc, rx):
+            return AUTH
+        if self.cluster and _not_a_cluster(exc, rx):
+            return CONFIG
         if self._kwargs.get("ssl") and _may_have_stalled(exc, rx):
             # a cluster's client says it reached no seed; a seed that answers plain Redis is the mistake
             nodes = self._seeds if self.cluster else [(self._kwargs["host"], self._kwargs["port"])]
             self._plain_port = next((node for node in nodes if _speaks_plain_redis(*node)), None)
             if self._plain_port is not None:
                 return CONFIG
-        if isinstance(exc, (rx.AuthenticationError, rx.AuthorizationError,
-                            rx.NoPermissionError)):
-            return AUTH
-        if isinstance(exc, rx.ResponseError) and str(exc).startswith(("NOAUTH", "WRONGPASS")):
-            return AUTH
         # ClusterError: redis-py gave up following MOVED, ASK and TRYAGAIN replies (a slot being
         # migrated, its keys split between two masters): the migration ends, and a retry then lands
         if isinstance(exc, (rx.ConnectionError, rx.TimeoutError, rx.BusyLoadingError,
@@ -210,6 +245,10 @@ class RedisConnection(Store):
         return None
 
     def _config_problem(self, exc: Exception) -> str:
+        from redis import exceptions as rx
+        if self.cluster and _tls_mistake(exc) is None and _not_a_cluster(exc, rx):
+            return (f"{NOT_A_CLUSTER} on a seed node: a Redis Cluster URL (redis+cluster://) names a server "
+                    "that is not a Cluster node; use redis:// (or rediss://) for a standalone server")
         if getattr(self, "_plain_port", None) is not None:
             host, port = self._plain_port
             return (f"the server at {host}:{port} speaks Redis without TLS: a rediss:// URL needs the server's "

@@ -8,7 +8,8 @@ URLs::
                                                     answers gives the cluster's layout)
     rediss+cluster://...                            Redis Cluster over TLS
 
-The option ``cluster=True`` also selects Redis Cluster.  Credentials:
+The option ``cluster=True`` also selects Redis Cluster, ``ssl=True`` TLS (each a bool, or a
+string as the URL's boolean parameters take it: ``"false"`` is off).  Credentials:
 ``password`` / ``username`` options, else the URL, else the environment
 variables ``MTA_REDIS_PASSWORD`` / ``MTA_REDIS_USERNAME``.  The password is
 never logged nor part of ``url``, ``repr`` or error messages.  Other options
@@ -63,8 +64,9 @@ from array import array
 from typing import Any, Optional
 
 from .base import STORE_OPTIONS, Token, cas_mismatch
-from .meta_cas import first_token
+from .meta_cas import first_token, stored_record
 from .errors import StoreConfigError
+from .options import parse_bool
 
 from .redis_connection import RedisConnection, no_retries
 from .redis_url import parse_redis_url, redacted_url
@@ -95,7 +97,11 @@ class RedisStore(RedisConnection):
         for name in ("cluster", "db", "key_prefix", "ssl"):
             if name in options:
                 cfg["tls" if name == "ssl" else name] = options.pop(name)
-        cfg["cluster"] = bool(cfg["cluster"])
+        # read as the URL reads them: bool("false") is True
+        cfg["cluster"] = parse_bool("cluster", cfg["cluster"])
+        cfg["tls"] = parse_bool("ssl", cfg["tls"])
+        if "ssl_check_hostname" in options:
+            options["ssl_check_hostname"] = parse_bool("ssl_check_hostname", options["ssl_check_hostname"])
         if options.get("decode_responses"):
             raise StoreConfigError("decode_responses=True is not supported: blobs are bytes")
         options.pop("decode_responses", None)
@@ -231,12 +237,18 @@ class RedisStore(RedisConnection):
 
     def _read_meta(self, window: str) -> tuple[Optional[bytes], Token]:
         if self.cluster:
-            return _record(*self.client().hmget(self.meta_key(window), ["v", "b"]))
+            return self._record(window, *self.client().hmget(self.meta_key(window), ["v", "b"]))
         return self._read_meta_many([window])[0]  # packed here, as the pairs' commands
 
     def _read_meta_many(self, windows: list[str]) -> list[tuple[Optional[bytes], Token]]:
-        return [_record(*reply) for reply in self._raw([command(b"HMGET", self.meta_key(w), "v", "b")
-                                                         for w in windows])]
+        return [self._record(w, *reply) for w, reply in zip(
+            windows, self._raw([command(b"HMGET", self.meta_key(w), "v", "b") for w in windows]))]
+
+    def _record(self, window: str, version: Optional[bytes], blob: Optional[bytes]) -> tuple[Optional[bytes], Token]:
+        """A metadata hash's fields as ``_read_meta`` returns them."""
+        if version is None:
+            return None, None
+        return stored_record(self.url, window, blob if blob is not None else b"", version)
 
     def _cas_meta(self, window: str, expected: Token, value: bytes, retry: bool) -> Token:
         done, token, _ = self._swap_meta(window, expected, value, retry)
@@ -326,9 +338,3 @@ def _swapped(reply: list, old: Optional[bytes], listing: bool) -> tuple[bool, To
         return False, None, None
     return False, int(reply[1]), reply[2] if old is not None else None
 
-
-def _record(version: Optional[bytes], blob: Optional[bytes]) -> tuple[Optional[bytes], Token]:
-    """A metadata hash's fields as ``_read_meta`` returns them."""
-    if version is None:
-        return None, None
-    return blob if blob is not None else b"", int(version)

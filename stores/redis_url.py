@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from .errors import StoreConfigError
+from .options import parse_bool, positive_int, seconds
 from .urls import split_url
 
 SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")
@@ -16,14 +18,33 @@ _QUERY_STRS = {"ssl_cert_reqs", "ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "
                "client_name"}
 _QUERY_INTS = {"db", "max_connections"}
 
+#: What redis-py's ``ssl_cert_reqs`` takes besides an ``ssl.VerifyMode``.
+_CERT_REQS = (None, "none", "optional", "required")
 
-def _parse_bool(name: str, value: str) -> bool:
-    v = value.lower()
-    if v in ("1", "true", "yes", "on"):
-        return True
-    if v in ("0", "false", "no", "off"):
-        return False
-    raise StoreConfigError(f"URL parameter {name}={value!r} is not a boolean")
+
+def _cert_reqs(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not (value in _CERT_REQS if isinstance(value, str) or value is None
+                                       else value in tuple(ssl.VerifyMode)):
+        raise StoreConfigError(f"{name} must be 'none', 'optional', 'required' or an ssl.VerifyMode, got {value!r}")
+
+
+#: The client settings redis-py checks only when it connects (a Cluster client: while it retries its
+#: seeds, like an outage), or takes as no timeout at all, and their rules: whether from the URL or an option.
+_CLIENT_RULES = {
+    "socket_timeout": seconds,
+    "socket_connect_timeout": seconds,
+    "health_check_interval": lambda name, value: seconds(name, value, zero=True),  # 0: no health checks
+    "max_connections": positive_int,
+    "ssl_cert_reqs": _cert_reqs,
+}
+
+
+def check_client_settings(settings: dict[str, Any]) -> None:
+    """Refuse a client setting of ``settings`` that breaks its rule
+    (StoreConfigError naming it and its value)."""
+    for name, rule in _CLIENT_RULES.items():
+        if name in settings:
+            rule(name, settings[name])
 
 
 def parse_redis_url(url: str) -> dict[str, Any]:
@@ -75,13 +96,14 @@ def parse_redis_url(url: str) -> dict[str, Any]:
                 raise StoreConfigError(f"URL parameter {name}={value!r} is not an int") \
                     from None
         elif name in _QUERY_BOOLS:
-            cfg[name] = _parse_bool(name, value)
+            cfg[name] = parse_bool(name, value, "URL parameter")
         elif name in _QUERY_STRS:
             cfg[name] = value
         else:
             raise StoreConfigError(
                 f"unknown Redis URL parameter {name!r} (pass credentials as options or "
                 f"in the URL's user info, other client settings as options)")
+    check_client_settings(cfg)
     return cfg
 
 

@@ -21,9 +21,11 @@ task's claims and checkpoints, :mod:`stores.batch`).
 
 Concurrency: several threads and several processes of one host may share a
 directory.  Each thread has its own connection; writers serialize on
-SQLite's lock and wait for it up to ``busy_timeout`` seconds (default 10),
-after which the call is retried like any transient error; before it, for
-up to as long, for the writers' lock file (:mod:`stores.writer_lock`).
+SQLite's lock, and before it on the writers' lock file
+(:mod:`stores.writer_lock`); one attempt waits for the two together up to
+``busy_timeout`` seconds (default 10, a finite number >= 0), and never longer
+than the store's ``timeout``, after which the call is retried like any
+transient error.
 After ``fork`` (Spark executors fork their Python workers) the child
 notices the pid change and opens its own connections; inherited ones are
 never used or closed in the child.  Network file systems are not supported (WAL needs
@@ -55,14 +57,18 @@ docs/benchmarks-stores.md.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
+import time
 import weakref
 from typing import Any, Optional
 
 from .base import STORE_OPTIONS, Store, Token, TRANSIENT, cas_mismatch
+from .meta_cas import stored_record
 from .errors import FormatVersionError, MissingData, StoreClosed, StoreConfigError, StoreError
+from .options import seconds
 from .sqlite_windows import SQLiteWindows
 from .urls import parse_file_url
 from .writer_lock import WriterLock, open_writer_lock
@@ -121,11 +127,10 @@ class SQLiteStore(SQLiteWindows, Store):
         if synchronous not in _SYNC_MODES:
             raise StoreConfigError(f"synchronous must be one of {sorted(_SYNC_MODES)}, "
                                    f"got {synchronous!r}")
-        try:
-            self.busy_timeout = float(busy_timeout)
-        except (TypeError, ValueError):
-            raise StoreConfigError(f"busy_timeout must be a number, got {busy_timeout!r}") \
-                from None
+        self.busy_timeout = seconds("busy_timeout", busy_timeout, zero=True)
+        #: How long one attempt waits for the writers' lock and SQLite's lock together: the
+        #: store's ``timeout`` bounds every attempt (stores.base), whatever ``busy_timeout`` says.
+        self.lock_wait = min(self.busy_timeout, self.timeout)
         self.directory = directory
         self.path = os.path.join(directory, DB_NAME)
         self.writer_path = os.path.join(directory, WRITER_LOCK)
@@ -191,10 +196,10 @@ class SQLiteStore(SQLiteWindows, Store):
             os.makedirs(self.directory, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"store {self.url}: cannot create directory: {exc}") from exc
-        conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
+        conn = sqlite3.connect(self.path, timeout=self.lock_wait, isolation_level=None,
                                check_same_thread=False, factory=_Connection)
         try:
-            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            conn.execute(f"PRAGMA busy_timeout = {round(self.lock_wait * 1000)}")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise StoreError(f"store {self.url}: cannot switch {self.path} to WAL mode "
@@ -245,8 +250,14 @@ class SQLiteStore(SQLiteWindows, Store):
                 f"reads version {SCHEMA_VERSION}")
 
     def _tx(self, conn: sqlite3.Connection, fn: Any) -> Any:
-        locked = conn.writer is not None and conn.writer.acquire(self.busy_timeout)
+        started = time.monotonic()
+        locked = conn.writer is not None and conn.writer.acquire(self.lock_wait)
+        # the wait for the writers' lock counts against lock_wait: SQLite's busy wait gets what is left
+        left = round((self.lock_wait - (time.monotonic() - started)) * 1000)
+        shortened = left < round(self.lock_wait * 1000)
         try:
+            if shortened:
+                conn.execute(f"PRAGMA busy_timeout = {max(left, 0)}")
             conn.execute("BEGIN IMMEDIATE")
             try:
                 out = fn()
@@ -259,6 +270,9 @@ class SQLiteStore(SQLiteWindows, Store):
         finally:
             if locked:
                 conn.writer.release()
+            if shortened:
+                with contextlib.suppress(sqlite3.Error):  # a connection that failed: a shorter wait is still bounded
+                    conn.execute(f"PRAGMA busy_timeout = {round(self.lock_wait * 1000)}")
 
     def _write(self, conn: sqlite3.Connection, sql: str, args: tuple) -> None:
         self._tx(conn, lambda: conn.execute(sql, args))  # one statement, a transaction of its own
@@ -331,7 +345,7 @@ class SQLiteStore(SQLiteWindows, Store):
     def _read_meta(self, window: str) -> tuple[Optional[bytes], Token]:
         row = self._conn().execute("SELECT blob, version FROM meta WHERE window = ?",
                                    (window,)).fetchone()
-        return (None, None) if row is None else (row[0], row[1])
+        return (None, None) if row is None else stored_record(self.url, window, row[0], row[1])
 
     def _cas_meta(self, window: str, expected: Token, value: bytes, retry: bool, durable: bool = True) -> Token:
         done, token, _ = self._swap_meta(window, expected, value, retry, durable=durable)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 from .base import Token
-from .meta_cas import first_token
+from .meta_cas import first_token, stored_record
 
 __all__ = ["SQLiteWindows"]
 
@@ -70,7 +70,7 @@ class SQLiteWindows:
             part = windows[start:start + _WINDOWS_PER_SELECT]
             sql = f"SELECT window, blob, version FROM meta WHERE window IN ({','.join('?' * len(part))})"
             for window, blob, version in conn.execute(sql, part):
-                found[window] = (blob, version)
+                found[window] = stored_record(self.url, window, blob, version)
         return [found.get(w, (None, None)) for w in windows]
 
     def _swap_meta(self, window: str, expected: Token, value: bytes, retry: bool, *, old: Optional[bytes] = None,
@@ -98,7 +98,8 @@ class SQLiteWindows:
             row = conn.execute("SELECT version, blob FROM meta WHERE window = ?", (window,)).fetchone()
             if row is None:
                 return False, None, None
-            return False, row[0], row[1] if old is not None else None
+            blob, version = stored_record(self.url, window, row[1], row[0])
+            return False, version, blob if old is not None else None
 
         sync_changed = durable and self._sync_meta != self._sync_data
         if sync_changed:

@@ -8,6 +8,7 @@ through these; :mod:`stores.gc` lists and sweeps windows with them.
 from __future__ import annotations
 
 import os
+import reprlib
 import secrets
 import socket
 import time
@@ -25,11 +26,16 @@ EPOCH_BASE_BITS = 48
 
 def decode_meta(blob: bytes, where: str) -> dict:
     """A window's metadata record (msgpack through :mod:`stores.codec`, never
-    pickle); CorruptValue or FormatVersionError naming ``where`` otherwise."""
+    pickle), its fields of the types this code reads them as; CorruptValue or
+    FormatVersionError naming ``where`` and the field otherwise: a record
+    another application or a hand edit wrote in a valid encoding.
+    O(checkpoints x levels)."""
     try:
         meta = decode(blob)
     except (CorruptValue, FormatVersionError) as exc:
         raise type(exc)(f"{where}: metadata: {exc}") from exc
+    except TypeError as exc:  # not bytes
+        raise CorruptValue(f"{where}: metadata: {exc}") from exc
     if not isinstance(meta, dict) or meta.get("format") != META_FORMAT:
         raise FormatVersionError(
             f"{where}: metadata format {meta.get('format') if isinstance(meta, dict) else '?'} "
@@ -37,7 +43,47 @@ def decode_meta(blob: bytes, where: str) -> dict:
     missing = sorted(_META_FIELDS - meta.keys())
     if missing:
         raise CorruptValue(f"{where}: metadata lacks {missing}")
+    _check_fields(meta, where)
     return meta
+
+
+def _check_fields(meta: dict, where: str) -> None:
+    """Raise CorruptValue naming the first field of ``meta`` whose type or
+    range is not the one records are written with."""
+    def bad(field: str, value, want: str) -> CorruptValue:
+        return CorruptValue(f"{where}: metadata field {field} is {reprlib.repr(value)}, not {want}")
+
+    for name, least in (("epoch", 0), ("version", 0), ("group", 1)):  # group: a divisor
+        if not _uint(meta[name], least):
+            raise bad(name, meta[name], f"an int >= {least}")
+    for name in ("epochs", "gc"):
+        if type(meta[name]) is not list or not all(_uint(v) for v in meta[name]):
+            raise bad(name, meta[name], "a list of ints >= 0")
+    if type(meta["checkpoints"]) is not list:
+        raise bad("checkpoints", meta["checkpoints"], "a list")
+    for k, entry in enumerate(meta["checkpoints"]):
+        if type(entry) is not list or len(entry) != 4 or not _uint(entry[0]) \
+                or not (entry[1] is None or _uint(entry[1])) or type(entry[2]) is not list or type(entry[3]) is not str:
+            raise bad(f"checkpoints[{k}]", entry, "[version, parent version or None, level records, engine]")
+        for level, rec in enumerate(entry[2]):
+            if not _level_record(rec):
+                raise bad(f"checkpoints[{k}] level {level}", rec,
+                          "{lo, hi, stored: ints >= 0, tail: a list, segments: a list of [epoch, first pair]}")
+    tags = meta.get("tags", [])
+    if type(tags) is not list or not all(type(t) is list and len(t) == 4 and _uint(t[0]) for t in tags):
+        raise bad("tags", tags, "a list of [version, run, step, label]")
+
+
+def _uint(value, least: int = 0) -> bool:
+    return type(value) is int and value >= least
+
+
+def _level_record(rec) -> bool:
+    """Whether ``rec`` is a level's checkpoint record in form (what
+    :meth:`stores.level_queue.StoreLevelQueue.restore` reads)."""
+    return (type(rec) is dict and all(_uint(rec.get(k)) for k in ("lo", "hi", "stored"))
+            and rec["lo"] <= rec["hi"] and type(rec.get("tail")) is list and type(rec.get("segments")) is list
+            and all(type(s) is list and len(s) == 2 and _uint(s[0]) and _uint(s[1]) for s in rec["segments"]))
 
 
 def new_meta(epoch: int, group: int) -> dict:

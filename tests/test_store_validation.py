@@ -1,0 +1,184 @@
+"""What a store refuses, and how: bad options at open (StoreConfigError
+naming the option, never a credential), a Redis Cluster's refusal of the
+credentials or a seed that is no Cluster node (at once, never retried as an
+outage), metadata records in a valid encoding with fields of the wrong type
+(CorruptValue naming the window, the store and the field), and the file
+store's bound on one attempt's wait for its locks."""
+
+from __future__ import annotations
+
+import math
+import os
+import sqlite3
+import time
+
+import pytest
+
+import stores
+from mta.amortized_mta import AmortizedMTA
+from stores import CorruptValue, StoreAuthenticationError, StoreConfigError, StoreUnavailable, open_store
+from tests.oracle import CONCAT
+from tests.store_fixtures import _redis_client, _sqlite_path, fresh_window, store_url  # noqa: F401 - fixture
+
+SECRET = "s3cret-pw"
+
+
+# ------------------------------------------------------------- options
+
+@pytest.mark.parametrize("options, cluster, tls", [
+    ({"cluster": "false"}, False, False), ({"cluster": "true"}, True, False), ({"cluster": "0"}, False, False),
+    ({"ssl": "no"}, False, False), ({"ssl": "On"}, False, True), ({"cluster": False, "ssl": True}, False, True),
+])
+def test_boolean_options_read_as_the_url_reads_them(options, cluster, tls):
+    """``cluster="false"`` is Cluster mode off, as ``?cluster=false`` is."""
+    s = open_store("redis://127.0.0.1:1/0", **options)
+    assert s.cluster is cluster and bool(s._kwargs.get("ssl")) is tls
+    s.close()
+
+
+@pytest.mark.parametrize("name, value", [("cluster", "maybe"), ("ssl", 1.5), ("ssl_check_hostname", "nope")])
+def test_a_boolean_option_that_is_none_is_refused_naming_it(name, value):
+    with pytest.raises(StoreConfigError, match=f"{name}={value!r} is not a boolean"):
+        open_store(f"rediss://:{SECRET}@127.0.0.1:1/0", **{name: value})
+
+
+@pytest.mark.parametrize("url, options, problem", [
+    ("redis://:{pw}@127.0.0.1:1/0", {"max_connections": -5}, "max_connections must be an int >= 1, got -5"),
+    ("redis://:{pw}@127.0.0.1:1/0?max_connections=0", {}, "max_connections must be an int >= 1, got 0"),
+    ("redis+cluster://:{pw}@127.0.0.1:1", {"max_connections": -5}, "max_connections must be an int >= 1"),
+    ("redis://:{pw}@127.0.0.1:1/0", {"socket_timeout": -1}, "socket_timeout must be a finite number of seconds > 0"),
+    ("redis://:{pw}@127.0.0.1:1/0?socket_timeout=nan", {}, "socket_timeout must be a finite .*, got nan"),
+    ("redis+cluster://:{pw}@127.0.0.1:1", {"socket_connect_timeout": math.inf}, "socket_connect_timeout must be"),
+    ("redis://:{pw}@127.0.0.1:1/0", {"health_check_interval": -1}, "health_check_interval must be .* >= 0"),
+    ("redis://:{pw}@127.0.0.1:1/0?ssl_cert_reqs=bogus", {}, "ssl_cert_reqs must be .*, got 'bogus'"),
+    ("redis+cluster://:{pw}@127.0.0.1:1", {"ssl_cert_reqs": "bogus"}, "ssl_cert_reqs must be"),
+])
+def test_bad_redis_client_settings_are_refused_at_open(url, options, problem):
+    """From the URL or an option, standalone or Cluster: at open, not as an
+    unexpected error (or a retried outage) at the first operation."""
+    with pytest.raises(StoreConfigError, match=problem) as info:
+        open_store(url.format(pw=SECRET), **options)
+    assert SECRET not in str(info.value)
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -1, "x", None])
+def test_file_store_busy_timeout_is_checked(tmp_path, value):
+    with pytest.raises(StoreConfigError, match=f"busy_timeout must be a finite number of seconds >= 0, got {value!r}"):
+        open_store(str(tmp_path / "s"), busy_timeout=value)
+
+
+@pytest.mark.parametrize("options, problem", [
+    ({"connect_timeout": "abc"}, "connect_timeout must be a finite number of seconds > 0, got 'abc'"),
+    ({"kv_timeout": math.nan}, "kv_timeout must be a finite number of seconds > 0, got nan"),
+    ({"connect_timeout": -1}, "connect_timeout must be"),
+    ({"cluster_options": "x"}, "cluster_options must be a dict of ClusterOptions settings, not str"),
+    ({"cluster_options": {"transcoder": object()}}, "cluster_options must not set transcoder"),
+])
+def test_bad_couchbase_options_are_refused_at_open(options, problem):
+    pytest.importorskip("couchbase")
+    with pytest.raises(StoreConfigError, match=problem) as info:
+        open_store(f"couchbase://user:{SECRET}@127.0.0.1/b", **options)
+    assert SECRET not in str(info.value)
+
+
+# ------------------------------------------------- a Cluster's refusals
+
+@pytest.mark.timeout(60)
+def test_redis_cluster_refusing_the_credentials_is_not_an_outage(redis_cluster):
+    """redis-py's Cluster client wraps the refusal in "cannot be connected":
+    still StoreAuthenticationError at once, as on a standalone server."""
+    url = redis_cluster.url.replace("redis+cluster://", f"redis+cluster://nobody:{SECRET}@")
+    s = open_store(url, retries=3, backoff=0.01)
+    with pytest.raises(StoreAuthenticationError, match="authentication failed") as info:
+        s.ping()
+    assert info.value.attempts == 1 and s.stats.retries == 0
+    assert SECRET not in str(info.value) and ":***@" in str(info.value)
+    s.close()
+
+
+@pytest.mark.timeout(60)
+def test_cluster_url_for_a_standalone_server_fails_at_once_saying_so(redis_server):
+    s = open_store(f"redis+cluster://127.0.0.1:{redis_server.port}", retries=3, backoff=0.01)
+    with pytest.raises(StoreConfigError, match="Cluster mode is not enabled .* use redis://"):
+        s.ping()
+    assert s.stats.retries == 0
+    s.close()
+
+
+# ------------------------------------------------ malformed metadata
+
+_GOOD = {"format": 2, "epoch": 1, "epochs": [1], "group": 2, "version": 1, "gc": [],
+         "checkpoints": [[1, None, [{"lo": 0, "hi": 2, "stored": 0, "tail": [1, 2], "segments": [[1, 0]]}], "X"]]}
+
+
+@pytest.mark.parametrize("field, value", [
+    ("epoch", "x"), ("version", None), ("group", 0), ("group", True), ("epochs", 5), ("gc", ["a"]),
+    ("checkpoints", "junk"), ("checkpoints", [[1, None, [{"lo": 0}], "AmortizedMTA"]]),
+    ("checkpoints", [[1, None, [{"lo": 0, "hi": 2, "stored": 0, "tail": [], "segments": ["ab"]}], "X"]]),
+    ("checkpoints", [["1", None, [], "AmortizedMTA"]]), ("tags", [1]),
+])
+def test_metadata_fields_of_the_wrong_type_are_corrupt_values(store_url, field, value):  # noqa: F811
+    """A record in a valid encoding whose field has another type: CorruptValue
+    naming the window, the store and the field, not a KeyError, a
+    ZeroDivisionError or a misleading "checkpoint not retained"."""
+    window = fresh_window("meta")
+    store = open_store(store_url)
+    store.cas_meta(window, None, stores.encode(dict(_GOOD, **{field: value})))
+    with pytest.raises(CorruptValue, match=rf"metadata field {field}\b") as info:
+        AmortizedMTA(CONCAT, None, store=store, window_id=window)
+    assert repr(window) in str(info.value) and store.url in str(info.value)
+    store.delete_window(window)
+    store.close()
+
+
+@pytest.mark.parametrize("column, value", [("blob", "text blob"), ("version", "not a number")])
+def test_sqlite_metadata_columns_of_another_type_are_corrupt_values(tmp_path, column, value):
+    store = open_store(str(tmp_path / "s"))
+    store.cas_meta("w", None, stores.encode(_GOOD))
+    with sqlite3.connect(_sqlite_path(store.url)) as db:
+        db.execute(f"UPDATE meta SET {column} = ? WHERE window = 'w'", (value,))
+    with pytest.raises(CorruptValue, match=f"window 'w' in {store.url}: its metadata record's {column}"):
+        store.read_meta("w")
+    with pytest.raises(CorruptValue, match=f"metadata record's {column}"):
+        AmortizedMTA(CONCAT, None, store=store, window_id="w")
+    store.close()
+
+
+def test_redis_metadata_version_that_is_not_a_number_is_a_corrupt_value(redis_url):
+    store = open_store(redis_url)
+    store.cas_meta("w", None, stores.encode(_GOOD))
+    client = _redis_client(redis_url)
+    client.hset(store.meta_key("w"), "v", b"notanint")
+    client.close()
+    with pytest.raises(CorruptValue, match=f"window 'w' in {store.url}: its metadata record's version b'notanint'"):
+        store.read_meta("w")
+    store.close()
+
+
+# ---------------------------------------- the file store's lock waits
+
+@pytest.mark.timeout(60)
+def test_one_file_store_attempt_waits_for_its_locks_within_the_timeout(tmp_path):
+    """Another writer holds the writers' lock file and SQLite's lock: the
+    wait for both together stays within the store's timeout (stores.base),
+    though each alone may take busy_timeout."""
+    fcntl = pytest.importorskip("fcntl")
+    s = open_store(str(tmp_path / "s"), busy_timeout=1.5, timeout=1.0, retries=0)
+    s.cas_meta("w", None, b"m")
+    holder = os.open(s.writer_path, os.O_RDWR)
+    blocker = sqlite3.connect(s.path, isolation_level=None)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    blocker.execute("BEGIN EXCLUSIVE")
+    try:
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable, match="locked"):
+            s.write_pairs("w", 0, 0, 0, [b"x"])
+        assert time.monotonic() - started < 1.4
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+        fcntl.flock(holder, fcntl.LOCK_UN)
+        os.close(holder)
+    s.write_pairs("w", 0, 0, 0, [b"x"])  # and the next attempt waits as long as before
+    assert s.read_pairs("w", 0, 0, 0, 1) == [b"x"]
+    s.close()
