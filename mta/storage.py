@@ -52,4 +52,8 @@ class WindowStore(Protocol):
                     cache_size: int, **options: Any) -> WindowStorage:
         """Claim ``window`` for a new owner; ``engine`` names the level layout
         (a checkpoint is resumed only by the engine that wrote it) and
-        ``mutable_tail`` how many trailing elements the engine may rewrite."""
+        ``mutable_tail`` how many trailing elements the engine may rewrite.
+
+        A store may also have ``check_value(value)``, raising ``TypeError``
+        for a value it cannot hold: :class:`mta.Window` calls it on each
+        lifted value before the value enters the engine."""

@@ -56,7 +56,9 @@ class Window:
     the Amortized MTA, its compiled core for an in-memory window when built);
     it is built as ``engine(monoid, wsp, **options)``.  Raw inputs are lifted
     before the engine is touched, so one that fails to lift raises
-    :class:`LiftError` and leaves the window unchanged.
+    :class:`LiftError` and leaves the window unchanged; so does one whose
+    lifted value the window's store cannot write (``store.check_value``:
+    a NumPy scalar, say, for the stores' codec).
 
     ``check`` turns on the checking mode (:class:`~mta.checks.WindowChecker`):
     ``True`` checks every push, an integer ``k`` every k-th push (the
@@ -89,6 +91,8 @@ class Window:
         holds = policy.holds
         self.engine = engine(self.monoid, lambda total, prefix: holds(total[1], prefix[1]), **options)
         self._lower = aggregator.lower
+        # a value the store cannot write would fail a later flush, the window then unusable: refused here
+        self._store_check = getattr(options.get("store"), "check_value", None)
         self._checker = None
         if check:
             self._checker = WindowChecker(aggregator.monoid, policy, every=operator.index(check), equal=equal)
@@ -102,6 +106,12 @@ class Window:
         except Exception as exc:
             who = f"aggregator {self.aggregator.name}" if a is EMPTY else f"slide policy {self.policy.name}"
             raise LiftError.of(who, raw, exc) from exc
+        if self._store_check is not None:
+            try:
+                self._store_check(value)
+            except TypeError as exc:
+                raise LiftError(f"the window's store cannot hold raw value {short_repr(raw)} as lifted: "
+                                f"{exc}") from exc
         if self._checker is not None:
             self._checker.observe(raw, value)
         return value

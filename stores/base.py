@@ -42,6 +42,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
 from .checks import as_blobs, check_pairs, check_ranges, check_uint, check_window
+from .codec import check_encodable
 from .meta_cas import MetaCas, Swap, Token, cas_mismatch
 from .retry import AUTH, CONFIG, TRANSIENT, Retrying
 from .stats import StoreStats
@@ -244,6 +245,9 @@ class Store(Retrying, MetaCas):
         then overlap store I/O with background threads.  Redis has one
         (:class:`stores.redis_store.DeferredChannel`)."""
         return None
+
+    #: ``check_value(value)``: raise TypeError when a window's value cannot be written (mta.storage)
+    check_value = staticmethod(check_encodable)
 
     def open_window(self, window: str, **options: Any):
         """The storage of one engine's window (the protocol of :mod:`mta.tree`):

@@ -386,6 +386,15 @@ def packed_in_c(value: Any) -> bytes | None:
     return _pack_c(value) if PACKS_IN_C else None
 
 
+def check_encodable(value: Any) -> None:
+    """Raise ``TypeError`` naming the type when :func:`encode` cannot encode
+    ``value``: a store-backed window checks each lifted value before it
+    enters (``Store.check_value``), since one that cannot be written would
+    fail a later flush, with the window unusable.  O(size of ``value``)."""
+    if packed_in_c(value) is None:
+        _pack(value)
+
+
 def untrack(value: Any) -> bool:
     """Untrack from the cyclic garbage collector ``value``'s lists, dicts,
     tuples and sets whose items all are untracked, bottom-up; whether

@@ -182,3 +182,38 @@ def test_one_file_store_attempt_waits_for_its_locks_within_the_timeout(tmp_path)
     s.write_pairs("w", 0, 0, 0, [b"x"])  # and the next attempt waits as long as before
     assert s.read_pairs("w", 0, 0, 0, 1) == [b"x"]
     s.close()
+
+
+def test_a_value_the_store_cannot_write_is_refused_at_its_own_push(store_url):  # noqa: F811
+    """A lifted value the codec cannot encode (a NumPy scalar, an object) is
+    a LiftError at its own push, the window unchanged: it used to enter, and
+    a later push's flush failed, the window unusable and every push since
+    the last checkpoint lost.  Pushes around them, a checkpoint and a
+    resume agree with brute force; extend() refuses the batch before any
+    of it enters."""
+    import numpy as np
+
+    from mta import Aggregator, LiftError, Window
+    from mta.policies import Count
+
+    store, window = open_store(store_url), fresh_window("codec")
+    contents = Aggregator(CONCAT, lambda raw: (raw,), list, name="contents")
+    w = Window(contents, Count(5), store=store, window_id=window, buffer_size=2, cache_size=2)
+    pushed = []
+    for i in range(40):
+        if i % 7 == 3:
+            for bad in (np.float64(1.5), object()):
+                with pytest.raises(LiftError, match=r"the window's store cannot hold raw value .* as lifted: "
+                                                    r"cannot encode value of type"):
+                    w.push(bad)
+            with pytest.raises(LiftError):
+                w.extend([i, np.int64(2)])
+            assert w.query() == pushed[-5:]
+        pushed.append(i)
+        assert w.push(i) == pushed[-5:]
+    version = w.checkpoint()
+    w.close()
+    again = Window(contents, Count(5), store=store, window_id=window, buffer_size=2, cache_size=2, resume=version)
+    assert again.query() == pushed[-5:] and again.push(40) == (pushed + [40])[-5:]
+    again.close(delete=True)
+    store.close()
