@@ -91,8 +91,9 @@ def check_run(store, record: str, run: str, step: int, *, tasks: int | None = No
         raise StoreError(
             f"{store.url} has lost the windows of this query (its record {record!r}, made by its first "
             f"micro-batch, is gone at micro-batch {step}: the store was replaced, restarted without "
-            "persistence, its directory deleted, or swept by mta-spark gc); restart the query with a new "
-            f"checkpoint location{grown}")
+            "persistence, its directory deleted, or swept by mta-spark gc), or the query was restarted with "
+            "another name= than it ran with (its windows are under that name: restart it with that one); else "
+            f"restart the query with a new checkpoint location{grown}")
     if step > 0 and meta.get("run") != run:
         raise StoreError(
             f"another query (id {meta.get('run')}) has taken over the windows of this one (id {run}) in "

@@ -170,8 +170,9 @@ class Ownership:
             if not meta["checkpoints"]:
                 raise StoreError(f"window {self.window!r} in {self.store.url} has no checkpoint {resume}: the store "
                                  "has lost the window since that checkpoint (replaced, restarted without persistence, "
-                                 "its directory deleted, or swept by mta-spark gc); restart the query with a new "
-                                 "checkpoint location")
+                                 "its directory deleted, or swept by mta-spark gc), or the query was restarted with "
+                                 "another name= than it ran with (its windows are under that name: restart it with "
+                                 "that one); else restart the query with a new checkpoint location")
             raise StoreError(
                 f"window {self.window!r} in {self.store.url}: checkpoint {version} is not "
                 f"retained (have {sorted(c[0] for c in meta['checkpoints'])}); raise retain= to keep more"

@@ -169,7 +169,8 @@ def test_a_tasks_progress_record_tells_a_lost_or_rolled_back_store(store_url):  
         stores.finish_run(store, run, step, stores.check_run(store, record, run, step))
 
     progress = stores.check_run(store, record, "a", 0)  # nothing yet: step 0 starts the run
-    with pytest.raises(stores.StoreError, match="has lost the windows of this query.*micro-batch 1"):
+    with pytest.raises(stores.StoreError, match="has lost the windows of this query.*micro-batch 1.*or the query "
+                                                "was restarted with another name= than it ran with"):
         stores.check_run(store, record, "a", 1)
     stores.finish_run(store, "a", 0, progress)
     snapshot = store.read_meta(record)[0]  # the store as it was after step 0's task
