@@ -61,13 +61,15 @@ def out_of_order(t, newest) -> str:
     return f"time {t} is older than the key's newest time {newest} (out of order)"
 
 
-def behind_watermark(t, watermark, first: bool = False) -> str:
+def behind_watermark(t, watermark, first: bool = False, at: bool = False) -> str:
     """``first``: the watermark is still Spark's first, 1970-01-01 UTC (it
-    never goes back, so no time before it is ever on time)."""
+    never goes back, so no time at or before it is ever on time); ``at``:
+    the time is the watermark's own."""
+    where = "at" if at else "behind"
     if first:
-        return (f"time {t} is behind the watermark {watermark}, where Spark's watermarks start (late: a query "
-                "with a watermark takes no time before 1970)")
-    return (f"time {t} is behind the watermark {watermark} (late: rows of later times may have entered the "
+        return (f"time {t} is {where} the watermark {watermark}, where Spark's watermarks start (late: a query "
+                "with a watermark takes no time at or before 1970-01-01 00:00:00 UTC)")
+    return (f"time {t} is {where} the watermark {watermark} (late: rows of later times may have entered the "
             "window; a longer watermark delay keeps rows waiting longer)")
 
 

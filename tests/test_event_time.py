@@ -42,7 +42,7 @@ def split(new, waiting, watermark: float):
 @given(batches=batches, delay=st.sampled_from([0.0, 1.0, 5.0, 100.0]))
 def test_released_rows_are_the_timely_rows_in_time_order(batches, delay):
     watermark, newest, waiting, next_id = 0.0, None, None, 0
-    released, left, expect_late, expect_null, timely = [], {}, set(), set(), []
+    released, left, expect_late, expect_null, timely, at_mark = [], {}, set(), set(), [], {}
     for times in batches:
         new = table(times, next_id)
         for i, t in enumerate(times):  # the oracle: each row against the watermark it arrives under
@@ -50,6 +50,7 @@ def test_released_rows_are_the_timely_rows_in_time_order(batches, delay):
                 expect_null.add(next_id + i)
             elif t <= watermark:
                 expect_late.add(next_id + i)
+                at_mark[next_id + i] = t == watermark
             else:
                 timely.append((t, len(timely), next_id + i))
         leaving, problems, ready, waiting = split(new, waiting, watermark)
@@ -70,7 +71,7 @@ def test_released_rows_are_the_timely_rows_in_time_order(batches, delay):
     released += ready.column("id").to_pylist()
     assert released == [i for _, _, i in sorted(timely)]
     assert set(left) == expect_late | expect_null
-    assert all("is behind the watermark" in left[i] for i in expect_late)
+    assert all(("is at the watermark" if at_mark[i] else "is behind the watermark") in left[i] for i in expect_late)
     assert all(left[i] == rows.NULL_TIME for i in expect_null)
 
 
@@ -136,3 +137,13 @@ def test_peers_of_one_double_leave_together(peers):
     _, _, ready, waiting = event_time.split(new.slice(0, 0), waiting, at_us // 1000, "ts", peers=peers)
     assert ready.column("id").to_pylist() == ([] if peers else [0])
     assert waiting.column("id").to_pylist() == ([0, 1] if peers else [1])
+
+
+def test_a_row_at_the_first_watermark_is_told_it_is_at_it_where_spark_starts():
+    """A row at 1970-01-01 00:00:00 in the first micro-batch is late (at the
+    watermark, which starts there): the reason says it is at the watermark,
+    not behind it, and that no longer delay helps."""
+    leaving, problems, _, _ = event_time.split(table([0.0, 7.0], 0), None, 0, "ts")
+    assert leaving.column("id").to_pylist() == [0]
+    assert problems[0].startswith("time 1970-01-01 00:00:00 UTC is at the watermark 1970-01-01 00:00:00 UTC, where "
+                                  "Spark's watermarks start")
