@@ -76,7 +76,7 @@ def _median_seconds(job, column: str, repeats: int) -> float | None:
 def _session_jobs(cfg, p, session, records, round_, socket, timed=True) -> None:
     """Every job of the run in ``session``: timed into ``records``, or
     once each, untimed (``timed=False``)."""
-    from . import spark_batch
+    from . import spark_batch_jobs
 
     setting = session.sparkContext.getConf().get(SOCKET_SETTING, "false")  # what the session really has
     df = sparkbench.readings(session, p["keys"], p["rows_per_key"])
@@ -93,8 +93,8 @@ def _session_jobs(cfg, p, session, records, round_, socket, timed=True) -> None:
     session.conf.set("spark.sql.shuffle.partitions", str(p["keys"]))
     big = sparkbench.readings(session, p["keys"], p["count_rows_per_key"])
     rows = p["keys"] * p["count_rows_per_key"]
-    for method, make in ((COLUMNAR, lambda: spark_batch._sliding_window(big, WINDOW, "rows", ["max"], engine="auto")),
-                         (ROLLING, lambda: spark_batch._pandas(big, WINDOW, "rows"))):
+    for method, make in ((COLUMNAR, lambda: spark_batch_jobs.sliding(big, WINDOW, "rows", ["max"], engine="auto")),
+                         (ROLLING, lambda: spark_batch_jobs.pandas_rolling(big, WINDOW, "rows"))):
         seconds = _median_seconds(make, "max", repeats)
         if timed:
             records.append({"round": round_, "socket": socket, "setting": setting, "method": method, "rows": rows,
@@ -103,10 +103,10 @@ def _session_jobs(cfg, p, session, records, round_, socket, timed=True) -> None:
 
 
 def run(cfg: RunConfig) -> dict:
-    from . import spark_batch
+    from . import spark_batch_jobs
 
     sparkbench.ship_by_value(__name__)
-    sparkbench.ship_by_value(spark_batch.__name__)
+    sparkbench.ship_by_value(spark_batch_jobs.__name__)
     p = PROFILES[cfg.profile]
     job = Run(NAME, cfg, {**p, "sockets": SOCKETS, "master": sparkbench.MASTER, "window": WINDOW})
     data = job.data
