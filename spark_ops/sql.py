@@ -304,8 +304,9 @@ def _sizes(value, counts: bool = False):
     """``range =>`` or ``rows =>`` (``counts``) as :func:`spark_ops.sliding_window`
     takes it: several sizes as ``'5m,1h'`` or ``array(300, 3600)`` (a list,
     labelled by their text) or ``map('5m', 300, '1h', 3600)`` (a dict of
-    labels, smallest size first: Spark gives a map in no set order); SQL's decimal literals and intervals (``INTERVAL '10'
-    MINUTE``) as seconds, counts typed as text (``'10,100'``) as ints."""
+    labels, smallest size first: Spark gives a map in no set order); SQL's
+    decimal literals and intervals (``INTERVAL '10' MINUTE``) as seconds,
+    counts typed as text (``'10,100'``) as ints."""
     def one(v):
         if isinstance(v, decimal.Decimal):
             return float(v)
@@ -335,7 +336,7 @@ def _magnitude(size, counts: bool):
     DataFrame call would refuse sorts first, and is refused there)."""
     try:
         return float(size) if counts else durations.seconds(size, "range")
-    except (TypeError, ValueError, SlidingWindowError):
+    except (TypeError, ValueError):
         return -math.inf
 
 
