@@ -28,7 +28,7 @@ from .batch import batch_plan
 from .periodic import periodic_plan
 from .names import clashes
 from .periodic_stream import periodic_streaming_plan
-from .plan import INTERNAL, holds, micro_time
+from .plan import INTERNAL, clock_of, holds, micro_time
 from .spec import ENGINES, SlidingWindowError, WindowSpec, key_columns
 from .streaming import streaming_plan
 from .task_stream import task_streaming_plan
@@ -165,7 +165,7 @@ def sliding_window(df, key: str | list[str], time: str, value: str | list[str], 
                             buffer_size=buffer_size, cache_size=cache_size, on_bad_row=on_bad_row,
                             frame=frame, slide=slide, ties=ties,
                             integral=values.per_column(types, IntegralType), value_fields=fields,
-                            micros=micro_time(df.schema[time].dataType))
+                            micros=micro_time(df.schema[time].dataType), clock=clock_of(df.schema[time].dataType))
     check_output_names(spec, [*spec.keys] if spec.slide is not None else df.columns,
                        added=[periodic.WINDOW_END] if spec.slide is not None else [])
     check_output_types(spec)

@@ -122,8 +122,8 @@ def split(new, waiting, watermark_ms: int, time: str, null_key: bool = False, pe
     watermark_us = watermark_ms * 1000
     for i, t in enumerate(micros(new.column(time)).tolist() if n else ()):
         if problems[i] is None and (t < watermark_us or t == watermark_us and not at_watermark):
-            problems[i] = rows.behind_watermark(_utc(t), _utc(watermark_us), first=watermark_us == 0 and t <= 0,
-                                                at=t == watermark_us)
+            problems[i] = rows.behind_watermark(rows.utc(t), rows.utc(watermark_us),
+                                                first=watermark_us == 0 and t <= 0, at=t == watermark_us)
     leaves = pa.array([p is not None for p in problems], type=pa.bool_())
     leaving = new.filter(leaves)
     kept = new.filter(pc.invert(leaves))
@@ -186,9 +186,3 @@ def expiry_ms(newest: float, size: float, watermark: float) -> int:
     ``newest``.  At least the current watermark (``watermark``, seconds),
     which Spark requires."""
     return max(math.floor((newest + size) * 1000) + 1, math.floor(watermark * 1000) + 1, 1)
-
-
-def _utc(us: int) -> str:
-    import datetime as dt
-
-    return (dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=us)).isoformat(sep=" ") + " UTC"

@@ -120,6 +120,15 @@ def micro_time(data_type) -> bool:
             or isinstance(data_type, DecimalType) and data_type.scale <= 6)
 
 
+def clock_of(data_type) -> str:
+    """How a time column of ``data_type`` writes its times, for messages
+    (:attr:`spark_ops.spec.WindowSpec.clock`): ``""`` for a number."""
+    from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
+
+    kinds = ((TimestampType, "timestamp"), (TimestampNTZType, "timestamp_ntz"), (DateType, "date"))
+    return next((name for kind, name in kinds if isinstance(data_type, kind)), "")
+
+
 def seconds(times):
     """An Arrow time column (one :func:`plain_time` allows, or the doubles
     of :data:`TIME`) as the windows take it, the same doubles as

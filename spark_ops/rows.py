@@ -57,6 +57,45 @@ def text_not_parsed(what: str = "value", kind: str = "a number") -> str:
 MALFORMED = "malformed record '%s' (file %s)"
 
 
+def utc(us: int) -> str:
+    """Microseconds since 1970-01-01 00:00:00 UTC as a time of day in UTC."""
+    import datetime as dt
+
+    return (dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=us)).isoformat(sep=" ") + " UTC"
+
+
+def shown_time(t, clock: str = "") -> str:
+    """A time as the windows hold it (double seconds) written as the input
+    column has it: ``clock`` is :attr:`spark_ops.spec.WindowSpec.clock`
+    (``""``: a number, written as it is).  A time beyond the calendar's
+    years 1 to 9999 stays a number."""
+    import datetime as dt
+
+    if not clock or not isinstance(t, (int, float)) or not math.isfinite(t):
+        return str(t)
+    try:
+        if clock == "date":
+            return (dt.date(1970, 1, 1) + dt.timedelta(days=math.floor(t / 86400))).isoformat()
+        shown = utc(round(t * 1e6))
+    except OverflowError:
+        return str(t)
+    return shown if clock == "timestamp" else shown[:-len(" UTC")]
+
+
+def input_text(t) -> str:
+    """A row's time as the input gave it: a timestamp or date as it reads,
+    in UTC for a timestamp with a zone; anything else as its ``repr``."""
+    import datetime as dt
+
+    if isinstance(t, dt.datetime):
+        if t.tzinfo is None:
+            return t.isoformat(sep=" ")
+        return t.astimezone(dt.timezone.utc).replace(tzinfo=None).isoformat(sep=" ") + " UTC"
+    if isinstance(t, dt.date):
+        return t.isoformat()
+    return repr(t)
+
+
 def out_of_order(t, newest) -> str:
     return f"time {t} is older than the key's newest time {newest} (out of order)"
 
@@ -96,12 +135,13 @@ def null_key(key) -> bool:
     return _missing(key)
 
 
-def check_row(key, t, v, newest, emitted=None, micros: bool = False) -> str | None:
+def check_row(key, t, v, newest, emitted=None, micros: bool = False, clock: str = "") -> str | None:
     """Why a row cannot enter its key's window (whose newest time is
     ``newest``, ``None`` if it has none), or ``None``; ``emitted``: with
     ``frame="sql"``, the newest time whose outputs were given in an earlier
     push (``None``: none, or the default frame); ``micros``: the plan
-    counts time in microseconds (:data:`MICROS_RULES`)."""
+    counts time in microseconds (:data:`MICROS_RULES`); ``clock``: how the
+    input writes its times (:func:`shown_time`), for the reasons that name them."""
     if null_key(key):
         return NULL_KEY
     if _missing(t):
@@ -116,9 +156,9 @@ def check_row(key, t, v, newest, emitted=None, micros: bool = False) -> str | No
         if not isinstance(x, (int, float)) or isinstance(x, bool):
             return not_a_number(x)
     if newest is not None and t < newest:
-        return out_of_order(t, newest)
+        return out_of_order(shown_time(t, clock), shown_time(newest, clock))
     if emitted is not None and t == emitted:
-        return peers_emitted(t)
+        return peers_emitted(shown_time(t, clock))
     return None
 
 
@@ -221,7 +261,8 @@ def column_rules_sql(keys: list, time: str, values: list, micros: bool = False) 
 
 def rejected_text(spec: WindowSpec, problem: str, key, t, v) -> str:
     """A rejected row named: its problem, key, time and value."""
-    return f"row rejected ({problem}): {spec.key_text(key)}, {spec.time}={t!r}, {value_columns.value_text(spec, v)}"
+    return (f"row rejected ({problem}): {spec.key_text(key)}, {spec.time}={input_text(t)}, "
+            f"{value_columns.value_text(spec, v)}")
 
 
 #: What a rejected row's error tells to do where ``on_bad_row="flag"`` is taken.

@@ -96,18 +96,18 @@ class WindowSpec:
     reads: tuple = ()
     #: The time column counts whole microseconds: range edges are decided in them (:func:`frames.range_edge`).
     micros: bool = False
+    #: How the input writes its times, for messages (:func:`spark_ops.plan.clock_of`); ``""``: a number.
+    clock: str = ""
 
     @classmethod
     def build(cls, *, key, time, value, aggs, range=None, rows=None, policy=None, store=None,
-              store_options=None, engine="auto", buffer_size=DEFAULT_BUFFER_SIZE,
-              cache_size=DEFAULT_CACHE_SIZE,
+              store_options=None, engine="auto", buffer_size=DEFAULT_BUFFER_SIZE, cache_size=DEFAULT_CACHE_SIZE,
               on_bad_row="error", namespace="mta", frame="default", slide=None, ties="input",
-              integral: bool | tuple = False, value_fields: tuple = (), micros: bool = False) -> "WindowSpec":
-        """Check the arguments of :func:`spark_ops.sliding_window`;
-        ``integral``: the value column holds integers (per value column for
-        several, :func:`spark_ops.values.per_column`); ``value_fields``: the
-        value columns when there are several (a struct's fields); ``micros``:
-        the time column counts microseconds (:func:`spark_ops.plan.micro_time`)."""
+              integral: bool | tuple = False, value_fields: tuple = (), micros=False, clock="") -> "WindowSpec":
+        """Check the arguments of :func:`spark_ops.sliding_window`; ``integral``: the value column holds
+        integers (per value column for several, :func:`spark_ops.values.per_column`); ``value_fields``: the
+        value columns when there are several (a struct's fields); ``micros``: the time column counts
+        microseconds (:func:`spark_ops.plan.micro_time`); ``clock``: :attr:`clock`."""
         given = [name for name, v in (("range", range), ("rows", rows), ("policy", policy)) if v is not None]
         if len(given) != 1:
             raise SlidingWindowError(
@@ -146,8 +146,8 @@ class WindowSpec:
         spec = cls(key=key, time=time, value=value, value_fields=tuple(value_fields), reads=reads,
                    aggs=resolved, range=range, rows=rows, ties=ties,
                    policy=policy, store=_store_url(store), store_options=dict(store_options or {}),
-                   engine=engine, buffer_size=buffer_size, cache_size=cache_size,
-                   on_bad_row=on_bad_row, namespace=namespace, frame=frame, sizes=sizes, slide=slide, micros=micros)
+                   engine=engine, buffer_size=buffer_size, cache_size=cache_size, on_bad_row=on_bad_row,
+                   namespace=namespace, frame=frame, sizes=sizes, slide=slide, micros=micros, clock=clock)
         clash = repeated([name for name, _ in spec.output_columns])
         if clash:
             raise SlidingWindowError(f"output column {', '.join(map(repr, clash))} would come twice (names ignore "

@@ -62,7 +62,7 @@ from pyspark.sql.udtf import AnalyzeResult, OrderingColumn, PartitioningColumn, 
 
 from . import aggregations, columnar, durations, frames, rows, values
 from .names import missing_columns, spelled, trimmed
-from .plan import TIME, VALUE, holds, micro_time, quoted, time_sql
+from .plan import TIME, VALUE, clock_of, holds, micro_time, quoted, time_sql
 from .spec import SlidingWindowError, WindowSpec, split_columns
 
 __all__ = ["CHUNK", "FUNCTION_NAME", "SlidingWindowFunction", "register_sql"]
@@ -143,7 +143,8 @@ class SlidingWindowFunction:
                                 range=given["range"], rows=given["rows"], frame=given["frame"], store=given["store"],
                                 engine=given["engine"], on_bad_row=given["on_bad_row"],
                                 integral=values.per_column(types, IntegralType), value_fields=fields,
-                                micros=micro_time(schema[given["time"]].dataType))
+                                micros=micro_time(schema[given["time"]].dataType),
+                                clock=clock_of(schema[given["time"]].dataType))
         check_output_names(spec, schema.names)
         for k in spec.keys:  # PySpark starts an instance per key value it sees: NaN != NaN in Python
             if isinstance(schema[k].dataType, (ArrayType, StructType)) and holds(

@@ -93,7 +93,7 @@ class PolicyWindow(RowWindow):
         for i, (t, v) in enumerate(zip(times.to_pylist(), python_values(values))):
             problem = found[i] if found is not None else None
             if problem is None:
-                problem = rows.check_row(key, t, v, newest, emitted)
+                problem = rows.check_row(key, t, v, newest, emitted, clock=self.spec.clock)
             if problem is None:
                 try:
                     results = window.push((t, v))

@@ -125,6 +125,50 @@ def test_check_row_names_a_value_that_is_not_a_number():
     assert rows.check_columns(pa.array(["a"]), pa.array([1.0]), pa.array([7.0])) is None
 
 
+#: Microseconds from 1970 of pandas' first and last timestamps (the oracle's range).
+PANDAS_MICROS = st.integers(min_value=-9_223_285_636_854_775 + 1, max_value=9_223_372_036_854_775 - 1)
+
+
+@given(PANDAS_MICROS)
+def test_shown_time_writes_a_time_as_its_column_does(us):
+    """Double seconds (what the windows hold) written as the input's
+    timestamp, timestamp without a zone or date; pandas is the oracle."""
+    import pandas as pd
+
+    t = us / 1e6
+    stamp = str(pd.Timestamp(round(t * 1e6), unit="us"))
+    assert rows.shown_time(t, "timestamp") == stamp + " UTC"
+    assert rows.shown_time(t, "timestamp_ntz") == stamp
+    assert rows.shown_time(t, "") == str(t)
+    days = us // 86_400_000_000
+    assert rows.shown_time(days * 86400.0, "date") == str(pd.Timestamp(days, unit="D").date())
+
+
+def test_shown_time_leaves_a_number_the_calendar_cannot_write():
+    for t in (1e13, -1e13, NAN, INF, None):
+        assert rows.shown_time(t, "timestamp") == str(t)
+        assert rows.shown_time(t, "date") == str(t)
+
+
+def test_an_out_of_order_row_names_its_times_as_the_input_writes_them():
+    """check_row's reasons write the row's and the key's newest time in the
+    input's own terms; the rejected row's text writes its time as the input
+    gave it (a timestamp with a zone in UTC)."""
+    import datetime as dt
+
+    newest, t = 1767225606.0, 1767225604.5
+    assert rows.check_row("a", t, 1.0, newest, clock="timestamp") == rows.out_of_order(
+        "2026-01-01 00:00:04.500000 UTC", "2026-01-01 00:00:06 UTC")
+    assert rows.check_row("a", newest, 1.0, newest, emitted=newest, clock="timestamp_ntz") == rows.peers_emitted(
+        "2026-01-01 00:00:06")
+    assert rows.check_row("a", t, 1.0, newest) == rows.out_of_order(str(t), str(newest))
+    paris = dt.datetime(2026, 1, 1, 1, 0, 4, tzinfo=dt.timezone(dt.timedelta(hours=1)))
+    assert rows.input_text(paris) == "2026-01-01 00:00:04 UTC"
+    assert rows.input_text(paris.replace(tzinfo=None)) == "2026-01-01 01:00:04"
+    assert rows.input_text(dt.date(2026, 1, 1)) == "2026-01-01"
+    assert rows.input_text(4.5) == "4.5"
+
+
 @pytest.mark.parametrize("composite", [False, True])
 @pytest.mark.parametrize("several", [False, True])
 @pytest.mark.parametrize("micros", [False, True])

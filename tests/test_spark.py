@@ -749,3 +749,29 @@ def test_streaming_late_row_error_fails_the_query_naming_it(spark, tmp_path):
     message = str(info.value)
     assert (f"row rejected (time {newest - 1} is older than the key's newest time {newest} (out of order)): "
             f"k={key!r}, t={newest - 1!r}, v=5.0") in message, message[:3000]
+
+
+def test_streaming_late_row_of_a_timestamp_column_is_named_in_its_times(spark, tmp_path):
+    """A timestamp time column: the out-of-order reason and the row's text
+    write the times as timestamps (UTC), not as the seconds the windows hold."""
+    import pandas as pd
+    from pyspark.sql import functions as F
+
+    epoch = 1_767_225_600  # 2026-01-01 00:00:00 UTC
+    rounds = random_rounds(random.Random(8), 2, keys=4, per_key=(5, 15))
+    key, newest = _newest_of_round(rounds[0])
+    rounds[1].append({"id": 30_000, "k": key, "t": newest - 0.5, "v": 5.0})
+    source = str(tmp_path / "in")
+    os.makedirs(source)
+    df = stream_source(spark, source).withColumn("ts", F.timestamp_seconds(F.col("t") + epoch)).drop("t")
+    out = sliding_window(df, key="k", time="ts", value="v", aggs=["sum"], range=30,
+                         store=f"file://{tmp_path}/store", name=f"s-{uuid.uuid4().hex[:8]}")
+    with pytest.raises(Exception) as info:
+        _stream_rounds(spark, tmp_path, out, rounds, files_per_round=1)
+    message = str(info.value)
+
+    def utc(seconds):
+        return f"{pd.Timestamp(seconds + epoch, unit='s')} UTC"
+
+    assert (f"row rejected (time {utc(newest - 0.5)} is older than the key's newest time {utc(newest)} "
+            f"(out of order)): k={key!r}, ts={utc(newest - 0.5)}, v=5.0") in message, message[:3000]
