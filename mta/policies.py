@@ -127,6 +127,17 @@ def _times_in_order(value, previous):
     return None
 
 
+def _compares(x, relation, y) -> bool:
+    """``relation(x, y)`` for a size given to a policy; a bool, or a value
+    that does not compare with numbers (a string), is no size."""
+    if isinstance(x, bool):
+        return False
+    try:
+        return bool(relation(x, y))
+    except TypeError:
+        return False
+
+
 class TimeRange(SlidePolicy):
     """Keep the elements with time ``t > newest - range``.
 
@@ -142,7 +153,7 @@ class TimeRange(SlidePolicy):
     """
 
     def __init__(self, range, time: Callable[[Any], Any] = _identity_function) -> None:
-        if not range > 0:
+        if not _compares(range, operator.gt, 0):
             raise PolicyError(f"TimeRange needs a positive range, got {range!r}")
         self.range = range
         super().__init__(
@@ -168,7 +179,7 @@ class SumAtMost(SlidePolicy):
     """
 
     def __init__(self, bound, value: Callable[[Any], Any] = _identity_function) -> None:
-        if not bound >= 0:
+        if not _compares(bound, operator.ge, 0):
             raise PolicyError(f"SumAtMost needs a bound >= 0, got {bound!r}")
         self.bound = bound
         value = _ordered(value, "SumAtMost value")

@@ -53,6 +53,8 @@ def check_uint(name: str, value: Any) -> int:
 def as_blobs(blobs: Sequence[Any]) -> list[bytes]:
     if type(blobs) is list and set(map(type, blobs)) <= {bytes}:
         return blobs  # the common case, checked at C speed
+    if isinstance(blobs, (bytes, bytearray, memoryview, str)):
+        raise TypeError(f"pair blobs must be a sequence of bytes (one per pair), not one {type(blobs).__name__}")
     out = []
     for b in blobs:
         if type(b) is bytes:
@@ -75,6 +77,8 @@ def as_blob(value: Any) -> bytes:
 def check_ranges(ranges: Optional[Mapping[int, tuple[int, int]]]) -> Optional[dict[int, tuple[int, int]]]:
     if ranges is None:
         return None
+    if not isinstance(ranges, Mapping):
+        raise TypeError(f"ranges must map a level to its (first, end) pair, not a {type(ranges).__name__}")
     out = {}
     for level, rng in ranges.items():
         check_uint("level", level)

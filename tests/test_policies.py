@@ -166,7 +166,8 @@ def test_operators_build_flattened_combinations():
 @pytest.mark.parametrize(
     "make",
     [lambda: Count(0), lambda: Count(2.5), lambda: Count("3"), lambda: TimeRange(0), lambda: TimeRange(-1.5),
-     lambda: TimeRange(math.nan), lambda: SumAtMost(-1), lambda: SumAtMost(math.nan)],
+     lambda: TimeRange(math.nan), lambda: TimeRange("5"), lambda: TimeRange(None), lambda: TimeRange(True),
+     lambda: SumAtMost(-1), lambda: SumAtMost(math.nan), lambda: SumAtMost("5"), lambda: SumAtMost(False)],
 )
 def test_misconfigured_policies_raise_policy_error(make):
     with pytest.raises(PolicyError):

@@ -235,3 +235,20 @@ def test_a_checkpoint_the_window_never_had_names_a_renamed_query_among_the_cause
                                          r"restarted with another name= than it ran with .*restart it with that one"):
         Window(aggregators.SUM, policies.Count(3), store=store, window_id=fresh_window("renamed"), resume=2)
     store.close()
+
+
+def test_pair_blobs_and_epoch_ranges_of_the_wrong_shape_are_refused_naming_them(tmp_path):
+    """One bytes object is not a list of pair blobs (it would be read as
+    ints), and ``ranges`` must map levels to pairs; the window's pairs are
+    unchanged by the refused calls."""
+    store = open_store(f"file://{tmp_path}/s.db")
+    try:
+        store.write_pairs("w", 1, 0, 0, [b"x", b"y"])
+        for blobs in (b"ab", bytearray(b"ab"), "ab"):
+            with pytest.raises(TypeError, match="pair blobs must be a sequence of bytes"):
+                store.write_pairs("w", 1, 0, 2, blobs)
+        with pytest.raises(TypeError, match="ranges must map a level"):
+            store.drop_epoch("w", 1, ranges=[(0, 2)])
+        assert store.read_pairs("w", 1, 0, 0, 3) == [b"x", b"y", None]
+    finally:
+        store.close()
