@@ -86,14 +86,14 @@ class PolicyWindow(RowWindow):
         self._keep = keep
 
     def aggregate(self, times, values, problems: Sequence | None):
-        key, window, newest = self.key, self.window, self.newest
+        key, window, newest, clock = self.key, self.window, self.newest, self.spec.clock
         emitted = newest if self.spec.peers else None  # outputs given by an earlier push
         found = list(problems) if problems is not None else None
         columns = [[] for _ in self.types]
         for i, (t, v) in enumerate(zip(times.to_pylist(), python_values(values))):
             problem = found[i] if found is not None else None
             if problem is None:
-                problem = rows.check_row(key, t, v, newest, emitted, clock=self.spec.clock)
+                problem = rows.check_row(key, t, v, newest, emitted, clock=clock)
             if problem is None:
                 try:
                     results = window.push((t, v))
