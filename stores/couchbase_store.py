@@ -3,8 +3,10 @@
 URLs: :mod:`stores.couchbase_url`.  Credentials: ``username`` / ``password`` options, else the URL's user info,
 else the environment variables ``COUCHBASE_USERNAME`` /
 ``COUCHBASE_PASSWORD``.  The password never appears in ``url``, ``repr`` or
-error messages.  Options: ``connect_timeout`` (s, default 10),
-``kv_timeout`` (s, default 2.5), ``cluster_options`` (a dict of extra
+error messages.  Options: ``connect_timeout`` (s, default four fifths of the
+store's ``timeout``, at most 10), ``kv_timeout`` (s, default half of it, at
+most 2.5: an attempt ends before the store's ``timeout`` has passed, as the
+Redis store's socket timeouts do), ``cluster_options`` (a dict of extra
 ``ClusterOptions`` arguments), ``collection`` (an already opened
 Collection-like object: used as is, no connection made -- for tests and for
 callers that manage their own Cluster), plus the common ``retries``,
@@ -66,7 +68,7 @@ class CouchbaseStore(CouchbaseConnection):
 
     def __init__(self, url: str, *, username: Optional[str] = None,
                  password: Optional[str] = None, collection: Any = None,
-                 connect_timeout: float = 10.0, kv_timeout: float = 2.5,
+                 connect_timeout: Optional[float] = None, kv_timeout: Optional[float] = None,
                  cluster_options: Optional[Mapping[str, Any]] = None,
                  **options: Any) -> None:
         unknown = set(options) - STORE_OPTIONS
@@ -83,6 +85,10 @@ class CouchbaseStore(CouchbaseConnection):
         elif cfg["password"] is None:
             cfg["password"] = os.environ.get("COUCHBASE_PASSWORD") or None
         super().__init__(redacted_url(cfg), **options)
+        if connect_timeout is None:
+            connect_timeout = min(10.0, 0.8 * self.timeout)
+        if kv_timeout is None:
+            kv_timeout = min(2.5, self.timeout / 2)
         self._connect_lazily(cfg, collection, connect_timeout, kv_timeout, cluster_options)
         self._lock = threading.Lock()
         self._views: dict[tuple[str, int], EpochView] = {}

@@ -81,6 +81,22 @@ def test_bad_couchbase_options_are_refused_at_open(options, problem):
     assert SECRET not in str(info.value)
 
 
+@pytest.mark.parametrize("options, connect, kv", [
+    ({}, 4.8, 2.5), ({"timeout": 2}, 1.6, 1.0), ({"timeout": 60}, 10.0, 2.5),
+    ({"timeout": 2, "connect_timeout": 30, "kv_timeout": 7}, 30.0, 7.0),
+])
+def test_couchbase_attempt_timeouts_default_below_the_store_timeout(options, connect, kv):
+    """An SDK attempt ends before the store's ``timeout`` (the most one
+    operation may take) unless the caller asks for longer ones."""
+    pytest.importorskip("couchbase")
+    store = open_store("couchbase://127.0.0.1/b", **options)  # no I/O until the first operation
+    try:
+        assert (store.connect_timeout, store.kv_timeout) == pytest.approx((connect, kv))
+        assert store.connect_timeout < store.timeout or "connect_timeout" in options
+    finally:
+        store.close()
+
+
 # ------------------------------------------------- a Cluster's refusals
 
 @pytest.mark.timeout(60)
