@@ -294,6 +294,7 @@ def summary_lines(data: dict) -> list[str]:
                      f"{ceiling:,.0f} rows/s; the best columnar max run reaches {best[COLUMNAR] / ceiling:.2f} "
                      f"of it, the best MTA max run {best[MTA] / ceiling:.2f}")
     lines.extend(floor_lines(data))
+    lines.extend(round_lines(data))
     same = []
     for frame in data["config"]["frames"]:
         ratios = [(_rate(data, COLUMNAR, w, frame), _rate(data, PANDAS_TIES, w, frame))
@@ -309,6 +310,26 @@ def summary_lines(data: dict) -> list[str]:
     for key, v in (data.get("summary") or summarize(data)).items():
         lines.append(f"[target] {key}: {v.get('ratio', v.get('max_over_min')):.2f}, target {v['target']}: "
                      f"{verdict(v['met'])}")
+    return lines
+
+
+def round_lines(data: dict) -> list[str]:
+    """Per frame, the columnar max (both tie orders) against pandas rolling
+    max round by round: the runs of one round are interleaved, so their
+    ratio shares the machine's load at the time (the targets take the ratio
+    of the medians)."""
+    lines = []
+    for frame in data["config"]["frames"]:
+        for ours in (COLUMNAR, COLUMNAR_ANY):
+            per_w = []
+            for w in data["config"]["windows"]:
+                mine, theirs = _record(data, ours, w, frame), _record(data, PANDAS, w, frame)
+                if mine and theirs:
+                    ratios = [b / a for a, b in zip(mine["seconds_each_run"], theirs["seconds_each_run"])]
+                    per_w.append(f"W = {w:,}: " + "/".join(f"{x:.2f}" for x in ratios))
+            if per_w:
+                lines.append(f"{ours} / {PANDAS}, rows/s each round, {'count' if frame == 'rows' else 'time'} "
+                             f"windows: " + "; ".join(per_w))
     return lines
 
 
