@@ -228,15 +228,17 @@ def not_of_type(column: str, spark: str, reason: str):
                               "its type as the third item of (column, Aggregator, spark_type)")
 
 
-def overflow_error(spec, key, column: str, t, value, spark: str = "long"):
+def overflow_error(spec, key, column: str, t, value, spark: str = "long", at: str | None = None):
     """The error that fails a job whose ``column`` (of Spark type ``spark``)
     left its integer type at ``key``'s row of time ``t`` (see the module's
-    overflow rule)."""
+    overflow rule); ``at``: the output column ``t`` is in, if not the time
+    column (a ``slide=`` window's end)."""
     from .spec import SlidingWindowError
 
+    where = f"{spec.key_text(key)}, {at or spec.time}={t!r}"
     if spark == "long":
         return SlidingWindowError(
-            f"{column} overflows long (int64) at {spec.key_text(key)}, {spec.time}={t!r}: the exact result is "
+            f"{column} overflows long (int64) at {where}: the exact result is "
             f"{value}, outside [{INT64_MIN}, {INT64_MAX}]; cast the value column to double for a wider, rounded sum")
-    return SlidingWindowError(f"{column} overflows its type {spark} at {spec.key_text(key)}, {spec.time}={t!r}: "
-                              f"the result is {value}; declare a wider type")
+    return SlidingWindowError(f"{column} overflows its type {spark} at {where}: the result is {value}; declare a "
+                              "wider type")

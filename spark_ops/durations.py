@@ -91,6 +91,17 @@ def micros(value: float, what: str = "duration") -> int:
     return us
 
 
+def whole_micros(value: float, what: str = "duration") -> int:
+    """:func:`micros` of a duration that must be a whole number of them (a
+    window aligned on microseconds: a ``slide=`` window's slide and range);
+    ``ValueError`` naming ``what`` otherwise."""
+    us = micros(value, what)
+    if not math.isclose(value * 1_000_000, us, rel_tol=1e-9, abs_tol=1e-6):
+        raise ValueError(f"{what} {value!r} seconds is not a whole number of microseconds, which slide= windows "
+                         "are counted in (as Spark's timestamps are)")
+    return us
+
+
 def spark_interval(value: float, what: str = "duration") -> str:
     """``value`` seconds as an interval string Spark takes
     (``withWatermark``, triggers), exact to the microsecond."""

@@ -101,7 +101,7 @@ def windows_batch(spec: WindowSpec, arrow_schema, key, ends_us, results):
             arrays.append(aggregations.arrow_column(result, spark).cast(arrow_schema.field(k + 1 + i).type))
         except aggregations.OutOfRange as exc:
             end = end_column[exc.index].as_py()
-            raise aggregations.overflow_error(spec, key, name, end, exc.value, spark) from None
+            raise aggregations.overflow_error(spec, key, name, end, exc.value, spark, at=WINDOW_END) from None
         except aggregations.NotOfType as exc:
             raise aggregations.not_of_type(name, spark, str(exc)) from None
     return pa.RecordBatch.from_arrays(key_columns + [end_column] + arrays, schema=arrow_schema)

@@ -410,12 +410,12 @@ def _slide(slide, range, rows, frame: str, sizes: tuple = ()):
         raise SlidingWindowError("slide= windows are [end - range, end), as Spark's window(); frame= is for "
                                  "the per-row output")
     try:
-        slide_us = durations.micros(slide, "slide=")
+        slide_us = durations.whole_micros(slide, "slide=")
+        sizes_us = [(label, size, durations.whole_micros(size, "range")) for label, size in sizes or ((None, range),)]
     except ValueError as e:
         raise SlidingWindowError(str(e)) from None
     # Spark's window() starts windows at the multiples of the slide: they end there only if it divides the size
-    for label, size in sizes or ((None, range),):
-        size_us = durations.in_micros(size)
+    for label, size, size_us in sizes_us:
         if size_us > MICROS_SPAN:
             raise SlidingWindowError(f"range {size!r} is longer than a slide= window can be "
                                      f"({MICROS_SPAN // MICROS:,} seconds)")

@@ -239,3 +239,13 @@ def test_keys_across_batches_and_partitions_on_every_plan(spark, aggs, engine):
                 sliding_window(spark.createDataFrame(bad, schema), **common).collect()
         _assert_same({(g.k, g.window_end): g.asDict() for g in got}, _oracle(rows, aggs, {"s": 3, "l": 9}, 3))
         assert "row rejected (null or NaN value): k='k2', t=5.5, v=None" in str(info.value), str(info.value)[:2000]
+
+
+def test_a_window_sum_beyond_long_names_the_window_end(spark):
+    """An integral sum leaving int64 fails the job naming the window by its
+    end (the output's window_end), not as a row's time."""
+    df = spark.createDataFrame([("a", 1.0, 2**62), ("a", 2.0, 2**62)], "k string, t double, v long")
+    out = sliding_window(df, key="k", time="t", value="v", aggs=["sum"], range=10, slide=5)
+    with pytest.raises(Exception) as info:
+        out.collect()
+    assert f"sum overflows long (int64) at k='a', window_end=5.0: the exact result is {2**63}" in str(info.value)

@@ -462,7 +462,11 @@ def test_errors_raise_before_any_job(spark, tmp_path):
          "engine='columnar' cannot run this job"),
         (df, dict(ok, time="n", range=10, slide=2.5), "whole seconds"),
         (df, dict(ok, aggs=["max", "window_end"], range=10, slide=5), "unknown aggregation"),
-        (stream, dict(ok, range=10, slide=5, store=f"file://{tmp_path}", name="n"), "needs a watermark"),
+        (stream, dict(ok, range=10, slide=5, name="n"), "needs a watermark"),
+        (stream, dict(ok, range=10, slide=5, store=f"file://{tmp_path}", name="n"), "store= would never be used"),
+        (df, dict(ok, range=10, slide=5, store=f"file://{tmp_path}"), "store= would never be used"),
+        (df, dict(ok, range=6e-6, slide=1.5e-6), "slide= 1.5e-06 seconds is not a whole number of microseconds"),
+        (df, dict(ok, range=[4e-6, 3.5e-6], slide=1e-6), "range 3.5e-06 seconds is not a whole number"),
         (stream, dict(ok, range=10, slide=5), "F.timestamp_seconds('t')).withWatermark('ts'"),
     ]
     for frame, kwargs, words in calls:
