@@ -272,7 +272,8 @@ def window_options(p: argparse.ArgumentParser, *, store_required: bool, store_no
         store_note = "; streaming windows stay there between micro-batches"
     elif store_note is None:
         store_note = ("; a batch job uses it on an MTA (--engine amta or lmta, for windows larger than executor "
-                      "memory, or auto's fallback: sum or mean of an integral column) (default: the executors' memory)")
+                      "memory, or auto's fallback: sum or mean of an integral column; refused with --slide, whose "
+                      "windows stay in executor memory) (default: the executors' memory)")
     cols.add_argument("--store", required=store_required, metavar="URL", help=store_help + store_note)
 
 
