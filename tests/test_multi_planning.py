@@ -18,7 +18,7 @@ import operator
 import random
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from mta import Query, SharedWindows
 from mta.monoid import Aggregator, CountingMonoid
@@ -112,7 +112,7 @@ def test_lint_estimate_on_panes_whose_period_no_slide_divides():
 def _counted_plan(specs, scale, rate, n=3000):
     counting = CountingMonoid(CONCAT)
     agg = Aggregator(counting, operator.itemgetter(1), name="concat")
-    qs = [Query(f"q{i}", agg, range=r * scale, slide=s * scale) for i, (r, s) in enumerate(specs)]
+    qs = [Query(f"q{i}", agg, range=r * scale, slide=s * scale if s else None) for i, (r, s) in enumerate(specs)]
     shared = SharedWindows(qs, time=_time, rate=rate)
     out = []
     for k in range(n):
@@ -122,11 +122,14 @@ def _counted_plan(specs, scale, rate, n=3000):
 
 
 @settings(max_examples=8, deadline=None)
-@given(st.lists(st.tuples(st.integers(1, 60), st.integers(1, 12)), min_size=1, max_size=8))
+@given(st.lists(st.tuples(st.integers(1, 60), st.integers(0, 12)), min_size=1, max_size=8))
+@example(specs=[(30, 0), (100, 20)])
 def test_rate_plans_float_units_as_integer_ones(specs):
     """The same windows in quarter seconds (floats, 4 elements per second,
     told by rate=4) and in integer quarters (1 per unit): the same plan,
-    estimate and counted monoid calls, and the same answers."""
+    estimate and counted monoid calls, and the same answers; a slide of 0
+    stands for a per-element query (one answer and one edge per element,
+    a quarter second in the one, a unit in the other)."""
     quarters = _counted_plan(specs, 1, None)
     seconds = _counted_plan(specs, 0.25, 4)
     assert seconds[0] == quarters[0] and seconds[2:] == quarters[2:]

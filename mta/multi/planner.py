@@ -30,7 +30,7 @@ against rows: :func:`mta.multi.plan.sharing_key`) are planned apart.  A
 query becomes numbers for the cost model in its key unit: elements for
 ``rows=`` queries, time units for ``range=`` ones (scaled to integers, at
 ``rate`` elements per time unit, 1 unless told); a per-element query
-(``slide=None``) counts as a slide of one unit.
+(``slide=None``) counts as a slide of one element, ``1 / rate`` time units.
 """
 
 from __future__ import annotations
@@ -76,8 +76,9 @@ def numbers(queries, rate: float = 1.0) -> tuple[list[tuple[int, int, int]], flo
     if any(q.by_rows for q in queries):
         rate = 1.0
     values = []
+    per_element = 1 / _rational(rate)  # a per-element query answers (and cuts a partial) once per element
     for q in queries:
-        s = q.exact_slide if q.exact_slide is not None else Fraction(1)
+        s = q.exact_slide if q.exact_slide is not None else per_element
         values.append((Fraction(q.exact_width), Fraction(s), Fraction(q.exact_lag)))
     scale = 1
     for trio in values:
@@ -89,6 +90,16 @@ def numbers(queries, rate: float = 1.0) -> tuple[list[tuple[int, int, int]], flo
     unit = max(x for trio in values for x in trio) / PRICED_UNITS
     out = [(max(1, round(r / unit)), max(1, round(s / unit)), round(lag / unit)) for r, s, lag in values]
     return out, float(min(max(Fraction(rate) * unit, Fraction(1, PRICED_UNITS)), PRICED_UNITS))
+
+
+def _rational(rate: float) -> Fraction:
+    """``rate`` as a fraction of small terms where one is that close
+    (0.01, not the double's 5764607523034235 / 2^59): the LCM of the
+    bounds' denominators, and so every number of the cost model, stays
+    small.  O(1)."""
+    exact = Fraction(rate)
+    near = exact.limit_denominator(1 << 20)
+    return near if near and abs(near - exact) <= exact * Fraction(1, 10**9) else exact
 
 
 def best_final(queries, rate: float = 1.0) -> str:
