@@ -48,11 +48,11 @@ def test_auto_planning_work_is_bounded(monkeypatch):
     bounded edge-counting and landmark-walk work."""
     counts = {"pricings": 0, "ie": 0, "steps": 0}
     horizons = []
-    tree_costs, crt, ie, walk = cost.tree_costs, edge_count._crt, edge_count._inclusion_exclusion, lint_cost._walk
+    tree_parts, crt, ie, walk = cost.tree_parts, edge_count._crt, edge_count._inclusion_exclusion, lint_cost._walk
 
-    def counted_tree_costs(*a, **k):
+    def counted_tree_parts(*a, **k):
         counts["pricings"] += 1
-        return tree_costs(*a, **k)
+        return tree_parts(*a, **k)
 
     def counted_crt(*a):
         counts["steps"] += 1
@@ -69,7 +69,7 @@ def test_auto_planning_work_is_bounded(monkeypatch):
         horizons.append(units)
         return walk(queries, positions, period, count, w)
 
-    monkeypatch.setattr(cost, "tree_costs", counted_tree_costs)
+    monkeypatch.setattr(cost, "tree_parts", counted_tree_parts)
     monkeypatch.setattr(edge_count, "_crt", counted_crt)
     monkeypatch.setattr(edge_count, "_inclusion_exclusion", counted_ie)
     monkeypatch.setattr(lint_cost, "_walk", recorded_walk)

@@ -321,11 +321,44 @@ def tree_costs(queries, partial: str, finals: Sequence[str], rate: float = 1.0,
                *, shared_edges: Edges | None = None) -> dict[str, float]:
     """:func:`tree_cost` for several final techniques at once (the edges and
     window sizes are computed once).  O(|finals| * n + the edge count)."""
+    return with_slicing(tree_parts(queries, partial, finals, rate), rate, shared_edges)
+
+
+def with_slicing(parts: tuple, rate: float = 1.0, shared_edges: Edges | None = None) -> dict[str, float]:
+    """The costs of :func:`tree_parts`' ``parts`` with the slicing term,
+    the one that depends on ``shared_edges``: a weaving prices a tree
+    once for both ways of slicing.  Each cost is summed in the order
+    :func:`tree_cost`'s formula gives.  O(|finals| * terms)."""
+    density, costs = parts
+    if density is None:
+        return dict(costs)
+    if shared_edges is None:
+        base = max(1.0 - density / rate, 0.0)
+    else:
+        base = max(shared_edges.density - density, 0.0) / rate
+    out = {}
+    for final, terms in costs.items():
+        if type(terms) is float:  # the separate baseline
+            out[final] = terms
+            continue
+        cost = base
+        for term in terms:
+            cost += term
+        out[final] = cost
+    return out
+
+
+def tree_parts(queries, partial: str, finals: Sequence[str], rate: float = 1.0) -> tuple:
+    """:func:`tree_costs` but the slicing term: ``(density, {final: terms})``,
+    ``density`` the tree's edges per unit (``None`` for ``partial="none"``,
+    whose costs are numbers) and ``terms`` each final's cost without it, in
+    the order they add up (the separate baseline: a number).  O(|finals| *
+    n + the edge count)."""
     queries = [query_numbers(q) for q in queries]
     if partial == "none" or SEPARATE in finals:
         sep = sum(separate_calls(q, rate) for q in queries)
         if partial == "none":
-            return {f: sep for f in finals}
+            return None, {f: float(sep) for f in finals}
     # a tree answers the queries with equal windows once (schedule.Spec)
     queries = list(dict.fromkeys(queries))
     e = edges_cached(tuple(sorted({p for q in queries for p in progressions(q, partial)})))
@@ -333,10 +366,6 @@ def tree_costs(queries, partial: str, finals: Sequence[str], rate: float = 1.0,
     per_element = density / rate
     p = [r * density for r, _, _ in queries]
     p_max = max(p)
-    if shared_edges is None:
-        base = max(1.0 - per_element, 0.0)
-    else:
-        base = max(shared_edges.density - density, 0.0) / rate
     inv_s = [1.0 / (s * rate) for _, s, _ in queries]
     # one combine with the open partial per answer whose window holds closed partials and ends at
     # the newest element (a lagged window ends before the open partial)
@@ -345,16 +374,16 @@ def tree_costs(queries, partial: str, finals: Sequence[str], rate: float = 1.0,
     out = {}
     for final in finals:
         if final == SEPARATE:
-            out[final] = sep
+            out[final] = float(sep)
             continue
-        cost = base + opened + per_element * update_calls(final, p)
+        terms = [opened, per_element * update_calls(final, p)]
         exact = _lint.landmark_calls_enumerated(queries, e, LINT_W_MIN) if final == "lint" and density else None
         if exact is not None:  # L-Int's landmark intervals and lookups, counted over the pattern
-            out[final] = cost + per_element * sum(exact)
+            out[final] = (*terms, per_element * sum(exact))
             continue
         if final == "lint" and density:
             per_partial = [f / per_element for f in inv_s]
-            cost += per_element / LINT_W_MIN * _lint.landmark_calls_expected(closed, per_partial, LINT_W_MIN)
+            terms.append(per_element / LINT_W_MIN * _lint.landmark_calls_expected(closed, per_partial, LINT_W_MIN))
         if final == "slickdeque-inv":
             # one running aggregate per window length (the executor's spec)
             best: dict = {}
@@ -362,13 +391,13 @@ def tree_costs(queries, partial: str, finals: Sequence[str], rate: float = 1.0,
                 c = f * answer_calls(final, k, density * s)
                 key = (r, lag)
                 best[key] = min(best.get(key, math.inf), c)
-            cost += sum(best.values())
+            terms.append(sum(best.values()))
         elif final in ("bint", "flatfat", "naive", "lint", "flatfit"):
-            cost += sum(f * answer_calls(final, k) for k, f in zip(closed, inv_s))
+            terms.append(sum(f * answer_calls(final, k) for k, f in zip(closed, inv_s)))
         else:
-            cost += answer_calls(final, p_max) * sum(inv_s)
-        out[final] = cost
-    return out
+            terms.append(answer_calls(final, p_max) * sum(inv_s))
+        out[final] = tuple(terms)
+    return density, out
 
 
 def group_triples(groups):

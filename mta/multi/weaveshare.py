@@ -60,12 +60,13 @@ def price(queries: Sequence[tuple[int, int]], members: tuple[int, ...], partials
     """The ``(partial, final)`` for the tree of ``members`` with the lowest
     calls per element plus ``held_price`` per held partial.  ``memo`` (a
     dict the caller keeps for one set of queries, finals and rate) holds
-    each ``(members, partial, shared edges)``'s calls and held partials, so
-    weavings that differ only in ``held_price`` price a tree once.
-    O(|partials| * |finals| * cost.tree_cost), O(|partials|) when memoized."""
+    each ``(members, partial)``'s held partials and calls but the slicing
+    term (:func:`mta.multi.cost.tree_parts`), so weavings that differ only
+    in ``held_price`` or in the slicing (TriWeave's shared slicer against
+    WeaveShare's own) price a tree once.
+    O(|partials| * |finals| * cost.tree_cost), O(|partials| * |finals|) when memoized."""
     qs = [queries[i] for i in members]
     members = tuple(sorted(members))
-    shared_key = None if shared is None else (shared.period, shared.count)
     best = None
     seen = set()
     for partial in partials:
@@ -75,13 +76,13 @@ def price(queries: Sequence[tuple[int, int]], members: tuple[int, ...], partials
         if key in seen:
             continue
         seen.add(key)
-        priced = None if memo is None else memo.get((members, partial, shared_key))
+        priced = None if memo is None else memo.get((members, partial))
         if priced is None:
-            priced = (tree_held(qs, partial, rate), _cost.tree_costs(qs, partial, finals, rate, shared_edges=shared))
+            priced = (tree_held(qs, partial, rate), _cost.tree_parts(qs, partial, finals, rate))
             if memo is not None:
-                memo[(members, partial, shared_key)] = priced
-        held, costs = priced
-        for final, c in costs.items():
+                memo[(members, partial)] = priced
+        held, parts = priced
+        for final, c in _cost.with_slicing(parts, rate, shared).items():
             score = c + held_price * held
             if best is None or score < best[0]:
                 best = (score, partial, final, c, held)
