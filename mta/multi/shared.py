@@ -355,8 +355,9 @@ class SharedWindows:
         """Report the periodic windows ending at or before ``until`` (every
         window holding elements when None) not reported yet; they are final:
         elements pushed later never change them (one that falls in such a
-        window is counted in :attr:`late`).  One lookup per reported
-        window (plus one per run of empty ones)."""
+        window is counted in :attr:`late`); before the first element it does
+        nothing (no window has started).  One lookup per reported window
+        (plus one per run of empty ones)."""
         self._check_usable()
         if until is not None and not _finite(until):
             raise ArgumentRefused(f"flush(until) needs a finite real number or None, got {type(until).__name__} "
@@ -383,9 +384,10 @@ class SharedWindows:
     def query(self, name: str):
         """The current aggregate of query ``name``'s window (the lookup
         model): for a per-element query the window ending at the newest
-        element, for a periodic one the window the newest element falls in
-        (its end is the first multiple of the slide after the newest key),
-        over the elements pushed so far.  One lookup of the query's final
+        element, for a periodic one the window ending at the first multiple
+        of the slide after the newest key (the one the newest element falls
+        in; with a lag, that window shifted back by it), over the elements
+        pushed so far.  One lookup of the query's final
         technique."""
         self._check_usable()
         if self._core is not None:
