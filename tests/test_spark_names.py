@@ -135,8 +135,7 @@ def test_streaming_slide_over_awkward_names(spark, tmp_path):
               .withColumn("ts", F.timestamp_seconds("t")).toDF(AWKWARD["id"], AWKWARD["k"], "t", "v", "ts")
               .withWatermark("ts", "0 seconds"))
     kw = dict(value="v", aggs=["max", "count"], range=10, slide=5)
-    out = sliding_window(stream, key=AWKWARD["k"], time="ts", store=f"file://{tmp_path}/store",
-                         name=f"as-{uuid.uuid4().hex[:8]}", **kw)
+    out = sliding_window(stream, key=AWKWARD["k"], time="ts", name=f"as-{uuid.uuid4().hex[:8]}", **kw)
     write_parquet(source, rows, schema)
     write_parquet(source, [{"id": 9999, "k": "z", "t": 1000.0, "v": 0.0}], schema)  # moves the watermark past
     for _ in range(2):
