@@ -215,9 +215,6 @@ def _periodic(df, spec: WindowSpec, name, expire_after):
     if expire_after is not None:
         raise SlidingWindowError("expire_after is for per-row streaming queries without a watermark; a slide= "
                                  "query drops a key's state once the watermark has passed its windows")
-    if spec.store:
-        raise SlidingWindowError("slide= keeps its windows in Spark's state (streaming) or in executor memory "
-                                 "(batch), so store= would never be used: leave it out")
     periodic.window_end_type(spec, df.schema[spec.time].dataType)  # checked before any job
     if clashes(spec.keys, [periodic.WINDOW_END]):
         raise SlidingWindowError(f"key column {periodic.WINDOW_END!r} has the name (case aside) of slide='s "

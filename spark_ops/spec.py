@@ -140,7 +140,7 @@ class WindowSpec:
                 raise SlidingWindowError(f"column {column!r} is both a key column and the {role} column; "
                                          "a window's key cannot be its " + role)
         if slide is not None:
-            slide = _slide(slide, range, rows, frame, sizes)
+            slide = _slide(slide, range, rows, frame, sizes, store)
         resolved, reads = values.resolve(aggs, tuple(value_fields), integral,
                                          single=None if value_fields else value)
         spec = cls(key=key, time=time, value=value, value_fields=tuple(value_fields), reads=reads,
@@ -160,19 +160,16 @@ class WindowSpec:
         return self.key if isinstance(self.key, tuple) else (self.key,)
 
     def key_text(self, key: Any) -> str:
-        """A key's value as messages name it: ``host='a'``, or for a
-        composite key ``dc='x', host='y'``."""
+        """A key's value as messages name it: ``host='a'``, or for a composite key ``dc='x', host='y'``."""
         if not isinstance(self.key, tuple):
             return f"{self.key}={key!r}"
         return ", ".join(f"{name}={v!r}" for name, v in zip(self.key, key))
 
     @property
     def mta_engine(self):
-        """The MTA for windows that run through one (``auto`` and
-        ``columnar`` mean the Amortized MTA there): built as
-        ``mta_engine(monoid, wsp, **options)``; either MTA through
-        :mod:`mta.native` (its compiled core for an in-memory window, when
-        built)."""
+        """The MTA for windows that run through one (``auto`` and ``columnar`` mean the Amortized MTA there): built as
+        ``mta_engine(monoid, wsp, **options)``; either MTA through :mod:`mta.native` (its compiled core for an
+        in-memory window, when built)."""
         engine = ENGINES.get(self.engine, AmortizedMTA)
         return log_engine if engine is LogMTA else amortized_engine
 
@@ -400,11 +397,14 @@ def _sizes(given, what: str, parse) -> tuple:
 MICROS, MICROS_SPAN, MICROS_TIME_LIMIT = 1_000_000, 2**61, 2**62 / 1_000_000
 
 
-def _slide(slide, range, rows, frame: str, sizes: tuple = ()):
+def _slide(slide, range, rows, frame: str, sizes: tuple = (), store=None):
     """``slide=`` in seconds, checked against each size of the window (see
     :mod:`spark_ops.periodic`; ``on_bad_row="flag"``: :mod:`spark_ops.excluded`)."""
     if range is None:
         raise SlidingWindowError("slide= is for time windows: give range= (the windows' length), not rows= or policy=")
+    if store:
+        raise SlidingWindowError("slide= keeps its windows in Spark's state (streaming) or in executor memory "
+                                 "(batch), so store= would never be used: leave it out")
     slide = _range_size(slide, "slide")
     if frame != "default":
         raise SlidingWindowError("slide= windows are [end - range, end), as Spark's window(); frame= is for "

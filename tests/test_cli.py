@@ -682,7 +682,12 @@ def test_stream_slide_usage_errors(tmp_path, capsys):
     assert "needs --store URL" in one_error_line(capsys.readouterr().err)
     state = tmp_path / "state"
     assert cli.main(argv + ["--slide", "5", "--watermark", "5s", "--store", f"file:{state}"]) == 2
-    assert "--slide keeps a stream's windows in Spark's state" in one_error_line(capsys.readouterr().err)
+    assert "slide= keeps its windows in Spark's state" in one_error_line(capsys.readouterr().err)
+    assert not state.exists(), "the unused store was made"
+    batch = ["run", "--input", str(tmp_path / "in"), "--output", str(tmp_path / "o"), "--key", "k", "--time", "t",
+             "--value", "v", "--agg", "max", "--range", "10", "--slide", "5", "--store", f"file:{state}"]
+    assert cli.main(batch) == 2, "a batch --slide job would not use its --store either"
+    assert "store= would never be used" in one_error_line(capsys.readouterr().err)
     assert not state.exists(), "the unused store was made"
 
 

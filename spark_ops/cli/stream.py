@@ -63,9 +63,6 @@ def run(args, spark=None) -> int:
     if spec.slide is not None and args.watermark is None:
         raise CLIError("--slide in a stream writes each window once the watermark passes its end: give "
                        "--watermark DURATION (how late a row may arrive, by the --time column)")
-    if spec.slide is not None and args.store:
-        raise CLIError("--slide keeps a stream's windows in Spark's state (under --checkpoint), so --store would "
-                       "never be used: drop --store")
     if spec.slide is None and not args.store:
         raise CLIError("mta-spark stream needs --store URL (the windows live there between micro-batches), "
                        "e.g. --store file:state; only --slide keeps its windows in Spark's state")

@@ -29,7 +29,7 @@ def window_spec(args) -> WindowSpec:
     try:
         return WindowSpec.build(key=split_columns(args.key), time=args.time, value=value_columns(args), aggs=names,
                                 range=args.range, rows=args.rows, on_bad_row=args.on_bad_row,
-                                frame=args.frame, slide=getattr(args, "slide", None),
+                                frame=args.frame, slide=getattr(args, "slide", None), store=args.store,
                                 ties=getattr(args, "ties", "input"))
     except SlidingWindowError as e:
         raise CLIError(str(e)) from None
