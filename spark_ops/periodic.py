@@ -50,6 +50,8 @@ from .values import numpy_values
 
 #: The output column holding each window's end.
 WINDOW_END = "window_end"
+#: The remedy for a time column ``window_end`` cannot take (``mta-spark`` respells it as its ``--schema``).
+CAST_TIME = "cast it to a timestamp or a double of seconds for slide="
 
 
 def window_end_type(spec: WindowSpec, time_type) -> str:
@@ -62,8 +64,7 @@ def window_end_type(spec: WindowSpec, time_type) -> str:
 
     if isinstance(time_type, (DateType, DecimalType, FloatType)):
         raise SlidingWindowError(f"time column {spec.time!r} is {time_type.simpleString()}, which cannot hold the "
-                                 "windows' ends (window_end has the time column's type): cast it to a timestamp "
-                                 "or a double of seconds for slide=")
+                                 f"windows' ends (window_end has the time column's type): {CAST_TIME}")
     if isinstance(time_type, IntegralType):
         whole = all(float(s).is_integer() for s in [*spec.size_values, spec.slide])
         if not whole:

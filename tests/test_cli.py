@@ -823,6 +823,30 @@ def test_run_slide_gives_one_row_per_key_and_window(spark, tmp_path, capsys):
     assert "--keep-columns" in one_error_line(capsys.readouterr().err)
 
 
+def test_run_slide_over_a_date_column_names_the_schema_that_reads_it(spark, tmp_path, capsys):
+    """--slide over a CSV time column read as a date is refused with the
+    --schema that reads it as a timestamp (a CLI user cannot cast); that
+    schema then gives the windows brute force gives over the days' midnights."""
+    import datetime as dt
+
+    rows = [(f"h{i % 2}", dt.date(2026, 1, 1) + dt.timedelta(days=(i * 7) % 9), float(i)) for i in range(30)]
+    src = tmp_path / "in.csv"
+    src.write_text("key,t,v\n" + "".join(f"{k},{d.isoformat()},{v}\n" for k, d, v in rows))
+    args = _run_args(src, tmp_path / "out", "--slide", "1d", size=("--range", "2d"))
+    capsys.readouterr()
+    assert run_cli(spark, *args, "--schema", "key STRING, t DATE, v DOUBLE") == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "time column 't' is date" in line and "--schema '..., t TIMESTAMP, ...'" in line, line
+    assert "cast it" not in line, line
+    assert run_cli(spark, *args, "--schema", "key STRING, t TIMESTAMP, v DOUBLE") == 0
+    got = {(r["key"], r["window_end"].date()): r["max"] for r in spark.read.parquet(str(tmp_path / "out")).collect()}
+    want = {}
+    for k, d, _ in rows:
+        for end in (d + dt.timedelta(days=1), d + dt.timedelta(days=2)):  # windows [end - 2d, end) holding d
+            want[(k, end)] = max(v for key, day, v in rows if key == k and end - dt.timedelta(days=2) <= day < end)
+    assert got == want
+
+
 def test_run_output_that_cannot_be_written_names_the_cause(spark, tmp_path, capsys):
     """An output directory Spark cannot create: the one error line is the
     JVM's root cause (what failed and where), not Py4J's name of the call."""

@@ -219,7 +219,8 @@ def window_options(p: argparse.ArgumentParser, *, store_required: bool, store_no
                            "(--key dc,host: each combination of their values gets its own window)")
     cols.add_argument("--time", required=True, metavar="COL",
                       help="time column: a number of seconds, a timestamp (a session started by "
-                           "mta-spark reads timestamps without a zone as UTC) or a date (its midnight UTC); "
+                           "mta-spark reads timestamps without a zone as UTC) or a date (its midnight UTC; "
+                           "--slide needs a timestamp or a number); "
                            "orders each key's rows, "
                            "ties keep input order")
     cols.add_argument("--value", required=True, metavar="COLS",

@@ -212,7 +212,11 @@ def windows(df, args, spec: WindowSpec, store: str | None, name: str | None, typ
                              engine=args.engine, expire_after=getattr(args, "expire_after", None),
                              frame=args.frame, slide=spec.slide, ties=spec.ties)
     except SlidingWindowError as e:
-        raise CLIError(str(e)) from None
+        from ..periodic import CAST_TIME
+
+        # mta-spark casts nothing: a CSV or JSON input's types are what --schema says
+        raise CLIError(str(e).replace(CAST_TIME, "read it as a timestamp or a double for --slide (CSV or JSON "
+                                      f"input: --schema '..., {args.time} TIMESTAMP, ...')")) from None
     if (texts or corrupt) and spec.slide is None and (args.on_bad_row == "flag" or raise_flagged):
         # the window saw a null: say why it was one (a malformed record: whatever it saw missing)
         rejected = F.col("rejected")
