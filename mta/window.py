@@ -89,7 +89,16 @@ class Window:
         self.policy = policy
         self.monoid = _window_monoid(aggregator.monoid, policy.monoid)
         holds = policy.holds
-        self.engine = engine(self.monoid, lambda total, prefix: holds(total[1], prefix[1]), **options)
+        if options.get("store") is not None:  # a group read back holding other elements is then corrupt
+            options = {"element_arity": 2, **options}  # each element: (aggregator value, policy value)
+        try:
+            self.engine = engine(self.monoid, lambda total, prefix: holds(total[1], prefix[1]), **options)
+        except TypeError as exc:
+            # a store refusing an option names the engine that passed it on, but the caller called Window
+            raised_by = getattr(exc, "raised_by", None)
+            if raised_by is None:
+                raise
+            raise raised_by("Window", ("engine", "check", "equal")) from None
         self._lower = aggregator.lower
         # a value the store cannot write would fail a later flush, the window then unusable: refused here
         self._store_check = getattr(options.get("store"), "check_value", None)

@@ -40,7 +40,7 @@ from .stats import StoreStats
 from .codec import decode, encode, register_codec, registered_codecs, unregister_codec
 from .errors import (CasMismatch, CodecRegistrationError, CorruptValue, FencingError, FormatVersionError,
                      MissingData, StoreAuthenticationError, StoreClosed, StoreConfigError,
-                     StoreError, StoreUnavailable)
+                     StoreError, StoreUnavailable, UnknownWindowOption)
 from .pool import pooled_store
 from .runs import Progress, check_run, finish_run, tasks_of
 from .steps import Before
@@ -163,5 +163,5 @@ __all__ = [
     "encode", "decode", "register_codec", "unregister_codec", "registered_codecs",
     "StoreError", "StoreConfigError", "StoreClosed", "StoreUnavailable",
     "StoreAuthenticationError", "CasMismatch", "CorruptValue", "FormatVersionError",
-    "MissingData", "CodecRegistrationError",
+    "MissingData", "CodecRegistrationError", "UnknownWindowOption",
 ]

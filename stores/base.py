@@ -41,7 +41,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
-from .checks import as_blobs, check_pairs, check_ranges, check_uint, check_window
+from .checks import as_blobs, check_open_options, check_pairs, check_ranges, check_uint, check_window
 from .codec import check_encodable
 from .meta_cas import MetaCas, Swap, Token, cas_mismatch
 from .retry import AUTH, CONFIG, TRANSIENT, Retrying
@@ -257,7 +257,7 @@ class Store(Retrying, MetaCas):
         other windows' (:meth:`stores.batch.Batch.open`)."""
         from .window import WindowStorage
 
-        batch = options.get("batch")
+        batch = check_open_options(options).get("batch")  # an unknown option is named before any claim
         if batch is not None and getattr(batch, "store", None) is self and batch.defers:
             return batch.open(check_window(window), options)
         return WindowStorage(self, check_window(window), **options)  # which refuses another store's batch

@@ -110,7 +110,36 @@ def check_pairs(window: Any, epoch: Any, level: Any, first: Any, count: Any) -> 
 # ------------------------------------------------------------------ window options
 
 
-def check_window_options(*, group_size: Any, retain: Any, resume: Any, background: Any, durable: Any) -> None:
+def check_open_options(options: dict) -> dict:
+    """``options``, those of ``Store.open_window``: one that no window takes
+    raises :class:`~stores.errors.UnknownWindowOption` naming the engine
+    that passed it on and the options there are (the engines and
+    ``mta.Window`` hand their unknown options down to here).  O(options)."""
+    global _OPEN_OPTIONS
+    if _OPEN_OPTIONS is None:
+        import inspect
+
+        from .window import WindowStorage
+
+        params = inspect.signature(WindowStorage.__init__).parameters.values()
+        _OPEN_OPTIONS = tuple(p.name for p in params if p.kind is p.KEYWORD_ONLY and not p.name.startswith("_"))
+    unknown = [name for name in options if name not in _OPEN_OPTIONS]
+    if unknown:
+        from .errors import UnknownWindowOption
+
+        engine = options.get("engine")
+        # store= and window_id= are the engine's, the rest it passes on; engine= and mutable_tail= it sets itself
+        accepted = ("store", "window_id", *(n for n in _OPEN_OPTIONS if n not in ("engine", "mutable_tail")))
+        raise UnknownWindowOption(engine if isinstance(engine, str) else "Store.open_window", unknown, accepted)
+    return options
+
+
+#: The options of Store.open_window (WindowStorage's keyword-only ones), read at the first open.
+_OPEN_OPTIONS: tuple[str, ...] | None = None
+
+
+def check_window_options(*, group_size: Any, retain: Any, resume: Any, background: Any, durable: Any,
+                         element_arity: Any) -> None:
     """The options of :class:`stores.window.WindowStorage`, checked before
     its claim: an open refused for a bad option leaves the window's owner in
     charge, and an option of the wrong type is never taken for another
@@ -120,6 +149,8 @@ def check_window_options(*, group_size: Any, retain: Any, resume: Any, backgroun
     for name, value in (("group_size", group_size), ("retain", retain)):
         if type(value) is not int or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
+    if element_arity is not None and (type(element_arity) is not int or element_arity < 1):
+        raise ValueError(f"element_arity must be None or a positive int, got {element_arity!r}")
     for name, value in (("background", background), ("durable", durable)):
         if type(value) is not bool:
             raise ValueError(f"{name} must be True or False, got {value!r}")
@@ -127,3 +158,13 @@ def check_window_options(*, group_size: Any, retain: Any, resume: Any, backgroun
     if not (version or isinstance(resume, (bool, Before))):
         raise ValueError(f"resume must be True (the newest checkpoint), False (start empty), a checkpoint "
                          f"version (an int >= 1) or a stores.Before, got {resume!r}")
+
+
+def check_batch(batch: Any, store: Any, window: str) -> None:
+    """A window's ``batch=``: ``None`` or a :class:`stores.Batch` of the window's own store."""
+    from .batch import Batch
+
+    if batch is not None and (not isinstance(batch, Batch) or batch.store is not store):
+        given = f"one of {batch.store.url}" if isinstance(batch, Batch) else repr(batch)
+        raise ValueError(f"window {window!r}: batch must be a stores.Batch of the window's own store "
+                         f"({store.url}, this store object), got {given}")

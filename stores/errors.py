@@ -18,6 +18,8 @@ once, or precisely:
 * :class:`StoreConfigError` -- a bad URL or option (also a ``ValueError``).
 * :class:`FencingError` -- a window's checkpoint was refused because a newer
   owner (a higher epoch) took the window over: this writer is stale.
+* :class:`UnknownWindowOption` -- a window was opened in a store with an
+  option no window takes (also a ``TypeError``).
 
 No message ever contains a password: stores build messages from their
 redacted ``url`` and scrub the secret from any backend message they quote.
@@ -25,7 +27,7 @@ redacted ``url`` and scrub the secret from any backend message they quote.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from mta.errors import MTAError
 
@@ -100,9 +102,28 @@ class CodecRegistrationError(StoreError, ValueError):
 __all__ = [
     "StoreError", "StoreConfigError", "StoreClosed", "StoreUnavailable",
     "StoreAuthenticationError", "CasMismatch", "CorruptValue",
-    "FormatVersionError", "MissingData", "CodecRegistrationError",
+    "FormatVersionError", "MissingData", "CodecRegistrationError", "UnknownWindowOption",
 ]
 
 
 class FencingError(StoreError):
     """A newer owner took the window over: this engine's checkpoint is refused."""
+
+
+class UnknownWindowOption(StoreError, TypeError):
+    """Options a window in a store does not take, named with what the caller
+    called (``entry``): the engine that opened the window, or whoever built
+    that engine and passed its options on, which names itself with
+    :meth:`raised_by` (:class:`mta.Window` does).  ``options``: the unknown
+    names; ``accepted``: the options ``entry`` takes.  Values are not
+    repeated: a misplaced option may hold a credential."""
+
+    def __init__(self, entry: str, options: Sequence[str], accepted: Sequence[str]) -> None:
+        self.entry, self.options, self.accepted = entry, tuple(options), tuple(accepted)
+        names = ", ".join(map(repr, self.options))
+        super().__init__(f"{entry}: unknown option{'s' * (len(self.options) > 1)} {names} for a window in a "
+                         f"store; the options are {', '.join(self.accepted)}")
+
+    def raised_by(self, entry: str, own: Sequence[str] = ()) -> "UnknownWindowOption":
+        """This error as ``entry`` raises it, which takes options ``own`` besides these."""
+        return type(self)(entry, self.options, (*own, *self.accepted))

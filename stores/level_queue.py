@@ -20,6 +20,7 @@ the storage calls a level's ``prefetch_ahead``, ``settle``, ``elements``,
 
 from __future__ import annotations
 
+import reprlib
 from typing import TYPE_CHECKING, Any
 
 from mta.level_queue import LevelQueue
@@ -253,8 +254,9 @@ class StoreLevelQueue(HeadCache, LevelQueue):
         groups ``group, group + 1, ...`` read from ``epoch``'s namespace
         (given by the reader: a background read is decoded after the head
         may have moved past its segment), checked: a missing group, a corrupt
-        value, another format or a value that is not the expected group is an
-        error naming the window, the level and the group."""
+        value, another format, a value that is not the expected group or, with
+        ``element_arity``, elements of another shape is an error naming the
+        window, the level and the group."""
         w = self._w
         size = w.group
         out: list = []
@@ -273,9 +275,10 @@ class StoreLevelQueue(HeadCache, LevelQueue):
             if (type(start) is not int or type(items) is not list or not lo <= start <= a
                     or len(items) != 2 * (hi - start)):
                 raise CorruptValue(f"{where}: the value is not that group's pairs")
+            if w.element_arity is not None:
+                _check_elements(items, w.element_arity, 2 * start, where)
             out += items[2 * (a - start) : 2 * (b - start)]
         return out
-
 
     def settle(self) -> None:
         """Wait for background work on this level."""
@@ -328,6 +331,25 @@ class StoreLevelQueue(HeadCache, LevelQueue):
         if epoch is None:
             raise MissingData(f"window {self._w.window!r}: no owner wrote pair {pair} of level {self.level}")
         return epoch
+
+
+_TUPLE = frozenset({tuple})
+
+
+def _check_elements(items: list, arity: int, position: int, where: str) -> None:
+    """Raise CorruptValue naming the first of a group's ``items`` (from
+    ``position`` of its level) that is not a tuple of ``arity`` values:
+    a group in a valid encoding, bound to its place, that another
+    application or version wrote (the engine would fail on it with whatever
+    its monoid raises).  The first may be None: a level whose head is odd
+    when it starts or resumes holds None for the dead element before it,
+    and writes it with its pair.  O(len(items)), at C speed when all fit."""
+    if set(map(type, items)) == _TUPLE and set(map(len, items)) == {arity}:
+        return
+    for i, e in enumerate(items):
+        if not (type(e) is tuple and len(e) == arity or i == 0 and e is None):
+            raise CorruptValue(f"{where}: element {position + i} is {reprlib.repr(e)}, not a tuple of {arity} "
+                               f"values (element_arity={arity}): not what the engine writes")
 
 
 class StoreFifo(StoreLevelQueue):

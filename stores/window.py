@@ -53,7 +53,7 @@ from mta.storage import DEFAULT_BUFFER_SIZE, DEFAULT_CACHE_SIZE
 
 from .background import Decoded, Pending, ready, submit
 from .batch import Batch
-from .checks import check_window_options
+from .checks import check_batch, check_window_options
 from .errors import CasMismatch, StoreError
 from .head_cache import snapshot
 from .level_queue import TAIL_KEPT, StoreLevelQueue
@@ -86,7 +86,9 @@ class WindowStorage(Ownership, MetaPacking):
     ``store.sync()`` before relying on them (a Spark task, before it ends).
     ``batch``: a :class:`stores.batch.Batch` whose ``commit()`` writes this
     window's checkpoints, with other windows', in one round trip; a
-    checkpoint then counts from that commit.  (``_claim_later``: built
+    checkpoint then counts from that commit.  ``element_arity=k``: the
+    engine's elements are tuples of ``k`` values, and a group read back
+    holding another value is a ``CorruptValue``.  (``_claim_later``: built
     without its claim, which :class:`~stores.batch.Batch` makes by driving
     ``claiming(*claim_options)`` before any other use.)
     """
@@ -106,14 +108,12 @@ class WindowStorage(Ownership, MetaPacking):
         background: bool = True,
         durable: bool = True,
         batch: Batch | None = None,
+        element_arity: int | None = None,
         _claim_later: bool = False,
     ) -> None:
         check_window_options(group_size=group_size, retain=retain, resume=resume, background=background,
-                             durable=durable)
-        if batch is not None and (not isinstance(batch, Batch) or batch.store is not store):
-            given = f"one of {batch.store.url}" if isinstance(batch, Batch) else repr(batch)
-            raise ValueError(f"window {window!r}: batch must be a stores.Batch of the window's own store "
-                             f"({store.url}, this store object), got {given}")
+                             durable=durable, element_arity=element_arity)
+        check_batch(batch, store, window)
         self.store = store
         self.window = window
         self.engine = engine
@@ -123,7 +123,7 @@ class WindowStorage(Ownership, MetaPacking):
         self.mutable_tail = max(mutable_tail, TAIL_KEPT)
         self.buffer_size = buffer_size
         self.cache_size = cache_size
-        self.retain = retain
+        self.retain, self.element_arity = retain, element_arity
         self.background = background
         self.durable = durable
         self._batch = batch  # commits this window's checkpoints with others (stores.batch)

@@ -2,7 +2,10 @@
 naming the option, never a credential), a Redis Cluster's refusal of the
 credentials or a seed that is no Cluster node (at once, never retried as an
 outage), metadata records in a valid encoding with fields of the wrong type
-(CorruptValue naming the window, the store and the field), and the file
+(CorruptValue naming the window, the store and the field), groups whose
+elements are not the engine's shape (``element_arity``: CorruptValue naming
+the window, the group and the element), an unknown window option (named
+with the entry point called and the options there are), and the file
 store's bound on one attempt's wait for its locks."""
 
 from __future__ import annotations
@@ -15,10 +18,14 @@ import time
 import pytest
 
 import stores
+from mta import LogMTA, Window, aggregators, policies
 from mta.amortized_mta import AmortizedMTA
-from stores import CorruptValue, StoreAuthenticationError, StoreConfigError, StoreUnavailable, open_store
+from stores import (CorruptValue, StoreAuthenticationError, StoreConfigError, StoreUnavailable, UnknownWindowOption,
+                    open_store)
+from stores.window import group_place
 from tests.oracle import CONCAT
-from tests.store_fixtures import _redis_client, _sqlite_path, fresh_window, store_url  # noqa: F401 - fixture
+from tests.store_fixtures import (_redis_client, _sqlite_path, fresh_window, overwrite_pair, pair_keys,  # noqa: F401
+                                  persistent_url, read_pair, settle_background, store_url)
 
 SECRET = "s3cret-pw"
 
@@ -268,3 +275,101 @@ def test_pair_blobs_and_epoch_ranges_of_the_wrong_shape_are_refused_naming_them(
         assert store.read_pairs("w", 1, 0, 0, 3) == [b"x", b"y", None]
     finally:
         store.close()
+
+
+# ------------------------------------------- group elements of another shape
+
+def _window(store, window, **options):
+    """A Window, whose elements are (aggregator value, policy value) pairs, in 2-pair groups: a Window in a
+    store checks its elements' shape (element_arity=2) without being told."""
+    return Window(aggregators.COLLECT, policies.Count(30), store=store, window_id=window, buffer_size=2,
+                  cache_size=2, group_size=2, **options)
+
+
+@pytest.mark.parametrize("plant, shown", [
+    (lambda items: ["x"] * len(items), "'x'"),  # the review's: str where pairs
+    (lambda items: list(range(len(items))), r"\d+"),
+    (lambda items: items[:1] + [None] * (len(items) - 1), "None"),  # None only stands for a dead first element
+    (lambda items: [e if e is None else e[:1] for e in items], r"\(\(\d+,\),\)"),
+    (lambda items: [e if e is None else e + (0,) for e in items], r"\(\(\d+,\), 1, 0\)"),
+    (lambda items: [e if e is None else list(e) for e in items], r"\[\(\d+,\), 1\]"),
+    (lambda items: [{"a": 1}] * len(items), r"\{'a': 1\}"),
+], ids=["str", "int", "None-not-first", "1-tuple", "3-tuple", "list", "dict"])
+def test_group_elements_of_another_shape_are_corrupt_values(persistent_url, plant, shown):  # noqa: F811
+    """Every group rewritten in a valid encoding, bound to its place, with
+    elements the engine never writes: opening the window is a CorruptValue
+    naming the window, the store, the group and the element (not the
+    IndexError or TypeError the monoid would raise), nothing stored changes,
+    and with the original bytes back the window resumes exactly."""
+    store, window = open_store(persistent_url), fresh_window("elements")
+    w = _window(store, window)
+    w.extend(range(100))
+    w.checkpoint()
+    w.close()
+    originals = {key: read_pair(persistent_url, window, *key) for key in pair_keys(persistent_url, window)}
+    planted = {}
+    for (epoch, level, g), blob in originals.items():
+        start, items = stores.decode(blob, bind=group_place(window, epoch, level, g))
+        planted[epoch, level, g] = stores.encode((start, plant(items)), bind=group_place(window, epoch, level, g))
+        overwrite_pair(persistent_url, window, epoch, level, g, planted[epoch, level, g])
+    try:
+        with pytest.raises(CorruptValue, match=rf"^window {window!r} in {store.url}: group \d+ \(pairs \d+\.\.\d+\) of "
+                                               rf"level \d+: element \d+ is {shown}, not a tuple of 2 values"):
+            _window(store, window).extend(range(100, 140))
+    finally:
+        settle_background()
+    assert {key: read_pair(persistent_url, window, *key) for key in originals} == planted
+    for key, blob in originals.items():
+        overwrite_pair(persistent_url, window, *key, blob)
+    w = _window(store, window)
+    assert w.extend(range(100, 140))[-1] == tuple(range(110, 140))
+    w.close(delete=True)
+    store.close()
+
+
+@pytest.mark.parametrize("engine, background", [(AmortizedMTA, False), (AmortizedMTA, True), (LogMTA, True)])
+def test_element_arity_takes_the_dead_first_element_of_a_resumed_level(engine, background):
+    """A level resumed with an odd head holds None for the dead element
+    before it and writes it with its pair: read back, it is no foreign
+    element (this workload reads such a group)."""
+    store, window = open_store(f"memory://arity-{fresh_window()}"), fresh_window("odd")
+    options = dict(buffer_size=2, cache_size=1, group_size=2, background=background, element_arity=2)
+    size, pushed = (9, 20) if engine is AmortizedMTA else (7, 41)
+    w = Window(aggregators.COLLECT, policies.Count(size), engine, store=store, window_id=window, **options)
+    w.extend(range(pushed))
+    w.checkpoint()
+    w.close()
+    w = Window(aggregators.COLLECT, policies.Count(size), engine, store=store, window_id=window, **options)
+    assert w.extend(range(pushed, pushed + 3 * size))[-1] == tuple(range(pushed + 2 * size, pushed + 3 * size))
+    w.close(delete=True)
+    store.close()
+
+
+def test_element_arity_is_checked(tmp_path):
+    store = open_store(str(tmp_path / "s"))
+    for bad in (0, "2", 2.0, True):
+        with pytest.raises(ValueError, match=f"element_arity must be None or a positive int, got {bad!r}"):
+            Window(aggregators.SUM, policies.Count(3), store=store, window_id="w", element_arity=bad)
+    store.close()
+
+
+# ------------------------------------------------------ unknown options
+
+def test_an_unknown_window_option_names_the_entry_point_called_and_the_options(tmp_path):
+    """A TypeError naming the entry point the caller called (a Window, an
+    engine), not an internal class, every unknown option by name (never its
+    value: a misplaced credential) and the options there are; refused
+    before the window is claimed."""
+    store = open_store(str(tmp_path / "s"))
+    options = "store, window_id, buffer_size, cache_size, group_size, resume, retain, background, durable, batch"
+    with pytest.raises(UnknownWindowOption, match=rf"^Window: unknown option 'nonsense' for a window in a store; "
+                                                  rf"the options are engine, check, equal, {options}, element_arity$"):
+        Window(aggregators.SUM, policies.Count(3), store=store, window_id="w", nonsense=1)
+    with pytest.raises(TypeError, match=rf"^LogMTA: unknown options 'nonsense', 'secret' for a window in a store; "
+                                        rf"the options are {options}, element_arity$") as info:
+        LogMTA(aggregators.SUM.monoid, store=store, window_id="w", nonsense=1, secret="pw-1")
+    assert "pw-1" not in str(info.value)
+    with pytest.raises(UnknownWindowOption, match="^Window: unknown option 'nonsense'"):
+        Window(aggregators.SUM, policies.Count(3), store=store, window_id="w", batch=stores.Batch(store), nonsense=1)
+    assert store.read_meta("w")[0] is None  # no claim
+    store.close()
