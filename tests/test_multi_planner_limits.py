@@ -167,6 +167,40 @@ def test_a_group_past_the_budget_is_estimated_close(monkeypatch):
     assert e.count == pytest.approx(brute(progs, period), rel=0.01)
 
 
+#: Moduli past edge_count.SAMPLE: an estimate sums their logarithms.
+LONG = [3 << 17, 5 << 17, 131101, 3 * 131101]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 90), st.sampled_from([2, 3, 4, 5, 6, 7, 9, 10, 12, 14, 15, 21, 22, 26, 33, 35,
+                                                                 91, 97, 101, *LONG])),
+                min_size=1, max_size=16).map(lambda ps: sorted({(off % m, m) for off, m in ps})),
+       st.lists(st.integers(0, 2), min_size=16, max_size=16), st.integers(4, 400), st.integers(1, 60))
+def test_a_union_counted_from_its_parts_is_counted_as_from_scratch(progs, side, limit, budget):
+    """A weaving's merged tree: the edges of two progression sets' union
+    (overlapping or not) built from theirs (merging the groups that share
+    factors, keeping the others' counts, estimating at once a group that
+    holds an estimated one) are the period, count and exactness counting
+    the union from scratch gives, the whole enumerated or group by group,
+    exact or estimated."""
+    parts = ([p for p, k in zip(progs, side) if k != 1], [p for p, k in zip(progs, side) if k != 0])
+    if not parts[0] or not parts[1]:
+        return
+    saved = edge_count.ENUMERATE_LIMIT, edge_count.PLAN_UNION_TERMS, edge_count._EDGE_CACHE
+    edge_count.ENUMERATE_LIMIT, edge_count.PLAN_UNION_TERMS, edge_count._EDGE_CACHE = limit, budget, {}
+    try:
+        keys = [tuple(part) for part in parts]
+        merged = edge_count.edges_cached(tuple(progs), keys)
+        assert all(key in edge_count._EDGE_CACHE for key in keys)  # counted first, then merged
+        alone = edge_count._edges_of(progs, budget)
+    finally:
+        edge_count.ENUMERATE_LIMIT, edge_count.PLAN_UNION_TERMS, edge_count._EDGE_CACHE = saved
+    assert (merged.period, merged.count, merged.exact) == (alone.period, alone.count, alone.exact)
+    assert (merged.marks is None) == (alone.marks is None)
+    if alone.exact and alone.period <= 1 << 16:
+        assert alone.count == brute(progs, alone.period)
+
+
 # -- extreme ranges and slides ---------------------------------------------------
 
 EXTREMES = {  # each one's exact numbers overflow a float

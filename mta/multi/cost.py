@@ -8,11 +8,11 @@ Sliding-Window Aggregations" (TKDE 2022; mqo-shein-chrysanthis-tkde):
 * section 3.1.1, equation (1): the plan cost ``C = m*lambda + sum E_i*Omega_i``;
 * section 4.1, equations (3)-(7) and Table 3: Omega, the final-aggregation
   operations per edge, of Panes, FlatFAT, FlatFIT, SlickDeque (Inv) and
-  SlickDeque (Non-Inv).
+  SlickDeque (Non-Inv) (in :mod:`mta.multi._omega`, re-exported here).
 
 The paper gives no Omega for B-Int, R-Int and L-Int (Arasu and Widom, VLDB
-2004, sections 3.1.1, 3.2 and 3.1.2); the ones here are derived below, each
-marked "derived".
+2004, sections 3.1.1, 3.2 and 3.1.2); the ones used are derived (Omega in
+:mod:`mta.multi._omega`, the monoid calls below), each marked "derived".
 
 Inputs are numbers, never objects: a query is a ``(range, slide)`` pair in
 one unit -- elements for count-based queries, or time units for time-based
@@ -51,8 +51,10 @@ from .edge_count import (PARTIALS, Edges, composite_slide, edges, edges_cached, 
                          partials_per_window, progressions, query_numbers)
 from . import lint_cost as _lint  # L-Int's landmark intervals
 from .dyadic import dyadic_pieces, mean_dyadic_pieces  # B-Int and FlatFAT lookups
+from ._omega import (omega_bint, omega_flatfat, omega_flatfit, omega_lint, omega_panes, omega_rint,
+                     omega_slickdeque_inv, omega_slickdeque_noninv)
 # what a tree holds is estimated in memory; the old name stays an alias
-from .memory import tree_held as partials_held
+from .memory import EVICT_EVERY, tree_held as partials_held
 
 __all__ = [
     "PARTIALS", "FINALS", "INVERTIBLE_FINALS", "SELECTIVE_FINALS", "GENERAL_FINALS",
@@ -90,76 +92,11 @@ def applicable_finals(invertible: bool, selective: bool, available: Iterable[str
     return tuple(out)
 
 
-# -- the paper's Omega (section 4.1, Table 3) ----------------------------------
-
-def omega_panes(queries: Sequence[tuple[int, int]]) -> float:
-    """Equation (3): ``sum r_i / s_i``.  O(n)."""
-    return float(sum(q[0] / q[1] for q in queries))
-
-
-def omega_flatfat(p: Sequence[float]) -> float:
-    """Equation (4): ``sum floor(log2(P_i - 1)) + (P_i - 1) / 2^floor(log2 P_i)``
-    over the queries' partials per window ``P_i`` (a query of one or two
-    partials adds its ``P_i - 1`` combines: the logarithm is undefined or 0
-    there).  O(n)."""
-    total = 0.0
-    for pi in p:
-        if pi <= 2:
-            total += max(pi - 1, 0)
-            continue
-        total += math.floor(math.log2(pi - 1)) + (pi - 1) / 2 ** math.floor(math.log2(pi))
-    return total
-
-
-def omega_flatfit(n_queries: int) -> float:
-    """Equation (5): ``3 * Q``.  O(1)."""
-    return 3.0 * n_queries
-
-
-def omega_slickdeque_inv(p: Sequence[float]) -> float:
-    """Equation (6): ``2 * (number of unique P_i)``.  O(n)."""
-    return 2.0 * len({round(pi) for pi in p})
-
-
-def omega_slickdeque_noninv(p_max: float, n_queries: int) -> float:
-    """Equation (7): ``2 - 2/P_max + Q + sum_{i=1..P_max} 1/i!`` (the sum
-    converges to e - 1 by ``i = 20``).  O(min(P_max, 20))."""
-    tail = 0.0
-    fact = 1.0
-    for i in range(1, min(int(p_max), 20) + 1):
-        fact *= i
-        tail += 1.0 / fact
-    return 2.0 - 2.0 / p_max + n_queries + tail
-
-
-def omega_bint(p: Sequence[float]) -> float:
-    """Derived (not in the paper): B-Int's update adds one new base interval
-    of every level ``l >= 1`` whose width divides the partial's position,
-    one combine each, ``sum_{l>=1} 2^-l < 1`` per partial; a lookup combines
-    its ``k`` base intervals with ``k - 1`` calls, ``k`` the mean minimal
-    dyadic decomposition (Arasu-Widom Theorem 3.1).  O(n log P)."""
-    return 1.0 + sum(mean_dyadic_pieces(max(1, round(pi))) - 1 for pi in p)
-
-
-def omega_rint(n_queries: int) -> float:
-    """Derived: R-Int (Arasu-Widom section 3.2, Fig. 6) extends one running
-    aggregate per partial and answers with one inverse per query.  O(1)."""
-    return 1.0 + n_queries
-
-
-def omega_lint(p: Sequence[float]) -> float:
-    """Derived: L-Int (Arasu-Widom section 3.1.2) extends the prefix from the
-    last landmark (1 call per partial), rebuilds the suffixes before each
-    landmark (``W_max`` calls every ``W_min`` partials) and answers with one
-    combine of two landmark intervals.  O(n)."""
-    if not p:
-        return 0.0
-    return 1.0 + max(p) / max(min(p), 1.0) + len(p)
-
+# -- the paper's Omega (section 4.1, Table 3; each in mta.multi._omega) ---------
 
 def omega(final: str, queries: Sequence[tuple[int, int]], p: Sequence[float]) -> float:
     """Omega per edge of ``final`` for queries with ``p[i]`` partials per
-    window (Table 3 and the derived ones above).  O(n log P)."""
+    window (Table 3 and the derived ones, :mod:`mta.multi._omega`).  O(n log P)."""
     if final == "naive":
         return omega_panes(queries)
     if final == "flatfat":
@@ -225,9 +162,10 @@ def separate_calls(query, rate: float = 1.0) -> float:
     return MTA_INSERT_CALLS + 2 * min(between, math.log2(window)) / between
 
 
-def update_calls(final: str, p: Sequence[float]) -> float:
+def update_calls(final: str, p: Sequence[float], held: float | None = None) -> float:
     """Monoid calls a final technique spends per partial appended, for
-    queries whose windows hold ``p[i]`` partials.  O(n).
+    queries whose windows hold ``p[i]`` partials in a structure holding
+    ``held`` at its peak (the largest window when not told).  O(n).
 
     * naive, slickdeque-inv: 0 (they store the partial; the work is at
       lookup);
@@ -241,7 +179,9 @@ def update_calls(final: str, p: Sequence[float]) -> float:
       ``sum_{l=1..L} 2^-l = 1 - 2^-L`` for ``L = ceil(log2 P_max)`` levels
       (Arasu-Widom Fig. 3, derived);
     * flatfat: ``log2`` of its capacity, the leaf-to-root walk (section 2.2;
-      the capacity is the power of two above the live partials);
+      the capacity is the power of two at or above the partials held at
+      the peak, at least 4: the executor doubles it when full and keeps
+      the partials of a lag and of the pushes since the last eviction);
     * lint: one combine extending the interval from the last landmark (none
       at a landmark); the intervals before a landmark are computed on demand
       and priced per tree in :func:`tree_costs` (derived).
@@ -257,7 +197,8 @@ def update_calls(final: str, p: Sequence[float]) -> float:
         levels = max(1, math.ceil(math.log2(p_max)))
         return 1.0 - 2.0 ** -levels
     if final == "flatfat":
-        return float((int(math.ceil(p_max)) + 1).bit_length())
+        live = max(math.ceil(p_max if held is None else held), 4)
+        return float((live - 1).bit_length())
     if final == "lint":
         return 1.0 - 1.0 / LINT_W_MIN
     raise ValueError(f"unknown final aggregation {final!r}; known: {', '.join(FINALS)}")
@@ -303,11 +244,13 @@ def tree_cost(queries, partial: str, final: str, rate: float = 1.0,
     """Monoid calls per input element of one execution tree.
 
     ``slice + (E / lambda) * update + sum_i (1 / (s_i * lambda)) * (answer_i + open_i)``:
-    ``E`` the tree's edges (partials) per unit, ``slice = 1 - E / lambda``
+    ``E`` the tree's partials per unit, ``slice = 1 - E / lambda``
     (each element but a partial's first is combined into it), a query's
     window holds ``k_i = r_i * E`` partials, its answer is the range over
     the ``k_i - 1`` closed ones plus one combine with the open partial;
     queries with the same ``(range, slide, lag)`` are answered once.
+    ``E`` is the edge density but at most ``lambda``: an element closes at
+    most one partial, so edges denser than elements leave some empty.
     With ``shared_edges`` (TriWeave's first level, section 3.1.1) the tree
     folds the shared fragments into its own partials instead of slicing
     elements, ``(E_shared - E) / lambda`` calls per element.  The separate
@@ -334,8 +277,8 @@ def with_slicing(parts: tuple, rate: float = 1.0, shared_edges: Edges | None = N
         return dict(costs)
     if shared_edges is None:
         base = max(1.0 - density / rate, 0.0)
-    else:
-        base = max(shared_edges.density - density, 0.0) / rate
+    else:  # the fragments, like the partials, number at most one per element
+        base = max(min(shared_edges.density, rate) - min(density, rate), 0.0) / rate
     out = {}
     for final, terms in costs.items():
         if type(terms) is float:  # the separate baseline
@@ -348,36 +291,52 @@ def with_slicing(parts: tuple, rate: float = 1.0, shared_edges: Edges | None = N
     return out
 
 
-def tree_parts(queries, partial: str, finals: Sequence[str], rate: float = 1.0) -> tuple:
+def tree_parts(queries, partial: str, finals: Sequence[str], rate: float = 1.0, *,
+               progs: tuple | None = None) -> tuple:
     """:func:`tree_costs` but the slicing term: ``(density, {final: terms})``,
     ``density`` the tree's edges per unit (``None`` for ``partial="none"``,
     whose costs are numbers) and ``terms`` each final's cost without it, in
-    the order they add up (the separate baseline: a number).  O(|finals| *
-    n + the edge count)."""
-    queries = [query_numbers(q) for q in queries]
+    the order they add up (the separate baseline: a number).  ``progs``:
+    the tree's sorted progressions under ``partial``, when the caller has
+    them (the planners; the queries are then ``(range, slide, lag)`` ints
+    already).  O(|finals| * n + the edge count)."""
+    if progs is None:
+        queries = [query_numbers(q) for q in queries]
     if partial == "none" or SEPARATE in finals:
         sep = sum(separate_calls(q, rate) for q in queries)
         if partial == "none":
             return None, {f: float(sep) for f in finals}
     # a tree answers the queries with equal windows once (schedule.Spec)
     queries = list(dict.fromkeys(queries))
-    e = edges_cached(tuple(sorted({p for q in queries for p in progressions(q, partial)})))
+    if progs is None:
+        progs = tuple(sorted({p for q in queries for p in progressions(q, partial)}))
+    e = edges_cached(progs)
     density = e.density
-    per_element = density / rate
-    p = [r * density for r, _, _ in queries]
+    # an element closes at most one partial: where edges are denser than elements (slides below the element
+    # spacing, exact binary float edges that nearly coincide) the extra edges start no partial, and a window
+    # holds at most its elements
+    filled = min(density, rate)
+    per_element = filled / rate
+    p = [r * filled for r, _, _ in queries]
     p_max = max(p)
+    # what a tree holds at its peak, as memory.tree_held counts it but in O(1): the partials of the longest
+    # reach and of the pushes between two evictions
+    live = (max(r + lag for r, _, lag in queries) + (EVICT_EVERY - 1) / rate) * filled
     inv_s = [1.0 / (s * rate) for _, s, _ in queries]
     # one combine with the open partial per answer whose window holds closed partials and ends at
     # the newest element (a lagged window ends before the open partial)
     opened = sum(f for (_, _, lag), k, f in zip(queries, p, inv_s) if k >= 1.5 and not lag)
     closed = [k if lag else k - 1.0 for (_, _, lag), k in zip(queries, p)]  # a lagged window is all closed
+    sums = _AnswerSums(closed, inv_s)
     out = {}
     for final in finals:
         if final == SEPARATE:
             out[final] = float(sep)
             continue
-        terms = [opened, per_element * update_calls(final, p)]
-        exact = _lint.landmark_calls_enumerated(queries, e, LINT_W_MIN) if final == "lint" and density else None
+        terms = [opened, per_element * update_calls(final, (p_max,), live)]
+        # the walk takes every edge for a partial: not so once edges are denser than elements
+        walk = final == "lint" and density and density <= rate
+        exact = _lint.landmark_calls_enumerated(queries, e, LINT_W_MIN) if walk else None
         if exact is not None:  # L-Int's landmark intervals and lookups, counted over the pattern
             out[final] = (*terms, per_element * sum(exact))
             continue
@@ -388,16 +347,57 @@ def tree_parts(queries, partial: str, finals: Sequence[str], rate: float = 1.0) 
             # one running aggregate per window length (the executor's spec)
             best: dict = {}
             for (r, s, lag), k, f in zip(queries, closed, inv_s):
-                c = f * answer_calls(final, k, density * s)
+                c = f * answer_calls(final, k, filled * s)
                 key = (r, lag)
                 best[key] = min(best.get(key, math.inf), c)
             terms.append(sum(best.values()))
-        elif final in ("bint", "flatfat", "naive", "lint", "flatfit"):
-            terms.append(sum(f * answer_calls(final, k) for k, f in zip(closed, inv_s)))
+        elif final in _AnswerSums.FINALS:
+            terms.append(sums.of(final))
         else:
             terms.append(answer_calls(final, p_max) * sum(inv_s))
         out[final] = tuple(terms)
     return density, out
+
+
+class _AnswerSums:
+    """``sum_i f_i * answer_calls(final, k_i)`` for the finals whose
+    answer depends on the window's partials alone: the same products in
+    the same order (so the same float), each final's formula applied
+    inline and B-Int's and FlatFAT's shared (a pricing sums them for
+    every final over every query of its tree).  O(n) per final."""
+
+    FINALS = ("bint", "flatfat", "naive", "lint", "flatfit")
+
+    def __init__(self, closed: Sequence[float], inv_s: Sequence[float]) -> None:
+        self.pairs = [(round(k), f) for k, f in zip(closed, inv_s)]  # answer_calls' max(0, .): only k > 1 counts
+        self.done: dict = {}
+
+    def of(self, final: str) -> float:
+        kind = "dyadic" if final in ("bint", "flatfat") else final
+        hit = self.done.get(kind)
+        if hit is None:
+            hit = self.done[kind] = sum(self._products(kind))
+        return hit
+
+    def _products(self, kind: str) -> list:
+        pairs = self.pairs
+        if kind == "naive":
+            return [f * (k - 1.0) if k > 1 else 0.0 for k, f in pairs]
+        if kind == "dyadic":
+            less = _DYADIC_LESS_ONE
+            if len(less) > 1 << 16:
+                less.clear()
+            for k, _ in pairs:
+                if k > 1 and k not in less:
+                    less[k] = mean_dyadic_pieces(k) - 1.0
+            return [f * less[k] if k > 1 else 0.0 for k, f in pairs]
+        if kind == "flatfit":
+            return [f if k > 1 else 0.0 for k, f in pairs]  # f * 1.0
+        return [f * (1.0 if k >= LINT_W_MIN else k - 1.0) if k > 1 else 0.0 for k, f in pairs]  # lint
+
+
+#: ``mean_dyadic_pieces(k) - 1`` by ``k``: a plain dict is the cheapest lookup for the planners' many.
+_DYADIC_LESS_ONE: dict[int, float] = {}
 
 
 def group_triples(groups):

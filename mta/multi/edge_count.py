@@ -48,6 +48,9 @@ PLAN_UNION_TERMS = 1 << 7
 #: Most marked positions :func:`edges_cached` keeps (one byte each).
 CACHE_BYTES = 1 << 27
 
+#: Most edge sets :func:`edges_cached` keeps.
+CACHE_ENTRIES = 1 << 12
+
 #: Positions :func:`_sampled_share` marks.
 SAMPLE = 1 << 16
 
@@ -135,13 +138,16 @@ class Edges:
     :data:`ENUMERATE_LIMIT`), else None; it is built from ``marks`` (a
     byte per offset) on first use, since the planners price most edge sets
     by their count alone.  ``exact``: False when ``count`` is an estimate
-    (:func:`edges`)."""
+    (:func:`edges`).  ``groups``: when counted group by group (:func:`_union`, or grouped for :func:`_merged`),
+    each group's ``(LCM, progressions, positions in no progression, exact, logs)`` (``logs``: an estimated
+    group's terms of :func:`_sampled_share`, else None), from which the edges of a union of progression sets
+    are counted without counting again the groups it leaves alone (:func:`edges_cached`)."""
 
-    __slots__ = ("period", "count", "marks", "exact", "_positions")
+    __slots__ = ("period", "count", "marks", "exact", "groups", "_positions")
 
     def __init__(self, period: int, count: int, positions: tuple[int, ...] | None, exact: bool = True,
-                 marks: bytearray | None = None) -> None:
-        self.period, self.count, self.exact = period, count, exact
+                 marks: bytearray | None = None, groups: tuple | None = None) -> None:
+        self.period, self.count, self.exact, self.groups = period, count, exact, groups
         if marks is None and positions is not None:
             marks = _marks(((p, period) for p in positions), period)
         self.marks, self._positions = marks, positions
@@ -200,12 +206,36 @@ def edges(queries: Iterable[tuple[int, int]], partial: str = "panes") -> Edges:
 
 def _edges_of(progs, terms: int | None = None) -> Edges:
     progs = list(progs)
-    period = composite_slide(m for _, m in progs)
-    if period <= ENUMERATE_LIMIT:
-        marks = _marks(progs, period)
-        return Edges(period, marks.count(1), None, marks=marks)
-    count, exact = _union(progs, period, terms)
-    return Edges(period, count, None, exact)
+    period = _small_lcm(m for _, m in progs)
+    if period is not None:
+        return _enumerated(progs, period)
+    return _union(progs, terms)
+
+
+def _enumerated(progs, period: int) -> Edges:
+    """The edges of ``progs`` marked over ``period``.  O(period)."""
+    marks = _marks(progs, period)
+    return Edges(period, marks.count(1), None, marks=marks)
+
+
+def _small_lcm(moduli) -> int | None:
+    """The LCM of ``moduli``, or None once it passes :data:`ENUMERATE_LIMIT` (that of many long moduli runs to
+    thousands of digits, and :func:`_coprime_groups` finds it group by group anyway).  O(n)."""
+    out = 1
+    for m in moduli:
+        out = out * m // math.gcd(out, m)
+        if out > ENUMERATE_LIMIT:
+            return None
+    return out
+
+
+def _from_groups(groups) -> Edges:
+    """The edges of coprime groups (as :attr:`Edges.groups` holds them):
+    the period is the product of the LCMs, and the positions in no
+    progression the product of each group's (Chinese remainder theorem).
+    O(groups) multiplications."""
+    period, free = math.prod(g[0] for g in groups), math.prod(g[2] for g in groups)
+    return Edges(period, period - free, None, all(g[3] for g in groups), groups=tuple(groups))
 
 
 def _marks(progs, length: int) -> bytearray:
@@ -229,9 +259,9 @@ def _crt(a1: int, m1: int, a2: int, m2: int) -> tuple[int, int] | None:
     return (a1 + m1 * k) % lcm, lcm
 
 
-def _union(progs: list[tuple[int, int]], period: int, terms: int | None = None) -> tuple[int, bool]:
-    """The union's size within ``period`` (the LCM of the moduli) and
-    whether it is exact.
+def _union(progs: list[tuple[int, int]], terms: int | None = None) -> Edges:
+    """The union's edges within the LCM of the moduli, counted group by
+    group (``Edges.exact`` False when a group was estimated).
 
     Progressions whose moduli share no factor with another group's are
     independent (Chinese remainder theorem): a position modulo the LCM of
@@ -240,35 +270,80 @@ def _union(progs: list[tuple[int, int]], period: int, terms: int | None = None) 
     enumerated, counted by inclusion-exclusion (at most ``terms`` steps,
     :data:`UNION_TERMS` unless told), or else estimated (:func:`_sampled_share`).
     O(d^2) to group ``d`` progressions, plus each group's count."""
-    free, lcm_all, exact = 1, 1, True
-    for group in _coprime_groups(progs):
-        g_period = composite_slide(m for _, m in group)
-        lcm_all *= g_period
-        if g_period <= ENUMERATE_LIMIT:
-            count = _marks(group, g_period).count(1)
-        else:
-            count = _inclusion_exclusion(group, g_period, UNION_TERMS if terms is None else terms)
-            if count is None:
-                exact = False
-                count = round(_sampled_share(group) * g_period)
-        free *= g_period - count
-    return period - free * (period // lcm_all), exact
+    return _from_groups([_counted(members, lcm, terms) for lcm, members in _coprime_groups(progs)])
 
 
-def _coprime_groups(progs) -> list[list[tuple[int, int]]]:
+def _counted(members: list, lcm: int, terms: int | None, sampled: bool = False, logs: list | None = None) -> tuple:
+    """One coprime group as :attr:`Edges.groups` holds it: enumerated, counted by inclusion-exclusion, or
+    else (at once when ``sampled``: a group it holds was) estimated with ``logs`` (:func:`_sampled_share`).
+    O(lcm) up to :data:`ENUMERATE_LIMIT`, else O(terms + SAMPLE)."""
+    if lcm <= ENUMERATE_LIMIT:
+        return lcm, members, lcm - _marks(members, lcm).count(1), True, None
+    count = None if sampled else _inclusion_exclusion(members, lcm, UNION_TERMS if terms is None else terms)
+    if count is not None:
+        return lcm, members, lcm - count, True, None
+    logs = _long_logs(members) if logs is None else logs
+    return lcm, members, lcm - round(_sampled_share(members, logs) * lcm), False, logs
+
+
+def _coprime_groups(progs) -> list[tuple[int, list[tuple[int, int]]]]:
     """The progressions grouped so that moduli of different groups are
-    co-prime (merging every group a modulus shares a factor with).  O(d^2)."""
+    co-prime (merging every group a modulus shares a factor with), each
+    group as ``(LCM of its moduli, sorted progressions)``.  O(d^2)."""
     groups: list[tuple[int, list]] = []  # (LCM of the moduli, progressions)
     for off, m in progs:
         joined, members, lcm = [], [(off, m)], m
         for g_lcm, g_members in groups:
-            if math.gcd(g_lcm, m) > 1:
+            g = math.gcd(g_lcm, lcm)
+            if g > 1:
                 members += g_members
-                lcm = lcm * g_lcm // math.gcd(lcm, g_lcm)
+                lcm = lcm // g * g_lcm
             else:
                 joined.append((g_lcm, g_members))
         groups = joined + [(lcm, members)]
-    return [sorted(members) for _, members in groups]
+    return [(lcm, sorted(members)) for lcm, members in groups]
+
+
+def _merged(parts: Sequence[Edges], keys: Sequence[tuple], terms: int | None) -> Edges:
+    """The edges of the union of ``parts`` (of the progressions ``keys``)
+    built from their groups: groups that share a factor are merged and
+    counted as :func:`_union` counts them, the others keep their counts;
+    the same numbers :func:`_edges_of` gives, without the LCM of every
+    modulus nor counting again a group left unchanged.  A part enumerated
+    as a whole is grouped first (once).  O(groups^2) plus the merged
+    groups' counts."""
+    for e, key in zip(parts, keys):
+        if e.groups is None:
+            e.groups = tuple(_counted(members, lcm, terms) for lcm, members in _coprime_groups(key))
+    groups: list[tuple] = list(parts[0].groups)
+    for part in parts[1:]:
+        for group in part.groups:
+            lcm, touched, joined = group[0], [group], []
+            for other in groups:
+                g = math.gcd(other[0], lcm)
+                if g > 1:
+                    touched.append(other)
+                    lcm = lcm // g * other[0]
+                else:
+                    joined.append(other)
+            if len(touched) > 1:
+                every = sorted([p for t in touched for p in t[1]])  # sorted runs: merged, not sorted anew
+                members = list(dict.fromkeys(every))
+                same = [t for t in touched if len(t[1]) == len(members)]  # one held them all: its count stands
+                # a group estimated (its LCM too long to enumerate, and inclusion-exclusion ran out of terms) is
+                # estimated within any group holding it: its walk is a part of theirs (a merged group waiting for
+                # its count carries that in its fourth field)
+                sampled = any(t[3] if t[2] is None else not t[3] for t in touched)
+                logs = None  # the terms of disjoint groups are theirs together
+                if sampled and len(every) == len(members):
+                    logs = [x for t in touched for x in (_long_logs(t[1]) if t[4] is None else t[4])]
+                group = same[0] if same else (lcm, members, None, sampled, logs)
+            groups = joined + [group]
+    groups = [g if g[2] is not None else _counted(g[1], g[0], terms, g[3], g[4]) for g in groups]
+    period = math.prod(g[0] for g in groups)
+    if period <= ENUMERATE_LIMIT:  # enumerated as a whole, as _edges_of does
+        return _enumerated([p for g in groups for p in g[1]], period)
+    return _from_groups(groups)
 
 
 def _inclusion_exclusion(progs, period: int, budget: int) -> int | None:
@@ -298,19 +373,26 @@ def _inclusion_exclusion(progs, period: int, budget: int) -> int | None:
     return total if walk(0, 0, 1, 0) else None
 
 
-def _sampled_share(progs) -> Fraction:
+def _sampled_share(progs, logs: list | None = None) -> Fraction:
     """Estimated share of positions in the union: the progressions of a
     modulus up to :data:`SAMPLE` marked over the first SAMPLE positions
     (each off by at most one member there), the longer ones as if
     independent of them (each holds under 1 / SAMPLE of the positions;
     their product summed as logarithms, so that shares far below a float's
-    epsilon keep their precision).  O(SAMPLE)."""
+    epsilon keep their precision).  ``logs``: the longer ones' terms
+    (:func:`_long_logs`), when known.  O(SAMPLE)."""
     short = [(off, m) for off, m in progs if m <= SAMPLE]
     marked = _marks(short, SAMPLE).count(1) if short else 0
     if marked == SAMPLE:
         return Fraction(1)
-    log_free = math.log1p(-marked / SAMPLE) + math.fsum(math.log1p(-1 / m) for _, m in progs if m > SAMPLE)
+    log_free = math.log1p(-marked / SAMPLE) + math.fsum(_long_logs(progs) if logs is None else logs)
     return Fraction(-math.expm1(log_free))
+
+
+def _long_logs(progs) -> list[float]:
+    """``log(1 - 1/m)`` of each progression of a modulus ``m`` past :data:`SAMPLE`: :func:`_sampled_share` sums
+    them exactly rounded (in any order), so a union of groups with no progression in common sums theirs.  O(d)."""
+    return [math.log1p(-1 / m) for _, m in progs if m > SAMPLE]
 
 
 def partials_per_window(range_: int, slide: int, partial: str) -> int:
@@ -329,22 +411,36 @@ def partials_per_window(range_: int, slide: int, partial: str) -> int:
     raise ValueError(f"unknown partial aggregation {partial!r}")
 
 
-
-def edges_cached(progs: tuple[tuple[int, int], ...]) -> Edges:
+def edges_cached(progs: tuple[tuple[int, int], ...], parts: Sequence[tuple] = ()) -> Edges:
     """:func:`edges` by progression set (the planners price the same trees
     under many techniques), with the planners' inclusion-exclusion budget
-    :data:`PLAN_UNION_TERMS`, so a pricing's work is bounded.  O(1) when cached; else O(period) up to
+    :data:`PLAN_UNION_TERMS`, so a pricing's work is bounded.  ``parts``:
+    progression sets whose union ``progs`` is (the trees a weaving
+    merges): the union's edges are built from theirs (:func:`_merged`: the
+    same numbers), each counted first when not cached.  O(1) when cached; else O(period) up to
     :data:`ENUMERATE_LIMIT`, O(d^2 + PLAN_UNION_TERMS + SAMPLE) beyond."""
     global _cache_bytes
-    hit = _EDGE_CACHE.get(progs)
+    hit = _recent(progs)
     if hit is None:
-        hit = _edges_of(progs, PLAN_UNION_TERMS)
+        # a part no longer cached is counted again, once: the weaving merges it with every other tree
+        hit = _merged([edges_cached(p) for p in parts], parts, PLAN_UNION_TERMS) if parts else None
+        if hit is None:
+            hit = _edges_of(progs, PLAN_UNION_TERMS)
         size = len(hit.marks) if hit.marks is not None else 0
-        if len(_EDGE_CACHE) > 4096 or _cache_bytes + size > CACHE_BYTES:
-            _EDGE_CACHE.clear()
-            _cache_bytes = 0
+        # the least recently used go first: a weaving's current trees, the parts of its next merges, stay
+        while _EDGE_CACHE and (len(_EDGE_CACHE) >= CACHE_ENTRIES or _cache_bytes + size > CACHE_BYTES):
+            old = _EDGE_CACHE.pop(next(iter(_EDGE_CACHE)))
+            _cache_bytes -= len(old.marks) if old.marks is not None else 0
         _EDGE_CACHE[progs] = hit
         _cache_bytes += size
+    return hit
+
+
+def _recent(progs: tuple) -> Edges | None:
+    """The cached edges of ``progs``, marked most recently used.  O(1)."""
+    hit = _EDGE_CACHE.pop(progs, None)
+    if hit is not None:
+        _EDGE_CACHE[progs] = hit
     return hit
 
 

@@ -57,7 +57,8 @@ EVICT_EVERY = 16
 MEMORY_SLACK = 0.10
 
 
-def tree_held(queries: Sequence[tuple[int, ...]], partial: str, rate: float = 1.0) -> int:
+def tree_held(queries: Sequence[tuple[int, ...]], partial: str, rate: float = 1.0, *,
+              progs: tuple | None = None) -> int:
     """Partials one tree holds at its peak: the edges of ``queries``
     (``(range, slide[, lag])`` in one unit) under ``partial`` within the
     longest reach ``range + lag``, at most the ``reach * rate`` elements
@@ -65,10 +66,14 @@ def tree_held(queries: Sequence[tuple[int, ...]], partial: str, rate: float = 1.
     any more is forgotten every :data:`EVICT_EVERY` pushes, so at the peak
     the tree also holds the partials of the ``EVICT_EVERY - 1`` elements
     since the last eviction: the reach is counted that much longer (what
-    decides the estimate of a window of a few elements).
+    decides the estimate of a window of a few elements).  ``progs``: the
+    tree's sorted progressions, when the caller has them (the queries are
+    then ``(range, slide, lag)`` ints already).
     O(n + edge period), plus the edge count on a cache miss."""
-    queries = [query_numbers(q) for q in queries]
-    e = edges_cached(tuple(sorted({p for q in queries for p in progressions(q, partial)})))
+    if progs is None:
+        queries = [query_numbers(q) for q in queries]
+        progs = tuple(sorted({p for q in queries for p in progressions(q, partial)}))
+    e = edges_cached(progs)
     reach = max(r + lag for r, _, lag in queries)
     late = (EVICT_EVERY - 1) / rate  # units the last EVICT_EVERY - 1 pushes span
     return max(1, min(e.in_range(0, reach + math.ceil(late)), round(reach * rate + EVICT_EVERY - 1)))

@@ -66,7 +66,8 @@ def counts(groups, rate: float = 1.0, *, shared_slicing: bool = False) -> Counts
     """The operations per element of a plan, by kind.  ``groups`` and
     ``shared_slicing`` as for :func:`mta.multi.cost.plan_cost`.
 
-    A tree closes ``E / lambda`` partials per element (its edge density);
+    A tree closes ``E / lambda`` partials per element (its edge density),
+    at most one (:func:`mta.multi.cost.tree_cost`);
     a separate query (``partial="none"`` or ``final="mta"``) holds every
     element, one partial each.  Each distinct ``(range, slide, lag)`` of a
     tree is looked up once per slide, each query answers once per slide.
@@ -80,10 +81,10 @@ def counts(groups, rate: float = 1.0, *, shared_slicing: bool = False) -> Counts
             partials += len(queries)
             lookups += sum(1.0 / (s * rate) for _, s, _ in queries)
             continue
-        partials += edges(queries, partial).density / rate
+        partials += min(edges(queries, partial).density / rate, 1.0)
         lookups += sum(1.0 / (s * rate) for _, s, _ in set(queries))
     if shared_slicing:
-        partials += edges([q for qs, _, _ in groups for q in qs], groups[0][1]).density / rate
+        partials += min(edges([q for qs, _, _ in groups for q in qs], groups[0][1]).density / rate, 1.0)
     return Counts(calls, partials, lookups, results)
 
 

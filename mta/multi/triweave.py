@@ -47,8 +47,9 @@ def triweave(queries: Sequence[tuple[int, int]], finals: Sequence[str] = _cost.F
     for partial in partials:
         shared = shared_edges(queries, partial)
 
-        def pricer(members: tuple[int, ...], partial=partial, shared=shared) -> Tree:
-            return price(queries, members, (partial,), finals, rate, shared, held_price, memo)
+        def pricer(members: tuple[int, ...], parts: Sequence[tuple[int, ...]] = (), partial=partial,
+                   shared=shared) -> Tree:
+            return price(queries, members, (partial,), finals, rate, shared, held_price, memo, parts)
 
         trees = weave(queries, edge_classes(queries, (partial,)), pricer)
         total = max(1.0 - shared.density / rate, 0.0) + sum(t.estimate for t in trees)

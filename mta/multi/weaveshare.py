@@ -27,6 +27,7 @@ candidates of ``plan="auto"``).  The default 0 is the paper's algorithm.
 
 from __future__ import annotations
 
+import heapq
 from typing import Callable, Iterable, Sequence
 
 from . import cost as _cost
@@ -56,38 +57,71 @@ class Tree:
 
 def price(queries: Sequence[tuple[int, int]], members: tuple[int, ...], partials: Sequence[str],
           finals: Sequence[str], rate: float = 1.0, shared: _cost.Edges | None = None,
-          held_price: float = 0.0, memo: dict | None = None) -> Tree:
+          held_price: float = 0.0, memo: dict | None = None, parts: Sequence[tuple[int, ...]] = ()) -> Tree:
     """The ``(partial, final)`` for the tree of ``members`` with the lowest
     calls per element plus ``held_price`` per held partial.  ``memo`` (a
     dict the caller keeps for one set of queries, finals and rate) holds
     each ``(members, partial)``'s held partials and calls but the slicing
     term (:func:`mta.multi.cost.tree_parts`), so weavings that differ only
     in ``held_price`` or in the slicing (TriWeave's shared slicer against
-    WeaveShare's own) price a tree once.
+    WeaveShare's own) price a tree once; and the queries as numbers and
+    each tree's progressions.
+    ``parts``: the members (sorted, as :attr:`Tree.members`) of trees
+    priced before whose union ``members`` is (a merge): the union's edges
+    are counted from theirs (:func:`mta.multi.edge_count.edges_cached`).
     O(|partials| * |finals| * cost.tree_cost), O(|partials| * |finals|) when memoized."""
-    qs = [queries[i] for i in members]
+    if memo is None:
+        memo = {}
+    numbers = memo.get("numbers")
+    if numbers is None:
+        numbers = memo["numbers"] = [_cost.query_numbers(q) for q in queries]
+    qs = [numbers[i] for i in members]  # in the order given: the costs sum over them in it
     members = tuple(sorted(members))
+    progs_memo: dict = memo.setdefault("progressions", {})
     best = None
     seen = set()
     for partial in partials:
         # techniques marking the same edges cost the same (every range a
         # multiple of its slide): price them once
-        key = tuple(sorted({p for q in qs for p in _cost.progressions(q, partial)}))
+        part_keys = [_progressions_of(queries, m, partial, progs_memo) for m in parts]
+        key = _progressions_of(queries, members, partial, progs_memo, part_keys)
         if key in seen:
             continue
         seen.add(key)
-        priced = None if memo is None else memo.get((members, partial))
+        priced = memo.get((members, partial))
         if priced is None:
-            priced = (tree_held(qs, partial, rate), _cost.tree_parts(qs, partial, finals, rate))
-            if memo is not None:
-                memo[(members, partial)] = priced
-        held, parts = priced
-        for final, c in _cost.with_slicing(parts, rate, shared).items():
+            _cost.edges_cached(key, part_keys)  # counted from the parts' edges, for the two calls below
+            priced = (tree_held(qs, partial, rate, progs=key), _cost.tree_parts(qs, partial, finals, rate, progs=key))
+            memo[(members, partial)] = priced
+        held, terms = priced
+        for final, c in _cost.with_slicing(terms, rate, shared).items():
             score = c + held_price * held
             if best is None or score < best[0]:
                 best = (score, partial, final, c, held)
     assert best is not None, "price needs at least one partial and one final technique"
     return Tree(members, best[1], best[2], best[3], best[4], best[0])
+
+
+def _progressions_of(queries, members: tuple[int, ...], partial: str, memo: dict, part_keys=()) -> tuple:
+    """The sorted progressions the tree of ``members`` (sorted) marks, the
+    union of ``part_keys`` (its parts') when given; ``memo`` keeps the
+    :data:`PROGRESSIONS_KEPT` used last (a weaving's current trees: every
+    merge it prices has one as a part).  O(tree size) when not kept."""
+    key = (members, partial)
+    hit = memo.pop(key, None)
+    if hit is None:
+        if part_keys:  # sorted runs: merged, not sorted anew
+            hit = tuple(dict.fromkeys(sorted([p for k in part_keys for p in k])))
+        else:
+            hit = tuple(sorted({p for i in members for p in _cost.progressions(queries[i], partial)}))
+        if len(memo) >= PROGRESSIONS_KEPT:
+            del memo[next(iter(memo))]
+    memo[key] = hit
+    return hit
+
+
+#: Most trees' progressions :func:`price` keeps per set of queries.
+PROGRESSIONS_KEPT = 1 << 12
 
 
 def edge_classes(queries: Sequence[tuple[int, int]], partials: Sequence[str]) -> list[tuple[int, ...]]:
@@ -101,31 +135,34 @@ def edge_classes(queries: Sequence[tuple[int, int]], partials: Sequence[str]) ->
 
 
 def weave(queries: Sequence[tuple[int, int]], start: Iterable[tuple[int, ...]],
-          pricer: Callable[[tuple[int, ...]], Tree]) -> list[Tree]:
+          pricer: Callable[..., Tree]) -> list[Tree]:
     """The greedy loop: price every pair of trees, merge the pair with the
     largest saving (of :attr:`Tree.score`), re-price only the pairs with the new tree, until no
-    merge saves anything.  O(T^2) pricings for ``T`` starting trees, then
-    O(T) per merge."""
+    merge saves anything.  ``pricer(members, parts)`` prices the tree of
+    ``members``, the union of the trees of ``parts`` (empty for a starting
+    tree).  O(T^2) pricings for ``T`` starting trees, then O(T) per merge."""
     trees: dict[int, Tree] = {}
     for members in start:
-        trees[len(trees)] = pricer(tuple(members))
+        trees[len(trees)] = pricer(tuple(members), ())
     next_id = len(trees)
-    gains: dict[tuple[int, int], tuple[float, Tree]] = {}
+    gains: list[tuple[float, int, int, Tree]] = []  # a heap of (-saving, a, b, merged)
 
     def consider(a: int, b: int) -> None:
-        merged = pricer(trees[a].members + trees[b].members)
+        merged = pricer(trees[a].members + trees[b].members, (trees[a].members, trees[b].members))
         saving = trees[a].score + trees[b].score - merged.score
         if saving > 1e-12:
-            gains[(a, b)] = (saving, merged)
+            heapq.heappush(gains, (-saving, a, b, merged))
 
     ids = sorted(trees)
     for x in range(len(ids)):
         for y in range(x + 1, len(ids)):
             consider(ids[x], ids[y])
     while gains:
-        (a, b), (_, merged) = max(gains.items(), key=lambda kv: (kv[1][0], -kv[0][0], -kv[0][1]))
+        # the largest saving, then the lowest ids; pairs with a tree merged away are dropped as they surface
+        _, a, b, merged = heapq.heappop(gains)
+        if a not in trees or b not in trees:
+            continue
         del trees[a], trees[b]
-        gains = {k: v for k, v in gains.items() if a not in k and b not in k}
         new = next_id
         next_id += 1
         trees[new] = merged
@@ -145,7 +182,7 @@ def weaveshare(queries: Sequence[tuple[int, int]], finals: Sequence[str] = _cost
     if not queries:
         return []
 
-    def pricer(members: tuple[int, ...]) -> Tree:
-        return price(queries, members, partials, finals, rate, held_price=held_price, memo=memo)
+    def pricer(members: tuple[int, ...], parts: Sequence[tuple[int, ...]] = ()) -> Tree:
+        return price(queries, members, partials, finals, rate, held_price=held_price, memo=memo, parts=parts)
 
     return weave(queries, edge_classes(queries, partials), pricer)
