@@ -56,4 +56,8 @@ class WindowStore(Protocol):
 
         A store may also have ``check_value(value)``, raising ``TypeError``
         for a value it cannot hold: :class:`mta.Window` calls it on each
-        lifted value before the value enters the engine."""
+        lifted value before the value enters the engine; and a true
+        ``TAKES_ELEMENT_ARITY``, when ``open_window`` takes
+        ``element_arity=k`` (each element is a tuple of ``k`` values, and a
+        stored element of another shape is corrupt): :class:`mta.Window`
+        then passes its own, 2."""

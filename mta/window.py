@@ -89,7 +89,7 @@ class Window:
         self.policy = policy
         self.monoid = _window_monoid(aggregator.monoid, policy.monoid)
         holds = policy.holds
-        if options.get("store") is not None:  # a group read back holding other elements is then corrupt
+        if getattr(options.get("store"), "TAKES_ELEMENT_ARITY", False):  # mta.storage.WindowStore
             options = {"element_arity": 2, **options}  # each element: (aggregator value, policy value)
         try:
             self.engine = engine(self.monoid, lambda total, prefix: holds(total[1], prefix[1]), **options)

@@ -77,6 +77,7 @@ class Store(Retrying, MetaCas):
     #: URL scheme(s) of the backend, for messages.
     scheme = ""
 
+    TAKES_ELEMENT_ARITY = True  #: :meth:`open_window` takes ``element_arity`` (:class:`mta.storage.WindowStore`)
     #: Whether the backend syncs metadata writes to disk, a cost that
     #: ``cas_meta(durable=False)`` can skip (its ``_cas_meta`` then takes
     #: ``durable``).
@@ -96,8 +97,7 @@ class Store(Retrying, MetaCas):
 
     # ----------------------------------------------------------- pairs
 
-    def write_pairs(self, window: str, epoch: int, level: int, first: int,
-                    blobs: Sequence[bytes]) -> None:
+    def write_pairs(self, window: str, epoch: int, level: int, first: int, blobs: Sequence[bytes]) -> None:
         """Store ``blobs[k]`` at index ``first + k`` of ``(window, epoch,
         level)``, overwriting what is there.  One round trip."""
         check_window(window)

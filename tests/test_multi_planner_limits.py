@@ -244,3 +244,22 @@ def test_extreme_windows_answer_as_brute_force(plan):
     assert got == want and [(r.end, r.value) for r in got] == [(1e300, len(stream))]
     rows = SharedWindows([Query("rows", A.COUNT, rows=10 ** 400)], plan=plan)
     assert [r.value for t in stream for r in rows.push(t)] == list(range(1, len(stream) + 1))
+
+
+def test_edge_cache_counts_each_entry_once_when_a_merge_equals_one_of_its_parts():
+    """A merge whose union is one of its parts, that part not cached yet:
+    counting the parts caches it, and the merge's own entry replaces it,
+    so the bytes the cache holds are counted once (a count that drifted up
+    would empty the whole cache at every insert once past its bound)."""
+    saved = dict(edge_count._EDGE_CACHE), edge_count._cache_bytes
+    try:
+        edge_count._EDGE_CACHE.clear()
+        edge_count._cache_bytes = 0
+        whole, part = ((0, 1000), (3, 999)), ((0, 1000),)
+        edge_count.edges_cached(whole, [whole, part])
+        held = sum(len(e.marks) for e in edge_count._EDGE_CACHE.values() if e.marks is not None)
+        assert held > 0 and edge_count._cache_bytes == held
+    finally:
+        edge_count._EDGE_CACHE.clear()
+        edge_count._EDGE_CACHE.update(saved[0])
+        edge_count._cache_bytes = saved[1]

@@ -80,7 +80,10 @@ def test_default_engine_is_amortized_mta():
 
 def test_options_pass_through_and_type_checks():
     w = Window(MEAN, Count(2), RecordingEngine, depth=3, store="mem")
-    assert w.engine.options == {"depth": 3, "store": "mem", "element_arity": 2}  # a store checks its elements
+    assert w.engine.options == {"depth": 3, "store": "mem"}
+    checking = type("Checking", (), {"TAKES_ELEMENT_ARITY": True})()  # a store that checks its elements' shape
+    w = Window(MEAN, Count(2), RecordingEngine, store=checking)
+    assert w.engine.options == {"store": checking, "element_arity": 2}  # (aggregator value, policy value)
     assert w.engine.wsp((5, 3), (0, 1)) and not w.engine.wsp((5, 3), (0, 2))  # sees the policy's dimension
     with pytest.raises(TypeError):
         Window(SUM, Count(2), BruteForceWindow)

@@ -427,6 +427,8 @@ def edges_cached(progs: tuple[tuple[int, int], ...], parts: Sequence[tuple] = ()
         if hit is None:
             hit = _edges_of(progs, PLAN_UNION_TERMS)
         size = len(hit.marks) if hit.marks is not None else 0
+        if (counted := _EDGE_CACHE.pop(progs, None)) is not None:  # put there just now: progs is one of its parts
+            _cache_bytes -= len(counted.marks) if counted.marks is not None else 0
         # the least recently used go first: a weaving's current trees, the parts of its next merges, stay
         while _EDGE_CACHE and (len(_EDGE_CACHE) >= CACHE_ENTRIES or _cache_bytes + size > CACHE_BYTES):
             old = _EDGE_CACHE.pop(next(iter(_EDGE_CACHE)))

@@ -26,10 +26,11 @@ def window_spec(args) -> WindowSpec:
     if unknown:
         raise CLIError(f"unknown aggregation{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))} "
                        f"in --agg; choose from {', '.join(ready)}")
-    try:
+    slide = getattr(args, "slide", None)
+    try:  # the spec refuses a store with a slide before Spark starts; any other --store is checked with the input
         return WindowSpec.build(key=split_columns(args.key), time=args.time, value=value_columns(args), aggs=names,
                                 range=args.range, rows=args.rows, on_bad_row=args.on_bad_row,
-                                frame=args.frame, slide=getattr(args, "slide", None), store=args.store,
+                                frame=args.frame, slide=slide, store=args.store if slide is not None else None,
                                 ties=getattr(args, "ties", "input"))
     except SlidingWindowError as e:
         raise CLIError(str(e)) from None
