@@ -222,21 +222,28 @@ def answer_calls(final: str, k: float, per_lookup_partials: float = 0.0) -> floa
     kk = max(0, round(k))
     if kk <= 1:
         return 0.0
-    if final == "naive":
-        return kk - 1.0
-    if final in ("bint", "flatfat"):
-        return mean_dyadic_pieces(kk) - 1.0
-    if final == "flatfit":
-        return 1.0
-    if final == "rint":
-        return 1.0
-    if final == "lint":
-        return 1.0 if kk >= LINT_W_MIN else kk - 1.0
-    if final == "slickdeque-noninv":
-        return 0.0
     if final == "slickdeque-inv":
         return min(2.0 * per_lookup_partials, kk - 1.0)
-    raise ValueError(f"unknown final aggregation {final!r}; known: {', '.join(FINALS)}")
+    per_range = _ANSWER_CALLS.get(final)
+    if per_range is None:
+        raise ValueError(f"unknown final aggregation {final!r}; known: {', '.join(FINALS)}")
+    return per_range(kk)
+
+
+def _dyadic_less_one(kk: int) -> float:
+    return mean_dyadic_pieces(kk) - 1.0
+
+
+#: :func:`answer_calls` of a range of ``kk > 1`` closed partials by final technique (slickdeque-inv's apart).
+_ANSWER_CALLS = {
+    "naive": lambda kk: kk - 1.0,
+    "bint": _dyadic_less_one,
+    "flatfat": _dyadic_less_one,
+    "flatfit": lambda kk: 1.0,
+    "rint": lambda kk: 1.0,
+    "lint": lambda kk: 1.0 if kk >= LINT_W_MIN else kk - 1.0,
+    "slickdeque-noninv": lambda kk: 0.0,
+}
 
 
 def tree_cost(queries, partial: str, final: str, rate: float = 1.0,
@@ -361,10 +368,9 @@ def tree_parts(queries, partial: str, finals: Sequence[str], rate: float = 1.0, 
 
 class _AnswerSums:
     """``sum_i f_i * answer_calls(final, k_i)`` for the finals whose
-    answer depends on the window's partials alone: the same products in
-    the same order (so the same float), each final's formula applied
-    inline and B-Int's and FlatFAT's shared (a pricing sums them for
-    every final over every query of its tree).  O(n) per final."""
+    answer depends on the window's partials alone (:data:`_ANSWER_CALLS`),
+    each sum made once (B-Int and FlatFAT share theirs): the same products
+    in the same order, so the same float.  O(n) per final."""
 
     FINALS = ("bint", "flatfat", "naive", "lint", "flatfit")
 
@@ -373,31 +379,11 @@ class _AnswerSums:
         self.done: dict = {}
 
     def of(self, final: str) -> float:
-        kind = "dyadic" if final in ("bint", "flatfat") else final
-        hit = self.done.get(kind)
+        per_range = _ANSWER_CALLS[final]
+        hit = self.done.get(per_range)
         if hit is None:
-            hit = self.done[kind] = sum(self._products(kind))
+            hit = self.done[per_range] = sum([f * per_range(k) if k > 1 else 0.0 for k, f in self.pairs])
         return hit
-
-    def _products(self, kind: str) -> list:
-        pairs = self.pairs
-        if kind == "naive":
-            return [f * (k - 1.0) if k > 1 else 0.0 for k, f in pairs]
-        if kind == "dyadic":
-            less = _DYADIC_LESS_ONE
-            if len(less) > 1 << 16:
-                less.clear()
-            for k, _ in pairs:
-                if k > 1 and k not in less:
-                    less[k] = mean_dyadic_pieces(k) - 1.0
-            return [f * less[k] if k > 1 else 0.0 for k, f in pairs]
-        if kind == "flatfit":
-            return [f if k > 1 else 0.0 for k, f in pairs]  # f * 1.0
-        return [f * (1.0 if k >= LINT_W_MIN else k - 1.0) if k > 1 else 0.0 for k, f in pairs]  # lint
-
-
-#: ``mean_dyadic_pieces(k) - 1`` by ``k``: a plain dict is the cheapest lookup for the planners' many.
-_DYADIC_LESS_ONE: dict[int, float] = {}
 
 
 def group_triples(groups):
